@@ -1,0 +1,1 @@
+"""Temporal activities: thin adapters from workflows to ``memory/`` and the outside world."""

@@ -1,0 +1,138 @@
+"""The ``mnemo`` command line: the embedded dev stack, production services and admin commands."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from api.settings import Settings
+
+app = typer.Typer(help="mnemo: governed memory and durable tasks for AI agents.", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+DataDir = Annotated[Path, typer.Option("--data-dir", help="Data directory of the embedded stack.")]
+
+
+def fail(message: str) -> None:
+    typer.echo(f"mnemo: {message}", err=True)
+    raise typer.Exit(1)
+
+
+@app.command()
+def dev(
+    data_dir: DataDir = Path(".mnemo"),
+    port: Annotated[int, typer.Option(help="API port on 127.0.0.1.")] = 8000,
+    temporal_port: Annotated[int, typer.Option(help="Temporal frontend port (its UI uses this + 1000).")] = 7233,
+    demo: Annotated[bool, typer.Option(help="Write and recall one demo memory once ready.")] = True,
+) -> None:
+    """Run the whole stack locally: embedded PostgreSQL, Temporal dev server, worker and API."""
+    from api.demo import run_demo
+    from api.devstack.stack import DevOptions, run_dev
+
+    options = DevOptions(data_dir=data_dir, port=port, temporal_port=temporal_port)
+    raise typer.Exit(run_dev(options, run_demo if demo else None))
+
+
+@app.command()
+def migrate() -> None:
+    """Apply database migrations to MNEMO_DATABASE_URL."""
+    from migrations import upgrade
+
+    upgrade(Settings().require_database_url())
+    typer.echo("mnemo: database schema is up to date")
+
+
+@app.command()
+def worker() -> None:
+    """Run the Temporal worker against MNEMO_DATABASE_URL and MNEMO_TEMPORAL_ADDRESS."""
+    from api.worker import run_worker
+
+    settings = Settings()
+    settings.require_database_url()
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        await run_worker(settings)
+
+    try:
+        asyncio.run(main())
+    except asyncio.CancelledError:
+        pass
+
+
+@app.command()
+def api() -> None:
+    """Serve the HTTP API (uvicorn) on MNEMO_API_HOST:MNEMO_API_PORT."""
+    import uvicorn
+
+    from api.main import create_app
+
+    settings = Settings()
+    settings.require_database_url()
+    uvicorn.run(
+        lambda: create_app(settings),
+        factory=True,
+        host=settings.api_host,
+        port=settings.api_port,
+        log_level=settings.log_level,
+    )
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option(help="Tenant id (created if it does not exist).")],
+    user: Annotated[str, typer.Option(help="User id the key authenticates as.")],
+    roles: Annotated[str, typer.Option(help="Comma-separated roles, e.g. memory_writer,approver.")] = "",
+    agent: Annotated[str | None, typer.Option(help="Bind the key to an agent (for AGENT space memories).")] = None,
+    data_dir: DataDir = Path(".mnemo"),
+) -> None:
+    """Create an API key and print it, alone, on stdout. It is shown this once."""
+    from memory.auth import create_api_key
+    from memory.db import make_engine, tenant_session
+    from memory.errors import MnemoError
+
+    url = _database_url(data_dir)
+    engine = make_engine(url, pool_size=1)
+    try:
+        with tenant_session(engine, tenant) as session:
+            key = create_api_key(
+                session, tenant_id=tenant, user_id=user, agent_id=agent, roles=roles.split(",") if roles else []
+            )
+    except MnemoError as exc:
+        fail(exc.message)
+    finally:
+        engine.dispose()
+    sys.stdout.write(key + "\n")
+
+
+def _database_url(data_dir: Path) -> str:
+    """MNEMO_DATABASE_URL in production; otherwise the running ``mnemo dev`` in ``data_dir``."""
+    if os.environ.get("MNEMO_DATABASE_URL"):
+        return Settings().require_database_url()
+    from api.devstack.processes import StackError
+    from api.devstack.stack import read_state
+
+    try:
+        return str(read_state(data_dir)["database_url"])
+    except StackError as exc:
+        fail(str(exc))
+        raise  # unreachable: fail() exits
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

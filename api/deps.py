@@ -1,0 +1,33 @@
+"""FastAPI dependencies: the engine, the Temporal client and the authenticated principal."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy import Engine
+
+from memory.auth import PrincipalContext, authenticate
+from memory.db import global_session
+from memory.errors import Unauthorized
+
+
+def get_engine(request: Request) -> Engine:
+    engine: Engine = request.app.state.engine
+    return engine
+
+
+EngineDep = Annotated[Engine, Depends(get_engine)]
+
+
+def current_principal(request: Request, engine: EngineDep) -> PrincipalContext:
+    """Identity comes only from ``Authorization: Bearer <key>``."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("send your API key as `Authorization: Bearer mnemo_...`")
+    with global_session(engine) as session:
+        return authenticate(session, token.strip())
+
+
+CurrentPrincipal = Annotated[PrincipalContext, Depends(current_principal)]

@@ -1,0 +1,1 @@
+"""The embedded development stack: PostgreSQL, Temporal, worker and API as owned child processes."""

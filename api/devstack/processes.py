@@ -1,0 +1,99 @@
+"""Child-process helpers shared by the embedded services.
+
+Every child is started in its own process group (so a terminal Ctrl-C reaches
+only the supervisor, which then stops children in order) and asks the kernel to
+SIGTERM it if the supervisor dies, so no child outlives its owner.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+from typing import IO, Sequence
+
+_PR_SET_PDEATHSIG = 1
+
+
+class StackError(RuntimeError):
+    """A one-line, actionable error about the embedded stack (busy port, stale lock, ...)."""
+
+
+def _die_with_parent() -> None:
+    """preexec hook: SIGTERM this child when the process that started it dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def spawn(
+    args: Sequence[str],
+    *,
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    user: str | None = None,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start an owned child whose stdout and stderr go to ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log: IO[bytes] = open(log_path, "ab")
+    try:
+        return subprocess.Popen(
+            list(args),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            user=user,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+    finally:
+        log.close()
+
+
+def stop(proc: subprocess.Popen[bytes], *, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+    """Ask a child to stop with ``sig``; kill its whole group if it does not exit in time."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=5)
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def require_free_port(port: int, what: str, flag: str) -> None:
+    """Fail with a one-line error naming the port, its use and the flag that changes it."""
+    if not port_is_free(port):
+        raise StackError(
+            f"port {port} ({what}) is already in use on 127.0.0.1: stop the process using it "
+            f"or pass {flag} with a free port"
+        )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS reports free right now (used for services nobody types by hand)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])

@@ -1,0 +1,262 @@
+"""``mnemo dev``: the whole stack as child processes this process owns.
+
+Start order: Temporal (in the background) and PostgreSQL, migrations, the admin
+key, then the worker and the API. Stop order is the reverse. A terminal Ctrl-C
+reaches only this supervisor (children run in their own process groups), and
+each child is told by the kernel to exit if the supervisor dies.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+from api.devstack.postgres import EmbeddedPostgres
+from api.devstack.processes import StackError, free_port, require_free_port, spawn, stop
+from api.devstack.temporal import TemporalDevServer
+from api.settings import Settings
+from memory.auth import create_api_key
+from memory.db import make_engine, tenant_session
+from memory.enums import Role
+
+DEFAULT_TENANT = "default"
+ADMIN_USER = "admin"
+STATE_FILE = "stack.json"
+
+
+@dataclass(frozen=True)
+class DevOptions:
+    data_dir: Path
+    port: int = 8000
+    temporal_port: int = 7233
+    demo: bool = True
+
+    @property
+    def temporal_ui_port(self) -> int:
+        return self.temporal_port + 1000
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+@contextmanager
+def _exclusive(data_dir: Path) -> Iterator[None]:
+    """One ``mnemo dev`` per data dir. The kernel drops the lock when its holder dies, so it is never stale."""
+    lock_path = data_dir / "dev.lock"
+    handle: IO[str] = open(lock_path, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise StackError(
+            f"another `mnemo dev` (pid {holder}) is using {data_dir}: stop it first "
+            "(Ctrl-C in its terminal) or pass --data-dir with another folder"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    try:
+        yield
+    finally:
+        handle.close()
+
+
+def read_state(data_dir: Path) -> dict[str, object]:
+    """What a running ``mnemo dev`` published about itself (URLs, pids), for other commands."""
+    path = data_dir.resolve() / STATE_FILE
+    if not path.exists():
+        raise StackError(
+            f"no running `mnemo dev` in {data_dir.resolve()}: start it with `mnemo dev --data-dir {data_dir}` "
+            "or set MNEMO_DATABASE_URL"
+        )
+    state: dict[str, object] = json.loads(path.read_text())
+    return state
+
+
+def _ensure_admin_key(database_url: str, key_path: Path) -> None:
+    if key_path.exists():
+        return
+    engine = make_engine(database_url, pool_size=1)
+    try:
+        with tenant_session(engine, DEFAULT_TENANT) as session:
+            key = create_api_key(
+                session, tenant_id=DEFAULT_TENANT, user_id=ADMIN_USER, roles=[role.value for role in Role]
+            )
+    finally:
+        engine.dispose()
+    key_path.touch(mode=0o600)
+    key_path.write_text(key + "\n")
+
+
+class DevStack:
+    def __init__(self, options: DevOptions) -> None:
+        self.options = options
+        self.data_dir = options.data_dir.resolve()
+        self.postgres = EmbeddedPostgres(self.data_dir, port=free_port())
+        self.temporal = TemporalDevServer(
+            self.data_dir, port=options.temporal_port, ui_port=options.temporal_ui_port, namespace="mnemo"
+        )
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.settings: Settings | None = None
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.options.port}"
+
+    def _step(self, label: str, action: Callable[[], None]) -> None:
+        started = time.monotonic()
+        action()
+        say(f"  ✓ {label} ({time.monotonic() - started:.1f}s)")
+
+    def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.chmod(0o700)
+        require_free_port(self.options.port, "mnemo API", "--port")
+        require_free_port(self.options.temporal_port, "Temporal frontend", "--temporal-port")
+        require_free_port(self.options.temporal_ui_port, "Temporal UI", "--temporal-port")
+        began = time.monotonic()
+        say(f"mnemo dev: starting the stack in {self.data_dir}")
+        self.temporal.start()
+        info = None
+
+        def start_postgres() -> None:
+            nonlocal info
+            info = self.postgres.start()
+
+        self._step("PostgreSQL 18 + pgvector + pg_trgm", start_postgres)
+        assert info is not None
+        database_url = info.url()
+        self.settings = Settings(
+            database_url=database_url,
+            temporal_address=self.temporal.address,
+            temporal_namespace="mnemo",
+            api_port=self.options.port,
+            data_dir=self.data_dir,
+        )
+        from migrations import upgrade
+
+        self._step("migrations", lambda: upgrade(database_url))
+        self._step("admin key", lambda: _ensure_admin_key(database_url, self.key_path))
+        self._step("Temporal dev server", self.temporal.wait_ready)
+        env = {**os.environ, **self._child_env()}
+        logs = self.data_dir / "logs"
+        self.children["worker"] = spawn([sys.executable, "-m", "api.cli", "worker"], log_path=logs / "worker.log", env=env)
+        self.children["api"] = spawn([sys.executable, "-m", "api.cli", "api"], log_path=logs / "api.log", env=env)
+        self._step("worker and API", self._wait_api_ready)
+        self._write_state()
+        say(f"mnemo dev: ready in {time.monotonic() - began:.1f}s")
+
+    def _child_env(self) -> dict[str, str]:
+        assert self.settings is not None
+        return {
+            "MNEMO_DATABASE_URL": self.settings.require_database_url(),
+            "MNEMO_TEMPORAL_ADDRESS": self.settings.temporal_address,
+            "MNEMO_TEMPORAL_NAMESPACE": self.settings.temporal_namespace,
+            "MNEMO_API_HOST": "127.0.0.1",
+            "MNEMO_API_PORT": str(self.options.port),
+        }
+
+    @property
+    def key_path(self) -> Path:
+        return self.data_dir / "admin.key"
+
+    def _wait_api_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            self.check_children()
+            try:
+                response = httpx.get(f"{self.api_url}/readyz", timeout=5)
+                if response.status_code == 200:
+                    return
+                last = response.text
+            except httpx.HTTPError as exc:
+                last = str(exc)
+            time.sleep(0.2)
+        raise StackError(f"the API was not ready within {timeout:.0f}s ({last}); see {self.data_dir / 'logs'}")
+
+    def check_children(self) -> None:
+        for name, proc in self.children.items():
+            code = proc.poll()
+            if code is not None:
+                raise StackError(f"the {name} exited with code {code}; see {self.data_dir / 'logs' / (name + '.log')}")
+
+    def _write_state(self) -> None:
+        assert self.settings is not None
+        state = {
+            "pid": os.getpid(),
+            "api_url": self.api_url,
+            "database_url": self.settings.database_url,
+            "temporal_address": self.temporal.address,
+            "temporal_ui_url": f"http://127.0.0.1:{self.options.temporal_ui_port}",
+            "admin_key_path": str(self.key_path),
+            "child_pids": {
+                **{name: proc.pid for name, proc in self.children.items()},
+                "postgres": self.postgres.pid,
+                "temporal": self.temporal.pid,
+            },
+        }
+        path = self.data_dir / STATE_FILE
+        path.touch(mode=0o600)
+        path.write_text(json.dumps(state, indent=2))
+
+    def stop(self) -> None:
+        (self.data_dir / STATE_FILE).unlink(missing_ok=True)
+        for name in ("api", "worker"):
+            if name in self.children:
+                stop(self.children.pop(name), timeout=15)
+        self.temporal.stop()
+        self.postgres.stop()
+
+
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run_dev(options: DevOptions, demo: Callable[[str, str], None] | None) -> int:
+    """Run the stack until SIGINT/SIGTERM; returns the process exit code."""
+    options.data_dir.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        with _exclusive(options.data_dir.resolve()):
+            stack = DevStack(options)
+            try:
+                stack.start()
+                say("")
+                say(f"  API docs     {stack.api_url}/docs")
+                say(f"  Temporal UI  http://127.0.0.1:{options.temporal_ui_port}")
+                say(f"  admin key    {stack.key_path}  (tenant '{DEFAULT_TENANT}', every role)")
+                say(f"  logs         {stack.data_dir / 'logs'}")
+                if demo is not None:
+                    say("")
+                    demo(stack.api_url, stack.key_path.read_text().strip())
+                say("")
+                say("Press Ctrl-C to stop.")
+                while True:
+                    stack.check_children()
+                    time.sleep(0.5)
+            except KeyboardInterrupt:
+                say("\nmnemo dev: stopping…")
+                return 0
+            finally:
+                stack.stop()
+                say("mnemo dev: stopped")
+    except StackError as exc:
+        print(f"mnemo dev: {exc}", file=sys.stderr, flush=True)
+        return 1

@@ -1,0 +1,39 @@
+"""The FastAPI application (OpenAPI at /docs)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api.errors import StrictJsonMiddleware, install_error_handlers
+from api.routers import events, health, memories
+from api.settings import Settings
+from memory.db import make_engine
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    database_url = settings.require_database_url()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.settings = settings
+        app.state.engine = make_engine(database_url, pool_size=settings.db_pool_size)
+        app.state.temporal = None  # connected on first use, so the API starts even while Temporal is down
+        yield
+        app.state.engine.dispose()
+
+    app = FastAPI(
+        title="mnemo",
+        version="0.1.0",
+        summary="Governed memory and durable tasks for AI agents.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(StrictJsonMiddleware)
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(events.router)
+    app.include_router(memories.router)
+    return app

@@ -1,0 +1,222 @@
+"""Request and response models. Requests parse strictly: unknown keys, explicit nulls,
+identity fields and timestamps without a time zone are refused with a typed 422."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from memory.enums import Category, EventKind, SourceLevel, Space
+from memory.models import Memory
+
+IDENTITY_FIELDS = frozenset({"tenant", "tenant_id", "user", "user_id", "caller", "principal", "roles", "agent_id"})
+
+ShortText = Annotated[str, Field(min_length=1, max_length=256)]
+Content = Annotated[str, Field(min_length=1, max_length=100_000)]
+
+
+class StrictRequest(BaseModel):
+    """Base of every request body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_identity_and_nulls(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            claimed = sorted(IDENTITY_FIELDS & data.keys())
+            if claimed:
+                raise PydanticCustomError(
+                    "identity_from_credentials",
+                    "{field} is not accepted in a request body: tenant, user, agent and roles come from your API key",
+                    {"field": claimed[0]},
+                )
+            for key, value in data.items():
+                if value is None:
+                    raise PydanticCustomError(
+                        "null_not_allowed", "{field} may not be null: leave the field out instead", {"field": key}
+                    )
+        return data
+
+
+class SourceIn(StrictRequest):
+    source_id: ShortText
+    source_type: ShortText
+    captured_at: AwareDatetime
+    evidence_refs: list[ShortText] = Field(default_factory=list, max_length=50)
+
+
+class ValidityIn(StrictRequest):
+    observed_at: AwareDatetime | None = None
+    effective_from: AwareDatetime | None = None
+    effective_to: AwareDatetime | None = None
+    expires_at: AwareDatetime | None = None
+
+
+class EventIn(StrictRequest):
+    idempotency_key: ShortText
+    kind: EventKind
+    payload: dict[str, Any]
+    occurred_at: AwareDatetime
+    session_id: ShortText | None = None
+
+
+class EventOut(BaseModel):
+    event_id: uuid.UUID
+    idempotency_key: str
+    kind: str
+    session_id: str | None
+    occurred_at: AwareDatetime
+    stored_at: AwareDatetime
+    revision: int
+    stage: Literal["committed"] = "committed"
+    replayed: bool
+
+
+class CandidateIn(StrictRequest):
+    category: Category
+    space: Space
+    content: Content
+    source: SourceIn
+    source_level: SourceLevel
+    abstract: Annotated[str, Field(min_length=1, max_length=1_000)] | None = None
+    overview: Annotated[str, Field(min_length=1, max_length=20_000)] | None = None
+    key: ShortText | None = None
+    project_id: ShortText | None = None
+    session_id: ShortText | None = None
+    confidence: float | None = Field(default=None, ge=0, le=1)
+    validity: ValidityIn | None = None
+    allowed_purposes: list[ShortText] = Field(default_factory=list, max_length=20)
+    idempotency_key: ShortText | None = None
+
+
+class CorrectionIn(StrictRequest):
+    expected_version: int = Field(ge=1)
+    content: Content | None = None
+    abstract: Annotated[str, Field(min_length=1, max_length=1_000)] | None = None
+    overview: Annotated[str, Field(min_length=1, max_length=20_000)] | None = None
+    key: ShortText | None = None
+    source: SourceIn | None = None
+    source_level: Literal[SourceLevel.E1, SourceLevel.E2, SourceLevel.E3] = SourceLevel.E2
+    confidence: float | None = Field(default=None, ge=0, le=1)
+    validity: ValidityIn | None = None
+    allowed_purposes: list[ShortText] | None = Field(default=None, max_length=20)
+
+
+class QueryIn(StrictRequest):
+    query: Annotated[str, Field(min_length=1, max_length=2_000)]
+    limit: int = Field(default=5, ge=1, le=50)
+    categories: list[Category] = Field(default_factory=list)
+    spaces: list[Space] = Field(default_factory=list)
+    project_id: ShortText | None = None
+    session_id: ShortText | None = None
+    purpose: ShortText | None = None
+
+
+class SourceOut(BaseModel):
+    source_id: str
+    source_type: str
+    captured_at: AwareDatetime
+    evidence_refs: list[str]
+
+
+class ValidityOut(BaseModel):
+    observed_at: AwareDatetime | None
+    effective_from: AwareDatetime | None
+    effective_to: AwareDatetime | None
+    expires_at: AwareDatetime | None
+    last_confirmed_at: AwareDatetime | None
+
+
+class MemoryOut(BaseModel):
+    memory_id: uuid.UUID
+    version: int
+    status: str
+    category: str
+    space: str
+    owner_id: str
+    key: str | None
+    project_id: str | None
+    session_id: str | None
+    abstract: str
+    overview: str | None
+    content: str
+    source: SourceOut
+    source_level: str
+    confidence: float
+    validity: ValidityOut
+    allowed_purposes: list[str]
+    supersedes_version: int | None
+    stored_at: AwareDatetime
+    revision: int
+
+    @classmethod
+    def of(cls, memory: Memory) -> "MemoryOut":
+        return cls(
+            memory_id=memory.memory_id,
+            version=memory.version,
+            status=memory.status,
+            category=memory.category,
+            space=memory.space,
+            owner_id=memory.owner_id,
+            key=memory.key,
+            project_id=memory.project_id,
+            session_id=memory.session_id,
+            abstract=memory.abstract,
+            overview=memory.overview,
+            content=memory.content,
+            source=SourceOut(
+                source_id=memory.source_id,
+                source_type=memory.source_type,
+                captured_at=memory.captured_at,
+                evidence_refs=list(memory.evidence_refs),
+            ),
+            source_level=memory.source_level,
+            confidence=memory.confidence,
+            validity=ValidityOut(
+                observed_at=memory.observed_at,
+                effective_from=memory.effective_from,
+                effective_to=memory.effective_to,
+                expires_at=memory.expires_at,
+                last_confirmed_at=memory.last_confirmed_at,
+            ),
+            allowed_purposes=list(memory.allowed_purposes),
+            supersedes_version=memory.supersedes_version,
+            stored_at=memory.stored_at,
+            revision=memory.revision,
+        )
+
+
+class WriteOut(BaseModel):
+    memory_id: uuid.UUID
+    version: int
+    status: str
+    stage: Literal["accepted", "committed", "indexed"]
+    indexes: dict[str, Literal["indexed", "pending"]]
+    replayed: bool
+    revision: int
+
+
+class VersionSummary(BaseModel):
+    version: int
+    status: str
+    stored_at: AwareDatetime
+
+
+class MemoryDetailOut(MemoryOut):
+    history: list[VersionSummary]
+
+
+class QueryItem(MemoryOut):
+    score: float
+    score_breakdown: dict[str, float]
+
+
+class QueryOut(BaseModel):
+    items: list[QueryItem]
+    snapshot_revision: int
+    candidates_considered: int
+    dropped_on_reread: int

@@ -1,0 +1,34 @@
+"""Typed settings, read from ``MNEMO_*`` environment variables (documented in the README)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Production mode sets ``database_url`` and ``temporal_address``; ``mnemo dev`` sets them for its children."""
+
+    model_config = SettingsConfigDict(env_prefix="MNEMO_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL, e.g. postgresql+psycopg://user:pw@host:5432/mnemo"
+    )
+    temporal_address: str = Field(default="127.0.0.1:7233", description="Temporal frontend host:port")
+    temporal_namespace: str = Field(default="mnemo", description="Temporal namespace mnemo's workflows run in")
+    task_queue: str = Field(default="mnemo", description="Temporal task queue of the mnemo worker")
+    api_host: str = Field(default="127.0.0.1", description="Address `mnemo api` binds")
+    api_port: int = Field(default=8000, ge=1, le=65535, description="Port `mnemo api` binds")
+    data_dir: Path = Field(default=Path(".mnemo"), description="Data directory of `mnemo dev` (embedded mode)")
+    log_level: str = Field(default="info", description="Log level: debug, info, warning, error")
+    db_pool_size: int = Field(default=10, ge=1, le=100, description="Connections per process in the pool")
+
+    def require_database_url(self) -> str:
+        if not self.database_url:
+            raise SystemExit(
+                "MNEMO_DATABASE_URL is not set: set it to your PostgreSQL URL, "
+                "or run `mnemo dev` for the embedded stack"
+            )
+        return self.database_url

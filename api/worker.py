@@ -1,0 +1,43 @@
+"""The Temporal worker: registers every workflow and activity mnemo runs."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+from sqlalchemy import Engine
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.projection import ProjectionActivities
+from api.settings import Settings
+from api.temporal import connect
+from memory.db import make_engine
+from workflows.projection import RebuildProjectionWorkflow
+
+WORKFLOWS = [RebuildProjectionWorkflow]
+
+
+def build_worker(client: Client, engine: Engine, task_queue: str, executor: ThreadPoolExecutor) -> Worker:
+    projection = ProjectionActivities(engine)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=WORKFLOWS,
+        activities=[projection.rebuild_projection_batch],
+        activity_executor=executor,
+    )
+
+
+async def run_worker(settings: Settings) -> None:
+    """Run until cancelled (SIGINT/SIGTERM), then finish in-flight tasks and exit."""
+    engine = make_engine(settings.require_database_url(), pool_size=settings.db_pool_size)
+    client = await connect(settings)
+    with ThreadPoolExecutor(max_workers=settings.db_pool_size) as executor:
+        worker = build_worker(client, engine, settings.task_queue, executor)
+        try:
+            await worker.run()
+        except asyncio.CancelledError:
+            pass
+        finally:
+            engine.dispose()

@@ -1,0 +1,104 @@
+"""API keys and the principal they authenticate.
+
+A key looks like ``mnemo_<key id>_<secret>``. Only the SHA-256 of the secret is
+stored: the secret is 32 random bytes, so a slow password hash would add cost
+without adding safety. Identity (tenant, user, agent, roles) is read from the
+key's row, never from anything a request carries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from memory.enums import Role
+from memory.errors import InvalidInput, Unauthorized
+from memory.models import ApiKey, Principal, Tenant
+
+KEY_PREFIX = "mnemo"
+_KEY_FORMAT = re.compile(r"^mnemo_([A-Za-z0-9]{12})_([A-Za-z0-9_-]{43})$")
+_TENANT_FORMAT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_USER_FORMAT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._:-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class PrincipalContext:
+    """Who is calling, as established by their credential."""
+
+    tenant_id: str
+    user_id: str
+    agent_id: str | None
+    roles: frozenset[str]
+    key_id: str
+
+    def has(self, role: Role) -> bool:
+        return Role.ADMIN.value in self.roles or role.value in self.roles
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def parse_roles(raw: str) -> list[str]:
+    """Comma-separated role names, each one a known :class:`Role`."""
+    names = [name.strip() for name in raw.split(",") if name.strip()]
+    known = {role.value for role in Role}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise InvalidInput(
+            f"unknown role(s) {', '.join(unknown)}; known roles are {', '.join(sorted(known))}",
+            code="unknown_role",
+        )
+    return sorted(set(names))
+
+
+def create_api_key(
+    session: Session, *, tenant_id: str, user_id: str, roles: list[str], agent_id: str | None = None
+) -> str:
+    """Create the tenant and principal if needed, store a new key's hash and return the key (once)."""
+    if not _TENANT_FORMAT.match(tenant_id):
+        raise InvalidInput("tenant ids are 1-63 lowercase letters, digits, '-' or '_'", code="invalid_tenant")
+    if not _USER_FORMAT.match(user_id):
+        raise InvalidInput("user ids are 1-128 letters, digits or . @ _ : -", code="invalid_user")
+    roles = parse_roles(",".join(roles))
+    session.execute(insert(Tenant).values(tenant_id=tenant_id).on_conflict_do_nothing())
+    session.execute(insert(Principal).values(tenant_id=tenant_id, user_id=user_id).on_conflict_do_nothing())
+    key_id = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(12))
+    secret = secrets.token_urlsafe(32)
+    session.add(
+        ApiKey(
+            key_id=key_id,
+            tenant_id=tenant_id,
+            user_id=user_id,
+            agent_id=agent_id,
+            roles=roles,
+            secret_sha256=_digest(secret),
+        )
+    )
+    session.flush()
+    return f"{KEY_PREFIX}_{key_id}_{secret}"
+
+
+def authenticate(session: Session, presented: str) -> PrincipalContext:
+    """Resolve a presented key to its principal, or raise :class:`Unauthorized`."""
+    match = _KEY_FORMAT.match(presented)
+    if match is None:
+        raise Unauthorized("the API key is malformed; send `Authorization: Bearer mnemo_...`")
+    key_id, secret = match.groups()
+    row = session.execute(select(ApiKey).where(ApiKey.key_id == key_id)).scalar_one_or_none()
+    if row is None or row.revoked_at is not None or not hmac.compare_digest(row.secret_sha256, _digest(secret)):
+        raise Unauthorized("the API key is unknown or revoked")
+    return PrincipalContext(
+        tenant_id=row.tenant_id,
+        user_id=row.user_id,
+        agent_id=row.agent_id,
+        roles=frozenset(row.roles),
+        key_id=row.key_id,
+    )

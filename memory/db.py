@@ -1,0 +1,46 @@
+"""Engines and tenant-scoped sessions.
+
+Every application connection switches to the ``mnemo_app`` role, which row-level
+security applies to, and every unit of work sets ``mnemo.tenant_id`` for its
+transaction only. The tenant filter in each query is the first wall; RLS is the
+second, so a query that forgets its filter still cannot cross tenants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.orm import Session
+
+APP_ROLE = "mnemo_app"
+
+
+def make_engine(url: str, *, pool_size: int = 10) -> Engine:
+    """An engine whose every connection acts as the RLS-bound application role."""
+    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+
+    @event.listens_for(engine, "connect")
+    def _act_as_app_role(dbapi_connection: Any, _record: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute(f"SET ROLE {APP_ROLE}")
+        dbapi_connection.commit()
+
+    return engine
+
+
+@contextmanager
+def tenant_session(engine: Engine, tenant_id: str) -> Iterator[Session]:
+    """One transaction in ``tenant_id``'s context: committed on success, rolled back on error."""
+    with Session(engine, expire_on_commit=False) as session, session.begin():
+        session.execute(text("SELECT set_config('mnemo.tenant_id', :tenant, true)"), {"tenant": tenant_id})
+        yield session
+
+
+@contextmanager
+def global_session(engine: Engine) -> Iterator[Session]:
+    """A transaction with no tenant context: sees only the global tables (tenants, API keys)."""
+    with Session(engine, expire_on_commit=False) as session, session.begin():
+        yield session

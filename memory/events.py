@@ -1,0 +1,82 @@
+"""Source events (messages, tool results, task events), idempotent by (tenant, idempotency key)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from memory.auth import PrincipalContext
+from memory.enums import EventKind
+from memory.errors import IdempotencyConflict
+from memory.models import MemoryEvent
+
+
+def request_digest(body: dict[str, Any]) -> str:
+    """A stable digest of a request body, so a replay can be told from a different request."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def next_revision(session: Session) -> int:
+    return int(session.execute(text("SELECT nextval('mnemo_revision_seq')")).scalar_one())
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    idempotency_key: str
+    kind: EventKind
+    payload: dict[str, Any]
+    occurred_at: datetime
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class EventRecorded:
+    event: MemoryEvent
+    replayed: bool
+
+
+def record_event(session: Session, principal: PrincipalContext, new: NewEvent, digest: str) -> EventRecorded:
+    """Store an event once. A replay with the same body returns the first result; another body is a 409."""
+    event_id = uuid.uuid4()
+    inserted = session.execute(
+        insert(MemoryEvent)
+        .values(
+            tenant_id=principal.tenant_id,
+            event_id=event_id,
+            idempotency_key=new.idempotency_key,
+            request_sha256=digest,
+            kind=new.kind.value,
+            user_id=principal.user_id,
+            agent_id=principal.agent_id,
+            session_id=new.session_id,
+            payload=new.payload,
+            occurred_at=new.occurred_at,
+            revision=next_revision(session),
+        )
+        .on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"])
+        .returning(MemoryEvent.event_id)
+    ).scalar_one_or_none()
+    existing = session.execute(
+        select(MemoryEvent).where(
+            MemoryEvent.tenant_id == principal.tenant_id,
+            MemoryEvent.idempotency_key == new.idempotency_key,
+        )
+    ).scalar_one()
+    if inserted is not None:
+        return EventRecorded(existing, replayed=False)
+    if existing.request_sha256 != digest:
+        raise IdempotencyConflict(
+            f"idempotency key {new.idempotency_key!r} was already used with a different request body; "
+            "use a new key for a new event",
+            details={"event_id": str(existing.event_id)},
+        )
+    return EventRecorded(existing, replayed=True)

@@ -1,0 +1,359 @@
+"""Versioned memories: create (as candidate or active), confirm, read, correct.
+
+A correction never edits a row: it marks the head SUPERSEDED and inserts the
+next version, and the search projection follows in the same transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from sqlalchemy import ColumnElement, and_, false, or_, select, text, update
+from sqlalchemy.orm import Session
+
+from memory.auth import PrincipalContext
+from memory.enums import USER_CATEGORIES, Category, Role, SourceLevel, Space, Status
+from memory.errors import Conflict, Forbidden, IdempotencyConflict, InvalidInput, NotFound, VersionConflict
+from memory.events import next_revision
+from memory.models import Memory
+from memory.projection import write_projection
+
+ABSTRACT_CHARS = 200
+"""L0 is a one-line abstract (~100 tokens); when the caller sends none we cut the content."""
+
+DEFAULT_CONFIDENCE = {SourceLevel.E1: 1.0, SourceLevel.E2: 0.9, SourceLevel.E3: 0.8, SourceLevel.E4: 0.5}
+
+
+@dataclass(frozen=True)
+class Source:
+    source_id: str
+    source_type: str
+    captured_at: datetime
+    evidence_refs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Validity:
+    observed_at: datetime | None = None
+    effective_from: datetime | None = None
+    effective_to: datetime | None = None
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    category: Category
+    space: Space
+    content: str
+    source: Source
+    source_level: SourceLevel
+    abstract: str | None = None
+    overview: str | None = None
+    key: str | None = None
+    project_id: str | None = None
+    session_id: str | None = None
+    confidence: float | None = None
+    validity: Validity = field(default_factory=Validity)
+    allowed_purposes: tuple[str, ...] = ()
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Correction:
+    """What a PATCH changes; ``None`` keeps the current version's value."""
+
+    expected_version: int
+    content: str | None = None
+    abstract: str | None = None
+    overview: str | None = None
+    key: str | None = None
+    source: Source | None = None
+    source_level: SourceLevel = SourceLevel.E2
+    confidence: float | None = None
+    validity: Validity | None = None
+    allowed_purposes: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    memory: Memory
+    replayed: bool = False
+
+
+def visible_to(principal: PrincipalContext) -> ColumnElement[bool]:
+    """Which memories a principal may see at all, whatever their status: the scope wall."""
+    agent_clause: ColumnElement[bool] = (
+        and_(Memory.space == Space.AGENT.value, Memory.owner_id == principal.agent_id)
+        if principal.agent_id is not None
+        else false()
+    )
+    return and_(
+        Memory.tenant_id == principal.tenant_id,
+        or_(
+            Memory.space.in_([Space.SYSTEM.value, Space.TENANT.value]),
+            and_(Memory.space.in_([Space.USER.value, Space.SESSION.value]), Memory.owner_id == principal.user_id),
+            agent_clause,
+        ),
+    )
+
+
+def _owner_for(principal: PrincipalContext, new: NewMemory) -> str:
+    """The owner follows from the space and the credential, never from the request."""
+    if new.space in (Space.USER, Space.SESSION):
+        if new.category not in USER_CATEGORIES:
+            raise InvalidInput(
+                f"category {new.category.value} belongs in AGENT space, not {new.space.value}",
+                code="category_space_mismatch",
+            )
+        if new.space is Space.SESSION and not new.session_id:
+            raise InvalidInput("SESSION space memories need a session_id", code="session_id_required")
+        return principal.user_id
+    if new.space is Space.AGENT:
+        if new.category in USER_CATEGORIES:
+            raise InvalidInput(
+                f"category {new.category.value} belongs in USER space, not AGENT", code="category_space_mismatch"
+            )
+        if principal.agent_id is None:
+            raise InvalidInput(
+                "AGENT space memories need a credential bound to an agent (create the key with --agent)",
+                code="agent_credential_required",
+            )
+        return principal.agent_id
+    if not principal.has(Role.ADMIN):
+        raise Forbidden(f"writing {new.space.value} space memories needs the admin role")
+    return principal.tenant_id if new.space is Space.TENANT else "system"
+
+
+def initial_status(principal: PrincipalContext, level: SourceLevel) -> Status:
+    """ACTIVE at once for a memory writer with E1–E3 evidence; a model's inference (E4) never is."""
+    if principal.has(Role.MEMORY_WRITER) and level is not SourceLevel.E4:
+        return Status.ACTIVE
+    return Status.CANDIDATE
+
+
+def _abstract(content: str, abstract: str | None) -> str:
+    if abstract:
+        return abstract
+    line = " ".join(content.split())
+    return line if len(line) <= ABSTRACT_CHARS else line[: ABSTRACT_CHARS - 1] + "…"
+
+
+def create_memory(
+    session: Session, principal: PrincipalContext, new: NewMemory, request_sha256: str | None = None
+) -> WriteResult:
+    """Insert version 1 (idempotent when an idempotency key is given) and its projection."""
+    if new.idempotency_key is not None:
+        existing = session.execute(
+            select(Memory).where(
+                Memory.tenant_id == principal.tenant_id, Memory.idempotency_key == new.idempotency_key
+            )
+        ).scalar_one_or_none()
+        if existing is not None:
+            if existing.request_sha256 != request_sha256:
+                raise IdempotencyConflict(
+                    f"idempotency key {new.idempotency_key!r} was already used with a different request body"
+                )
+            return WriteResult(head_of(session, principal, existing.memory_id), replayed=True)
+    level = new.source_level
+    memory = Memory(
+        tenant_id=principal.tenant_id,
+        memory_id=uuid.uuid4(),
+        version=1,
+        status=initial_status(principal, level).value,
+        category=new.category.value,
+        space=new.space.value,
+        owner_id=_owner_for(principal, new),
+        key=new.key,
+        project_id=new.project_id,
+        session_id=new.session_id,
+        abstract=_abstract(new.content, new.abstract),
+        overview=new.overview,
+        content=new.content,
+        source_id=new.source.source_id,
+        source_type=new.source.source_type,
+        captured_at=new.source.captured_at,
+        evidence_refs=list(new.source.evidence_refs),
+        source_level=level.value,
+        confidence=new.confidence if new.confidence is not None else DEFAULT_CONFIDENCE[level],
+        observed_at=new.validity.observed_at,
+        effective_from=new.validity.effective_from,
+        effective_to=new.validity.effective_to,
+        expires_at=new.validity.expires_at,
+        last_confirmed_at=None,
+        allowed_purposes=list(new.allowed_purposes),
+        supersedes_version=None,
+        created_by=principal.user_id,
+        idempotency_key=new.idempotency_key,
+        request_sha256=request_sha256,
+        revision=next_revision(session),
+    )
+    session.add(memory)
+    session.flush()
+    write_projection(session, memory)
+    return WriteResult(memory)
+
+
+def head_of(session: Session, principal: PrincipalContext, memory_id: uuid.UUID, *, lock: bool = False) -> Memory:
+    """The current (not superseded) version the principal may see, else :class:`NotFound`."""
+    statement = select(Memory).where(
+        visible_to(principal),
+        Memory.memory_id == memory_id,
+        Memory.status.notin_([Status.SUPERSEDED.value, Status.DELETED.value]),
+    )
+    if lock:
+        statement = statement.with_for_update()
+    memory = session.execute(statement).scalar_one_or_none()
+    if memory is None:
+        raise NotFound(f"memory {memory_id} does not exist")
+    return memory
+
+
+def version_of(session: Session, principal: PrincipalContext, memory_id: uuid.UUID, version: int) -> Memory:
+    """One historical version, under the same visibility wall as the head."""
+    head_of(session, principal, memory_id)
+    memory = session.execute(
+        select(Memory).where(visible_to(principal), Memory.memory_id == memory_id, Memory.version == version)
+    ).scalar_one_or_none()
+    if memory is None:
+        raise NotFound(f"memory {memory_id} has no version {version}")
+    return memory
+
+
+def history(session: Session, principal: PrincipalContext, memory_id: uuid.UUID) -> list[Memory]:
+    """Every version, oldest first (the caller has already been shown the head)."""
+    return list(
+        session.execute(
+            select(Memory)
+            .where(visible_to(principal), Memory.memory_id == memory_id, Memory.status != Status.DELETED.value)
+            .order_by(Memory.version)
+        ).scalars()
+    )
+
+
+def confirm_candidate(session: Session, principal: PrincipalContext, memory_id: uuid.UUID) -> Memory:
+    """A memory writer turns a CANDIDATE into ACTIVE; a model's inference about a person never is."""
+    memory = head_of(session, principal, memory_id, lock=True)
+    if not principal.has(Role.MEMORY_WRITER):
+        raise Forbidden("confirming a candidate needs the memory_writer role")
+    if memory.status != Status.CANDIDATE.value:
+        raise Conflict(f"memory {memory_id} is {memory.status}, not CANDIDATE", code="not_a_candidate")
+    if memory.source_level == SourceLevel.E4.value and memory.category in {Category.PROFILE, Category.PREFERENCE}:
+        raise Conflict(
+            "a model's inference (E4) cannot become a profile or preference; "
+            "record what the user said instead (E1/E2) with POST /memory-candidates",
+            code="inference_not_confirmable",
+        )
+    memory.status = Status.ACTIVE.value
+    memory.last_confirmed_at = _db_now(session)
+    memory.revision = next_revision(session)
+    session.flush()
+    write_projection(session, memory)
+    return memory
+
+
+def correct_memory(
+    session: Session, principal: PrincipalContext, memory_id: uuid.UUID, correction: Correction
+) -> Memory:
+    """Supersede the head with a new version in one transaction; a stale expected_version is a 409."""
+    head = head_of(session, principal, memory_id, lock=True)
+    if not principal.has(Role.MEMORY_WRITER):
+        raise Forbidden("correcting a memory needs the memory_writer role")
+    if head.version != correction.expected_version:
+        raise VersionConflict(
+            f"memory {memory_id} is at version {head.version}, not {correction.expected_version}; "
+            "re-read it and retry with the current version",
+            details={"current_version": head.version},
+        )
+    if head.status not in (Status.ACTIVE.value, Status.CANDIDATE.value):
+        raise Conflict(f"memory {memory_id} is {head.status} and cannot be corrected", code="not_correctable")
+    if correction.source_level is SourceLevel.E4:
+        raise InvalidInput("a model's inference (E4) cannot correct a memory", code="inference_cannot_correct")
+    now = _db_now(session)
+    source = correction.source or Source(
+        source_id=f"api-key:{principal.key_id}", source_type="USER_CORRECTION", captured_at=now
+    )
+    validity = correction.validity or Validity(
+        observed_at=head.observed_at,
+        effective_from=head.effective_from,
+        effective_to=head.effective_to,
+        expires_at=head.expires_at,
+    )
+    content = correction.content if correction.content is not None else head.content
+    if correction.content is None:  # same content: keep its summaries unless replaced
+        abstract = correction.abstract or head.abstract
+        overview = correction.overview if correction.overview is not None else head.overview
+    else:  # new content: summaries of the old content no longer describe it
+        abstract = _abstract(content, correction.abstract)
+        overview = correction.overview
+    session.execute(
+        update(Memory)
+        .where(Memory.tenant_id == head.tenant_id, Memory.memory_id == memory_id, Memory.version == head.version)
+        .values(status=Status.SUPERSEDED.value)
+    )
+    new = Memory(
+        tenant_id=head.tenant_id,
+        memory_id=memory_id,
+        version=head.version + 1,
+        status=Status.ACTIVE.value,
+        category=head.category,
+        space=head.space,
+        owner_id=head.owner_id,
+        key=correction.key if correction.key is not None else head.key,
+        project_id=head.project_id,
+        session_id=head.session_id,
+        abstract=abstract,
+        overview=overview,
+        content=content,
+        source_id=source.source_id,
+        source_type=source.source_type,
+        captured_at=source.captured_at,
+        evidence_refs=list(source.evidence_refs),
+        source_level=correction.source_level.value,
+        confidence=correction.confidence
+        if correction.confidence is not None
+        else DEFAULT_CONFIDENCE[correction.source_level],
+        observed_at=validity.observed_at,
+        effective_from=validity.effective_from,
+        effective_to=validity.effective_to,
+        expires_at=validity.expires_at,
+        last_confirmed_at=now,
+        allowed_purposes=list(correction.allowed_purposes)
+        if correction.allowed_purposes is not None
+        else list(head.allowed_purposes),
+        supersedes_version=head.version,
+        created_by=principal.user_id,
+        idempotency_key=None,
+        request_sha256=None,
+        revision=next_revision(session),
+    )
+    session.expunge(head)
+    session.add(new)
+    session.flush()
+    write_projection(session, new)
+    return new
+
+
+def _db_now(session: Session) -> datetime:
+    """Transaction time from the database, so every row of one write carries the same instant."""
+    value = session.execute(text("SELECT now()")).scalar_one()
+    assert isinstance(value, datetime)
+    return value.astimezone(timezone.utc)
+
+
+__all__ = [
+    "Correction",
+    "NewMemory",
+    "Source",
+    "Validity",
+    "WriteResult",
+    "confirm_candidate",
+    "correct_memory",
+    "create_memory",
+    "head_of",
+    "history",
+    "initial_status",
+    "version_of",
+    "visible_to",
+]

@@ -1,0 +1,139 @@
+"""SQLAlchemy mappings of the store. The schema itself changes only through Alembic (``migrations/``)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Integer,
+    Text,
+    func,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+EMBEDDING_DIMENSIONS = 384
+REVISION_SEQUENCE = "mnemo_revision_seq"
+"""One tenant-independent sequence orders every write; bundles report it as their snapshot revision."""
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Principal(Base):
+    """A user known to a tenant. Identity itself always comes from an API key."""
+
+    __tablename__ = "principals"
+
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class ApiKey(Base):
+    """Only the SHA-256 of the secret is stored; the secret is shown once, at creation."""
+
+    __tablename__ = "api_keys"
+
+    key_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"))
+    user_id: Mapped[str] = mapped_column(Text)
+    agent_id: Mapped[str | None] = mapped_column(Text)
+    roles: Mapped[list[str]] = mapped_column(ARRAY(Text))
+    secret_sha256: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class MemoryEvent(Base):
+    """A source event (message, tool result, task event), idempotent by (tenant, idempotency key)."""
+
+    __tablename__ = "memory_events"
+
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    event_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    idempotency_key: Mapped[str] = mapped_column(Text)
+    request_sha256: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(Text)
+    user_id: Mapped[str] = mapped_column(Text)
+    agent_id: Mapped[str | None] = mapped_column(Text)
+    session_id: Mapped[str | None] = mapped_column(Text)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    stored_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    revision: Mapped[int] = mapped_column(BigInteger)
+
+
+class Memory(Base):
+    """One version of a memory. A correction adds a row; the previous row only changes status."""
+
+    __tablename__ = "memories"
+
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    memory_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    status: Mapped[str] = mapped_column(Text)
+    category: Mapped[str] = mapped_column(Text)
+    space: Mapped[str] = mapped_column(Text)
+    owner_id: Mapped[str] = mapped_column(Text)
+    key: Mapped[str | None] = mapped_column(Text)
+    project_id: Mapped[str | None] = mapped_column(Text)
+    session_id: Mapped[str | None] = mapped_column(Text)
+    abstract: Mapped[str] = mapped_column(Text)
+    overview: Mapped[str | None] = mapped_column(Text)
+    content: Mapped[str] = mapped_column(Text)
+    source_id: Mapped[str] = mapped_column(Text)
+    source_type: Mapped[str] = mapped_column(Text)
+    captured_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    stored_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    evidence_refs: Mapped[list[str]] = mapped_column(JSONB)
+    source_level: Mapped[str] = mapped_column(Text)
+    confidence: Mapped[float] = mapped_column(Float)
+    observed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    effective_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    effective_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_confirmed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    allowed_purposes: Mapped[list[str]] = mapped_column(ARRAY(Text))
+    supersedes_version: Mapped[int | None] = mapped_column(Integer)
+    created_by: Mapped[str] = mapped_column(Text)
+    idempotency_key: Mapped[str | None] = mapped_column(Text)
+    request_sha256: Mapped[str | None] = mapped_column(Text)
+    revision: Mapped[int] = mapped_column(BigInteger)
+
+
+class MemorySearch(Base):
+    """Search projection of a memory's current version, written in the same transaction as the source."""
+
+    __tablename__ = "memory_search"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "memory_id", "version"],
+            ["memories.tenant_id", "memories.memory_id", "memories.version"],
+        ),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    memory_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    search_text: Mapped[str] = mapped_column(Text)
+    tokens: Mapped[Any] = mapped_column(TSVECTOR)
+    embedding: Mapped[Any | None] = mapped_column(Vector(EMBEDDING_DIMENSIONS))
+    embedding_model: Mapped[str | None] = mapped_column(Text)
+    source_revision: Mapped[int] = mapped_column(BigInteger)
