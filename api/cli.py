@@ -16,8 +16,12 @@ from api.settings import Settings
 app = typer.Typer(help="mnemo: governed memory and durable tasks for AI agents.", no_args_is_help=True)
 keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
+admin_app = typer.Typer(help="Operator commands.", no_args_is_help=True)
+app.add_typer(admin_app, name="admin")
 
-DataDir = Annotated[Path, typer.Option("--data-dir", help="Data directory of the embedded stack.")]
+DataDir = Annotated[
+    Path, typer.Option("--data-dir", envvar="MNEMO_DATA_DIR", help="Data directory of the embedded stack.")
+]
 
 
 def fail(message: str) -> None:
@@ -102,7 +106,7 @@ def keys_create(
     from memory.db import make_engine, tenant_session
     from memory.errors import MnemoError
 
-    url = _database_url(data_dir)
+    url = _service_settings(data_dir).require_database_url()
     engine = make_engine(url, pool_size=1)
     try:
         with tenant_session(engine, tenant) as session:
@@ -116,18 +120,39 @@ def keys_create(
     sys.stdout.write(key + "\n")
 
 
-def _database_url(data_dir: Path) -> str:
-    """MNEMO_DATABASE_URL in production; otherwise the running ``mnemo dev`` in ``data_dir``."""
+@admin_app.command("rebuild-projection")
+def admin_rebuild_projection(
+    tenant: Annotated[str, typer.Option(help="Tenant whose search projection is re-derived.")],
+    data_dir: DataDir = Path(".mnemo"),
+) -> None:
+    """Re-derive a tenant's search projection from its memories (a Temporal workflow), and wait for it."""
+    from api.temporal import connect, start_projection_rebuild
+
+    settings = _service_settings(data_dir)
+
+    async def run() -> None:
+        client = await connect(settings)
+        handle = await start_projection_rebuild(client, settings.task_queue, tenant)
+        typer.echo(f"mnemo: workflow {handle.id} started; waiting…", err=True)
+        result = await handle.result()
+        typer.echo(f"mnemo: rebuilt {result.rebuilt} memories in {result.batches} batch(es)")
+
+    asyncio.run(run())
+
+
+def _service_settings(data_dir: Path) -> Settings:
+    """Production settings from the environment, or those of the running ``mnemo dev`` in ``data_dir``."""
     if os.environ.get("MNEMO_DATABASE_URL"):
-        return Settings().require_database_url()
+        return Settings()
     from api.devstack.processes import StackError
     from api.devstack.stack import read_state
 
     try:
-        return str(read_state(data_dir)["database_url"])
+        state = read_state(data_dir)
     except StackError as exc:
         fail(str(exc))
-        raise  # unreachable: fail() exits
+        raise
+    return Settings(database_url=str(state["database_url"]), temporal_address=str(state["temporal_address"]))
 
 
 def main() -> None:

@@ -1,0 +1,87 @@
+"""Session-scoped real services: an embedded PostgreSQL cluster and a Temporal dev server.
+
+Nothing here is mocked. Each test isolates itself by creating its own tenants
+(``make_key``), so the services are shared and started once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+
+from api.devstack.postgres import EmbeddedPostgres, PostgresInfo
+from api.devstack.processes import free_port
+from api.devstack.temporal import TemporalDevServer
+from api.main import create_app
+from api.settings import Settings
+from memory.auth import create_api_key
+from memory.db import make_engine, tenant_session
+from migrations import upgrade
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresInfo]:
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("postgres"), port=free_port())
+    info = server.start()
+    upgrade(info.url())
+    yield info
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalDevServer]:
+    server = TemporalDevServer(tmp_path_factory.mktemp("temporal"), port=free_port(), ui_port=None, namespace="mnemo")
+    server.start()
+    server.wait_ready()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def settings(postgres: PostgresInfo, temporal: TemporalDevServer, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return Settings(
+        database_url=postgres.url(),
+        temporal_address=temporal.address,
+        temporal_namespace="mnemo",
+        task_queue=f"mnemo-test-{uuid.uuid4().hex[:8]}",
+        data_dir=Path(tmp_path_factory.mktemp("data")),
+    )
+
+
+@pytest.fixture(scope="session")
+def engine(settings: Settings) -> Iterator[Engine]:
+    engine = make_engine(settings.require_database_url())
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+MakeKey = Callable[..., str]
+
+
+@pytest.fixture(scope="session")
+def make_key(engine: Engine) -> MakeKey:
+    """Create an API key; by default in a brand-new tenant, so tests never see each other's data."""
+
+    def make(
+        tenant: str | None = None, user: str = "alice", roles: tuple[str, ...] = ("memory_writer",), agent: str | None = None
+    ) -> str:
+        tenant_id = tenant or f"t-{uuid.uuid4().hex[:12]}"
+        with tenant_session(engine, tenant_id) as session:
+            return create_api_key(session, tenant_id=tenant_id, user_id=user, roles=list(roles), agent_id=agent)
+
+    return make
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}

@@ -1,0 +1,379 @@
+"""End-to-end: ``mnemo dev`` as a real subprocess (no mocks).
+
+These tests start the whole embedded stack (PostgreSQL, Temporal dev server,
+worker, API), talk to it over HTTP, stop it with SIGINT and check that nothing
+is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+MNEMO = Path(sys.executable).parent / "mnemo"
+READY_TIMEOUT = 60.0
+STOP_TIMEOUT = 45.0
+FAIL_FAST_TIMEOUT = 20.0
+
+
+# --------------------------------------------------------------------------- ports
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _free_ports(count: int, *, taken: set[int] | None = None) -> tuple[int, ...]:
+    """Distinct ports the OS reports free now, never colliding with each other or ``taken``."""
+    taken = set(taken or ())
+    chosen: list[int] = []
+    while len(chosen) < count:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in taken:
+            chosen.append(port)
+            taken.add(port)
+    return tuple(chosen)
+
+
+def _free_temporal_port(*, taken: set[int]) -> int:
+    """A Temporal frontend port T such that T and T+1000 (its UI) are both free."""
+    for _ in range(200):
+        (port,) = _free_ports(1, taken=taken)
+        ui = port + 1000
+        if ui <= 65535 and ui not in taken and _port_is_free(ui):
+            return port
+        taken.add(port)
+    raise RuntimeError("no free Temporal port pair (T, T+1000) found")
+
+
+@dataclass
+class Ports:
+    api: int
+    temporal: int
+
+    @classmethod
+    def pick(cls, taken: set[int] | None = None) -> "Ports":
+        taken = set(taken or ())
+        (api,) = _free_ports(1, taken=taken)
+        taken.add(api)
+        taken.add(api - 1000)  # api must not be some temporal port's UI port and vice versa
+        temporal = _free_temporal_port(taken=taken)
+        return cls(api=api, temporal=temporal)
+
+    def all(self) -> set[int]:
+        return {self.api, self.temporal, self.temporal + 1000}
+
+
+# --------------------------------------------------------------------------- the subprocess
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return f"<{path.name} missing>"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class DevRun:
+    """One ``mnemo dev`` subprocess with its output streamed to files."""
+
+    data_dir: Path
+    ports: Ports
+    log_dir: Path
+    name: str
+    proc: subprocess.Popen[bytes] = field(init=False)
+    started_at: float = field(init=False)
+    known_child_pids: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.stdout_path = self.log_dir / f"{self.name}.stdout.log"
+        self.stderr_path = self.log_dir / f"{self.name}.stderr.log"
+        args = [
+            str(MNEMO), "dev",
+            "--data-dir", str(self.data_dir),
+            "--port", str(self.ports.api),
+            "--temporal-port", str(self.ports.temporal),
+            "--no-demo",
+        ]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.started_at = time.monotonic()
+            self.proc = subprocess.Popen(
+                args, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=self.log_dir
+            )
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.api}"
+
+    def diagnostics(self) -> str:
+        stack_logs = self.data_dir / "logs"
+        parts = [
+            f"--- {self.name} stdout (tail) ---\n{_tail(self.stdout_path)}",
+            f"--- {self.name} stderr (tail) ---\n{_tail(self.stderr_path)}",
+        ]
+        if stack_logs.is_dir():
+            for log in sorted(stack_logs.glob("*.log")):
+                parts.append(f"--- {log} (tail) ---\n{_tail(log, 15)}")
+        return "\n".join(parts)
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> float:
+        """Poll GET /readyz until 200; return seconds since the process started."""
+        deadline = time.monotonic() + timeout
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            code = self.proc.poll()
+            assert code is None, f"`mnemo dev` exited with {code} before it was ready\n{self.diagnostics()}"
+            try:
+                response = httpx.get(f"{self.api_url}/readyz", timeout=5)
+                if response.status_code == 200:
+                    return time.monotonic() - self.started_at
+                last = f"{response.status_code} {response.text}"
+            except httpx.HTTPError as exc:
+                last = repr(exc)
+            time.sleep(0.2)
+        pytest.fail(f"/readyz not 200 within {timeout:.0f}s (last: {last})\n{self.diagnostics()}")
+
+    def wait_state(self, timeout: float = 10.0) -> dict[str, object]:
+        """stack.json is written right after the API answers; wait for it (bounded) and read it."""
+        path = self.data_dir / "stack.json"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if path.exists():
+                try:
+                    state: dict[str, object] = json.loads(path.read_text())
+                except json.JSONDecodeError:
+                    pass  # caught mid-write
+                else:
+                    pids = state.get("child_pids")
+                    assert isinstance(pids, dict), f"stack.json has no child_pids: {state}"
+                    self.known_child_pids.update({str(k): int(v) for k, v in pids.items() if v is not None})
+                    return state
+            time.sleep(0.1)
+        pytest.fail(f"{path} did not appear within {timeout:.0f}s\n{self.diagnostics()}")
+
+    def interrupt_and_wait(self, timeout: float = STOP_TIMEOUT) -> tuple[int, float]:
+        """SIGINT (Ctrl-C) and wait for the exit; returns (exit code, seconds to exit)."""
+        began = time.monotonic()
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"`mnemo dev` did not exit within {timeout:.0f}s of SIGINT\n{self.diagnostics()}")
+        return code, time.monotonic() - began
+
+    def cleanup(self) -> None:
+        """Never leave a process behind: SIGINT, then SIGKILL; then any child it may have orphaned."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        for pid in self.known_child_pids.values():
+            if _alive(pid):
+                try:
+                    os.killpg(pid, signal.SIGKILL)  # each child leads its own process group
+                except (ProcessLookupError, PermissionError):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    needle = text.encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if needle in cmdline:
+            readable = cmdline.replace(b"\0", b" ").decode(errors="replace")
+            found.append(f"{entry.name}: {readable}")
+    return found
+
+
+def _assert_all_gone(run: DevRun, pids: dict[str, int], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = {name: pid for name, pid in pids.items() if _alive(pid)}
+        leftovers = _processes_mentioning(str(run.data_dir))
+        if not alive and not leftovers:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(
+                f"processes outlived `mnemo dev`: child pids still alive {alive}; "
+                f"processes naming the data dir: {leftovers}\n{run.diagnostics()}"
+            )
+        time.sleep(0.1)
+
+
+def _stop_cleanly(run: DevRun) -> None:
+    pids = dict(run.known_child_pids)
+    code, seconds = run.interrupt_and_wait()
+    print(f"\n[e2e] {run.name}: exited {code} {seconds:.1f}s after SIGINT")
+    assert code == 0, f"`mnemo dev` exited with {code} after SIGINT\n{run.diagnostics()}"
+    _assert_all_gone(run, pids)
+    assert not (run.data_dir / "stack.json").exists(), f"stack.json left behind\n{run.diagnostics()}"
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_dev_stack_writes_recalls_stops_and_restarts(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    logs = tmp_path / "out"
+    token = uuid.uuid4().hex[:8]
+    chinese = "端到端测试偏好蓝色主题"
+    content = f"{chinese}。E2E test {token}: the user prefers the blue theme."
+    memory = {
+        "category": "PREFERENCE",
+        "space": "USER",
+        "content": content,
+        "source": {
+            "source_id": "e2e",
+            "source_type": "EXPLICIT_USER_STATEMENT",
+            "captured_at": "2026-06-01T09:00:00Z",
+        },
+        "source_level": "E1",
+    }
+
+    ports = Ports.pick()
+    first = DevRun(data_dir, ports, logs, "first")
+    second: DevRun | None = None
+    third: DevRun | None = None
+    try:
+        ready = first.wait_ready()
+        print(f"\n[e2e] first start (fresh data dir): /readyz 200 after {ready:.1f}s")
+        state = first.wait_state()
+        assert state["api_url"] == first.api_url
+        assert set(first.known_child_pids) >= {"api", "worker", "postgres", "temporal"}, state
+
+        key_path = data_dir / "admin.key"
+        assert Path(str(state["admin_key_path"])) == key_path.resolve()
+        key_stat = key_path.stat()
+        assert stat.S_IMODE(key_stat.st_mode) == 0o600, oct(key_stat.st_mode)
+        key_text = key_path.read_text()
+        key = key_text.strip()
+        assert key, "admin.key is empty"
+        headers = {"Authorization": f"Bearer {key}"}
+
+        with httpx.Client(base_url=first.api_url, headers=headers, timeout=10) as client:
+            written = client.post("/memory-candidates", json=memory)
+            assert written.status_code == 201, written.text
+            body = written.json()
+            assert body["status"] == "ACTIVE", body
+            memory_id, version = body["memory_id"], body["version"]
+
+            read = client.get(f"/memories/{memory_id}")
+            assert read.status_code == 200, read.text
+            assert read.json()["content"] == content
+            assert read.json()["version"] == version
+
+            found = client.post("/memory-query", json={"query": "偏好蓝色"})
+            assert found.status_code == 200, found.text
+            ids = [item["memory_id"] for item in found.json()["items"]]
+            assert memory_id in ids, found.json()
+
+        # A second `mnemo dev` on the same data dir, while the first runs, must fail fast.
+        other_ports = Ports.pick(taken=ports.all())
+        second = DevRun(data_dir, other_ports, logs, "second")
+        try:
+            code = second.proc.wait(timeout=FAIL_FAST_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"a second `mnemo dev` on a busy data dir did not fail fast\n{second.diagnostics()}")
+        failed_in = time.monotonic() - second.started_at
+        print(f"[e2e] second `mnemo dev` on the same data dir refused in {failed_in:.1f}s")
+        assert code != 0, second.diagnostics()
+        err = second.stderr_path.read_text()
+        assert "another `mnemo dev`" in err, second.diagnostics()
+        # ...and did not disturb the running one.
+        assert first.proc.poll() is None, first.diagnostics()
+        assert httpx.get(f"{first.api_url}/readyz", timeout=10).status_code == 200
+
+        _stop_cleanly(first)
+
+        # Restart on the same data dir: the memory and the admin key survive.
+        third = DevRun(data_dir, Ports.pick(), logs, "restart")
+        ready = third.wait_ready()
+        print(f"[e2e] restart (existing data dir): /readyz 200 after {ready:.1f}s")
+        third.wait_state()
+        assert key_path.read_text() == key_text, "admin.key changed across restarts"
+        assert stat.S_IMODE(key_path.stat().st_mode) == 0o600
+        assert key_path.stat().st_ino == key_stat.st_ino
+        with httpx.Client(base_url=third.api_url, headers=headers, timeout=10) as client:
+            read = client.get(f"/memories/{memory_id}")
+            assert read.status_code == 200, f"{read.text}\n{third.diagnostics()}"
+            assert read.json()["content"] == content
+            assert read.json()["version"] == version
+            found = client.post("/memory-query", json={"query": "偏好蓝色"})
+            assert found.status_code == 200, found.text
+            assert memory_id in [item["memory_id"] for item in found.json()["items"]], found.json()
+
+        _stop_cleanly(third)
+    finally:
+        for run in (first, second, third):
+            if run is not None:
+                run.cleanup()
+
+
+def test_busy_api_port_is_a_one_line_error(tmp_path: Path) -> None:
+    ports = Ports.pick()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as occupier:
+        occupier.bind(("127.0.0.1", ports.api))
+        occupier.listen()
+        run = DevRun(tmp_path / "data", ports, tmp_path / "out", "busy-port")
+        try:
+            try:
+                code = run.proc.wait(timeout=FAIL_FAST_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"`mnemo dev` on a busy port did not exit within {FAIL_FAST_TIMEOUT:.0f}s\n{run.diagnostics()}")
+            print(f"\n[e2e] busy API port refused in {time.monotonic() - run.started_at:.1f}s")
+            assert code != 0, run.diagnostics()
+            lines = [line for line in run.stderr_path.read_text().splitlines() if line.strip()]
+            assert len(lines) == 1, f"expected one line on stderr\n{run.diagnostics()}"
+            assert str(ports.api) in lines[0], run.diagnostics()
+            assert "--port" in lines[0].replace("--temporal-port", ""), run.diagnostics()
+            # Nothing was started, so nothing may be left running.
+            assert _processes_mentioning(str(run.data_dir)) == []
+        finally:
+            run.cleanup()

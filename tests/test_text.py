@@ -1,0 +1,28 @@
+"""Tokens for the lexical projection: Chinese without spaces must still be searchable."""
+
+from memory.text import normalize, tokens, tsquery_any
+
+
+def test_cjk_runs_become_overlapping_bigrams() -> None:
+    assert tokens("我住在上海") == ["我住", "住在", "在上", "上海"]
+
+
+def test_single_cjk_character_is_kept() -> None:
+    assert tokens("猫") == ["猫"]
+
+
+def test_mixed_scripts_split_at_script_boundaries() -> None:
+    assert tokens("用Markdown写报告") == ["用", "markdown", "写报", "报告"]
+
+
+def test_nfkc_and_casefold_unify_width_and_case() -> None:
+    assert normalize("ＭＡＲＫＤＯＷＮ Straße") == "markdown strasse"
+    assert tokens("ＲＥＰＯＲＴ") == tokens("report")
+
+
+def test_punctuation_is_not_a_token() -> None:
+    assert tokens("，。！？ -- ...") == []
+
+
+def test_tsquery_quotes_each_lexeme_once() -> None:
+    assert tsquery_any(["上海", "it's", "上海"]) == "'上海' | 'it''s'"
