@@ -7,7 +7,7 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/mnemo
 WORKDIR /src
 # Only what the package build needs (no .venv, tests or local data in the image).
-COPY pyproject.toml ./
+COPY pyproject.toml README.md ./
 COPY activities ./activities
 COPY api ./api
 COPY memory ./memory

@@ -62,17 +62,18 @@ def worker() -> None:
     settings.require_database_url()
 
     async def main() -> None:
-        task = asyncio.current_task()
-        assert task is not None
+        stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, task.cancel)
-        await run_worker(settings)
+            loop.add_signal_handler(sig, stop.set)
+        await run_worker(settings, stop)
 
-    try:
-        asyncio.run(main())
-    except asyncio.CancelledError:
-        pass
+    asyncio.run(main())
+    # The worker has shut down cleanly. Skip interpreter finalisation: the SDK's native threads
+    # can still call into Python while it runs and abort the process (PyGILState_Release).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 @app.command()

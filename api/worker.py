@@ -29,15 +29,13 @@ def build_worker(client: Client, engine: Engine, task_queue: str, executor: Thre
     )
 
 
-async def run_worker(settings: Settings) -> None:
-    """Run until cancelled (SIGINT/SIGTERM), then finish in-flight tasks and exit."""
+async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
+    """Poll until ``stop`` is set, then shut down through the SDK (in-flight tasks finish) and return."""
     engine = make_engine(settings.require_database_url(), pool_size=settings.db_pool_size)
     client = await connect(settings)
-    with ThreadPoolExecutor(max_workers=settings.db_pool_size) as executor:
-        worker = build_worker(client, engine, settings.task_queue, executor)
-        try:
-            await worker.run()
-        except asyncio.CancelledError:
-            pass
-        finally:
-            engine.dispose()
+    try:
+        with ThreadPoolExecutor(max_workers=settings.db_pool_size) as executor:
+            async with build_worker(client, engine, settings.task_queue, executor):
+                await stop.wait()
+    finally:
+        engine.dispose()

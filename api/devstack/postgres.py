@@ -149,6 +149,8 @@ class EmbeddedPostgres:
     def start(self, timeout: float = 30.0) -> PostgresInfo:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._initdb()
+        if self._user is not None:
+            _open_path_to(self.pgdata)  # again on every start: the folders above may have been tightened
         self._check_stale()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._proc = spawn(

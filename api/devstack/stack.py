@@ -125,8 +125,7 @@ class DevStack:
         say(f"  ✓ {label} ({time.monotonic() - started:.1f}s)")
 
     def start(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.data_dir.chmod(0o700)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         require_free_port(self.options.port, "mnemo API", "--port")
         require_free_port(self.options.temporal_port, "Temporal frontend", "--temporal-port")
         require_free_port(self.options.temporal_ui_port, "Temporal UI", "--temporal-port")
@@ -231,7 +230,9 @@ def _raise_interrupt(_signum: int, _frame: object) -> None:
 
 def run_dev(options: DevOptions, demo: Callable[[str, str], None] | None) -> int:
     """Run the stack until SIGINT/SIGTERM; returns the process exit code."""
-    options.data_dir.mkdir(parents=True, exist_ok=True)
+    options.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Explicit, because a shell that starts us in the background hands us SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with _exclusive(options.data_dir.resolve()):

@@ -123,7 +123,13 @@ class DevRun:
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.started_at = time.monotonic()
             self.proc = subprocess.Popen(
-                args, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=self.log_dir
+                args,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=self.log_dir,
+                preexec_fn=_like_a_terminal,
             )
 
     @property
@@ -204,6 +210,16 @@ class DevRun:
                         os.kill(pid, signal.SIGKILL)
                     except ProcessLookupError:
                         pass
+
+
+def _like_a_terminal() -> None:
+    """SIGINT must reach ``mnemo dev`` as a terminal Ctrl-C does.
+
+    A background job of a non-interactive shell (e.g. ``pytest &`` in a CI script)
+    inherits SIGINT as *ignored*, and Python then never installs its
+    KeyboardInterrupt handler; reset it so the test does not depend on how it was launched.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _alive(pid: int) -> bool:

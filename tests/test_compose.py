@@ -1,0 +1,375 @@
+"""docker-compose.yml agrees with the code it deploys. Docker is not needed: the file is parsed.
+
+Each ``*_problems`` function returns human-readable problems (empty when all is well); the
+tests assert the real compose file has none, and that each check notices a broken copy.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+import typer
+import yaml
+from pydantic import ValidationError
+
+import api.cli
+from api.settings import Settings
+from workflows.search_attributes import ALL
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+ENV_PREFIX = Settings.model_config["env_prefix"]
+CLI = typer.main.get_command(api.cli.app)
+# Typer >= 0.2x vendors click (its errors subclass TyperException); older Typer uses click itself.
+USAGE_ERRORS = (typer.TyperException, click.ClickException)
+CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
+# temporalio.common.SearchAttributeIndexedValueType names -> the `temporal` CLI's --type names.
+CLI_TYPES = {
+    "TEXT": "Text",
+    "KEYWORD": "Keyword",
+    "INT": "Int",
+    "DOUBLE": "Double",
+    "BOOL": "Bool",
+    "DATETIME": "Datetime",
+    "KEYWORD_LIST": "KeywordList",
+}
+
+Compose = dict[str, Any]
+Service = dict[str, Any]
+
+
+def load_compose() -> Compose:
+    return yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def compose() -> Compose:
+    return load_compose()
+
+
+# --- reading compose's flexible syntax ----------------------------------------------------
+
+
+def environment(service: Service) -> dict[str, str | None]:
+    """The service's environment, from either the mapping or the ``KEY=value`` list form."""
+    env = service.get("environment") or {}
+    if isinstance(env, dict):
+        return {key: None if value is None else str(value) for key, value in env.items()}
+    pairs = (item.split("=", 1) if "=" in item else (item, None) for item in env)
+    return {key: value for key, value in pairs}
+
+
+def depends_on(service: Service) -> dict[str, str]:
+    """Dependency name -> condition (the list form means ``service_started``)."""
+    deps = service.get("depends_on") or {}
+    if isinstance(deps, list):
+        return {name: "service_started" for name in deps}
+    return {name: (spec or {}).get("condition", "service_started") for name, spec in deps.items()}
+
+
+def command_words(service: Service) -> list[str]:
+    command = service.get("command") or []
+    return shlex.split(command) if isinstance(command, str) else [str(word) for word in command]
+
+
+def mnemo_services(compose: Compose) -> dict[str, Service]:
+    """Services built from the Dockerfile, whose entrypoint is ``mnemo``."""
+    return {name: svc for name, svc in compose["services"].items() if "build" in svc}
+
+
+def services_running(compose: Compose, command: str) -> list[str]:
+    return [name for name, svc in mnemo_services(compose).items() if command_words(svc)[:1] == [command]]
+
+
+def temporal_setup_jobs(compose: Compose) -> list[str]:
+    """The one-shot job(s) creating the namespace and its search attributes (deploy/temporal)."""
+    return [name for name, svc in compose["services"].items() if "SEARCH_ATTRIBUTES" in environment(svc)]
+
+
+def published_container_ports(service: Service) -> set[int]:
+    ports: set[int] = set()
+    for entry in service.get("ports") or []:
+        if isinstance(entry, dict):
+            target = entry.get("target")
+        else:
+            target = str(entry).split("/")[0].rsplit(":", 1)[-1]
+        if str(target).isdigit():
+            ports.add(int(target))
+    return ports
+
+
+# --- checks ---------------------------------------------------------------------------------
+
+
+def cli_problem(words: list[str]) -> str | None:
+    """Why ``mnemo WORDS`` would not run a command of the typer app, or None if it would."""
+    command: Any = CLI
+    path = ["mnemo"]
+    rest = list(words)
+    while (subcommands := getattr(command, "commands", None)) is not None:  # a group
+        if not rest:
+            return f"`{' '.join(path)}` is a command group, not a command"
+        name = rest.pop(0)
+        if name not in subcommands:
+            return f"`{' '.join(path)}` has no command {name!r}"
+        path.append(name)
+        command = subcommands[name]
+    try:
+        command.make_context(" ".join(path), rest)  # parses the arguments; runs nothing
+    except USAGE_ERRORS as exc:
+        return f"`{' '.join([*path, *rest])}`: {exc.format_message()}"
+    return None
+
+
+def command_problems(compose: Compose) -> list[str]:
+    """Every mnemo service runs an existing command of ``api.cli.app`` with valid arguments."""
+    problems = []
+    for name, svc in mnemo_services(compose).items():
+        if "entrypoint" in svc:
+            problems.append(f"{name}: overrides the image's `mnemo` entrypoint")
+        words = command_words(svc)
+        if not words:
+            problems.append(f"{name}: has no command (the image would only print --help)")
+        elif (problem := cli_problem(words)) is not None:
+            problems.append(f"{name}: {problem}")
+    return problems
+
+
+def env_problems(compose: Compose) -> list[str]:
+    """Every ``MNEMO_*`` variable names a ``Settings`` field and holds a value it accepts."""
+    problems = []
+    for name, svc in compose["services"].items():
+        for key, value in environment(svc).items():
+            if not key.startswith(ENV_PREFIX):
+                continue
+            field = key.removeprefix(ENV_PREFIX).lower()
+            if field not in Settings.model_fields:
+                problems.append(f"{name}: {key} is not a field of api.settings.Settings")
+            elif value is not None and "${" not in value:
+                try:
+                    Settings(**{field: value})
+                except ValidationError as exc:
+                    problems.append(f"{name}: {key}={value!r} is invalid: {exc.errors()[0]['msg']}")
+    return problems
+
+
+def dependency_problems(compose: Compose) -> list[str]:
+    """``depends_on`` names existing services, with conditions those services can meet, no cycles."""
+    services = compose["services"]
+    problems = []
+    for name, svc in services.items():
+        for target, condition in depends_on(svc).items():
+            if target not in services:
+                problems.append(f"{name}: depends on unknown service {target!r}")
+            elif condition not in CONDITIONS:
+                problems.append(f"{name}: unknown depends_on condition {condition!r}")
+            elif condition == "service_healthy" and "healthcheck" not in services[target]:
+                problems.append(f"{name}: waits for {target} to be healthy, but it has no healthcheck")
+            elif condition == "service_completed_successfully" and services[target].get("restart") in (
+                "always",
+                "unless-stopped",
+            ):
+                problems.append(f"{name}: waits for {target} to complete, but it restarts forever")
+
+    def cycle_from(name: str, seen: tuple[str, ...]) -> tuple[str, ...] | None:
+        if name in seen:
+            return (*seen, name)
+        for target in depends_on(services.get(name, {})):
+            if (cycle := cycle_from(target, (*seen, name))) is not None:
+                return cycle
+        return None
+
+    for name in services:
+        if (cycle := cycle_from(name, ())) is not None:
+            problems.append(f"dependency cycle: {' -> '.join(cycle)}")
+            break
+    return problems
+
+
+def image_problems(compose: Compose) -> list[str]:
+    """No deprecated ``temporalio/auto-setup``; pulled images are pinned (a tag, not ``latest``)."""
+    problems = []
+    for name, svc in compose["services"].items():
+        image = str(svc.get("image", ""))
+        if "temporalio/auto-setup" in image:
+            problems.append(f"{name}: uses the deprecated temporalio/auto-setup image")
+        if "build" in svc or "@sha256:" in image:
+            continue
+        last = image.rsplit("/", 1)[-1]
+        if ":" not in last or last.endswith(":latest"):
+            problems.append(f"{name}: image {image!r} is not pinned to a version")
+    return problems
+
+
+def api_port_problems(compose: Compose) -> list[str]:
+    """The API binds all interfaces and publishes the container port it listens on."""
+    names = services_running(compose, "api")
+    if not names:
+        return ["no service runs `mnemo api`"]
+    problems = []
+    for name in names:
+        env = environment(compose["services"][name])
+        port = int(env.get("MNEMO_API_PORT") or Settings.model_fields["api_port"].default)
+        host = env.get("MNEMO_API_HOST") or Settings.model_fields["api_host"].default
+        if host not in ("0.0.0.0", "::"):
+            problems.append(f"{name}: MNEMO_API_HOST={host} is unreachable from outside the container")
+        if port not in published_container_ports(compose["services"][name]):
+            problems.append(f"{name}: listens on {port} (MNEMO_API_PORT) but does not publish it")
+    return problems
+
+
+def search_attribute_problems(compose: Compose) -> list[str]:
+    """The Temporal setup job registers exactly ``workflows.search_attributes.ALL``, in mnemo's namespace."""
+    jobs = temporal_setup_jobs(compose)
+    if len(jobs) != 1:
+        return [f"expected one service registering SEARCH_ATTRIBUTES, found {jobs}"]
+    job = jobs[0]
+    env = environment(compose["services"][job])
+    registered = {}
+    for spec in (env["SEARCH_ATTRIBUTES"] or "").split():
+        attr, _, kind = spec.partition("=")
+        registered[attr] = kind
+    expected = {key.name: CLI_TYPES[key.indexed_value_type.name] for key in ALL}
+    problems = []
+    if registered.keys() != expected.keys():
+        problems.append(f"{job}: registers {sorted(registered)}, the code uses {sorted(expected)}")
+    for attr, kind in registered.items():
+        if attr in expected and kind != expected[attr]:
+            problems.append(f"{job}: registers {attr} as {kind!r}, the code uses {expected[attr]!r}")
+    default_namespace = Settings.model_fields["temporal_namespace"].default
+    for name, svc in mnemo_services(compose).items():
+        namespace = environment(svc).get("MNEMO_TEMPORAL_NAMESPACE") or default_namespace
+        if env.get("TEMPORAL_NAMESPACE") != namespace:
+            problems.append(f"{job}: sets up namespace {env.get('TEMPORAL_NAMESPACE')!r}, {name} uses {namespace!r}")
+    return problems
+
+
+def startup_order_problems(compose: Compose) -> list[str]:
+    """Worker and API start only after migrations and the Temporal namespace setup succeeded."""
+    migrate = services_running(compose, "migrate")
+    setup = temporal_setup_jobs(compose)
+    problems = []
+    for name in services_running(compose, "worker") + services_running(compose, "api"):
+        deps = depends_on(compose["services"][name])
+        for job in migrate + setup:
+            if deps.get(job) != "service_completed_successfully":
+                problems.append(f"{name}: does not wait for {job} to complete successfully")
+    return problems
+
+
+def mount_problems(compose: Compose) -> list[str]:
+    """Bind-mounted helper files exist in the repository; named volumes are declared."""
+    declared = set(compose.get("volumes") or {})
+    problems = []
+    for name, svc in compose["services"].items():
+        for volume in svc.get("volumes") or []:
+            source = volume.get("source", "") if isinstance(volume, dict) else str(volume).split(":", 1)[0]
+            if source.startswith((".", "/")):
+                if not (ROOT / source).exists():
+                    problems.append(f"{name}: mounts {source}, which does not exist")
+            elif source and source not in declared:
+                problems.append(f"{name}: uses undeclared named volume {source!r}")
+    return problems
+
+
+CHECKS: dict[str, Callable[[Compose], list[str]]] = {
+    check.__name__: check
+    for check in (
+        command_problems,
+        env_problems,
+        dependency_problems,
+        image_problems,
+        api_port_problems,
+        search_attribute_problems,
+        startup_order_problems,
+        mount_problems,
+    )
+}
+
+
+# --- tests ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("check", CHECKS.values(), ids=CHECKS.keys())
+def test_compose_file_passes(check: Callable[[Compose], list[str]], compose: Compose) -> None:
+    """The real docker-compose.yml has no problem of any kind."""
+    assert check(compose) == []
+
+
+def test_compose_runs_the_expected_services(compose: Compose) -> None:
+    """The stack has its Temporal server and UI, and mnemo's migrate, worker and api roles."""
+    images = {str(svc.get("image", "")).split(":")[0] for svc in compose["services"].values()}
+    assert {"pgvector/pgvector", "temporalio/server", "temporalio/admin-tools", "temporalio/ui"} <= images
+    roles = {command_words(svc)[0] for svc in mnemo_services(compose).values()}
+    assert roles == {"migrate", "worker", "api"}
+
+
+def test_dockerfile_entrypoint_is_mnemo() -> None:
+    """The compose commands are arguments to ``mnemo``, the image's entrypoint."""
+    entrypoints = re.findall(r"^ENTRYPOINT\s+(.+)$", DOCKERFILE.read_text(encoding="utf-8"), re.MULTILINE)
+    assert [json.loads(line) for line in entrypoints][-1:] == [["mnemo"]]
+
+
+def test_cli_check_accepts_subcommands() -> None:
+    """Nested typer commands resolve, with their options parsed (nothing is run)."""
+    assert cli_problem(["keys", "create", "--tenant", "acme", "--user", "alice"]) is None
+    assert "command group" in str(cli_problem(["keys"]))
+    assert "Missing option" in str(cli_problem(["keys", "create"]))
+
+
+def _set(path: tuple[str, ...], value: Any) -> Callable[[Compose], None]:
+    def mutate(compose: Compose) -> None:
+        node = compose
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+
+    return mutate
+
+
+def _set_env(service: str, key: str, value: str) -> Callable[[Compose], None]:
+    def mutate(compose: Compose) -> None:
+        compose["services"][service]["environment"] = {**environment(compose["services"][service]), key: value}
+
+    return mutate
+
+
+ALL_AS_TEXT = " ".join(f"{key.name}=Text" for key in ALL)
+BROKEN = [
+    ("command_problems", _set(("services", "mnemo-worker", "command"), ["wroker"]), "has no command 'wroker'"),
+    ("command_problems", _set(("services", "mnemo-worker", "command"), "api --reload"), "No such option"),
+    ("command_problems", _set(("services", "mnemo-migrate", "command"), ["keys"]), "command group"),
+    ("env_problems", _set_env("mnemo-api", "MNEMO_API_PROT", "8000"), "MNEMO_API_PROT is not a field"),
+    ("env_problems", _set_env("mnemo-api", "MNEMO_DB_POOL_SIZE", "lots"), "MNEMO_DB_POOL_SIZE='lots' is invalid"),
+    ("dependency_problems", _set(("services", "temporal", "depends_on"), ["temporal-schemas"]), "unknown service"),
+    ("dependency_problems", _set(("services", "temporal-schema", "restart"), "always"), "restarts forever"),
+    ("image_problems", _set(("services", "temporal", "image"), "temporalio/auto-setup:1.29.0"), "auto-setup"),
+    ("image_problems", _set(("services", "temporal-ui", "image"), "temporalio/ui:latest"), "not pinned"),
+    ("api_port_problems", _set(("services", "mnemo-api", "ports"), ["8001:8001"]), "does not publish it"),
+    ("api_port_problems", _set_env("mnemo-api", "MNEMO_API_HOST", "127.0.0.1"), "unreachable"),
+    ("search_attribute_problems", _set_env("temporal-setup", "SEARCH_ATTRIBUTES", "MnemoTenant=Keyword"), "registers"),
+    ("search_attribute_problems", _set_env("temporal-setup", "SEARCH_ATTRIBUTES", ALL_AS_TEXT), "as 'Text'"),
+    ("search_attribute_problems", _set_env("mnemo-worker", "MNEMO_TEMPORAL_NAMESPACE", "other"), "namespace"),
+    ("startup_order_problems", _set(("services", "mnemo-api", "depends_on"), ["temporal"]), "does not wait for"),
+    ("mount_problems", _set(("services", "temporal-setup", "volumes"), ["./deploy/no.sh:/no.sh"]), "does not exist"),
+]
+
+
+@pytest.mark.parametrize(("check", "mutate", "expected"), BROKEN, ids=[f"{c}:{e}" for c, _, e in BROKEN])
+def test_checker_catches_broken_compose(
+    check: str, mutate: Callable[[Compose], None], expected: str, compose: Compose
+) -> None:
+    """Each check reports the problem planted in a modified copy of the compose file."""
+    broken = copy.deepcopy(compose)
+    mutate(broken)
+    assert not any(expected in problem for problem in CHECKS[check](compose))
+    assert any(expected in problem for problem in CHECKS[check](broken)), CHECKS[check](broken)
