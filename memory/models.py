@@ -13,6 +13,7 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     ForeignKeyConstraint,
+    Identity,
     Integer,
     Text,
     func,
@@ -78,6 +79,7 @@ class MemoryEvent(Base):
     occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     stored_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     revision: Mapped[int] = mapped_column(BigInteger)
+    purged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Memory(Base):
@@ -116,6 +118,7 @@ class Memory(Base):
     idempotency_key: Mapped[str | None] = mapped_column(Text)
     request_sha256: Mapped[str | None] = mapped_column(Text)
     revision: Mapped[int] = mapped_column(BigInteger)
+    purged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class MemorySearch(Base):
@@ -137,3 +140,125 @@ class MemorySearch(Base):
     embedding: Mapped[Any | None] = mapped_column(Vector(EMBEDDING_DIMENSIONS))
     embedding_model: Mapped[str | None] = mapped_column(Text)
     source_revision: Mapped[int] = mapped_column(BigInteger)
+
+
+class SubjectEpoch(Base):
+    """Bumped by every deletion barrier; a writer holding an older epoch is refused."""
+
+    __tablename__ = "subject_epochs"
+
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    deletion_epoch: Mapped[int] = mapped_column(BigInteger)
+
+
+class DeletionJob(Base):
+    __tablename__ = "deletion_jobs"
+
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    deletion_request_id: Mapped[str] = mapped_column(Text)
+    request_sha256: Mapped[str] = mapped_column(Text)
+    scope_type: Mapped[str] = mapped_column(Text)
+    scope: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    subject_user_id: Mapped[str] = mapped_column(Text)
+    requested_by: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(Text)
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    workflow_id: Mapped[str] = mapped_column(Text)
+    barrier_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class DeletionLayer(Base):
+    """One layer's purge checkpoint: status, what was removed, what remains, and the evidence."""
+
+    __tablename__ = "deletion_layers"
+    __table_args__ = (
+        ForeignKeyConstraint(["tenant_id", "job_id"], ["deletion_jobs.tenant_id", "deletion_jobs.job_id"]),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    layer: Mapped[str] = mapped_column(Text, primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(Text)
+    removed: Mapped[int] = mapped_column(Integer, server_default="0")
+    remaining: Mapped[int | None] = mapped_column(Integer)
+    evidence: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class Tombstone(Base):
+    __tablename__ = "tombstones"
+
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    target_type: Mapped[str] = mapped_column(Text, primary_key=True)
+    target_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    owner_user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class DeletionProbe(Base):
+    """Transient: what verification searches for. Purged when its job completes."""
+
+    __tablename__ = "deletion_probes"
+    __table_args__ = (
+        ForeignKeyConstraint(["tenant_id", "job_id"], ["deletion_jobs.tenant_id", "deletion_jobs.job_id"]),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    probe: Mapped[str] = mapped_column(Text, primary_key=True)
+
+
+class RebuildBlock(Base):
+    """An event that must not be used to rebuild a deleted memory."""
+
+    __tablename__ = "rebuild_blocks"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    event_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    memory_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
+
+
+class RetentionHold(Base):
+    """A legal hold or retention rule that blocks deleting a subject's data until released."""
+
+    __tablename__ = "retention_holds"
+
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    hold_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text)
+    reason: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class RetentionPolicy(Base):
+    __tablename__ = "retention_policies"
+
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    target: Mapped[str] = mapped_column(Text, primary_key=True)
+    keep_days: Mapped[int] = mapped_column(Integer)
+
+
+class AuditEntry(Base):
+    """What happened to which memory, by whom: ids, versions and hashes, never content."""
+
+    __tablename__ = "audit_log"
+
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    audit_id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    actor: Mapped[str] = mapped_column(Text)
+    action: Mapped[str] = mapped_column(Text)
+    memory_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    version: Mapped[int | None] = mapped_column(Integer)
+    job_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
