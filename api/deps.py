@@ -6,6 +6,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from sqlalchemy import Engine
+from temporalio.client import Client
+
+from api.settings import Settings
+from api.temporal import connect
 
 from memory.auth import PrincipalContext, authenticate
 from memory.db import global_session
@@ -31,3 +35,22 @@ def current_principal(request: Request, engine: EngineDep) -> PrincipalContext:
 
 
 CurrentPrincipal = Annotated[PrincipalContext, Depends(current_principal)]
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+async def get_temporal(request: Request) -> Client:
+    """The shared Temporal client, connected on first use (the API starts even while Temporal is down)."""
+    if request.app.state.temporal is None:
+        request.app.state.temporal = await connect(request.app.state.settings)
+    client: Client = request.app.state.temporal
+    return client
+
+
+TemporalDep = Annotated[Client, Depends(get_temporal)]

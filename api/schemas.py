@@ -4,7 +4,7 @@ identity fields and timestamps without a time zone are refused with a typed 422.
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -22,12 +22,14 @@ class StrictRequest(BaseModel):
     """Base of every request body."""
 
     model_config = ConfigDict(extra="forbid")
+    identity_fields: ClassVar[frozenset[str]] = IDENTITY_FIELDS
+    """Fields that would claim the caller's identity; a model naming a *target* user narrows this."""
 
     @model_validator(mode="before")
     @classmethod
     def _refuse_identity_and_nulls(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            claimed = sorted(IDENTITY_FIELDS & data.keys())
+            claimed = sorted(cls.identity_fields & data.keys())
             if claimed:
                 raise PydanticCustomError(
                     "identity_from_credentials",
@@ -220,3 +222,85 @@ class QueryOut(BaseModel):
     snapshot_revision: int
     candidates_considered: int
     dropped_on_reread: int
+
+
+class TargetUser(StrictRequest):
+    """Names a *target* user (whose data an admin acts on); authorised by role, never trusted as identity."""
+
+    identity_fields: ClassVar[frozenset[str]] = IDENTITY_FIELDS - {"user_id"}
+
+
+class MemoryScopeIn(StrictRequest):
+    type: Literal["memory"]
+    memory_id: uuid.UUID
+
+
+class EventScopeIn(StrictRequest):
+    type: Literal["event"]
+    event_id: uuid.UUID
+
+
+class SessionScopeIn(TargetUser):
+    type: Literal["session"]
+    session_id: ShortText
+    user_id: ShortText | None = None
+
+
+class SubjectScopeIn(TargetUser):
+    type: Literal["subject"]
+    user_id: ShortText | None = None
+
+
+ScopeIn = Annotated[MemoryScopeIn | EventScopeIn | SessionScopeIn | SubjectScopeIn, Field(discriminator="type")]
+
+
+class DeletionRequestIn(StrictRequest):
+    deletion_request_id: ShortText
+    scope: ScopeIn
+
+
+class DeletionAcceptedOut(BaseModel):
+    job_id: uuid.UUID
+    deletion_request_id: str
+    status: str
+    stage: Literal["accepted"] = "accepted"
+    barrier: Literal["committed"] = "committed"
+    purge_scheduled: bool
+    warnings: list[str]
+
+
+class LayerOut(BaseModel):
+    layer: str
+    status: str
+    removed: int
+    remaining: int | None
+    evidence: dict[str, Any]
+    updated_at: AwareDatetime
+
+
+class DeletionJobOut(BaseModel):
+    job_id: uuid.UUID
+    deletion_request_id: str
+    status: str
+    scope: dict[str, str]
+    epoch: int
+    barrier_at: AwareDatetime
+    updated_at: AwareDatetime
+    completed_at: AwareDatetime | None
+    fully_deleted: bool
+    remaining_copies: list[str]
+    last_error: str | None
+    layers: list[LayerOut]
+
+
+class HoldIn(TargetUser):
+    user_id: ShortText
+    reason: Annotated[str, Field(min_length=1, max_length=1_000)]
+
+
+class HoldOut(BaseModel):
+    hold_id: uuid.UUID
+    user_id: str
+    reason: str
+    created_at: AwareDatetime
+    released_at: AwareDatetime | None

@@ -24,6 +24,13 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path(".mnemo"), description="Data directory of `mnemo dev` (embedded mode)")
     log_level: str = Field(default="info", description="Log level: debug, info, warning, error")
     db_pool_size: int = Field(default=10, ge=1, le=100, description="Connections per process in the pool")
+    deletion_batch_size: int = Field(default=500, ge=1, le=10_000, description="Rows per purge batch (checkpoint)")
+    deletion_retry_wait_seconds: float = Field(
+        default=30.0, gt=0, description="First wait in retry_wait after a purge layer failed; grows per round"
+    )
+    deletion_heartbeat_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="A purge activity silent this long is retried (e.g. on another worker)"
+    )
 
     def require_database_url(self) -> str:
         if not self.database_url:

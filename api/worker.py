@@ -9,22 +9,39 @@ from sqlalchemy import Engine
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.deletion import DeletionActivities, FaultPlan
 from activities.projection import ProjectionActivities
 from api.settings import Settings
 from api.temporal import connect
 from memory.db import make_engine
+from workflows.deletion import DeletionWorkflow
 from workflows.projection import RebuildProjectionWorkflow
 
-WORKFLOWS = [RebuildProjectionWorkflow]
+WORKFLOWS = [RebuildProjectionWorkflow, DeletionWorkflow]
 
 
-def build_worker(client: Client, engine: Engine, task_queue: str, executor: ThreadPoolExecutor) -> Worker:
+def build_worker(
+    client: Client,
+    engine: Engine,
+    task_queue: str,
+    executor: ThreadPoolExecutor,
+    *,
+    deletion_batch_size: int = 500,
+    faults: FaultPlan | None = None,
+) -> Worker:
     projection = ProjectionActivities(engine)
+    deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults)
     return Worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=[projection.rebuild_projection_batch],
+        activities=[
+            projection.rebuild_projection_batch,
+            deletion.set_status,
+            deletion.active_holds,
+            deletion.purge_layer,
+            deletion.verify,
+        ],
         activity_executor=executor,
     )
 
@@ -35,7 +52,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
     client = await connect(settings)
     try:
         with ThreadPoolExecutor(max_workers=settings.db_pool_size) as executor:
-            async with build_worker(client, engine, settings.task_queue, executor):
+            async with build_worker(
+                client, engine, settings.task_queue, executor, deletion_batch_size=settings.deletion_batch_size
+            ):
                 await stop.wait()
     finally:
         engine.dispose()

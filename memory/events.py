@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.enums import EventKind
+from memory.epochs import guard_write
 from memory.errors import IdempotencyConflict
 from memory.models import MemoryEvent
 
@@ -46,6 +47,7 @@ class EventRecorded:
 
 def record_event(session: Session, principal: PrincipalContext, new: NewEvent, digest: str) -> EventRecorded:
     """Store an event once. A replay with the same body returns the first result; another body is a 409."""
+    guard_write(session, principal.tenant_id, principal.user_id, None)
     event_id = uuid.uuid4()
     inserted = session.execute(
         insert(MemoryEvent)

@@ -10,14 +10,15 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from sqlalchemy import ColumnElement, and_, false, or_, select, text, update
+from sqlalchemy import ColumnElement, Text, and_, cast, exists, false, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.enums import USER_CATEGORIES, Category, Role, SourceLevel, Space, Status
 from memory.errors import Conflict, Forbidden, IdempotencyConflict, InvalidInput, NotFound, VersionConflict
+from memory.epochs import guard_write
 from memory.events import next_revision
-from memory.models import Memory
+from memory.models import AuditEntry, Memory, Tombstone
 from memory.projection import write_projection
 
 ABSTRACT_CHARS = 200
@@ -99,6 +100,34 @@ def visible_to(principal: PrincipalContext) -> ColumnElement[bool]:
     )
 
 
+def not_tombstoned() -> ColumnElement[bool]:
+    """No tombstone covers the row: the deletion barrier, checked on every read and recall.
+
+    A memory tombstone covers every version forever; a subject or session tombstone covers
+    what was written up to its revision (later writes are new data).
+    """
+    personal = Memory.space.in_([Space.USER.value, Space.SESSION.value])
+    return ~exists().where(
+        Tombstone.tenant_id == Memory.tenant_id,
+        or_(
+            and_(Tombstone.target_type == "memory", Tombstone.target_id == cast(Memory.memory_id, Text)),
+            and_(
+                Tombstone.target_type == "subject",
+                Tombstone.target_id == Memory.owner_id,
+                Tombstone.revision >= Memory.revision,
+                personal,
+            ),
+            and_(
+                Tombstone.target_type == "session",
+                Tombstone.target_id == Memory.session_id,
+                Tombstone.owner_user_id == Memory.owner_id,
+                Tombstone.revision >= Memory.revision,
+                personal,
+            ),
+        ),
+    )
+
+
 def _owner_for(principal: PrincipalContext, new: NewMemory) -> str:
     """The owner follows from the space and the credential, never from the request."""
     if new.space in (Space.USER, Space.SESSION):
@@ -141,9 +170,18 @@ def _abstract(content: str, abstract: str | None) -> str:
 
 
 def create_memory(
-    session: Session, principal: PrincipalContext, new: NewMemory, request_sha256: str | None = None
+    session: Session,
+    principal: PrincipalContext,
+    new: NewMemory,
+    request_sha256: str | None = None,
+    *,
+    held_epoch: int | None = None,
 ) -> WriteResult:
-    """Insert version 1 (idempotent when an idempotency key is given) and its projection."""
+    """Insert version 1 (idempotent when an idempotency key is given) and its projection.
+
+    ``held_epoch`` is the owner's deletion epoch a long-running writer captured when it
+    started; if a deletion happened since, the write is refused (:class:`StaleEpoch`).
+    """
     if new.idempotency_key is not None:
         existing = session.execute(
             select(Memory).where(
@@ -157,6 +195,8 @@ def create_memory(
                 )
             return WriteResult(head_of(session, principal, existing.memory_id), replayed=True)
     level = new.source_level
+    owner_id = _owner_for(principal, new)
+    guard_write(session, principal.tenant_id, owner_id, held_epoch)
     memory = Memory(
         tenant_id=principal.tenant_id,
         memory_id=uuid.uuid4(),
@@ -164,7 +204,7 @@ def create_memory(
         status=initial_status(principal, level).value,
         category=new.category.value,
         space=new.space.value,
-        owner_id=_owner_for(principal, new),
+        owner_id=owner_id,
         key=new.key,
         project_id=new.project_id,
         session_id=new.session_id,
@@ -201,6 +241,7 @@ def head_of(session: Session, principal: PrincipalContext, memory_id: uuid.UUID,
         visible_to(principal),
         Memory.memory_id == memory_id,
         Memory.status.notin_([Status.SUPERSEDED.value, Status.DELETED.value]),
+        not_tombstoned(),
     )
     if lock:
         statement = statement.with_for_update()
@@ -260,6 +301,7 @@ def correct_memory(
     head = head_of(session, principal, memory_id, lock=True)
     if not principal.has(Role.MEMORY_WRITER):
         raise Forbidden("correcting a memory needs the memory_writer role")
+    guard_write(session, head.tenant_id, head.owner_id, None)
     if head.version != correction.expected_version:
         raise VersionConflict(
             f"memory {memory_id} is at version {head.version}, not {correction.expected_version}; "
@@ -330,9 +372,35 @@ def correct_memory(
     )
     session.expunge(head)
     session.add(new)
+    session.add(
+        AuditEntry(
+            tenant_id=new.tenant_id, actor=principal.user_id, action="MEMORY_REVISED",
+            memory_id=memory_id, version=new.version, detail={"supersedes_version": head.version},
+        )
+    )
     session.flush()
     write_projection(session, new)
     return new
+
+
+def expire_memory(session: Session, principal: PrincipalContext, memory_id: uuid.UUID) -> Memory:
+    """Expire: no longer a basis for answers, but kept (unlike delete) and not a new fact (unlike revise)."""
+    memory = head_of(session, principal, memory_id, lock=True)
+    if not principal.has(Role.MEMORY_WRITER):
+        raise Forbidden("expiring a memory needs the memory_writer role")
+    if memory.status not in (Status.ACTIVE.value, Status.CANDIDATE.value):
+        raise Conflict(f"memory {memory_id} is {memory.status} and cannot expire", code="not_expirable")
+    memory.status = Status.EXPIRED.value
+    memory.expires_at = _db_now(session)
+    memory.revision = next_revision(session)
+    session.add(
+        AuditEntry(
+            tenant_id=memory.tenant_id, actor=principal.user_id, action="MEMORY_EXPIRED",
+            memory_id=memory.memory_id, version=memory.version,
+        )
+    )
+    session.flush()
+    return memory
 
 
 def _db_now(session: Session) -> datetime:
@@ -351,6 +419,7 @@ __all__ = [
     "confirm_candidate",
     "correct_memory",
     "create_memory",
+    "expire_memory",
     "head_of",
     "history",
     "initial_status",

@@ -165,6 +165,8 @@ class DeletionJob(Base):
     requested_by: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(Text)
     epoch: Mapped[int] = mapped_column(BigInteger)
+    barrier_revision: Mapped[int] = mapped_column(BigInteger)
+    """Rows written up to this revision are covered; later writes about the subject are new data."""
     workflow_id: Mapped[str] = mapped_column(Text)
     barrier_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
@@ -199,6 +201,7 @@ class Tombstone(Base):
     target_id: Mapped[str] = mapped_column(Text, primary_key=True)
     owner_user_id: Mapped[str] = mapped_column(Text, primary_key=True)
     job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
+    revision: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 

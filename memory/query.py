@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from memory.auth import PrincipalContext
 from memory.enums import Category, Space, Status
 from memory.errors import InvalidInput
-from memory.memories import visible_to
+from memory.memories import not_tombstoned, visible_to
 from memory.models import Memory, MemorySearch
 from memory.text import normalize, tokens, tsquery_any
 
@@ -57,6 +57,7 @@ def hard_filters(principal: PrincipalContext, filters: QueryFilters, now: Column
     clauses: list[ColumnElement[bool]] = [
         visible_to(principal),
         Memory.status == Status.ACTIVE.value,
+        not_tombstoned(),
         or_(Memory.effective_from.is_(None), Memory.effective_from <= now),
         or_(Memory.effective_to.is_(None), Memory.effective_to > now),
         or_(Memory.expires_at.is_(None), Memory.expires_at > now),

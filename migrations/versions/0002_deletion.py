@@ -47,6 +47,7 @@ def upgrade() -> None:
             status text NOT NULL CHECK (status IN ('accepted', 'running', 'retry_wait', 'blocked_by_retention',
                 'failed_requires_action', 'completed')),
             epoch bigint NOT NULL,
+            barrier_revision bigint NOT NULL,
             workflow_id text NOT NULL,
             barrier_at timestamptz NOT NULL DEFAULT now(),
             updated_at timestamptz NOT NULL DEFAULT now(),
@@ -75,6 +76,8 @@ def upgrade() -> None:
             target_id text NOT NULL,
             owner_user_id text NOT NULL,
             job_id uuid NOT NULL,
+            -- Covers rows written at or before this revision; later writes are new data.
+            revision bigint NOT NULL,
             created_at timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (tenant_id, target_type, target_id, owner_user_id)
         );
@@ -124,6 +127,10 @@ def upgrade() -> None:
             PRIMARY KEY (tenant_id, audit_id)
         );
         CREATE INDEX audit_log_memory ON audit_log (tenant_id, memory_id);
+        -- A deleted memory keeps its (scrubbed) versions; none of them is a head any more.
+        DROP INDEX memories_one_head;
+        CREATE UNIQUE INDEX memories_one_head ON memories (tenant_id, memory_id)
+            WHERE status NOT IN ('SUPERSEDED', 'DELETED');
         -- When a purge scrubbed the row's content (the row itself stays, as an id with a tombstone).
         ALTER TABLE memories ADD COLUMN purged_at timestamptz;
         ALTER TABLE memory_events ADD COLUMN purged_at timestamptz;

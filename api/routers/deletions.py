@@ -1,0 +1,231 @@
+"""Deletion: a barrier inside the request, then a DeletionWorkflow purging every layer.
+
+Also expiry (a different operation with a different result) and retention holds.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, status
+from fastapi.concurrency import run_in_threadpool
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal
+from api.routers.memories import _memory_id
+from api.schemas import (
+    DeletionAcceptedOut,
+    DeletionJobOut,
+    DeletionRequestIn,
+    HoldIn,
+    HoldOut,
+    LayerOut,
+    MemoryOut,
+    MemoryScopeIn,
+)
+from api.settings import Settings
+from memory import memories, retention
+from memory.auth import PrincipalContext
+from memory.db import tenant_session
+from memory.deletion.barrier import ScopeRequest, request_deletion
+from memory.deletion.jobs import JobStatus, view_job
+from memory.deletion.scope import ScopeType
+from memory.enums import Role
+from memory.errors import Forbidden, NotFound
+from memory.events import request_digest
+from memory.models import DeletionJob
+from workflows.deletion import DeletionInput, DeletionWorkflow
+
+router = APIRouter(tags=["deletion"])
+
+
+def _scope_request(body: DeletionRequestIn) -> ScopeRequest:
+    scope = body.scope
+    if scope.type == "memory":
+        return ScopeRequest(ScopeType.MEMORY, memory_id=scope.memory_id)
+    if scope.type == "event":
+        return ScopeRequest(ScopeType.EVENT, event_id=scope.event_id)
+    if scope.type == "session":
+        return ScopeRequest(ScopeType.SESSION, session_id=scope.session_id, user_id=scope.user_id)
+    return ScopeRequest(ScopeType.SUBJECT, user_id=scope.user_id)
+
+
+async def _schedule(request: Request, settings: Settings, job: DeletionJob) -> list[str]:
+    """Start the job's workflow unless it is done; a start that already happened is not an error."""
+    if job.status == JobStatus.COMPLETED.value:
+        return []
+    try:
+        client: Client = await get_temporal(request)
+        await client.start_workflow(
+            DeletionWorkflow.run,
+            DeletionInput(
+                tenant_id=job.tenant_id,
+                job_id=str(job.job_id),
+                retry_wait_seconds=settings.deletion_retry_wait_seconds,
+                heartbeat_timeout_seconds=settings.deletion_heartbeat_timeout_seconds,
+            ),
+            id=job.workflow_id,
+            task_queue=settings.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        )
+    except WorkflowAlreadyStartedError:
+        pass
+    except Exception as exc:  # noqa: BLE001 - the barrier holds; say so and how to finish
+        return [
+            f"the barrier is committed but the purge could not be scheduled ({type(exc).__name__}); "
+            "repeat this request with the same deletion_request_id to schedule it"
+        ]
+    return []
+
+
+async def _accept(
+    request: Request, settings: Settings, principal: PrincipalContext, engine: EngineDep, body: DeletionRequestIn
+) -> DeletionAcceptedOut:
+    digest = request_digest(body.model_dump(mode="json"))
+
+    def barrier() -> DeletionJob:
+        with tenant_session(engine, principal.tenant_id) as session:
+            return request_deletion(session, principal, body.deletion_request_id, _scope_request(body), digest).job
+
+    job = await run_in_threadpool(barrier)
+    warnings = await _schedule(request, settings, job)
+    return DeletionAcceptedOut(
+        job_id=job.job_id,
+        deletion_request_id=job.deletion_request_id,
+        status=job.status,
+        purge_scheduled=not warnings,
+        warnings=warnings,
+    )
+
+
+@router.post("/deletion-requests", status_code=status.HTTP_202_ACCEPTED)
+async def create_deletion_request(
+    body: DeletionRequestIn, request: Request, principal: CurrentPrincipal, engine: EngineDep, settings: SettingsDep
+) -> DeletionAcceptedOut:
+    """Delete a memory, an event, a session or a whole subject. The barrier is committed before this answers:
+    from then on nothing returns the targets. A repeat with the same ``deletion_request_id`` returns the same job."""
+    return await _accept(request, settings, principal, engine, body)
+
+
+@router.delete("/memories/{memory_id}", status_code=status.HTTP_202_ACCEPTED)
+async def delete_memory(
+    memory_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    settings: SettingsDep,
+    deletion_request_id: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+) -> DeletionAcceptedOut:
+    """Delete one memory (every version). Repeating the call returns the same job."""
+    parsed = _memory_id(memory_id)
+    body = DeletionRequestIn(
+        deletion_request_id=deletion_request_id or f"memory-{parsed}",
+        scope=MemoryScopeIn(type="memory", memory_id=parsed),
+    )
+    return await _accept(request, settings, principal, engine, body)
+
+
+def _may_see_job(principal: PrincipalContext, job: DeletionJob) -> bool:
+    return (
+        principal.user_id in (job.requested_by, job.subject_user_id)
+        or principal.has(Role.ADMIN)
+        or principal.has(Role.OPERATOR)
+    )
+
+
+@router.get("/memory-deletions/{job_id}")
+def read_deletion(job_id: str, principal: CurrentPrincipal, engine: EngineDep) -> DeletionJobOut:
+    """Per-layer status, remaining copies and completion evidence. Only ``completed`` means fully deleted."""
+    parsed = _job_id(job_id)
+    with tenant_session(engine, principal.tenant_id) as session:
+        view = view_job(session, principal.tenant_id, parsed)
+    job = view.job
+    if not _may_see_job(principal, job):
+        raise NotFound(f"deletion job {job_id} does not exist")
+    completed = job.status == JobStatus.COMPLETED.value
+    return DeletionJobOut(
+        job_id=job.job_id,
+        deletion_request_id=job.deletion_request_id,
+        status=job.status,
+        scope={key: str(value) for key, value in job.scope.items()},
+        epoch=job.epoch,
+        barrier_at=job.barrier_at,
+        updated_at=job.updated_at,
+        completed_at=job.completed_at,
+        fully_deleted=completed and not view.remaining_copies,
+        remaining_copies=view.remaining_copies,
+        last_error=job.last_error,
+        layers=[LayerOut(**layer.__dict__) for layer in view.layers],
+    )
+
+
+def _job_id(raw: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise NotFound(f"deletion job {raw} does not exist") from None
+
+
+async def _signal_job(request: Request, job: DeletionJob, signal: str) -> None:
+    client = await get_temporal(request)
+    handle: WorkflowHandle[DeletionWorkflow, object] = client.get_workflow_handle(job.workflow_id)
+    await handle.signal(signal)
+
+
+@router.post("/memory-deletions/{job_id}/resume")
+async def resume_deletion(job_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> dict[str, str]:
+    """After fixing what stopped a job (failed_requires_action), continue it from its checkpoints."""
+    if not (principal.has(Role.OPERATOR) or principal.has(Role.ADMIN)):
+        raise Forbidden("resuming a deletion job needs the operator role")
+    parsed = _job_id(job_id)
+
+    def load() -> DeletionJob:
+        with tenant_session(engine, principal.tenant_id) as session:
+            return view_job(session, principal.tenant_id, parsed).job
+
+    job = await run_in_threadpool(load)
+    await _signal_job(request, job, "resume")
+    return {"job_id": str(job.job_id), "status": job.status, "signal": "resume"}
+
+
+@router.post("/memories/{memory_id}/expire")
+def expire_memory(memory_id: str, principal: CurrentPrincipal, engine: EngineDep) -> MemoryOut:
+    """Expire: stop using the memory as a basis for answers. Unlike DELETE it stays (and can be audited);
+    unlike PATCH it adds no new fact."""
+    with tenant_session(engine, principal.tenant_id) as session:
+        memory = memories.expire_memory(session, principal, _memory_id(memory_id))
+    return MemoryOut.of(memory)
+
+
+def _hold_out(hold: object) -> HoldOut:
+    return HoldOut.model_validate(hold, from_attributes=True)
+
+
+@router.post("/retention-holds", status_code=status.HTTP_201_CREATED)
+def create_hold(body: HoldIn, principal: CurrentPrincipal, engine: EngineDep) -> HoldOut:
+    """A legal or retention hold (admin): deletions of this user's data keep their barrier but purge nothing
+    (blocked_by_retention) until it is released."""
+    with tenant_session(engine, principal.tenant_id) as session:
+        return _hold_out(retention.create_hold(session, principal, body.user_id, body.reason))
+
+
+@router.post("/retention-holds/{hold_id}/release")
+async def release_hold(hold_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> HoldOut:
+    try:
+        parsed = uuid.UUID(hold_id)
+    except ValueError:
+        raise NotFound(f"retention hold {hold_id} does not exist") from None
+
+    def release() -> tuple[HoldOut, list[DeletionJob]]:
+        with tenant_session(engine, principal.tenant_id) as session:
+            hold = retention.release_hold(session, principal, parsed)
+            return _hold_out(hold), retention.blocked_jobs(session, principal.tenant_id, hold.user_id)
+
+    hold, jobs = await run_in_threadpool(release)
+    for job in jobs:
+        await _signal_job(request, job, "holds_changed")
+    return hold

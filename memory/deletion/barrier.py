@@ -1,0 +1,190 @@
+"""The deletion barrier: one transaction, committed before the API answers 202.
+
+It bumps the subject's deletion epoch, writes tombstones, marks every covered
+memory version DELETED and stores the verification probes. From its commit on,
+no read or recall returns the targets, and a writer holding the old epoch is refused.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from memory.auth import PrincipalContext
+from memory.deletion.jobs import Layer, get_job, workflow_id
+from memory.deletion.scope import Scope, ScopeType, events_in, memories_in
+from memory.enums import Role, Status
+from memory.epochs import bump_epoch
+from memory.errors import Forbidden, IdempotencyConflict, NotFound
+from memory.events import next_revision
+from memory.memories import not_tombstoned, visible_to
+from memory.models import AuditEntry, DeletionJob, DeletionLayer, DeletionProbe, Memory, MemoryEvent, Tombstone
+
+MAX_PROBES = 200
+_CLAUSE = re.compile(r"[^。！？!?；;\n.]+")
+
+
+@dataclass(frozen=True)
+class ScopeRequest:
+    """A scope as the caller asked for it, before authorisation."""
+
+    type: ScopeType
+    memory_id: uuid.UUID | None = None
+    event_id: uuid.UUID | None = None
+    session_id: str | None = None
+    user_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Accepted:
+    job: DeletionJob
+    created: bool
+
+
+def _subject_for(principal: PrincipalContext, requested_user: str | None) -> str:
+    """Whose data: yourself, or, for an admin, the target user (authorised by role, not trusted as identity)."""
+    user = requested_user or principal.user_id
+    if user != principal.user_id and not principal.has(Role.ADMIN):
+        raise Forbidden("deleting another user's data needs the admin role")
+    return user
+
+
+def resolve_scope(session: Session, principal: PrincipalContext, request: ScopeRequest) -> Scope:
+    """Authorise the request and find its subject. What the caller cannot see is a 404."""
+    if request.type is ScopeType.MEMORY:
+        assert request.memory_id is not None
+        visible = visible_to(principal) if not principal.has(Role.ADMIN) else Memory.tenant_id == principal.tenant_id
+        memory = session.execute(
+            select(Memory).where(
+                visible,
+                Memory.memory_id == request.memory_id,
+                Memory.status.notin_([Status.SUPERSEDED.value, Status.DELETED.value]),
+                not_tombstoned(),
+            )
+        ).scalar_one_or_none()
+        if memory is None:
+            raise NotFound(f"memory {request.memory_id} does not exist")
+        return Scope(ScopeType.MEMORY, str(memory.memory_id), memory.owner_id)
+    if request.type is ScopeType.EVENT:
+        assert request.event_id is not None
+        event = session.execute(
+            select(MemoryEvent).where(
+                MemoryEvent.tenant_id == principal.tenant_id,
+                MemoryEvent.event_id == request.event_id,
+                MemoryEvent.purged_at.is_(None),
+            )
+        ).scalar_one_or_none()
+        if event is None or (event.user_id != principal.user_id and not principal.has(Role.ADMIN)):
+            raise NotFound(f"event {request.event_id} does not exist")
+        return Scope(ScopeType.EVENT, str(event.event_id), event.user_id)
+    subject = _subject_for(principal, request.user_id)
+    if request.type is ScopeType.SESSION:
+        assert request.session_id is not None
+        return Scope(ScopeType.SESSION, request.session_id, subject)
+    return Scope(ScopeType.SUBJECT, subject, subject)
+
+
+def _probe_texts(texts: list[str]) -> list[str]:
+    """What verification searches for: each text, and each clause of it (a crude paraphrase set)."""
+    probes: dict[str, None] = {}
+    for text in texts:
+        if not text.strip():
+            continue
+        probes[text.strip()] = None
+        for clause in _CLAUSE.findall(text):
+            if len(clause.strip()) >= 4:
+                probes[clause.strip()] = None
+    return list(probes)[:MAX_PROBES]
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in _strings(item)]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def request_deletion(
+    session: Session, principal: PrincipalContext, deletion_request_id: str, request: ScopeRequest, digest: str
+) -> Accepted:
+    """Idempotent by (tenant, deletion_request_id): a repeat returns the same job and never re-bumps the epoch."""
+    existing = session.execute(
+        select(DeletionJob).where(
+            DeletionJob.tenant_id == principal.tenant_id, DeletionJob.deletion_request_id == deletion_request_id
+        )
+    ).scalar_one_or_none()
+    if existing is not None:
+        if existing.request_sha256 != digest:
+            raise IdempotencyConflict(
+                f"deletion_request_id {deletion_request_id!r} was already used for a different request"
+            )
+        return Accepted(existing, created=False)
+
+    scope = resolve_scope(session, principal, request)
+    tenant = principal.tenant_id
+    epoch = bump_epoch(session, tenant, scope.subject)  # exclusive lock: in-flight writes finish first
+    revision = next_revision(session)
+    job_id = uuid.uuid4()
+    job = DeletionJob(
+        tenant_id=tenant,
+        job_id=job_id,
+        deletion_request_id=deletion_request_id,
+        request_sha256=digest,
+        scope_type=scope.type.value,
+        scope=scope.as_json(),
+        subject_user_id=scope.subject,
+        requested_by=principal.user_id,
+        status="accepted",
+        epoch=epoch,
+        barrier_revision=revision,
+        workflow_id=workflow_id(tenant, deletion_request_id),
+    )
+    session.add(job)
+    session.flush()
+
+    covered = memories_in(scope, tenant, revision)
+    rows = session.execute(select(Memory.content, Memory.abstract, Memory.key).where(covered)).all()
+    events = session.execute(select(MemoryEvent.payload).where(events_in(scope, tenant, revision))).scalars().all()
+    texts = [t for row in rows for t in (row.content, row.abstract, row.key) if t]
+    texts += [s for payload in events for s in _strings(payload)]
+    for probe in _probe_texts(texts):
+        session.add(DeletionProbe(tenant_id=tenant, job_id=job_id, probe=probe))
+
+    session.execute(
+        insert(Tombstone)
+        .values(
+            tenant_id=tenant,
+            target_type=scope.type.value,
+            target_id=scope.target_id,
+            owner_user_id=scope.subject,
+            job_id=job_id,
+            revision=revision,
+        )
+        .on_conflict_do_nothing()
+    )
+    session.execute(update(Memory).where(covered).values(status=Status.DELETED.value))
+    for position, layer in enumerate(Layer):
+        session.add(DeletionLayer(tenant_id=tenant, job_id=job_id, layer=layer.value, position=position, status="pending"))
+    session.add(
+        AuditEntry(
+            tenant_id=tenant,
+            actor=principal.user_id,
+            action="DELETION_REQUESTED",
+            memory_id=uuid.UUID(scope.target_id) if scope.type is ScopeType.MEMORY else None,
+            job_id=job_id,
+            detail={"scope_type": scope.type.value, "covered_versions": len(rows), "epoch": epoch},
+        )
+    )
+    session.flush()
+    return Accepted(get_job(session, tenant, job_id), created=True)
+
+
+__all__ = ["Accepted", "ScopeRequest", "request_deletion", "resolve_scope"]

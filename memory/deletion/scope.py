@@ -1,0 +1,88 @@
+"""What a deletion request covers: a memory, an event, a session, or a whole subject."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sqlalchemy import ColumnElement, and_, false, select
+from sqlalchemy.orm import Session
+
+from memory.enums import Space
+from memory.models import Memory, MemoryEvent
+
+
+class ScopeType(StrEnum):
+    MEMORY = "memory"
+    EVENT = "event"
+    SESSION = "session"
+    SUBJECT = "subject"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A resolved scope: its type, target id and the subject (user) whose epoch it bumps."""
+
+    type: ScopeType
+    target_id: str
+    subject: str
+
+    def as_json(self) -> dict[str, str]:
+        key = {ScopeType.MEMORY: "memory_id", ScopeType.EVENT: "event_id", ScopeType.SESSION: "session_id"}
+        if self.type is ScopeType.SUBJECT:
+            return {"type": self.type.value, "user_id": self.subject}
+        return {"type": self.type.value, key[self.type]: self.target_id, "user_id": self.subject}
+
+
+PERSONAL_SPACES = (Space.USER.value, Space.SESSION.value)
+
+
+def memories_in(scope: Scope, tenant_id: str, up_to_revision: int) -> ColumnElement[bool]:
+    """Memory rows (every version) the scope covers, written at or before the barrier's revision."""
+    if scope.type is ScopeType.MEMORY:
+        return and_(Memory.tenant_id == tenant_id, Memory.memory_id == uuid.UUID(scope.target_id))
+    personal = and_(
+        Memory.tenant_id == tenant_id,
+        Memory.owner_id == scope.subject,
+        Memory.space.in_(PERSONAL_SPACES),
+        Memory.revision <= up_to_revision,
+    )
+    if scope.type is ScopeType.SESSION:
+        return and_(personal, Memory.session_id == scope.target_id)
+    if scope.type is ScopeType.SUBJECT:
+        return personal
+    return false()  # an event's derived memories are found through their evidence links
+
+
+def events_in(scope: Scope, tenant_id: str, up_to_revision: int) -> ColumnElement[bool]:
+    """Source events the scope covers (a single memory's scope covers none: they get markers)."""
+    if scope.type is ScopeType.EVENT:
+        return and_(MemoryEvent.tenant_id == tenant_id, MemoryEvent.event_id == uuid.UUID(scope.target_id))
+    mine = and_(
+        MemoryEvent.tenant_id == tenant_id,
+        MemoryEvent.user_id == scope.subject,
+        MemoryEvent.revision <= up_to_revision,
+    )
+    if scope.type is ScopeType.SESSION:
+        return and_(mine, MemoryEvent.session_id == scope.target_id)
+    if scope.type is ScopeType.SUBJECT:
+        return mine
+    return false()
+
+
+def evidence_link(kind: str, target: uuid.UUID | str) -> str:
+    """How ``evidence_refs`` name another mnemo record: ``memory:<id>`` or ``event:<id>``."""
+    return f"{kind}:{target}"
+
+
+def linked_refs(session: Session, scope: Scope, tenant_id: str, up_to_revision: int) -> list[str]:
+    """The evidence links that point into the scope (for finding memories derived from it)."""
+    memory_ids = session.execute(
+        select(Memory.memory_id).where(memories_in(scope, tenant_id, up_to_revision)).distinct()
+    ).scalars()
+    event_ids = session.execute(select(MemoryEvent.event_id).where(events_in(scope, tenant_id, up_to_revision))).scalars()
+    return [evidence_link("memory", m) for m in memory_ids] + [evidence_link("event", e) for e in event_ids]
+
+
+__all__ = ["PERSONAL_SPACES", "Scope", "ScopeType", "events_in", "evidence_link", "linked_refs", "memories_in"]

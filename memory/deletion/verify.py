@@ -1,0 +1,87 @@
+"""Verification before a job may report completion: search for what was deleted.
+
+Each probe (the original texts and their clauses) is searched lexically (full
+text and trigram) and through recall as the owner, and tenant-wide with no
+visibility or status filter as an administrator would; storage is also checked
+directly (unscrubbed rows, projection rows, vectors). A hit on anything the job
+covers fails it. The result names where hits were, never the probe text: it is
+recorded in workflow history.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from sqlalchemy import and_, func, literal, or_, select
+from sqlalchemy.orm import Session
+
+from memory.auth import PrincipalContext
+from memory.deletion.layers import scope_of
+from memory.deletion.scope import events_in, memories_in
+from memory.errors import InvalidInput
+from memory.models import DeletionJob, DeletionProbe, Memory, MemoryEvent, MemorySearch
+from memory.query import QueryFilters, lexical_query
+from memory.text import normalize, tokens, tsquery_any
+
+
+@dataclass(frozen=True)
+class Verification:
+    clean: bool
+    probes: int
+    hits: dict[str, int]
+
+
+def verify(session: Session, job: DeletionJob) -> Verification:
+    scope, revision = scope_of(job), job.barrier_revision
+    covered = memories_in(scope, job.tenant_id, revision)
+    hits: Counter[str] = Counter()
+    hits["unscrubbed_versions"] = session.execute(
+        select(func.count()).select_from(Memory).where(covered, or_(Memory.purged_at.is_(None), Memory.content != ""))
+    ).scalar_one()
+    hits["projection_rows"] = session.execute(
+        select(func.count())
+        .select_from(MemorySearch)
+        .where(MemorySearch.tenant_id == job.tenant_id, MemorySearch.memory_id.in_(select(Memory.memory_id).where(covered)))
+    ).scalar_one()
+    if scope.type.value != "memory":
+        hits["unscrubbed_events"] = session.execute(
+            select(func.count())
+            .select_from(MemoryEvent)
+            .where(events_in(scope, job.tenant_id, revision), MemoryEvent.purged_at.is_(None))
+        ).scalar_one()
+    owner = PrincipalContext(job.tenant_id, job.subject_user_id, None, frozenset(), key_id="deletion-verifier")
+    probes = session.execute(
+        select(DeletionProbe.probe).where(DeletionProbe.tenant_id == job.tenant_id, DeletionProbe.job_id == job.job_id)
+    ).scalars().all()
+    for probe in probes:
+        probe_tokens = tokens(probe)
+        if not probe_tokens:
+            continue
+        query = func.to_tsquery("simple", tsquery_any(probe_tokens))
+        hits["tenant_wide_lexical"] += session.execute(
+            select(func.count())
+            .select_from(MemorySearch)
+            .join(Memory, and_(Memory.tenant_id == MemorySearch.tenant_id, Memory.memory_id == MemorySearch.memory_id))
+            .where(
+                MemorySearch.tenant_id == job.tenant_id,
+                covered,
+                or_(MemorySearch.tokens.op("@@")(query), literal(normalize(probe)).op("<%")(MemorySearch.search_text)),
+            )
+        ).scalar_one()
+        hits["tenant_wide_text"] += session.execute(
+            select(func.count()).select_from(Memory).where(covered, Memory.content.contains(probe))
+        ).scalar_one()
+        try:
+            recalled = lexical_query(session, owner, probe, QueryFilters(), limit=50, candidate_limit=50)
+        except InvalidInput:
+            continue
+        hits["owner_recall"] += sum(
+            1
+            for hit in recalled.hits
+            if session.execute(
+                select(func.count()).select_from(Memory).where(covered, Memory.memory_id == hit.memory.memory_id)
+            ).scalar_one()
+        )
+    found = {name: count for name, count in hits.items() if count}
+    return Verification(clean=not found, probes=len(probes), hits=found)
