@@ -57,17 +57,38 @@ class VerifyOutcome:
 
 @dataclass
 class FaultPlan:
-    """Faults to inject per layer: ``fail`` raises that many times; ``hang`` blocks until cleared."""
+    """Faults to inject per layer: ``fail`` raises that many times, ``permanent`` raises a non-retryable
+    error, ``hang_after_first_batch`` commits one batch and then stops making progress (heartbeating),
+    as a worker that is about to be killed mid-purge would."""
 
     fail: dict[str, int] = field(default_factory=dict)
     permanent: set[str] = field(default_factory=set)
-    hang: set[str] = field(default_factory=set)
+    hang_after_first_batch: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def check(self, layer: str) -> None:
-        while layer in self.hang:
+    @classmethod
+    def from_spec(cls, spec: str) -> FaultPlan:
+        """``"hang-after-first-batch:primary_memories,fail:search_projection"`` (settings: MNEMO_DELETION_FAULTS)."""
+        plan = cls()
+        for item in filter(None, (part.strip() for part in spec.split(","))):
+            kind, _, layer = item.partition(":")
+            Layer(layer)  # a typo is an error, not a silently ignored fault
+            if kind == "hang-after-first-batch":
+                plan.hang_after_first_batch.add(layer)
+            elif kind == "fail":
+                plan.fail[layer] = plan.fail.get(layer, 0) + 1
+            elif kind == "permanent":
+                plan.permanent.add(layer)
+            else:
+                raise ValueError(f"unknown deletion fault {kind!r}; use hang-after-first-batch, fail or permanent")
+        return plan
+
+    def after_batch(self, layer: str) -> None:
+        while layer in self.hang_after_first_batch:
             activity.heartbeat("hanging on purpose (fault injection)")
             time.sleep(0.2)
+
+    def check(self, layer: str) -> None:
         if layer in self.permanent:
             raise ApplicationError(f"injected permanent failure in {layer}", type="PurgeBlocked", non_retryable=True)
         with self.lock:
@@ -134,6 +155,7 @@ class DeletionActivities:
                 activity.heartbeat(batches)
                 if result.done:
                     return LayerOutcome(layer.value, removed, batches)
+                self.faults.after_batch(layer.value)
         except Exception as exc:
             with tenant_session(self.engine, request.job.tenant_id) as session:
                 record_layer(session, request.job.tenant_id, job_id, layer, status="failed", evidence={"error": str(exc)})

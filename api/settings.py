@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     deletion_heartbeat_timeout_seconds: float = Field(
         default=30.0, gt=0, description="A purge activity silent this long is retried (e.g. on another worker)"
     )
+    deletion_faults: str = Field(
+        default="", description="Fault injection for drills, e.g. hang-after-first-batch:primary_memories"
+    )
 
     def require_database_url(self) -> str:
         if not self.database_url:

@@ -53,7 +53,12 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
     try:
         with ThreadPoolExecutor(max_workers=settings.db_pool_size) as executor:
             async with build_worker(
-                client, engine, settings.task_queue, executor, deletion_batch_size=settings.deletion_batch_size
+                client,
+                engine,
+                settings.task_queue,
+                executor,
+                deletion_batch_size=settings.deletion_batch_size,
+                faults=FaultPlan.from_spec(settings.deletion_faults),
             ):
                 await stop.wait()
     finally:
