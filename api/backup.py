@@ -1,0 +1,130 @@
+"""``mnemo backup`` and ``mnemo restore``: pg_dump / pg_restore, with tombstones re-applied.
+
+A restore never exposes un-reapplied data: the archive is restored into a side
+database, the live database's tombstones are copied in and applied there, and
+only then are the two swapped (renamed) in one step. The revision sequence is
+moved past both, so tombstones keep covering exactly what they covered.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from api.devstack.postgres import POSTGRES_BIN_PATH
+from memory.db import make_engine, tenant_session
+from memory.deletion.reapply import TombstoneRecord, export_tombstones, reapply
+
+
+class BackupError(RuntimeError):
+    pass
+
+
+def _libpq(url: str, database: str | None = None) -> str:
+    """A libpq URL (what pg_dump and psycopg take) from a SQLAlchemy one."""
+    parsed = make_url(url).set(drivername="postgresql")
+    if database is not None:
+        parsed = parsed.set(database=database)
+    return parsed.render_as_string(hide_password=False)
+
+
+def _run(args: list[str]) -> None:
+    result = subprocess.run(args, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise BackupError(f"{Path(args[0]).name} failed: {result.stderr.strip() or result.stdout.strip()}")
+
+
+def backup(url: str, archive: Path) -> None:
+    """A custom-format dump of the whole mnemo database (restorable with ``mnemo restore``)."""
+    _run([str(POSTGRES_BIN_PATH / "pg_dump"), "--format=custom", "--no-owner", f"--file={archive}", _libpq(url)])
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    tenants: int
+    tombstones: int
+    rows_scrubbed: int
+
+
+def _live_tombstones(url: str) -> tuple[dict[str, list[TombstoneRecord]], int]:
+    engine = make_engine(url, pool_size=1)
+    try:
+        with engine.connect() as connection:
+            tenants = connection.execute(text("SELECT tenant_id FROM tenants")).scalars().all()
+            revision = int(connection.execute(text("SELECT last_value FROM mnemo_revision_seq")).scalar_one())
+        records: dict[str, list[TombstoneRecord]] = {}
+        for tenant in tenants:
+            with tenant_session(engine, tenant) as session:
+                records[tenant] = export_tombstones(session, tenant)
+        return records, revision
+    finally:
+        engine.dispose()
+
+
+def _rename_when_idle(conn: psycopg.Connection[tuple[object, ...]], old: str, new: str, timeout: float = 10) -> None:
+    """Terminated sessions take a moment to go; retry the rename (bounded) until they have."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(sql.Identifier(old), sql.Identifier(new)))
+            return
+        except psycopg.errors.ObjectInUse:
+            if time.monotonic() > deadline:
+                raise BackupError(f"database {old} is still in use after {timeout:.0f}s; stop the API and retry")
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (old,),
+            )
+            time.sleep(0.1)
+
+
+def restore(url: str, archive: Path) -> RestoreReport:
+    if not archive.is_file():
+        raise BackupError(f"no backup archive at {archive}")
+    live = make_url(url).database
+    assert live, "the database URL names no database"
+    side = f"{live}_restoring"
+    admin = _libpq(url, "postgres")
+    tombstones, live_revision = _live_tombstones(url)
+
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(side)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(side)))
+    _run([str(POSTGRES_BIN_PATH / "pg_restore"), "--no-owner", f"--dbname={_libpq(url, side)}", str(archive)])
+
+    side_url = make_url(url).set(database=side).render_as_string(hide_password=False)
+    engine = make_engine(side_url, pool_size=1)
+    scrubbed = 0
+    try:
+        for tenant, records in tombstones.items():
+            with tenant_session(engine, tenant) as session:
+                scrubbed += reapply(session, tenant, records)
+    finally:
+        engine.dispose()
+    with psycopg.connect(_libpq(url, side), autocommit=True) as conn:  # as the owner: setval needs UPDATE
+        conn.execute(
+            "SELECT setval('mnemo_revision_seq', greatest(%s, (SELECT last_value FROM mnemo_revision_seq)))",
+            (live_revision,),
+        )
+
+    replaced = f"{live}_replaced_{int(time.time())}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        # No new sessions on the old database, end the current ones, then swap names.
+        conn.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(sql.Identifier(live)))
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (live,),
+        )
+        _rename_when_idle(conn, live, replaced)
+        conn.execute(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(sql.Identifier(side), sql.Identifier(live)))
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(replaced)))
+    return RestoreReport(
+        tenants=len(tombstones), tombstones=sum(len(r) for r in tombstones.values()), rows_scrubbed=scrubbed
+    )

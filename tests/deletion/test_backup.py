@@ -1,0 +1,103 @@
+"""Backup → delete → restore: the deleted memory stays gone (tombstones are re-applied)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from api.devstack.postgres import PostgresInfo
+from api.main import create_app
+from api.settings import Settings
+from memory.auth import create_api_key
+from memory.db import make_engine, tenant_session
+from migrations import upgrade
+from tests.conftest import auth
+from tests.deletion.conftest import completed, wait_for
+from tests.factories import candidate
+
+MNEMO = str(Path(sys.executable).parent / "mnemo")
+
+
+@pytest.fixture
+def own_database(postgres: PostgresInfo, deletion_settings: Settings) -> Iterator[Settings]:
+    """A database of its own: a restore swaps the whole database, which other tests must not feel."""
+    name = f"mnemo_backup_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    upgrade(postgres.url(name))
+    settings = deletion_settings.model_copy(
+        update={"database_url": postgres.url(name), "task_queue": f"backup-{uuid.uuid4().hex[:8]}"}
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
+    env.update(
+        MNEMO_DATABASE_URL=settings.require_database_url(),
+        MNEMO_TEMPORAL_ADDRESS=settings.temporal_address,
+        MNEMO_TEMPORAL_NAMESPACE=settings.temporal_namespace,
+        MNEMO_TASK_QUEUE=settings.task_queue,
+    )
+    worker = subprocess.Popen([MNEMO, "worker"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield settings
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _mnemo(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
+    env["MNEMO_DATABASE_URL"] = settings.require_database_url()
+    return subprocess.run([MNEMO, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_a_restored_backup_does_not_resurrect_deleted_data(own_database: Settings, tmp_path: Path) -> None:
+    engine = make_engine(own_database.require_database_url(), pool_size=1)
+    with tenant_session(engine, "acme") as session:
+        key = create_api_key(session, tenant_id="acme", user_id="alice", roles=["memory_writer"])
+    engine.dispose()
+    archive = tmp_path / "mnemo.dump"
+    with TestClient(create_app(own_database)) as api:
+        doomed = api.post("/memory-candidates", json=candidate("要被遗忘的秘密：保险柜密码提示"), headers=auth(key)).json()
+        kept = api.post("/memory-candidates", json=candidate("可以保留的偏好：喜欢绿茶"), headers=auth(key)).json()
+        backed_up = _mnemo(own_database, "backup", "--out", str(archive))
+        assert backed_up.returncode == 0, backed_up.stderr
+        job = api.delete(f"/memories/{doomed['memory_id']}", headers=auth(key)).json()["job_id"]
+        wait_for(api, key, job, completed)
+        after_delete = api.post("/memory-candidates", json=candidate("删除之后写入的新记忆"), headers=auth(key)).json()
+
+    restored = _mnemo(own_database, "restore", str(archive))
+    assert restored.returncode == 0, restored.stderr
+    assert "re-applied 1 tombstone(s)" in restored.stdout
+
+    with TestClient(create_app(own_database)) as api:
+        assert api.get(f"/memories/{doomed['memory_id']}", headers=auth(key)).status_code == 404
+        assert api.post("/memory-query", json={"query": "保险柜密码"}, headers=auth(key)).json()["items"] == []
+        assert api.get(f"/memories/{kept['memory_id']}", headers=auth(key)).status_code == 200
+        # The backup predates this write: restoring loses it, as restoring means.
+        assert api.get(f"/memories/{after_delete['memory_id']}", headers=auth(key)).status_code == 404
+        fresh = api.post("/memory-candidates", json=candidate("恢复之后的新记忆"), headers=auth(key)).json()
+        assert api.get(f"/memories/{fresh['memory_id']}", headers=auth(key)).status_code == 200
+        assert fresh["revision"] > after_delete["revision"]  # the sequence moved past the tombstones
+    engine = make_engine(own_database.require_database_url(), pool_size=1)
+    with tenant_session(engine, "acme") as session:
+        content = session.execute(
+            text("SELECT content FROM memories WHERE memory_id = :id"), {"id": doomed["memory_id"]}
+        ).scalar_one()
+    engine.dispose()
+    assert content == ""
+
+
+def test_restore_of_a_missing_archive_is_a_clear_error(own_database: Settings, tmp_path: Path) -> None:
+    result = _mnemo(own_database, "restore", str(tmp_path / "nope.dump"))
+    assert result.returncode == 1
+    assert "no backup archive at" in result.stderr
