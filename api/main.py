@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import StrictJsonMiddleware, install_error_handlers
-from api.routers import deletions, events, health, memories
+from api.routers import deletions, events, health, memories, tasks
 from api.settings import Settings
 from memory.db import make_engine
 
@@ -37,4 +37,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(events.router)
     app.include_router(memories.router)
     app.include_router(deletions.router)
+    app.include_router(tasks.router)
     return app

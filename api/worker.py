@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from sqlalchemy import Engine
 from temporalio.client import Client
@@ -11,13 +13,17 @@ from temporalio.worker import Worker
 
 from activities.deletion import DeletionActivities, FaultPlan
 from activities.projection import ProjectionActivities
+from activities.stores import PublicationDestination, default_destinations
+from activities.tasks import FaultPlan as TaskFaultPlan
+from activities.tasks import TaskActivities
 from api.settings import Settings
 from api.temporal import connect
 from memory.db import make_engine
 from workflows.deletion import DeletionWorkflow
 from workflows.projection import RebuildProjectionWorkflow
+from workflows.report_task import ReportTaskWorkflow
 
-WORKFLOWS = [RebuildProjectionWorkflow, DeletionWorkflow]
+WORKFLOWS = [RebuildProjectionWorkflow, DeletionWorkflow, ReportTaskWorkflow]
 
 
 def build_worker(
@@ -28,8 +34,16 @@ def build_worker(
     *,
     deletion_batch_size: int = 500,
     faults: FaultPlan | None = None,
+    data_dir: Path | None = None,
+    destinations: dict[str, PublicationDestination] | None = None,
+    task_faults: TaskFaultPlan | None = None,
 ) -> Worker:
     projection = ProjectionActivities(engine)
+    task_dir = data_dir or Settings().data_dir
+    publish_fault = os.environ.get("MNEMO_PUBLISH_FAULT")
+    tasks = TaskActivities(
+        engine, task_dir, destinations=destinations or default_destinations(task_dir, publish_fault), faults=task_faults
+    )
     deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults)
     return Worker(
         client,
@@ -41,6 +55,7 @@ def build_worker(
             deletion.active_holds,
             deletion.purge_layer,
             deletion.verify,
+            *tasks.all(),
         ],
         activity_executor=executor,
     )

@@ -1,0 +1,80 @@
+"""The step registry: (task type, step id) → implementation.
+
+Implementations are plain functions of a :class:`StepContext`; they never touch
+the task read model (the engine records attempts, artifacts and transitions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+
+@dataclass(frozen=True)
+class ProducedArtifact:
+    name: str
+    kind: str
+    media_type: str
+    content: bytes
+
+
+@dataclass
+class StepOutcome:
+    output: dict[str, Any]
+    artifacts: list[ProducedArtifact] = field(default_factory=list)
+
+
+class StepFailed(Exception):
+    """A business failure retrying cannot fix (no data, nothing valid): the task fails with this code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class StepContext:
+    tenant_id: str
+    task_id: str
+    task_type: str
+    goal: dict[str, Any]
+    input_version: str
+    inputs: dict[str, dict[str, Any]]
+    """Outputs of the earlier steps, by step id."""
+    extra: dict[str, Any]
+    """Engine-supplied extras, e.g. ``revision`` and ``reviewer_note`` when a draft is regenerated."""
+    session: Callable[[], AbstractContextManager[Session]]
+    """A tenant-scoped transaction (for steps that read source data)."""
+    read_artifact: Callable[[str], bytes]
+    heartbeat: Callable[[], None]
+
+
+StepFn = Callable[[StepContext], StepOutcome]
+STEPS: dict[tuple[str, str], StepFn] = {}
+
+
+def register(task_type: str, step_id: str) -> Callable[[StepFn], StepFn]:
+    def decorate(fn: StepFn) -> StepFn:
+        STEPS[(task_type, step_id)] = fn
+        return fn
+
+    return decorate
+
+
+def implementation(task_type: str, step_id: str) -> StepFn:
+    _load_builtin()
+    try:
+        return STEPS[(task_type, step_id)]
+    except KeyError:
+        raise StepFailed("unknown_step", f"no implementation registered for {task_type}/{step_id}") from None
+
+
+def _load_builtin() -> Iterator[None] | None:
+    from activities.report import monthly  # noqa: F401  (registers on import)
+
+    return None

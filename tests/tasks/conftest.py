@@ -1,0 +1,154 @@
+"""Fixtures of the task tests: a real worker (in a thread, so sync tests can use it) and seeded tenants."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+
+from activities.stores import default_destinations
+from activities.tasks import FaultPlan
+from api.settings import Settings
+from api.temporal import connect
+from api.worker import build_worker
+from memory.db import tenant_session
+from memory.reportdata import seed_sales
+from tests.conftest import MakeKey, auth
+
+SMALL_DATASET = 2_400
+"""About 200 lines a month: every step runs for real, in well under a second."""
+
+
+class ThreadWorker:
+    """A Temporal worker on its own event loop in a background thread."""
+
+    def __init__(self, settings: Settings, engine: Engine, task_queue: str, **options: Any) -> None:
+        self.settings, self.engine, self.task_queue, self.options = settings, engine, task_queue, options
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # surfaced by start()
+            self._error = exc
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        client = await connect(self.settings)
+        with ThreadPoolExecutor(max_workers=8) as executor:
+            async with build_worker(client, self.engine, self.task_queue, executor, **self.options):
+                self._ready.set()
+                await self._stop.wait()
+
+    def start(self) -> ThreadWorker:
+        self._thread.start()
+        self._ready.wait(60)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(60)
+
+
+@pytest.fixture(scope="session")
+def task_worker(settings: Settings, engine: Engine) -> Iterator[ThreadWorker]:
+    """The worker behind the API's task queue, with the fault-injecting destinations registered too."""
+    worker = ThreadWorker(
+        settings,
+        engine,
+        settings.task_queue,
+        data_dir=settings.data_dir,
+        destinations=default_destinations(settings.data_dir, "timeout-after-store,unreachable"),
+    ).start()
+    yield worker
+    worker.stop()
+
+
+@dataclass(frozen=True)
+class Team:
+    tenant: str
+    owner: str
+    approver: str
+    operator: str
+    other_user: str
+
+
+@pytest.fixture()
+def team(make_key: MakeKey, engine: Engine) -> Team:
+    """A fresh tenant with the small sales dataset and keys for an owner, an approver and an operator."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    owner = make_key(tenant=tenant, user="alice", roles=("memory_writer",))
+    with tenant_session(engine, tenant) as session:
+        seed_sales(session, tenant, total=SMALL_DATASET)
+    return Team(
+        tenant=tenant,
+        owner=owner,
+        approver=make_key(tenant=tenant, user="bob", roles=("approver",)),
+        operator=make_key(tenant=tenant, user="olga", roles=("operator",)),
+        other_user=make_key(tenant=tenant, user="carol", roles=("memory_writer",)),
+    )
+
+
+def start_task(client: TestClient, key: str, intent: str | None = None, **overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "task_type": "monthly-report",
+        "request_intent_id": intent or f"intent-{uuid.uuid4().hex[:8]}",
+        "goal": {"month": "2026-06", "currency": "CNY"},
+    }
+    body.update(overrides)
+    response = client.post("/tasks", json=body, headers=auth(key))
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+def wait_for(
+    client: TestClient, key: str, task_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 60
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    view: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        response = client.get(f"/tasks/{task_id}", headers=auth(key))
+        assert response.status_code == 200, response.text
+        view = response.json()
+        if done(view):
+            return view
+        time.sleep(0.1)
+    raise AssertionError(f"task {task_id} did not get there in {timeout}s; last seen: {view}")
+
+
+def status_is(*statuses: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda view: view["status"] in statuses
+
+
+def approve(client: TestClient, key: str, view: dict[str, Any], **overrides: Any) -> Any:
+    body = {
+        "decision": "approve",
+        "artifact_sha256": view["pending_approval"]["artifact_sha256"],
+        "state_version": view["state_version"],
+    }
+    body.update(overrides)
+    return client.post(f"/tasks/{view['task_id']}/approvals", json=body, headers=auth(key))
+
+
+def publications(data_dir: Path, destination: str = "reports") -> list[Path]:
+    published = data_dir / "publications" / destination / "published"
+    return sorted(published.iterdir()) if published.exists() else []
