@@ -141,6 +141,42 @@ def admin_rebuild_projection(
     asyncio.run(run())
 
 
+@app.command()
+def backup(
+    out: Annotated[Path, typer.Option("--out", help="Archive to write (pg_dump custom format).")],
+    data_dir: DataDir = Path(".mnemo"),
+) -> None:
+    """Back up the database (MNEMO_DATABASE_URL, or the running `mnemo dev`)."""
+    from api.backup import BackupError
+    from api.backup import backup as run_backup
+
+    try:
+        run_backup(_service_settings(data_dir).require_database_url(), out)
+    except BackupError as exc:
+        fail(str(exc))
+    typer.echo(f"mnemo: backup written to {out}")
+
+
+@app.command()
+def restore(
+    archive: Annotated[Path, typer.Argument(help="An archive written by `mnemo backup`.")],
+    data_dir: DataDir = Path(".mnemo"),
+) -> None:
+    """Restore a backup; tombstones of deletions made since are re-applied before it goes live."""
+    from api.backup import BackupError
+    from api.backup import restore as run_restore
+
+    try:
+        report = run_restore(_service_settings(data_dir).require_database_url(), archive)
+    except BackupError as exc:
+        fail(str(exc))
+        raise
+    typer.echo(
+        f"mnemo: restored {archive}; re-applied {report.tombstones} tombstone(s) in {report.tenants} tenant(s), "
+        f"scrubbing {report.rows_scrubbed} row(s)"
+    )
+
+
 def _service_settings(data_dir: Path) -> Settings:
     """Production settings from the environment, or those of the running ``mnemo dev`` in ``data_dir``."""
     if os.environ.get("MNEMO_DATABASE_URL"):
