@@ -5,11 +5,25 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from temporalio.client import Client, WorkflowHandle
+from datetime import timedelta
+
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleHandle,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    WorkflowHandle,
+)
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 
 from api.settings import Settings
 from workflows import search_attributes
+from workflows.retention import SCHEDULE_ID, RetentionSweepWorkflow, SweepInput
 from workflows.projection import (
     RebuildProjectionInput,
     RebuildProjectionResult,
@@ -39,3 +53,20 @@ async def start_projection_rebuild(
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         search_attributes=TypedSearchAttributes([SearchAttributePair(search_attributes.TENANT, tenant_id)]),
     )
+
+
+async def ensure_retention_schedule(
+    client: Client, task_queue: str, every: timedelta, schedule_id: str = SCHEDULE_ID
+) -> ScheduleHandle:
+    """The Temporal Schedule that starts retention sweeps; created once, left alone if it exists."""
+    schedule = Schedule(
+        action=ScheduleActionStartWorkflow(
+            RetentionSweepWorkflow.run, SweepInput(), id=f"{schedule_id}-run", task_queue=task_queue
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+    try:
+        return await client.create_schedule(schedule_id, schedule)
+    except ScheduleAlreadyRunningError:
+        return client.get_schedule_handle(schedule_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -13,17 +14,19 @@ from temporalio.worker import Worker
 
 from activities.deletion import DeletionActivities, FaultPlan
 from activities.projection import ProjectionActivities
+from activities.retention import RetentionActivities
 from activities.stores import PublicationDestination, default_destinations
 from activities.tasks import FaultPlan as TaskFaultPlan
 from activities.tasks import TaskActivities
 from api.settings import Settings
-from api.temporal import connect
+from api.temporal import connect, ensure_retention_schedule
 from memory.db import make_engine
 from workflows.deletion import DeletionWorkflow
 from workflows.projection import RebuildProjectionWorkflow
+from workflows.retention import RetentionSweepWorkflow
 from workflows.report_task import ReportTaskWorkflow
 
-WORKFLOWS = [RebuildProjectionWorkflow, DeletionWorkflow, ReportTaskWorkflow]
+WORKFLOWS = [RebuildProjectionWorkflow, DeletionWorkflow, RetentionSweepWorkflow, ReportTaskWorkflow]
 
 
 def build_worker(
@@ -39,12 +42,13 @@ def build_worker(
     task_faults: TaskFaultPlan | None = None,
 ) -> Worker:
     projection = ProjectionActivities(engine)
+    deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults)
+    retention = RetentionActivities(engine)
     task_dir = data_dir or Settings().data_dir
     publish_fault = os.environ.get("MNEMO_PUBLISH_FAULT")
     tasks = TaskActivities(
         engine, task_dir, destinations=destinations or default_destinations(task_dir, publish_fault), faults=task_faults
     )
-    deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults)
     return Worker(
         client,
         task_queue=task_queue,
@@ -55,6 +59,8 @@ def build_worker(
             deletion.active_holds,
             deletion.purge_layer,
             deletion.verify,
+            retention.tenants,
+            retention.open_jobs,
             *tasks.all(),
         ],
         activity_executor=executor,
@@ -65,6 +71,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
     """Poll until ``stop`` is set, then shut down through the SDK (in-flight tasks finish) and return."""
     engine = make_engine(settings.require_database_url(), pool_size=settings.db_pool_size)
     client = await connect(settings)
+    await ensure_retention_schedule(client, settings.task_queue, timedelta(hours=settings.retention_sweep_hours))
     try:
         with ThreadPoolExecutor(max_workers=settings.db_pool_size) as executor:
             async with build_worker(

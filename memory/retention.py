@@ -5,18 +5,19 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.enums import Role, Status
 from memory.errors import Forbidden, NotFound
-from memory.models import DeletionJob, Memory, MemoryEvent, RetentionHold, RetentionPolicy
+from memory.models import AuditEntry, DeletionJob, Memory, MemoryEvent, RetentionHold, RetentionPolicy
 
 DEFAULT_KEEP_DAYS: dict[str, int] = {
     "CANDIDATE": 30,  # unconfirmed candidates: reviewed briefly, then gone
     "EVENT": 180,  # source events: kept for troubleshooting, then purged
     "EXPIRED": 90,  # expired memories no longer count; keep a while for audit
+    "ACTIVE": 365,  # unconfirmed this long, an active memory expires: it must be revalidated to count
 }
 """Product defaults, overridable per tenant in ``retention_policies``. Knowledge is revalidated, not kept forever."""
 
@@ -84,13 +85,46 @@ def due_memories(session: Session, tenant_id: str, now: datetime, limit: int) ->
     age = func.coalesce(Memory.last_confirmed_at, Memory.stored_at)
     due = or_(
         and_(Memory.status == Status.CANDIDATE.value, _older_than(age, now, days["CANDIDATE"])),
-        and_(Memory.status == Status.EXPIRED.value, _older_than(age, now, days["EXPIRED"])),
+        # An expired memory ages from the moment it expired, not from when it was stored.
+        and_(
+            Memory.status == Status.EXPIRED.value,
+            _older_than(func.coalesce(Memory.expires_at, Memory.stored_at), now, days["EXPIRED"]),
+        ),
     )
     return list(
         session.execute(
             select(Memory.memory_id).where(Memory.tenant_id == tenant_id, due).order_by(Memory.memory_id).limit(limit)
         ).scalars()
     )
+
+
+def expire_unconfirmed(session: Session, tenant_id: str, now: datetime, limit: int) -> int:
+    """Active memories nobody confirmed within the keep period expire (then age out as EXPIRED)."""
+    days = keep_days(session, tenant_id)["ACTIVE"]
+    stale = (
+        select(Memory.memory_id)
+        .where(
+            Memory.tenant_id == tenant_id,
+            Memory.status == Status.ACTIVE.value,
+            _older_than(func.coalesce(Memory.last_confirmed_at, Memory.stored_at), now, days),
+        )
+        .limit(limit)
+        .scalar_subquery()
+    )
+    expired = session.execute(
+        update(Memory)
+        .where(Memory.tenant_id == tenant_id, Memory.status == Status.ACTIVE.value, Memory.memory_id.in_(stale))
+        .values(status=Status.EXPIRED.value, expires_at=now)
+        .returning(Memory.memory_id, Memory.version)
+    ).all()
+    for memory_id, version in expired:
+        session.add(
+            AuditEntry(
+                tenant_id=tenant_id, actor="retention", action="MEMORY_EXPIRED_UNCONFIRMED",
+                memory_id=memory_id, version=version, detail={"keep_days": days},
+            )
+        )
+    return len(expired)
 
 
 def due_events(session: Session, tenant_id: str, now: datetime, limit: int) -> list[uuid.UUID]:
