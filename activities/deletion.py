@@ -16,7 +16,16 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from memory.db import tenant_session
-from memory.deletion.jobs import JobStatus, Layer, get_job, record_layer, reset_failed_layers, transition
+from memory.deletion.jobs import (
+    PURGE_LAYERS,
+    JobStatus,
+    Layer,
+    get_job,
+    record_layer,
+    reset_failed_layers,
+    transition,
+    view_job,
+)
 from memory.deletion.layers import PURGERS
 from memory.deletion.verify import verify
 from memory.models import RetentionHold
@@ -36,16 +45,10 @@ class StatusChange:
 
 
 @dataclass(frozen=True)
-class LayerRequest:
+class PurgeRequest:
     job: JobRef
-    layer: str
-
-
-@dataclass(frozen=True)
-class LayerOutcome:
-    layer: str
-    removed: int
-    batches: int
+    again: bool = False
+    """Re-run layers already done (after a failed verification)."""
 
 
 @dataclass(frozen=True)
@@ -100,10 +103,34 @@ class FaultPlan:
 
 
 class DeletionActivities:
+    """Three activities on the happy path (begin, purge, finish): the per-layer, per-batch
+    checkpoints live in the database, so one purge activity can resume wherever a crash left it."""
+
     def __init__(self, engine: Engine, *, batch_size: int = 500, faults: FaultPlan | None = None) -> None:
         self.engine = engine
         self.batch_size = batch_size
         self.faults = faults or FaultPlan()
+
+    @activity.defn(name="deletion_begin")
+    def begin(self, ref: JobRef) -> list[str]:
+        """Active retention/legal holds on the subject: none → running; any → blocked_by_retention."""
+        with tenant_session(self.engine, ref.tenant_id) as session:
+            job = get_job(session, ref.tenant_id, uuid.UUID(ref.job_id), lock=True)
+            holds = [
+                str(hold)
+                for hold in session.execute(
+                    select(RetentionHold.hold_id).where(
+                        RetentionHold.tenant_id == ref.tenant_id,
+                        RetentionHold.user_id == job.subject_user_id,
+                        RetentionHold.released_at.is_(None),
+                    )
+                ).scalars()
+            ]
+            if holds:
+                transition(session, job, JobStatus.BLOCKED_BY_RETENTION, error="a retention or legal hold covers this subject")
+            else:
+                transition(session, job, JobStatus.RUNNING)
+            return holds
 
     @activity.defn(name="deletion_set_status")
     def set_status(self, change: StatusChange) -> None:
@@ -114,56 +141,67 @@ class DeletionActivities:
                 reset_failed_layers(session, job.tenant_id, job.job_id)
             transition(session, job, status, error=change.error)
 
-    @activity.defn(name="deletion_active_holds")
-    def active_holds(self, ref: JobRef) -> list[str]:
-        """Retention holds and legal holds on the subject; while any is active, nothing is purged."""
-        with tenant_session(self.engine, ref.tenant_id) as session:
-            job = get_job(session, ref.tenant_id, uuid.UUID(ref.job_id))
-            holds = session.execute(
-                select(RetentionHold.hold_id).where(
-                    RetentionHold.tenant_id == ref.tenant_id,
-                    RetentionHold.user_id == job.subject_user_id,
-                    RetentionHold.released_at.is_(None),
-                )
-            ).scalars()
-            return [str(hold) for hold in holds]
-
-    @activity.defn(name="deletion_purge_layer")
-    def purge_layer(self, request: LayerRequest) -> LayerOutcome:
-        """Batches until the layer is empty; each batch commits with its checkpoint, so a retry resumes."""
-        layer = Layer(request.layer)
+    @activity.defn(name="deletion_purge")
+    def purge(self, request: PurgeRequest) -> dict[str, int]:
+        """Purge every layer in order, batch by batch; layers already done are skipped unless ``again``."""
         job_id = uuid.UUID(request.job.job_id)
-        removed = batches = 0
-        try:
-            self.faults.check(layer.value)
-            while True:
+        with tenant_session(self.engine, request.job.tenant_id) as session:
+            done = {layer.layer for layer in view_job(session, request.job.tenant_id, job_id).layers if layer.status == "done"}
+        removed: dict[str, int] = {}
+        for layer in PURGE_LAYERS:
+            if layer.value in done and not request.again:
+                continue
+            try:
+                removed[layer.value] = self._purge_layer(request.job.tenant_id, job_id, layer)
+            except Exception as exc:
                 with tenant_session(self.engine, request.job.tenant_id) as session:
-                    job = get_job(session, request.job.tenant_id, job_id)
-                    result = PURGERS[layer](session, job, self.batch_size)
-                    record_layer(
-                        session,
-                        job.tenant_id,
-                        job_id,
-                        layer,
-                        status="done" if result.done else "running",
-                        removed=result.removed,
-                        remaining=0 if result.done else None,
-                        evidence=result.evidence,
-                    )
-                removed += result.removed
-                batches += 1
-                activity.heartbeat(batches)
-                if result.done:
-                    return LayerOutcome(layer.value, removed, batches)
-                self.faults.after_batch(layer.value)
-        except Exception as exc:
-            with tenant_session(self.engine, request.job.tenant_id) as session:
-                record_layer(session, request.job.tenant_id, job_id, layer, status="failed", evidence={"error": str(exc)})
-            raise
+                    record_layer(session, request.job.tenant_id, job_id, layer, status="failed", evidence={"error": str(exc)})
+                raise ApplicationError(
+                    f"{layer.value}: {exc}",
+                    type="PurgeBlocked" if isinstance(exc, ApplicationError) and exc.non_retryable else "PurgeFailed",
+                    non_retryable=isinstance(exc, ApplicationError) and exc.non_retryable,
+                ) from exc
+        return removed
 
-    @activity.defn(name="deletion_verify")
-    def verify(self, ref: JobRef) -> VerifyOutcome:
+    def _purge_layer(self, tenant_id: str, job_id: uuid.UUID, layer: Layer) -> int:
+        self.faults.check(layer.value)
+        removed = 0
+        while True:
+            with tenant_session(self.engine, tenant_id) as session:
+                job = get_job(session, tenant_id, job_id)
+                result = PURGERS[layer](session, job, self.batch_size)
+                record_layer(
+                    session,
+                    tenant_id,
+                    job_id,
+                    layer,
+                    status="done" if result.done else "running",
+                    removed=result.removed,
+                    remaining=0 if result.done else None,
+                    evidence=result.evidence,
+                )
+            removed += result.removed
+            activity.heartbeat(layer.value, removed)
+            if result.done:
+                return removed
+            self.faults.after_batch(layer.value)
+
+    @activity.defn(name="deletion_finish")
+    def finish(self, ref: JobRef) -> VerifyOutcome:
+        """Verify; only if nothing is found, drop the probes and complete. Otherwise fail loudly."""
+        job_id = uuid.UUID(ref.job_id)
         with tenant_session(self.engine, ref.tenant_id) as session:
-            job = get_job(session, ref.tenant_id, uuid.UUID(ref.job_id))
+            job = get_job(session, ref.tenant_id, job_id, lock=True)
             result = verify(session, job)
+            if result.clean:
+                probes = PURGERS[Layer.VERIFICATION_PROBES](session, job, self.batch_size)
+                record_layer(
+                    session, ref.tenant_id, job_id, Layer.VERIFICATION_PROBES, status="done",
+                    removed=probes.removed, remaining=0, evidence={**probes.evidence, "verified_probes": result.probes},
+                )
+                transition(session, job, JobStatus.COMPLETED)
+            else:
+                transition(
+                    session, job, JobStatus.FAILED_REQUIRES_ACTION, error=f"verification found deleted data: {result.hits}"
+                )
         return VerifyOutcome(result.clean, result.probes, result.hits)

@@ -17,8 +17,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.deletion import DeletionActivities, JobRef, LayerRequest, StatusChange
-    from memory.deletion.jobs import PURGE_LAYERS, JobStatus, Layer
+    from activities.deletion import DeletionActivities, JobRef, PurgeRequest, StatusChange
+    from memory.deletion.jobs import JobStatus
 
 
 @dataclass(frozen=True)
@@ -45,71 +45,61 @@ class DeletionWorkflow:
     def __init__(self) -> None:
         self._resume = False
         self._holds_changed = False
-        self._status = JobStatus.ACCEPTED.value
 
     @workflow.run
     async def run(self, request: DeletionInput) -> DeletionResult:
         self._request = request
         self._ref = JobRef(request.tenant_id, request.job_id)
-        await self._wait_for_holds()
-        await self._set(JobStatus.RUNNING)
+        while await workflow.execute_activity_method(DeletionActivities.begin, self._ref, start_to_close_timeout=QUICK):
+            await self._wait_for_hold_release()
         removed: dict[str, int] = {}
+        again = False
         while True:
-            for layer in PURGE_LAYERS:
-                removed[layer.value] = removed.get(layer.value, 0) + await self._purge(layer)
+            for layer, count in (await self._purge(again)).items():
+                removed[layer] = removed.get(layer, 0) + count
             outcome = await workflow.execute_activity_method(
-                DeletionActivities.verify, self._ref, start_to_close_timeout=timedelta(minutes=10)
+                DeletionActivities.finish, self._ref, start_to_close_timeout=timedelta(minutes=10)
             )
             if outcome.clean:
-                break
-            # Something is still findable: fail loudly and wait for an operator, then purge again.
-            await self._set(JobStatus.FAILED_REQUIRES_ACTION, f"verification found deleted data: {outcome.hits}")
+                return DeletionResult(JobStatus.COMPLETED.value, removed)
+            # Something is still findable: the job is failed_requires_action; purge everything again once resumed.
             await self._wait_for_resume()
-        removed[Layer.VERIFICATION_PROBES.value] = await self._purge(Layer.VERIFICATION_PROBES)
-        await self._set(JobStatus.COMPLETED)
-        return DeletionResult(JobStatus.COMPLETED.value, removed)
+            again = True
 
-    async def _purge(self, layer: Layer) -> int:
+    async def _purge(self, again: bool) -> dict[str, int]:
         rounds = 0
         while True:
             try:
-                outcome = await workflow.execute_activity_method(
-                    DeletionActivities.purge_layer,
-                    LayerRequest(self._ref, layer.value),
+                return await workflow.execute_activity_method(
+                    DeletionActivities.purge,
+                    PurgeRequest(self._ref, again),
                     start_to_close_timeout=timedelta(hours=1),
                     heartbeat_timeout=timedelta(seconds=self._request.heartbeat_timeout_seconds),
                     retry_policy=RetryPolicy(
-                        initial_interval=timedelta(seconds=1),
-                        maximum_attempts=3,
-                        non_retryable_error_types=["PurgeBlocked"],
+                        initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=["PurgeBlocked"]
                     ),
                 )
-                return outcome.removed
             except ActivityError as err:
                 rounds += 1
                 reason = str(err.cause) if err.cause else str(err)
                 permanent = isinstance(err.cause, ApplicationError) and err.cause.non_retryable
                 if permanent or rounds >= self._request.max_retry_rounds:
-                    await self._set(JobStatus.FAILED_REQUIRES_ACTION, f"{layer.value}: {reason}")
+                    await self._set(JobStatus.FAILED_REQUIRES_ACTION, reason)
                     await self._wait_for_resume()
                     rounds = 0
                 else:
-                    await self._set(JobStatus.RETRY_WAIT, f"{layer.value}: {reason}")
+                    await self._set(JobStatus.RETRY_WAIT, reason)
                     await workflow.sleep(timedelta(seconds=self._request.retry_wait_seconds * rounds))
                     await self._set(JobStatus.RUNNING)
 
-    async def _wait_for_holds(self) -> None:
-        while await workflow.execute_activity_method(
-            DeletionActivities.active_holds, self._ref, start_to_close_timeout=QUICK
-        ):
-            await self._set(JobStatus.BLOCKED_BY_RETENTION, "a retention or legal hold covers this subject")
-            self._holds_changed = False
-            try:
-                await workflow.wait_condition(
-                    lambda: self._holds_changed, timeout=timedelta(seconds=self._request.hold_recheck_seconds)
-                )
-            except TimeoutError:
-                pass
+    async def _wait_for_hold_release(self) -> None:
+        self._holds_changed = False
+        try:
+            await workflow.wait_condition(
+                lambda: self._holds_changed, timeout=timedelta(seconds=self._request.hold_recheck_seconds)
+            )
+        except TimeoutError:
+            pass
 
     async def _wait_for_resume(self) -> None:
         self._resume = False
@@ -117,12 +107,9 @@ class DeletionWorkflow:
         await self._set(JobStatus.RUNNING)
 
     async def _set(self, status: JobStatus, error: str | None = None) -> None:
-        if status.value == self._status and error is None:
-            return
         await workflow.execute_activity_method(
             DeletionActivities.set_status, StatusChange(self._ref, status.value, error), start_to_close_timeout=QUICK
         )
-        self._status = status.value
 
     @workflow.signal
     def resume(self) -> None:
@@ -133,7 +120,3 @@ class DeletionWorkflow:
     def holds_changed(self) -> None:
         """A hold on the subject was released: check again now instead of at the next recheck."""
         self._holds_changed = True
-
-    @workflow.query
-    def status(self) -> str:
-        return self._status

@@ -5,10 +5,11 @@ Also expiry (a different operation with a different result) and retention holds.
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, status
+from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -83,7 +84,12 @@ async def _schedule(request: Request, settings: Settings, job: DeletionJob) -> l
 
 
 async def _accept(
-    request: Request, settings: Settings, principal: PrincipalContext, engine: EngineDep, body: DeletionRequestIn
+    request: Request,
+    response: Response,
+    settings: Settings,
+    principal: PrincipalContext,
+    engine: EngineDep,
+    body: DeletionRequestIn,
 ) -> DeletionAcceptedOut:
     digest = request_digest(body.model_dump(mode="json"))
 
@@ -91,8 +97,14 @@ async def _accept(
         with tenant_session(engine, principal.tenant_id) as session:
             return request_deletion(session, principal, body.deletion_request_id, _scope_request(body), digest).job
 
+    started = time.perf_counter()
     job = await run_in_threadpool(barrier)
+    committed = time.perf_counter()
     warnings = await _schedule(request, settings, job)
+    # How long the barrier transaction took, and the workflow start after it (both inside this request).
+    response.headers["Server-Timing"] = (
+        f"barrier;dur={(committed - started) * 1000:.1f}, schedule;dur={(time.perf_counter() - committed) * 1000:.1f}"
+    )
     return DeletionAcceptedOut(
         job_id=job.job_id,
         deletion_request_id=job.deletion_request_id,
@@ -104,17 +116,23 @@ async def _accept(
 
 @router.post("/deletion-requests", status_code=status.HTTP_202_ACCEPTED)
 async def create_deletion_request(
-    body: DeletionRequestIn, request: Request, principal: CurrentPrincipal, engine: EngineDep, settings: SettingsDep
+    body: DeletionRequestIn,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    settings: SettingsDep,
 ) -> DeletionAcceptedOut:
     """Delete a memory, an event, a session or a whole subject. The barrier is committed before this answers:
     from then on nothing returns the targets. A repeat with the same ``deletion_request_id`` returns the same job."""
-    return await _accept(request, settings, principal, engine, body)
+    return await _accept(request, response, settings, principal, engine, body)
 
 
 @router.delete("/memories/{memory_id}", status_code=status.HTTP_202_ACCEPTED)
 async def delete_memory(
     memory_id: str,
     request: Request,
+    response: Response,
     principal: CurrentPrincipal,
     engine: EngineDep,
     settings: SettingsDep,
@@ -126,7 +144,7 @@ async def delete_memory(
         deletion_request_id=deletion_request_id or f"memory-{parsed}",
         scope=MemoryScopeIn(type="memory", memory_id=parsed),
     )
-    return await _accept(request, settings, principal, engine, body)
+    return await _accept(request, response, settings, principal, engine, body)
 
 
 def _may_see_job(principal: PrincipalContext, job: DeletionJob) -> bool:
