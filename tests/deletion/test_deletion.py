@@ -49,7 +49,14 @@ def test_the_barrier_holds_from_the_very_next_request(api: TestClient, make_key:
     assert accepted.status_code == 202, accepted.text
     assert accepted.json()["barrier"] == "committed"
     # The very next requests: the target is gone from every read path, the bystander is not.
-    assert api.get(f"/memories/{target}", headers=auth(alice)).status_code == 404
+    for method, url, body in (
+        ("GET", f"/memories/{target}", None),
+        ("GET", f"/memories/{target}?version=1", None),
+        ("PATCH", f"/memories/{target}", {"expected_version": 1, "content": "我住在上海"}),
+        ("POST", f"/memories/{target}/expire", None),
+        ("POST", f"/memory-candidates/{target}/confirm", None),
+    ):
+        assert api.request(method, url, json=body, headers=auth(alice)).status_code == 404, (method, url)
     for phrasing in ("上海市静安区", "静安区 上海", "ＳＵ州河 跑步", "苏州河边跑步", "周末常去苏州河"):
         assert _recall(api, alice, phrasing) == [], phrasing
     assert _recall(api, bob, "上海市静安区") == [bystander]
