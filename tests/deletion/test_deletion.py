@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -181,7 +182,7 @@ def test_a_writer_holding_an_old_epoch_cannot_write_back(api: TestClient, make_k
         category=Category.PROFILE,
         space=Space.USER,
         content="卡罗尔的旧记忆（由延迟的提取任务写回）",
-        source=Source("extraction", "MODEL_EXTRACTION", __import__("datetime").datetime(2026, 6, 1, tzinfo=__import__("datetime").timezone.utc)),
+        source=Source("extraction", "MODEL_EXTRACTION", datetime(2026, 6, 1, tzinfo=timezone.utc)),
         source_level=SourceLevel.E2,
     )
     with pytest.raises(StaleEpoch) as refused:

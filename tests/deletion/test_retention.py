@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from datetime import timedelta
@@ -53,7 +54,7 @@ async def test_the_schedule_purges_what_outlived_its_policy_and_nothing_else(
                 statuses = session.execute(text("SELECT status FROM deletion_jobs")).scalars().all()
             if len(statuses) == 2 and set(statuses) == {"completed"}:
                 break
-            await __import__("asyncio").sleep(0.2)
+            await asyncio.sleep(0.2)
         assert sorted(statuses) == ["completed", "completed"]
     finally:
         await handle.delete()
