@@ -304,3 +304,27 @@ class HoldOut(BaseModel):
     reason: str
     created_at: AwareDatetime
     released_at: AwareDatetime | None
+
+
+class RecallIn(StrictRequest):
+    """POST /memory-query and /recall/render. Identity comes from the key; these fields only narrow or steer."""
+
+    query: Annotated[str, Field(min_length=1, max_length=2_000)]
+    limit: int = Field(default=5, ge=1, le=50)
+    """How many memories may be injected (seed 001 §6.4 default 5)."""
+    candidate_limit: int = Field(default=20, ge=1, le=200)
+    token_budget: int = Field(default=1_500, ge=16, le=100_000)
+    categories: list[Category] = Field(default_factory=list)
+    spaces: list[Space] = Field(default_factory=list)
+    project_id: ShortText | None = None
+    session_id: ShortText | None = None
+    purpose: ShortText | None = None
+    intent: Literal["RESUME_TASK", "ANSWER", "CHITCHAT"] | None = None
+    task_id: ShortText | None = None
+    request_constraints: dict[ShortText, ShortText] = Field(default_factory=dict, max_length=20)
+    keys: list[ShortText] = Field(default_factory=list, max_length=20)
+    min_relevance: float = Field(default=0.05, ge=0, le=1)
+    min_revision: int | None = Field(default=None, ge=0)
+    explain: bool = False
+    trace_id: ShortText | None = None
+

@@ -13,6 +13,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.deletion import DeletionActivities, FaultPlan
+from activities.embedding import EmbeddingActivities
 from activities.projection import ProjectionActivities
 from activities.retention import RetentionActivities
 from activities.stores import PublicationDestination, default_destinations
@@ -22,11 +23,13 @@ from api.settings import Settings
 from api.temporal import connect, ensure_retention_schedule
 from memory.db import make_engine
 from workflows.deletion import DeletionWorkflow
+from workflows.embedding import EmbedBacklogWorkflow, EmbeddingSweepWorkflow, ensure_embedding_schedule
 from workflows.projection import RebuildProjectionWorkflow
 from workflows.retention import RetentionSweepWorkflow
 from workflows.report_task import ReportTaskWorkflow
 
 WORKFLOWS = [RebuildProjectionWorkflow, DeletionWorkflow, RetentionSweepWorkflow, ReportTaskWorkflow]
+WORKFLOWS += [EmbedBacklogWorkflow, EmbeddingSweepWorkflow]
 
 
 def build_worker(
@@ -62,6 +65,7 @@ def build_worker(
             retention.tenants,
             retention.open_jobs,
             *tasks.all(),
+            *EmbeddingActivities(engine).all(),
         ],
         activity_executor=executor,
     )
@@ -72,6 +76,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
     engine = make_engine(settings.require_database_url(), pool_size=settings.db_pool_size)
     client = await connect(settings)
     await ensure_retention_schedule(client, settings.task_queue, timedelta(hours=settings.retention_sweep_hours))
+    await ensure_embedding_schedule(client, settings.task_queue)
     try:
         with ThreadPoolExecutor(max_workers=settings.db_pool_size) as executor:
             async with build_worker(

@@ -140,6 +140,11 @@ class MemorySearch(Base):
     embedding: Mapped[Any | None] = mapped_column(Vector(EMBEDDING_DIMENSIONS))
     embedding_model: Mapped[str | None] = mapped_column(Text)
     source_revision: Mapped[int] = mapped_column(BigInteger)
+    embedding_revision: Mapped[int | None] = mapped_column(BigInteger)
+    """The memory revision the vector was computed from; recall uses it only while it is current."""
+    active_count: Mapped[int] = mapped_column(Integer, server_default="0")
+    """How many bundles injected this memory (hotness, seed 004 §9.1)."""
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class SubjectEpoch(Base):

@@ -23,6 +23,7 @@ def write_projection(session: Session, memory: Memory) -> None:
         "tokens": func.to_tsvector("simple", " ".join(tokens(searchable))),
         "embedding": None,
         "embedding_model": None,
+        "embedding_revision": None,
         "source_revision": memory.revision,
     }
     session.execute(

@@ -1,21 +1,20 @@
-"""Memories: candidates, confirmation, reads, corrections and the lexical query."""
+"""Memories: candidates, confirmation, reads, corrections and recall (the memory bundle)."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 
 from api.deps import CurrentPrincipal, EngineDep
+from api.routers import recall
 from api.schemas import (
     CandidateIn,
     CorrectionIn,
     MemoryDetailOut,
     MemoryOut,
-    QueryIn,
-    QueryItem,
-    QueryOut,
+    RecallIn,
     SourceIn,
     ValidityIn,
     VersionSummary,
@@ -26,7 +25,6 @@ from memory.db import tenant_session
 from memory.errors import NotFound
 from memory.events import request_digest
 from memory.models import Memory
-from memory.query import QueryFilters, lexical_query
 
 router = APIRouter(tags=["memories"])
 
@@ -57,7 +55,7 @@ def _written(memory: Memory, replayed: bool) -> WriteOut:
         version=memory.version,
         status=memory.status,
         stage="indexed",
-        indexes={"lexical": "indexed"},
+        indexes={"lexical": "indexed", "vector": "pending"},
         replayed=replayed,
         revision=memory.revision,
     )
@@ -140,27 +138,6 @@ def correct_memory(memory_id: str, body: CorrectionIn, principal: CurrentPrincip
 
 
 @router.post("/memory-query")
-def query_memories(body: QueryIn, principal: CurrentPrincipal, engine: EngineDep) -> QueryOut:
-    """Lexical recall: hard filters first, then full-text and trigram candidates, then a re-read of each source."""
-    filters = QueryFilters(
-        categories=tuple(body.categories),
-        spaces=tuple(body.spaces),
-        project_id=body.project_id,
-        session_id=body.session_id,
-        purpose=body.purpose,
-    )
-    with tenant_session(engine, principal.tenant_id) as session:
-        result = lexical_query(session, principal, body.query, filters, limit=body.limit)
-    return QueryOut(
-        items=[
-            QueryItem(
-                **MemoryOut.of(hit.memory).model_dump(),
-                score=round(hit.score, 6),
-                score_breakdown={"lexical": round(hit.lexical, 6), "trigram": round(hit.trigram, 6)},
-            )
-            for hit in result.hits
-        ],
-        snapshot_revision=result.snapshot_revision,
-        candidates_considered=result.candidates,
-        dropped_on_reread=result.dropped_on_reread,
-    )
+async def query_memories(body: RecallIn, principal: CurrentPrincipal, engine: EngineDep, request: Request) -> dict[str, Any]:
+    """Recall: a memory bundle (plan, hard filters, hybrid candidates, explained scores, conflicts, budget)."""
+    return await recall.build(body, principal, engine, request)

@@ -3,7 +3,8 @@
 Each probe (the original texts and their clauses) is searched lexically (full
 text and trigram) and through recall as the owner, and tenant-wide with no
 visibility or status filter as an administrator would; storage is also checked
-directly (unscrubbed rows, projection rows, vectors). A hit on anything the job
+directly (unscrubbed rows, projection rows, vectors); each probe is also
+searched by its embedding. A hit on anything the job
 covers fails it. The result names where hits were, never the probe text: it is
 recorded in workflow history.
 """
@@ -19,6 +20,7 @@ from sqlalchemy.orm import Session
 from memory.auth import PrincipalContext
 from memory.deletion.layers import scope_of
 from memory.deletion.scope import events_in, memories_in
+from memory.embeddings import default_embedder
 from memory.errors import InvalidInput
 from memory.models import DeletionJob, DeletionProbe, Memory, MemoryEvent, MemorySearch
 from memory.query import QueryFilters, lexical_query
@@ -72,6 +74,7 @@ def verify(session: Session, job: DeletionJob) -> Verification:
         hits["tenant_wide_text"] += session.execute(
             select(func.count()).select_from(Memory).where(covered, Memory.content.contains(probe))
         ).scalar_one()
+        hits["vector"] += _vector_hits(session, job.tenant_id, covered, probe)
         try:
             recalled = lexical_query(session, owner, probe, QueryFilters(), limit=50, candidate_limit=50)
         except InvalidInput:
@@ -85,3 +88,20 @@ def verify(session: Session, job: DeletionJob) -> Verification:
         )
     found = {name: count for name, count in hits.items() if count}
     return Verification(clean=not found, probes=len(probes), hits=found)
+
+
+def _vector_hits(session: Session, tenant_id: str, covered: object, probe: str) -> int:
+    """Covered memories among the probe's nearest vectors in the tenant: a deleted text must not be findable by meaning."""
+    vector = default_embedder().embed_one(probe)
+    nearest = (
+        select(MemorySearch.memory_id)
+        .where(MemorySearch.tenant_id == tenant_id, MemorySearch.embedding.is_not(None))
+        .order_by(MemorySearch.embedding.cosine_distance(vector))
+        .limit(20)
+        .subquery()
+    )
+    return int(
+        session.execute(
+            select(func.count()).select_from(Memory).where(covered, Memory.memory_id.in_(select(nearest.c.memory_id)))  # type: ignore[arg-type]
+        ).scalar_one()
+    )

@@ -1,0 +1,139 @@
+"""Recall over HTTP: the bundle (POST /memory-query), its prompt rendering, and the bundle audit trail.
+
+The handler is async only to ask the task workflow for its live state (a
+Temporal query); the database work and the query embedding run in the thread
+pool. A required source that cannot be read is an error, never a partial bundle.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from starlette.concurrency import run_in_threadpool
+from temporalio.service import RPCError, RPCStatusCode
+
+from api.deps import CurrentPrincipal, EngineDep, get_temporal
+from api.schemas import RecallIn
+from memory.auth import PrincipalContext
+from memory.db import tenant_session
+from memory.embeddings import default_embedder
+from memory.enums import Role
+from memory.errors import Conflict, Forbidden, MnemoError, NotFound
+from memory.recall import audit
+from memory.recall.bundle import RecallRequest, build_bundle, mark_used, snapshot_revision
+from memory.recall.plan import Intent, SourceType, classify_intent, make_plan
+from memory.recall.render import render
+from memory.recall.scope import allowed_scope
+from memory.tasks.keys import workflow_id
+
+router = APIRouter(tags=["recall"])
+
+MIN_REVISION_WAIT_SECONDS = 2.0
+
+
+class SourceUnavailable(MnemoError):
+    code = "required_source_unavailable"
+    http_status = 503
+
+
+class RevisionNotReached(Conflict):
+    code = "revision_not_reached"
+
+
+async def _task_state(request: Request, principal: PrincipalContext, task_id: str) -> dict[str, Any]:
+    """The live task from its workflow's query; the caller must own it (else the same 404 as a missing task)."""
+    from workflows.report_task import ReportTaskWorkflow
+
+    try:
+        client = await get_temporal(request)
+        state = await client.get_workflow_handle(workflow_id(principal.tenant_id, task_id)).query(
+            ReportTaskWorkflow.state, rpc_timeout=timedelta(seconds=5)
+        )
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise NotFound(f"task {task_id} does not exist") from exc
+        raise SourceUnavailable(f"the task state of {task_id} could not be read: {exc.message}") from exc
+    except (OSError, RuntimeError) as exc:
+        raise SourceUnavailable(f"the task state of {task_id} could not be read: {exc}") from exc
+    if state is None or state.owner_user_id != principal.user_id or state.tenant_id != principal.tenant_id:
+        raise NotFound(f"task {task_id} does not exist")
+    return {
+        "task_id": state.task_id, "status": state.status, "current_step_id": state.current_step_id,
+        "state_version": state.state_version, "waiting_reason": state.waiting_reason,
+    }
+
+
+def _wait_for_revision(engine: Any, tenant_id: str, min_revision: int) -> None:
+    """Read-your-writes: a bounded wait for ``min_revision``, then a clear answer with the current one."""
+    deadline = time.monotonic() + MIN_REVISION_WAIT_SECONDS
+    while True:
+        with tenant_session(engine, tenant_id) as session:
+            current = snapshot_revision(session)
+        if current >= min_revision:
+            return
+        if time.monotonic() >= deadline:
+            raise RevisionNotReached(
+                f"this store is at revision {current}, not yet {min_revision}; retry shortly",
+                details={"current_revision": current, "min_revision": min_revision},
+            )
+        time.sleep(0.05)
+
+
+async def build(body: RecallIn, principal: PrincipalContext, engine: Any, request: Request) -> dict[str, Any]:
+    """The whole recall path for one request; shared by /memory-query and /recall/render."""
+    intent = Intent(body.intent) if body.intent else classify_intent(body.query, body.task_id)
+    plan = make_plan(intent, task_id=body.task_id, candidate_limit=max(body.candidate_limit, body.limit),
+                     inject_limit=body.limit, token_budget=body.token_budget)
+    task_state = None
+    if plan.reads(SourceType.TASK_STATE):
+        assert body.task_id is not None
+        task_state = await _task_state(request, principal, body.task_id)
+    if body.min_revision is not None:
+        await run_in_threadpool(_wait_for_revision, engine, principal.tenant_id, body.min_revision)
+    vector, model = None, None
+    if plan.reads(SourceType.MEMORY):
+        embedder = await run_in_threadpool(default_embedder)
+        vector, model = await run_in_threadpool(embedder.embed_one, body.query), embedder.name
+    filters = allowed_scope(principal, categories=tuple(body.categories), spaces=tuple(body.spaces),
+                            project_id=body.project_id, session_id=body.session_id, purpose=body.purpose)
+    recall = RecallRequest(
+        query=body.query, plan=plan, filters=filters, request_constraints=dict(body.request_constraints),
+        keys=tuple(body.keys), task_state=task_state, query_vector=vector, model=model,
+        min_relevance=body.min_relevance, explain=body.explain,
+        **({"trace_id": body.trace_id} if body.trace_id else {}),
+    )
+
+    def run() -> dict[str, Any]:
+        now = datetime.now(timezone.utc)
+        with tenant_session(engine, principal.tenant_id) as session:
+            outcome = build_bundle(session, principal, recall, now)
+            audit.record_bundle(session, principal, body.query, outcome.bundle, outcome.filtered, body.purpose)
+            mark_used(session, principal.tenant_id, outcome.selected, now)
+        return outcome.bundle
+
+    return await run_in_threadpool(run)
+
+
+@router.post("/recall/render")
+async def render_bundle(body: RecallIn, principal: CurrentPrincipal, engine: EngineDep, request: Request) -> dict[str, Any]:
+    """The bundle as prompt text (XML-like sections, provenance and score on each hit); "" when empty."""
+    bundle = await build(body, principal, engine, request)
+    return {"text": render(bundle), "trace_id": bundle["trace_id"], "snapshot_revision": bundle["snapshot_revision"]}
+
+
+@router.get("/recall/audit")
+def bundle_audit(
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    trace_id: Annotated[str | None, Query(max_length=256)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> dict[str, Any]:
+    """MEMORY_BUNDLE_BUILT events of the caller's tenant (admin, auditor or operator): ids, versions, reasons."""
+    if not (principal.has(Role.AUDITOR) or principal.has(Role.OPERATOR)):
+        raise Forbidden("reading recall audit events needs the admin, auditor or operator role")
+    with tenant_session(engine, principal.tenant_id) as session:
+        events = audit.bundle_events(session, principal.tenant_id, trace_id, limit)
+    return {"events": [{"audit_id": e.audit_id, "at": e.at.isoformat(), "actor": e.actor, **e.detail} for e in events]}

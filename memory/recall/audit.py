@@ -1,0 +1,44 @@
+"""MEMORY_BUNDLE_BUILT: one audit event per bundle, with ids, versions, counts and reasons — never content."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from memory.auth import PrincipalContext
+from memory.models import AuditEntry
+
+ACTION = "MEMORY_BUNDLE_BUILT"
+
+
+def record_bundle(session: Session, principal: PrincipalContext, query: str, bundle: dict[str, Any],
+                  filtered: dict[str, int], purpose: str | None) -> None:
+    selected = [f"{i['memory_id']}@{i['version']}" for i in (*bundle["knowledge"], *bundle["items"])]
+    if bundle["task_state"]:
+        selected.append(f"task:{bundle['task_state']['task_id']}@{bundle['task_state']['state_version']}")
+    session.add(AuditEntry(
+        tenant_id=principal.tenant_id, actor=principal.user_id, action=ACTION,
+        detail={
+            "trace_id": bundle["trace_id"],
+            "principal": {"user_id": principal.user_id, "agent_id": principal.agent_id, "key_id": principal.key_id},
+            "purpose": purpose,
+            "intent": bundle["intent"],
+            "query_sha256": hashlib.sha256(query.encode()).hexdigest(),
+            "selected_refs": selected,
+            "filtered_by_reason": filtered,
+            "decisions": [{"key": d.get("key"), "reason": d["reason"]} for d in bundle["conflict_decisions"]],
+            "conflicts": [c["key"] for c in bundle["conflicts"]],
+            "snapshot_revision": bundle["snapshot_revision"],
+            "truncated_by_budget": bundle["truncated_by_budget"],
+        },
+    ))
+
+
+def bundle_events(session: Session, tenant_id: str, trace_id: str | None, limit: int) -> list[AuditEntry]:
+    statement = select(AuditEntry).where(AuditEntry.tenant_id == tenant_id, AuditEntry.action == ACTION)
+    if trace_id is not None:
+        statement = statement.where(AuditEntry.detail["trace_id"].astext == trace_id)
+    return list(session.execute(statement.order_by(AuditEntry.audit_id.desc()).limit(limit)).scalars())

@@ -1,0 +1,259 @@
+"""The recall pipeline, stage by stage, ending in a memory bundle (seed 003 §12, seed 001 §6.4).
+
+scope → hard filters → candidates (capped per source) → authoritative re-read →
+score → stable rank → stale/conflicts → de-dup by source → budget → bundle.
+Every stage is a function of its own module; this one only wires them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, case, func, literal, null, select, text, tuple_
+from sqlalchemy.orm import Session
+
+from memory.auth import PrincipalContext
+from memory.enums import Space
+from memory.errors import InvalidInput
+from memory.models import Memory, MemorySearch
+from memory.query import QueryFilters, hard_filters
+from memory.recall import candidates as cand
+from memory.recall.conflicts import resolve, stale_against_task
+from memory.recall.filters import filtered_by_reason
+from memory.recall.plan import RecallPlan, SourceType
+from memory.recall.preferences import effective_preferences, stored_preferences
+from memory.recall.ranking import stable_rank
+from memory.recall.scoring import Scored, score
+from memory.text import normalize, tokens
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+_WORD = re.compile(r"[^\W\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+
+
+def estimate_tokens(content: str) -> int:
+    """A model-free estimate: one token per CJK character, ~1.3 per other word, plus markup overhead."""
+    return len(_CJK.findall(content)) + math.ceil(1.3 * len(_WORD.findall(content))) + 8
+
+
+@dataclass(frozen=True)
+class RecallRequest:
+    query: str
+    plan: RecallPlan
+    filters: QueryFilters = field(default_factory=QueryFilters)
+    request_constraints: Mapping[str, str] = field(default_factory=dict)
+    keys: tuple[str, ...] = ()
+    task_state: Mapping[str, Any] | None = None
+    query_vector: list[float] | None = None
+    model: str | None = None
+    min_relevance: float = 0.05
+    """Below this, a candidate is reported as not applicable rather than injected to fill the top-k."""
+    explain: bool = False
+    trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass
+class Outcome:
+    bundle: dict[str, Any]
+    filtered: dict[str, int]
+    selected: list[Scored]
+
+
+def snapshot_revision(session: Session) -> int:
+    return int(session.execute(text("SELECT last_value FROM mnemo_revision_seq")).scalar_one())
+
+
+def reread(
+    session: Session, principal: PrincipalContext, filters: QueryFilters, found: list[cand.Candidate],
+    query_vector: list[float] | None, model: str | None, now: Any,
+) -> dict[tuple[uuid.UUID, int], tuple[Memory, float | None]]:
+    """The source rows again, under every hard filter, with the cosine of a vector that is still valid."""
+    if not found:
+        return {}
+    if query_vector is not None and model is not None:
+        valid = and_(
+            MemorySearch.embedding.is_not(None), MemorySearch.embedding_model == model,
+            MemorySearch.embedding_revision == Memory.revision, MemorySearch.version == Memory.version,
+        )
+        cosine = case((valid, literal(1.0) - MemorySearch.embedding.cosine_distance(query_vector)), else_=null())
+    else:
+        cosine = null()
+    rows = session.execute(
+        select(Memory, cosine.label("cosine"))
+        .outerjoin(MemorySearch, and_(MemorySearch.tenant_id == Memory.tenant_id, MemorySearch.memory_id == Memory.memory_id))
+        .where(
+            Memory.tenant_id == principal.tenant_id,
+            tuple_(Memory.memory_id, Memory.version).in_([(c.memory_id, c.version) for c in found]),
+            hard_filters(principal, filters, now),
+        )
+    ).all()
+    return {(m.memory_id, m.version): (m, None if c is None else float(c)) for m, c in rows}
+
+
+def _dedupe_by_source(ranked: list[Scored]) -> tuple[list[Scored], list[dict[str, Any]]]:
+    """The same statement from the same source once: the higher-ranked copy stays."""
+    seen: set[tuple[str, str]] = set()
+    kept, decisions = [], []
+    for item in ranked:
+        key = (item.memory.source_id, " ".join(normalize(item.memory.content).split()))
+        if key in seen:
+            decisions.append({"key": item.memory.key, "reason": "DUPLICATE_OF_SOURCE", "winner": None,
+                              "suppressed": {"memory_id": str(item.memory.memory_id), "version": item.memory.version},
+                              "persistent_change": False})
+            continue
+        seen.add(key)
+        kept.append(item)
+    return kept, decisions
+
+
+def item_of(s: Scored) -> dict[str, Any]:
+    m, b = s.memory, s.breakdown
+    scope = f"project {m.project_id}" if m.project_id else ("session " + m.session_id if m.session_id else "global")
+    purposes = f"; purposes {', '.join(m.allowed_purposes)}" if m.allowed_purposes else ""
+    return {
+        "memory_id": str(m.memory_id), "version": m.version, "category": m.category, "status": m.status,
+        "space": m.space, "key": m.key, "content": m.content, "abstract": m.abstract,
+        "applicability": f"{m.space.lower()} memory, {scope}{purposes}",
+        "source_refs": [m.source_id, *m.evidence_refs], "source_level": m.source_level,
+        "observed_at": m.observed_at.isoformat() if m.observed_at else None,
+        "revision": m.revision, "score": round(b.total, 6),
+        "score_breakdown": {"lexical": round(b.lexical, 6), "trigram": round(b.trigram, 6)},
+        "score_components": b.as_dict(), "matched_by": sorted(s.sources),
+    }
+
+
+def build_bundle(session: Session, principal: PrincipalContext, request: RecallRequest, now: datetime) -> Outcome:
+    plan, filters = request.plan, request.filters
+    db_now = literal(now)
+    revision = snapshot_revision(session)
+    warnings: list[str] = []
+    decisions: list[dict[str, Any]] = []
+    conflicts: list[dict[str, Any]] = []
+    not_applicable: list[dict[str, Any]] = []
+    filtered: dict[str, int] = {}
+    explained: list[dict[str, Any]] = []
+    selected: list[Scored] = []
+    knowledge: list[Scored] = []
+    truncated = False
+    considered = dropped = 0
+
+    prefs = effective_preferences([], request.request_constraints)
+    if plan.reads(SourceType.USER_PROFILE):
+        spec = plan.reads(SourceType.USER_PROFILE)
+        assert spec is not None
+        prefs = effective_preferences(
+            stored_preferences(session, principal, filters, db_now, spec.limit), request.request_constraints
+        )
+    decisions += prefs.decisions
+    conflicts += prefs.conflicts
+
+    task = dict(request.task_state) if request.task_state else None
+    if task and task.get("status") == "WAITING_FOR_APPROVAL":
+        warnings.append("the task is waiting for approval: do not publish or act on its draft yet")
+
+    if plan.reads(SourceType.MEMORY):
+        if not tokens(request.query):
+            raise InvalidInput("the query has no searchable words or characters", code="empty_query")
+        terms = cand.search_terms(request.query)
+        cap = plan.candidate_limit
+        found = cand.merge(
+            cand.key_candidates(session, principal, filters, request.keys, db_now, cap),
+            cand.fulltext_candidates(session, principal, filters, terms, db_now, cap),
+            cand.trigram_candidates(session, principal, filters, request.query, db_now, cap),
+            cand.vector_candidates(session, principal, filters, request.query_vector, request.model, db_now, cap)
+            if request.query_vector is not None and request.model is not None else [],
+        )
+        current = reread(session, principal, filters, found, request.query_vector, request.model, db_now)
+        considered, dropped = len(found), len(found) - len(current)
+        scored: list[Scored] = []
+        for c in found:
+            if (c.memory_id, c.version) not in current:
+                continue  # changed or removed since the candidate query: the source row is the truth
+            memory, cosine = current[(c.memory_id, c.version)]
+            b = score(memory, terms=terms, fulltext_rank=c.fulltext, trigram=c.trigram, cosine=cosine,
+                      active_count=c.active_count, last_used_at=c.last_used_at, now=now)
+            scored.append(Scored(memory, frozenset(c.sources), b))
+        ranked = stable_rank(scored)
+        if request.explain:
+            filtered = filtered_by_reason(session, principal, filters, cand.lexical_match(request.query, terms), db_now)
+            explained = [{"rank": n + 1, "memory_id": str(s.memory.memory_id), "version": s.memory.version,
+                          "matched_by": sorted(s.sources), "breakdown": s.breakdown.as_dict()}
+                         for n, s in enumerate(ranked)]
+        relevant = []
+        for s in ranked:
+            if s.memory.key in request.request_constraints or any(s.memory is u for u in prefs.used):
+                continue  # represented in effective_preferences (or overridden for this request)
+            if s.breakdown.relevance < request.min_relevance and "key" not in s.sources:
+                not_applicable.append({"memory_id": str(s.memory.memory_id), "version": s.memory.version,
+                                       "reason": "below_relevance_floor"})
+                continue
+            relevant.append(s)
+        if task:
+            stale = stale_against_task(relevant, str(task["task_id"]), int(task["state_version"]), str(task["status"]))
+            relevant, decisions, warnings = stale.kept, decisions + stale.decisions, warnings + stale.warnings
+        resolution = resolve(relevant)
+        decisions += resolution.decisions
+        conflicts += resolution.conflicts
+        warnings += resolution.warnings
+        kept, dup = _dedupe_by_source(resolution.kept)
+        decisions += dup
+        used_tokens = 0
+        for s in kept:
+            if len(selected) + len(knowledge) >= plan.inject_limit:
+                break
+            cost = estimate_tokens(s.memory.content)
+            if used_tokens + cost > plan.token_budget:
+                truncated = True
+                continue
+            used_tokens += cost
+            (knowledge if s.memory.space in (Space.TENANT.value, Space.SYSTEM.value) else selected).append(s)
+        not_applicable = not_applicable[:20]
+
+    version_vector: dict[str, int] = {f"memory:{s.memory.memory_id}": s.memory.version for s in (*knowledge, *selected)}
+    for memory in prefs.used:
+        version_vector[f"preference:{memory.memory_id}"] = memory.version
+    if task:
+        version_vector["task_state_version"] = int(task["state_version"])
+    bundle: dict[str, Any] = {
+        "trace_id": request.trace_id,
+        "intent": plan.intent.value,
+        "plan": {"sources": [{"type": s.type.value, "limit": s.limit, "required": s.required} for s in plan.sources],
+                 "candidate_limit": plan.candidate_limit, "inject_limit": plan.inject_limit,
+                 "token_budget": plan.token_budget},
+        "request_constraints": [{"key": k, "value": v, "source": "CURRENT_REQUEST"}
+                                for k, v in sorted(request.request_constraints.items())],
+        "effective_preferences": prefs.effective,
+        "preference_sources": prefs.sources,
+        "task_state": task,
+        "knowledge": [item_of(s) for s in knowledge],
+        "items": [item_of(s) for s in selected],
+        "conflict_decisions": decisions,
+        "conflicts": conflicts,
+        "warnings": warnings,
+        "version_vector": version_vector,
+        "snapshot_revision": revision,
+        "truncated_by_budget": truncated,
+        "not_applicable": not_applicable,
+        "candidates_considered": considered,
+        "dropped_on_reread": dropped,
+    }
+    if request.explain:
+        bundle["explain"] = {"candidates": explained, "filtered_by_reason": filtered}
+    return Outcome(bundle, filtered, [*knowledge, *selected])
+
+
+def mark_used(session: Session, tenant_id: str, selected: list[Scored], now: datetime) -> None:
+    """Hotness input: each injected memory's use count and last use (on the projection, purged with it)."""
+    if not selected:
+        return
+    session.execute(
+        MemorySearch.__table__.update()
+        .where(MemorySearch.tenant_id == tenant_id,
+               tuple_(MemorySearch.memory_id, MemorySearch.version).in_([(s.memory.memory_id, s.memory.version) for s in selected]))
+        .values(active_count=MemorySearch.active_count + 1, last_used_at=now)
+    )

@@ -1,0 +1,159 @@
+"""POST /memory-query with real vectors: hybrid candidates, hard-filter invariants, explain, stability, budget."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, select
+
+from api.settings import Settings
+from memory.db import tenant_session
+from memory.embeddings import MODEL_NAME
+from memory.models import MemorySearch
+from tests.conftest import MakeKey, auth
+from tests.recall.conftest import embed_tenant, ids, recall, write
+
+
+def _tenant() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def test_a_paraphrase_with_no_shared_word_is_found_by_its_vector(
+    client: TestClient, make_key: MakeKey, recall_worker: None, recall_settings: Settings
+) -> None:
+    tenant = _tenant()
+    key = make_key(tenant=tenant)
+    target = write(client, key, "The user is allergic to peanuts and must avoid them.")
+    write(client, key, "The quarterly sales report is due on the fifth of each month.")
+    assert ids(recall(client, key, query="which foods can make me sick?")) == []  # no vectors yet: lexical only
+    assert embed_tenant(recall_settings, tenant).written == 2
+    bundle = recall(client, key, query="which foods can make me sick?", limit=1)
+    assert ids(bundle) == [target]
+    components = bundle["items"][0]["score_components"]
+    assert components["semantic"] > 0 and components["lexical"] == 0
+    assert bundle["items"][0]["matched_by"] == ["vector"]
+
+
+def test_another_tenants_or_users_identical_memory_never_influences_recall(
+    client: TestClient, make_key: MakeKey, recall_worker: None, recall_settings: Settings
+) -> None:
+    tenant, other_tenant = _tenant(), _tenant()
+    alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
+    stranger = make_key(tenant=other_tenant, user="alice")
+    text = "我的护照号码存放在书房抽屉里 passport drawer"
+    mine = write(client, alice, text)
+    for other in (bob, stranger):
+        for _ in range(3):
+            write(client, other, text)
+    embed_tenant(recall_settings, tenant)
+    embed_tenant(recall_settings, other_tenant)
+    bundle = recall(client, alice, query="护照 passport 在哪里", explain=True, limit=10)
+    assert ids(bundle) == [mine]
+    assert bundle["candidates_considered"] == 1
+    assert [c["memory_id"] for c in bundle["explain"]["candidates"]] == [mine]
+    assert bundle["explain"]["filtered_by_reason"] == {}
+
+
+def test_expired_superseded_revoked_and_out_of_purpose_are_never_used_only_counted(
+    client: TestClient, make_key: MakeKey, recall_worker: None, recall_settings: Settings
+) -> None:
+    tenant = _tenant()
+    key = make_key(tenant=tenant)
+    active = write(client, key, "Project Bluewhale kickoff is in Hangzhou")
+    write(client, key, "Project Bluewhale old budget", validity={"expires_at": "2020-01-01T00:00:00Z"})
+    write(client, key, "Project Bluewhale billing account", allowed_purposes=["billing"])
+    corrected = write(client, key, "Project Bluewhale lead is Wang")
+    patched = client.patch(f"/memories/{corrected}", json={"expected_version": 1, "content": "Project Bluewhale lead is Li"},
+                           headers=auth(key))
+    assert patched.status_code == 200
+    expired = write(client, key, "Project Bluewhale vendor list")
+    assert client.post(f"/memories/{expired}/expire", headers=auth(key)).status_code == 200
+    embed_tenant(recall_settings, tenant)
+    bundle = recall(client, key, query="Project Bluewhale", explain=True, limit=10, min_relevance=0)
+    contents = {item["content"] for item in bundle["items"]}
+    assert "Project Bluewhale lead is Li" in contents and "Project Bluewhale kickoff is in Hangzhou" in contents
+    assert not contents & {"Project Bluewhale old budget", "Project Bluewhale billing account", "Project Bluewhale lead is Wang"}
+    filtered = bundle["explain"]["filtered_by_reason"]
+    assert filtered == {"expired": 2, "purpose_not_allowed": 1, "superseded": 1}
+    for hidden in ("Wang", "old budget", "billing account", "vendor list"):
+        assert hidden not in str(bundle)
+    billing = recall(client, key, query="Project Bluewhale", purpose="billing", limit=10, min_relevance=0)
+    assert "Project Bluewhale billing account" in {i["content"] for i in billing["items"]}
+    assert active in ids(billing)
+
+
+def test_scores_are_explained_and_the_order_is_stable(
+    client: TestClient, make_key: MakeKey, recall_worker: None, recall_settings: Settings
+) -> None:
+    tenant = _tenant()
+    key = make_key(tenant=tenant)
+    source = {"source_type": "EXPLICIT_USER_STATEMENT", "captured_at": "2026-06-01T09:00:00Z"}
+    for n in range(6):  # identical text and time from six sources: only the tie-breakers decide
+        write(client, key, "季度复盘会议纪要 quarterly review notes", source={**source, "source_id": f"conv-{n}"})
+    write(client, key, "季度复盘会议纪要 quarterly review notes", source={**source, "source_id": "conv-0"})
+    embed_tenant(recall_settings, tenant)
+    orders = {tuple(ids(recall(client, key, query="复盘会议 review", limit=10))) for _ in range(3)}
+    assert len(orders) == 1
+    order = next(iter(orders))
+    assert len(order) == 6
+    bundle = recall(client, key, query="复盘会议 review", limit=10, explain=True)
+    assert [d["reason"] for d in bundle["conflict_decisions"]] == ["DUPLICATE_OF_SOURCE"]  # the 7th: same source
+    parts = bundle["explain"]["candidates"][0]["breakdown"]
+    assert set(parts) >= {"lexical", "semantic", "recency", "hotness", "authority", "confirmation", "total"}
+
+
+def test_chinese_english_and_mixed_queries_find_their_memories(
+    client: TestClient, make_key: MakeKey, recall_worker: None, recall_settings: Settings
+) -> None:
+    tenant = _tenant()
+    key = make_key(tenant=tenant)
+    zh = write(client, key, "用户每月五号需要提交销售报告给财务部门")
+    en = write(client, key, "The user prefers hiking in the mountains on weekends")
+    mixed = write(client, key, "Prefers reports in Markdown with 图表 embedded")
+    embed_tenant(recall_settings, tenant)
+    assert ids(recall(client, key, query="销售报告什么时候交", limit=1)) == [zh]
+    assert ids(recall(client, key, query="weekend hiking", limit=1)) == [en]
+    assert ids(recall(client, key, query="Markdown图表", limit=1)) == [mixed]
+
+
+def test_budget_truncation_is_flagged_and_an_empty_bundle_is_valid(client: TestClient, make_key: MakeKey) -> None:
+    key = make_key()
+    for n in range(4):
+        write(client, key, f"会议记录 {n} " + "细节内容很长。" * 40)
+    tight = recall(client, key, query="会议记录", token_budget=400, limit=5)
+    assert tight["truncated_by_budget"] is True
+    assert 1 <= len(tight["items"]) < 4
+    roomy = recall(client, key, query="会议记录", token_budget=5000, limit=5)
+    assert roomy["truncated_by_budget"] is False and len(roomy["items"]) == 4
+    empty = recall(client, key, query="完全无关的问题 zebra")
+    assert empty["items"] == [] and empty["knowledge"] == [] and empty["conflicts"] == []
+    rendered = client.post("/recall/render", json={"query": "完全无关的问题 zebra"}, headers=auth(key)).json()
+    assert rendered["text"] == ""
+
+
+def test_a_correction_clears_the_vector_and_a_stale_vector_is_refused(
+    client: TestClient, make_key: MakeKey, engine: Engine, recall_worker: None, recall_settings: Settings
+) -> None:
+    from memory.embeddings import default_embedder, pending_batch, store_vectors
+
+    tenant = _tenant()
+    key = make_key(tenant=tenant)
+    memory_id = write(client, key, "The office wifi password rotates every Monday")
+    with tenant_session(engine, tenant) as session:
+        pending = pending_batch(session, tenant, MODEL_NAME, 10)
+    assert [str(p.memory_id) for p in pending] == [memory_id]
+    vectors = default_embedder().embed([p.text for p in pending])
+    assert client.patch(f"/memories/{memory_id}", json={"expected_version": 1, "content": "It rotates on Fridays"},
+                        headers=auth(key)).status_code == 200
+    with tenant_session(engine, tenant) as session:
+        assert store_vectors(session, tenant, MODEL_NAME, list(zip(pending, vectors))) == (0, 1)
+    embed_tenant(recall_settings, tenant)
+    with tenant_session(engine, tenant) as session:
+        row = session.execute(select(MemorySearch).where(MemorySearch.tenant_id == tenant)).scalar_one()
+        assert row.version == 2 and row.embedding_model == MODEL_NAME and row.embedding_revision is not None
+        row.embedding_model = "some-older-model"  # the model changed: every vector is now stale
+    result = embed_tenant(recall_settings, tenant)
+    assert result.written == 1
+    with tenant_session(engine, tenant) as session:
+        assert session.execute(select(MemorySearch.embedding_model).where(MemorySearch.tenant_id == tenant)).scalar_one() == MODEL_NAME

@@ -1,0 +1,106 @@
+"""Fill vectors asynchronously: per tenant until its backlog is empty, and a sweep over every tenant.
+
+New writes clear their vector in the write transaction; these workflows compute
+the missing ones. A model change makes every stored vector "from another model",
+so the same backlog query re-embeds the corpus: that is the re-embedding job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleHandle,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+)
+
+with workflow.unsafe.imports_passed_through():
+    from activities.embedding import EmbedBatchInput, EmbeddingActivities
+
+SCHEDULE_ID = "mnemo-embedding-sweep"
+
+
+@dataclass(frozen=True)
+class EmbedBacklogInput:
+    tenant_id: str
+    batch_size: int = 64
+
+
+@dataclass(frozen=True)
+class EmbedBacklogResult:
+    written: int
+    refused: int
+    batches: int
+
+
+@dataclass(frozen=True)
+class EmbeddingSweepInput:
+    batch_size: int = 64
+
+
+def embedding_workflow_id(tenant_id: str) -> str:
+    return f"embedding-{tenant_id}"
+
+
+async def _drain(tenant_id: str, batch_size: int) -> EmbedBacklogResult:
+    written = refused = batches = 0
+    while True:
+        result = await workflow.execute_activity_method(
+            EmbeddingActivities.embed_batch,
+            EmbedBatchInput(tenant_id, batch_size),
+            start_to_close_timeout=timedelta(minutes=10),
+        )
+        batches += 1
+        written += result.written
+        refused += result.refused
+        # Stop on an empty batch, and on one where nothing could be written (no livelock on refusals).
+        if result.pending == 0 or result.written == 0:
+            return EmbedBacklogResult(written, refused, batches)
+
+
+@workflow.defn(name="EmbedBacklog")
+class EmbedBacklogWorkflow:
+    @workflow.run
+    async def run(self, request: EmbedBacklogInput) -> EmbedBacklogResult:
+        return await _drain(request.tenant_id, request.batch_size)
+
+
+@workflow.defn(name="EmbeddingSweep")
+class EmbeddingSweepWorkflow:
+    """Started by a Schedule: drains every tenant's backlog, so vectors follow writes within one interval."""
+
+    @workflow.run
+    async def run(self, request: EmbeddingSweepInput) -> int:
+        tenants = await workflow.execute_activity_method(
+            EmbeddingActivities.tenants, start_to_close_timeout=timedelta(minutes=1)
+        )
+        written = 0
+        for tenant_id in tenants:
+            written += (await _drain(tenant_id, request.batch_size)).written
+        return written
+
+
+async def ensure_embedding_schedule(
+    client: Client, task_queue: str, every: timedelta = timedelta(seconds=10), schedule_id: str = SCHEDULE_ID
+) -> ScheduleHandle:
+    """The Schedule that sweeps embedding backlogs; created once, left alone if it exists."""
+    schedule = Schedule(
+        action=ScheduleActionStartWorkflow(
+            EmbeddingSweepWorkflow.run, EmbeddingSweepInput(), id=f"{schedule_id}-run", task_queue=task_queue
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+    try:
+        return await client.create_schedule(schedule_id, schedule)
+    except ScheduleAlreadyRunningError:
+        return client.get_schedule_handle(schedule_id)
