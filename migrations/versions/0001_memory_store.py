@@ -6,13 +6,14 @@ Revises:
 
 from alembic import op
 
+from migrations.rls import APP_ROLE, isolate_by_tenant
+
 revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
 
 TENANT_TABLES = ("principals", "memory_events", "memories", "memory_search")
-APP_ROLE = "mnemo_app"
 
 
 def upgrade() -> None:
@@ -118,15 +119,6 @@ def upgrade() -> None:
         CREATE INDEX memory_search_trgm ON memory_search USING gin (search_text gin_trgm_ops);
         """
     )
-    # Row-level security by tenant: the second wall behind the tenant filter in every query.
-    for table in TENANT_TABLES:
-        op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
-        op.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
-        op.execute(
-            f"CREATE POLICY tenant_isolation ON {table} "
-            "USING (tenant_id = current_setting('mnemo.tenant_id', true)) "
-            "WITH CHECK (tenant_id = current_setting('mnemo.tenant_id', true))"
-        )
     # The application runs as a role that cannot bypass RLS, even when it logs in as a superuser.
     op.execute(
         f"""
@@ -141,6 +133,9 @@ def upgrade() -> None:
     op.execute(f"GRANT USAGE ON SCHEMA public TO {APP_ROLE}")
     op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {APP_ROLE}")
     op.execute(f"GRANT USAGE, SELECT ON SEQUENCE mnemo_revision_seq TO {APP_ROLE}")
+    # Row-level security by tenant: the second wall behind the tenant filter in every query.
+    for table in TENANT_TABLES:
+        isolate_by_tenant(table)
 
 
 def downgrade() -> None:

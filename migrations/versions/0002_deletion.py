@@ -6,6 +6,8 @@ Revises: 0001
 
 from alembic import op
 
+from migrations.rls import APP_ROLE, isolate_by_tenant
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
@@ -22,7 +24,6 @@ TENANT_TABLES = (
     "retention_policies",
     "audit_log",
 )
-APP_ROLE = "mnemo_app"
 
 
 def upgrade() -> None:
@@ -140,14 +141,7 @@ def upgrade() -> None:
         """
     )
     for table in TENANT_TABLES:
-        op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
-        op.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
-        op.execute(
-            f"CREATE POLICY tenant_isolation ON {table} "
-            "USING (tenant_id = current_setting('mnemo.tenant_id', true)) "
-            "WITH CHECK (tenant_id = current_setting('mnemo.tenant_id', true))"
-        )
-        op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {APP_ROLE}")
+        isolate_by_tenant(table)
 
 
 def downgrade() -> None:

@@ -1,0 +1,23 @@
+"""Row-level security by tenant, the same way for every tenant table of every migration."""
+
+from __future__ import annotations
+
+from alembic import op
+
+APP_ROLE = "mnemo_app"
+"""The role the application runs as (``memory.db``): it cannot bypass row-level security."""
+
+
+def isolate_by_tenant(table: str) -> None:
+    """Rows of ``table`` are visible and writable only where ``tenant_id`` is the transaction's tenant.
+
+    FORCE makes the policy bind the table's owner too; the application role gets plain DML.
+    """
+    op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+    op.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+    op.execute(
+        f"CREATE POLICY tenant_isolation ON {table} "
+        "USING (tenant_id = current_setting('mnemo.tenant_id', true)) "
+        "WITH CHECK (tenant_id = current_setting('mnemo.tenant_id', true))"
+    )
+    op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {APP_ROLE}")
