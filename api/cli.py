@@ -12,12 +12,14 @@ from typing import Annotated
 import typer
 
 from api.settings import Settings
+from api.task_cli import task_app
 
 app = typer.Typer(help="mnemo: governed memory and durable tasks for AI agents.", no_args_is_help=True)
 keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 admin_app = typer.Typer(help="Operator commands.", no_args_is_help=True)
 app.add_typer(admin_app, name="admin")
+app.add_typer(task_app, name="task")
 
 DataDir = Annotated[
     Path, typer.Option("--data-dir", envvar="MNEMO_DATA_DIR", help="Data directory of the embedded stack.")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import httpx
 
+from api.task_demo import run_task_demo
+
 DEMO_MEMORY = {
     "category": "PREFERENCE",
     "space": "USER",
@@ -35,3 +37,4 @@ def run_demo(api_url: str, api_key: str) -> None:
         print(f"demo: recall {DEMO_QUERY!r} → {len(items)} item(s)")
         for item in items[:3]:
             print(f"  - [{item['score']:.3f}] {item['content']}")
+    run_task_demo(api_url, api_key)

@@ -7,6 +7,8 @@ Revises: 0002
 
 from alembic import op
 
+from migrations.rls import isolate_by_tenant
+
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
@@ -23,7 +25,6 @@ TENANT_TABLES = (
     "task_reminders",
     "task_operations",
 )
-APP_ROLE = "mnemo_app"
 STATUSES = (
     "'CREATED', 'READY', 'RUNNING', 'WAITING_FOR_USER', 'WAITING_FOR_EXTERNAL', 'WAITING_FOR_APPROVAL', "
     "'WAITING_FOR_OPERATOR', 'RETRY_SCHEDULED', 'PAUSED', 'SUCCEEDED', 'FAILED', 'CANCELLED'"
@@ -199,14 +200,7 @@ def upgrade() -> None:
         """
     )
     for table in TENANT_TABLES:
-        op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
-        op.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
-        op.execute(
-            f"CREATE POLICY tenant_isolation ON {table} "
-            "USING (tenant_id = current_setting('mnemo.tenant_id', true)) "
-            "WITH CHECK (tenant_id = current_setting('mnemo.tenant_id', true))"
-        )
-        op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {APP_ROLE}")
+        isolate_by_tenant(table)
 
 
 def downgrade() -> None:

@@ -1,0 +1,98 @@
+"""``mnemo task`` and the dev demo against a real HTTP server (uvicorn in a thread)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import uvicorn
+from typer.testing import CliRunner
+
+from api.devstack.processes import free_port
+from api.main import create_app
+from api.settings import Settings
+from api.task_cli import task_app
+from api.task_demo import run_task_demo
+from tests.conftest import MakeKey
+from tests.tasks.conftest import Team, ThreadWorker
+
+
+@pytest.fixture(scope="module")
+def api_url(settings: Settings, task_worker: ThreadWorker) -> Iterator[str]:
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code < 500:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    yield url
+    server.should_exit = True
+    thread.join(10)
+
+
+def _run(api_url: str, key: str, *args: str) -> str:
+    result = CliRunner().invoke(task_app, [*args, "--api-url", api_url, "--key", key])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _wait(api_url: str, key: str, task_id: str, status: str) -> dict[str, object]:
+    for _ in range(300):
+        view = json.loads(_run(api_url, key, "show", task_id, "--json"))
+        if view["status"] == status:
+            return dict(view)
+        time.sleep(0.1)
+    raise AssertionError(f"task {task_id} never reached {status}: {view}")
+
+
+def test_the_task_commands_drive_a_report_to_publication(api_url: str, team: Team) -> None:
+    started = json.loads(_run(api_url, team.owner, "start", "--month", "2026-05", "--currency", "EUR", "--json"))
+    again = _run(api_url, team.owner, "start", "--month", "2026-05", "--currency", "EUR")
+    assert f"task {started['task_id']}" in again and "already existed" in again
+    task_id = started["task_id"]
+    view = _wait(api_url, team.owner, task_id, "WAITING_FOR_APPROVAL")
+
+    listed = _run(api_url, team.owner, "list")
+    assert listed.splitlines()[0].split() == ["TASK_ID", "STATUS", "CURRENT_STEP_ID", "STATE_VERSION", "OWNER_USER_ID", "UPDATED_AT"]
+    assert any(line.startswith(task_id) and "WAITING_FOR_APPROVAL" in line for line in listed.splitlines())
+    shown = _run(api_url, team.owner, "show", task_id)
+    assert f"awaiting approval draft {view['draft_sha256']}" in shown
+
+    refused = CliRunner().invoke(task_app, ["approve", task_id, "--api-url", api_url, "--key", team.owner])
+    assert refused.exit_code == 1 and "approver role" in refused.output
+    first_draft = view["draft_sha256"]
+    rejected = _run(api_url, team.approver, "reject", task_id, "--reason", "Show EUR amounts with two decimals")
+    assert "rejected: task is RUNNING" in rejected
+    for _ in range(300):
+        view = json.loads(_run(api_url, team.owner, "show", task_id, "--json"))
+        if view["status"] == "WAITING_FOR_APPROVAL" and view["draft_sha256"] != first_draft:
+            break
+        time.sleep(0.1)
+    approved = _run(api_url, team.approver, "approve", task_id)
+    assert "approved: task is READY" in approved
+    _wait(api_url, team.owner, task_id, "SUCCEEDED")
+    timeline = _run(api_url, team.owner, "show", task_id, "--timeline")
+    assert "published" in timeline and "operation" in timeline and "run " in timeline
+
+
+def test_the_dev_demo_runs_a_report_up_to_the_approval_wait(
+    api_url: str, make_key: MakeKey, capsys: pytest.CaptureFixture[str]
+) -> None:
+    admin = make_key(roles=("admin",))
+    run_task_demo(api_url, admin)
+    out = capsys.readouterr().out
+    assert "demo: sales data ready (120000 order lines)" in out
+    for step in ("load_data", "validate_data", "calculate_metrics", "generate_charts", "generate_draft"):
+        assert f"  ✓ {step}" in out
+    assert "demo: task is WAITING_FOR_APPROVAL" in out and "mnemo task approve" in out
+    run_task_demo(api_url, admin)
+    assert "resumed" in capsys.readouterr().out
