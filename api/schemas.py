@@ -214,7 +214,7 @@ class MemoryDetailOut(MemoryOut):
 
 class QueryItem(MemoryOut):
     score: float
-    score_breakdown: dict[str, float]
+    score_breakdown: dict[str, float | None]
 
 
 class QueryOut(BaseModel):

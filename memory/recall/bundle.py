@@ -122,8 +122,7 @@ def item_of(s: Scored) -> dict[str, Any]:
         "source_refs": [m.source_id, *m.evidence_refs], "source_level": m.source_level,
         "observed_at": m.observed_at.isoformat() if m.observed_at else None,
         "revision": m.revision, "score": round(b.total, 6),
-        "score_breakdown": {"lexical": round(b.lexical, 6), "trigram": round(b.trigram, 6)},
-        "score_components": b.as_dict(), "matched_by": sorted(s.sources),
+        "score_breakdown": b.as_dict(), "matched_by": sorted(s.sources),
     }
 
 

@@ -30,7 +30,7 @@ def test_a_paraphrase_with_no_shared_word_is_found_by_its_vector(
     assert embed_tenant(recall_settings, tenant).written == 2
     bundle = recall(client, key, query="which foods can make me sick?", limit=1)
     assert ids(bundle) == [target]
-    components = bundle["items"][0]["score_components"]
+    components = bundle["items"][0]["score_breakdown"]
     assert components["semantic"] > 0 and components["lexical"] == 0
     assert bundle["items"][0]["matched_by"] == ["vector"]
 
