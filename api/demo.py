@@ -7,10 +7,10 @@ import httpx
 from api.task_demo import run_task_demo
 
 DEMO_MEMORY = {
-    "category": "PREFERENCE",
+    "category": "EVENT",
     "space": "USER",
-    "key": "report.format",
-    "content": "月度报告用 Markdown 格式，周一上午发送。Monthly reports in Markdown, sent on Monday morning.",
+    "key": "report.delivery",
+    "content": "月度销售报告每月第一个周一上午发给财务部。The monthly sales report goes to finance on the first Monday.",
     "source": {
         "source_id": "demo-conversation-1",
         "source_type": "EXPLICIT_USER_STATEMENT",
@@ -19,22 +19,27 @@ DEMO_MEMORY = {
     "source_level": "E1",
     "idempotency_key": "mnemo-dev-demo-1",
 }
-DEMO_QUERY = "报告格式"
+DEMO_QUERY = "销售报告发给谁"
+
+
+def memory_demo(client: httpx.Client) -> list[dict[str, object]]:
+    """Write the demo memory (idempotent: a second run replays it) and recall it; returns the items."""
+    written = client.post("/memory-candidates", json=DEMO_MEMORY)
+    written.raise_for_status()
+    memory = written.json()
+    state = "replayed" if memory["replayed"] else "written"
+    print(f"demo: {state} memory {memory['memory_id']} v{memory['version']} ({memory['status']}, {memory['stage']})")
+    found = client.post("/memory-query", json={"query": DEMO_QUERY})
+    found.raise_for_status()
+    items: list[dict[str, object]] = found.json()["items"]
+    print(f"demo: recall {DEMO_QUERY!r} → {len(items)} item(s)")
+    for item in items[:3]:
+        print(f"  - [{item['score']:.3f}] {item['content']}")
+    return items
 
 
 def run_demo(api_url: str, api_key: str) -> None:
-    """Idempotent: a second ``mnemo dev`` replays the same write instead of adding a copy."""
     headers = {"Authorization": f"Bearer {api_key}"}
     with httpx.Client(base_url=api_url, headers=headers, timeout=10) as client:
-        written = client.post("/memory-candidates", json=DEMO_MEMORY)
-        written.raise_for_status()
-        memory = written.json()
-        state = "replayed" if memory["replayed"] else "written"
-        print(f"demo: {state} memory {memory['memory_id']} v{memory['version']} ({memory['status']}, {memory['stage']})")
-        found = client.post("/memory-query", json={"query": DEMO_QUERY})
-        found.raise_for_status()
-        items = found.json()["items"]
-        print(f"demo: recall {DEMO_QUERY!r} → {len(items)} item(s)")
-        for item in items[:3]:
-            print(f"  - [{item['score']:.3f}] {item['content']}")
+        memory_demo(client)
     run_task_demo(api_url, api_key)
