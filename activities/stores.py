@@ -142,16 +142,25 @@ class DirectoryDestination:
 
 
 class FaultyDestination:
-    """Fault injection: a destination that stores, then times out (the response is "lost").
+    """Fault injection: a destination whose sends time out.
 
-    ``timeouts_after_store`` sends per idempotency key time out after storing;
-    with ``lookups_unavailable`` every lookup fails too, so the outcome stays unknown.
+    ``timeouts_before_store`` sends per idempotency key time out before anything is stored (the
+    request was lost); the next ``timeouts_after_store`` store, then time out (the response was
+    lost). With ``lookups_unavailable`` every lookup fails too, so the outcome stays unknown.
     """
 
-    def __init__(self, inner: DirectoryDestination, *, timeouts_after_store: int = 1, lookups_unavailable: bool = False) -> None:
+    def __init__(
+        self,
+        inner: DirectoryDestination,
+        *,
+        timeouts_after_store: int = 1,
+        timeouts_before_store: int = 0,
+        lookups_unavailable: bool = False,
+    ) -> None:
         self.name = inner.name
         self.inner = inner
         self.timeouts_after_store = timeouts_after_store
+        self.timeouts_before_store = timeouts_before_store
         self.lookups_unavailable = lookups_unavailable
         self._sent: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -159,10 +168,13 @@ class FaultyDestination:
     def put_if_absent(
         self, idempotency_key: str, operation_id: str, files: dict[str, bytes], metadata: dict[str, Any]
     ) -> Publication:
-        publication = self.inner.put_if_absent(idempotency_key, operation_id, files, metadata)
         with self._lock:
             self._sent[idempotency_key] += 1
-            lose_response = self._sent[idempotency_key] <= self.timeouts_after_store
+            sent = self._sent[idempotency_key]
+        if sent <= self.timeouts_before_store:
+            raise DestinationTimeout(f"destination {self.name} timed out (before storing)")
+        publication = self.inner.put_if_absent(idempotency_key, operation_id, files, metadata)
+        lose_response = sent <= self.timeouts_before_store + self.timeouts_after_store
         if lose_response:
             raise DestinationTimeout(f"destination {self.name} timed out (after storing)")
         return publication
@@ -180,8 +192,9 @@ def default_destinations(data_dir: Path, fault: str | None = None) -> dict[str, 
     """``reports`` (a directory under the data dir); ``MNEMO_PUBLISH_FAULT`` adds fault-injecting ones.
 
     ``fault`` is a comma-separated list of ``timeout-after-store`` (adds ``reports-flaky``: the first
-    send per report times out after storing) and ``unreachable`` (adds ``reports-unreachable``: sends
-    time out after storing and lookups fail, so an operator must resolve the outcome).
+    send per report times out after storing), ``lost-request`` (adds ``reports-lossy``: the first send
+    times out before storing) and ``unreachable`` (adds ``reports-unreachable``: sends time out after
+    storing and lookups fail, so an operator must resolve the outcome).
     """
     root = data_dir / "publications"
     destinations: dict[str, PublicationDestination] = {"reports": DirectoryDestination("reports", root / "reports")}
@@ -190,6 +203,10 @@ def default_destinations(data_dir: Path, fault: str | None = None) -> dict[str, 
             destinations["reports-flaky"] = FaultyDestination(
                 DirectoryDestination("reports-flaky", root / "reports-flaky"), timeouts_after_store=1
             )
+        elif item == "lost-request":
+            destinations["reports-lossy"] = FaultyDestination(
+                DirectoryDestination("reports-lossy", root / "reports-lossy"), timeouts_after_store=0, timeouts_before_store=1
+            )
         elif item == "unreachable":
             destinations["reports-unreachable"] = FaultyDestination(
                 DirectoryDestination("reports-unreachable", root / "reports-unreachable"),
@@ -197,5 +214,5 @@ def default_destinations(data_dir: Path, fault: str | None = None) -> dict[str, 
                 lookups_unavailable=True,
             )
         else:
-            raise ValueError(f"unknown publish fault {item!r}; known: timeout-after-store, unreachable")
+            raise ValueError(f"unknown publish fault {item!r}; known: timeout-after-store, lost-request, unreachable")
     return destinations

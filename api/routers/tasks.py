@@ -41,6 +41,7 @@ from memory.tasks.models import Task
 from workflows import search_attributes
 from workflows.report_task import (
     ApprovalDecision,
+    ApprovalPolicy,
     ControlRequest,
     ReportTaskInput,
     ReportTaskWorkflow,
@@ -71,6 +72,8 @@ class TaskCreateIn(StrictRequest):
     request_intent_id: ShortText
     goal: GoalIn
     destination: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")] = "reports"
+    approval_deadline_seconds: int = Field(default=3 * 86_400, ge=60, le=90 * 86_400)
+    approval_reminder_seconds: int = Field(default=86_400, ge=60, le=90 * 86_400)
 
 
 class TaskCreatedOut(BaseModel):
@@ -310,6 +313,7 @@ async def create_task(
                     goal=goal,
                     request_intent_id=body.request_intent_id,
                     destination=body.destination,
+                    approval=ApprovalPolicy(body.approval_deadline_seconds, body.approval_reminder_seconds),
                 ),
                 id=workflow_id,
                 task_queue=request.app.state.settings.task_queue,

@@ -77,7 +77,7 @@ def task_worker(settings: Settings, engine: Engine) -> Iterator[ThreadWorker]:
         engine,
         settings.task_queue,
         data_dir=settings.data_dir,
-        destinations=default_destinations(settings.data_dir, "timeout-after-store,unreachable"),
+        destinations=default_destinations(settings.data_dir, "timeout-after-store,lost-request,unreachable"),
     ).start()
     yield worker
     worker.stop()

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
 import uvicorn
+from sqlalchemy import Engine
 from typer.testing import CliRunner
 
 from api.devstack.processes import free_port
@@ -17,8 +19,10 @@ from api.main import create_app
 from api.settings import Settings
 from api.task_cli import task_app
 from api.task_demo import run_task_demo
+from memory.db import tenant_session
+from memory.reportdata import seed_sales
 from tests.conftest import MakeKey
-from tests.tasks.conftest import Team, ThreadWorker
+from tests.tasks.conftest import SMALL_DATASET, Team, ThreadWorker
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +89,15 @@ def test_the_task_commands_drive_a_report_to_publication(api_url: str, team: Tea
 
 
 def test_the_dev_demo_runs_a_report_up_to_the_approval_wait(
-    api_url: str, make_key: MakeKey, capsys: pytest.CaptureFixture[str]
+    api_url: str, make_key: MakeKey, engine: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    admin = make_key(roles=("admin",))
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    admin = make_key(tenant=tenant, roles=("admin",))
+    with tenant_session(engine, tenant) as session:  # the small dataset: the demo loads the full one only once
+        seed_sales(session, tenant, total=SMALL_DATASET)
     run_task_demo(api_url, admin)
     out = capsys.readouterr().out
-    assert "demo: sales data ready (120000 order lines)" in out
+    assert f"demo: sales data ready ({SMALL_DATASET} order lines)" in out
     for step in ("load_data", "validate_data", "calculate_metrics", "generate_charts", "generate_draft"):
         assert f"  ✓ {step}" in out
     assert "demo: task is WAITING_FOR_APPROVAL" in out and "mnemo task approve" in out

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 from temporalio.exceptions import ApplicationError
 
-from activities.stores import default_destinations
+from activities.stores import DirectoryDestination, Publication, default_destinations
 from activities.tasks import PublishInput, TaskActivities
 from api.settings import Settings
 from memory.db import tenant_session
@@ -43,6 +44,38 @@ def test_timeout_after_store_is_reconciled_without_a_second_publication(
     timeline = client.get(f"/tasks/{task_id}/timeline", headers=auth(team.owner)).json()["entries"]
     reasons = [e["reason"] for e in timeline if e["kind"] == "checkpoint"]
     assert reasons[-2:] == ["unknown_outcome", "published"]
+
+
+def test_a_request_that_never_arrived_is_sent_again_under_a_new_operation_id(
+    client: TestClient, task_worker: ThreadWorker, team: Team, settings: Settings, engine: Engine
+) -> None:
+    task_id = start_task(client, team.owner, destination="reports-lossy")["task_id"]
+    view = wait_for(client, team.owner, task_id, status_is("WAITING_FOR_APPROVAL"))
+    assert approve(client, team.approver, view).status_code == 200
+    done = wait_for(client, team.owner, task_id, status_is("SUCCEEDED", "FAILED", "WAITING_FOR_OPERATOR"))
+    assert done["status"] == "SUCCEEDED", done
+    # Reconciliation found nothing (definite absence): only then a second send, under a new operation id.
+    assert _operations(engine, team.tenant, task_id) == [("FAILED", 1, None), ("SUCCEEDED", 0, None)]
+    first, second = done["operations"]
+    assert first["operation_id"] != second["operation_id"]
+    stored = publications(settings.data_dir, "reports-lossy")
+    assert [p.name for p in stored if p.name == second["publication_id"]] == [second["publication_id"]]
+    timeline = client.get(f"/tasks/{task_id}/timeline", headers=auth(team.owner)).json()["entries"]
+    reasons = [e["reason"] for e in timeline if e["kind"] == "checkpoint"]
+    assert reasons[-3:] == ["unknown_outcome", "reconciled_absent", "published"]
+
+
+def test_the_destination_stores_once_per_idempotency_key(tmp_path: Path) -> None:
+    destination = DirectoryDestination("reports", tmp_path)
+    first = destination.put_if_absent("publish:t:h:reports", "op-1", {"a.txt": b"one"}, {})
+    again = destination.put_if_absent("publish:t:h:reports", "op-2", {"a.txt": b"two"}, {})
+    other = destination.put_if_absent("publish:t:h2:reports", "op-3", {"a.txt": b"three"}, {})
+    assert (first.created, again.created, other.created) == (True, False, True)
+    assert again.publication_id == first.publication_id and again.operation_id == "op-1"
+    assert (Path(first.location) / "a.txt").read_bytes() == b"one"
+    assert destination.lookup("op-2") == destination.lookup("op-1") == Publication(first.publication_id, first.location, "op-1", False)
+    assert destination.lookup("op-never-sent") is None
+    assert len(destination.all_publications()) == 2
 
 
 def test_still_unknown_waits_for_an_operator(
