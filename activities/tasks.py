@@ -14,7 +14,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -246,11 +246,9 @@ class TaskActivities:
 
     @contextmanager
     def _tx(self, tenant_id: str) -> Iterator[Session]:
-        try:
-            with tenant_session(self.engine, tenant_id) as session:
-                yield session
-        except MnemoError as exc:
-            raise _fail(exc) from exc
+        with _db(self.engine, tenant_id) as session:
+            yield session
+
 
     def _destination(self, name: str) -> PublicationDestination:
         try:
@@ -306,7 +304,7 @@ class TaskActivities:
             input_version=req.input_version,
             inputs=req.inputs,
             extra=req.extra,
-            session=lambda: tenant_session(self.engine, req.tenant_id),
+            session=lambda: _db(self.engine, req.tenant_id),
             read_artifact=self.artifacts.get,
             heartbeat=_heartbeat,
         )
@@ -340,7 +338,7 @@ class TaskActivities:
                 metas.append(store.ArtifactMeta(sha, produced.name, produced.kind, produced.media_type, len(produced.content)))
         except Exception as exc:
             code = exc.code if isinstance(exc, StepFailed) else type(exc).__name__
-            with tenant_session(self.engine, req.tenant_id) as session:
+            with _db(self.engine, req.tenant_id) as session:
                 store.finish_attempt(session, req.tenant_id, attempt.attempt_id, status="FAILED", error={"code": code, "message": str(exc)})
                 store.record_step_failure(session, req.tenant_id, req.task_id, req.step_id, req.input_version)
             if isinstance(exc, StepFailed):
@@ -692,6 +690,24 @@ class TaskActivities:
                 store.Transition(req.expected_version, f"{req.operation_id}:resolved", S.RUNNING, checkpoint_reason="operator_resolved"),
             )
             return OperationResult("ABSENT", task.state_version)
+
+
+@contextmanager
+def _db(engine: Engine, tenant_id: str) -> Iterator[Session]:
+    """A tenant transaction that a cancellation cannot interrupt halfway.
+
+    The SDK cancels a sync activity by raising inside its thread; landing in the
+    middle of a database call, that corrupts the pooled connection (seen under
+    load as "another command is already in progress"). Shielded, the exception
+    arrives after the transaction has committed or rolled back.
+    """
+    shield = activity.shield_thread_cancel_exception() if activity.in_activity() else nullcontext()
+    with shield:
+        try:
+            with tenant_session(engine, tenant_id) as session:
+                yield session
+        except MnemoError as exc:
+            raise _fail(exc) from exc
 
 
 def _heartbeat() -> None:

@@ -6,7 +6,7 @@ the task read model (the engine records attempts, artifacts and transitions).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,7 +74,6 @@ def implementation(task_type: str, step_id: str) -> StepFn:
         raise StepFailed("unknown_step", f"no implementation registered for {task_type}/{step_id}") from None
 
 
-def _load_builtin() -> Iterator[None] | None:
-    from activities.report import monthly  # noqa: F401  (registers on import)
-
-    return None
+def _load_builtin() -> None:
+    """The built-in report types register on import; imported lazily, so the workflow sandbox never loads matplotlib."""
+    from activities.report import monthly  # noqa: F401
