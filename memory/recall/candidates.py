@@ -13,8 +13,9 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, literal, or_, select
+from sqlalchemy import ColumnElement, Subquery, and_, func, literal, or_, select, text
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
@@ -79,6 +80,51 @@ def key_candidates(
     return [Candidate(r.memory_id, r.version, {"key"}, active_count=r.active_count, last_used_at=r.last_used_at) for r in rows]
 
 
+def _index_first(
+    session: Session, principal: PrincipalContext, filters: QueryFilters, now: ColumnElement[datetime],
+    hits: Subquery, score: str, limit: int,
+) -> list[Any]:
+    """Join index hits to their memory versions under the hard filters; keep the best ``limit``.
+
+    ``hits`` is a fenced subquery (``OFFSET 0``) over ``memory_search`` alone, so the planner
+    starts from the GIN index and reads only matching rows, instead of testing the match on
+    every memory the caller may see. The hard filters are the same and run in the same statement.
+    """
+    ranked = hits.c[score]
+    return list(
+        session.execute(
+            select(Memory.memory_id, Memory.version, hits.c.active_count, hits.c.last_used_at, ranked)
+            .select_from(hits)
+            .join(
+                Memory,
+                and_(
+                    Memory.tenant_id == principal.tenant_id,
+                    Memory.memory_id == hits.c.memory_id,
+                    Memory.version == hits.c.version,
+                ),
+            )
+            .where(hard_filters(principal, filters, now))
+            .order_by(ranked.desc(), Memory.revision.desc(), Memory.memory_id)
+            .limit(limit)
+        ).all()
+    )
+
+
+def _hits(principal: PrincipalContext, match: ColumnElement[bool], score: ColumnElement[float], name: str) -> Subquery:
+    return (
+        select(
+            MemorySearch.memory_id,
+            MemorySearch.version,
+            MemorySearch.active_count,
+            MemorySearch.last_used_at,
+            score.label(name),
+        )
+        .where(MemorySearch.tenant_id == principal.tenant_id, match)
+        .offset(0)
+        .subquery(f"{name}_hits")
+    )
+
+
 def fulltext_candidates(
     session: Session, principal: PrincipalContext, filters: QueryFilters, terms: list[str],
     now: ColumnElement[datetime], limit: int,
@@ -86,56 +132,94 @@ def fulltext_candidates(
     """Any informative query term, ranked by ``ts_rank`` (normalised to [0, 1) with rank/(rank+1))."""
     if not terms:
         return []
-    on, where = _joined(principal, filters, now)
     tsquery = func.to_tsquery("simple", tsquery_any(terms))
-    rank = func.ts_rank(MemorySearch.tokens, tsquery, 32).label("rank")
-    rows = session.execute(
-        _select(rank).join(MemorySearch, on).where(*where, MemorySearch.tokens.op("@@")(tsquery))
-        .order_by(rank.desc(), Memory.revision.desc(), Memory.memory_id).limit(limit)
-    ).all()
+    hits = _hits(principal, MemorySearch.tokens.op("@@")(tsquery), func.ts_rank(MemorySearch.tokens, tsquery, 32), "rank")
     return [
         Candidate(r.memory_id, r.version, {"fulltext"}, fulltext=float(r.rank), active_count=r.active_count,
                   last_used_at=r.last_used_at)
-        for r in rows
+        for r in _index_first(session, principal, filters, now, hits, "rank", limit)
     ]
+
+
+TRIGRAM_MAX_QUERY_CHARS = 32
 
 
 def trigram_candidates(
     session: Session, principal: PrincipalContext, filters: QueryFilters, query: str,
     now: ColumnElement[datetime], limit: int,
 ) -> list[Candidate]:
-    """Near-spellings (typos, partial words) through the trigram index: ``word_similarity`` above pg_trgm's threshold."""
-    on, where = _joined(principal, filters, now)
+    """Near-spellings (typos, partial words) through the trigram index: ``word_similarity`` above pg_trgm's threshold.
+
+    Only for short queries (a key, a name, a term): a sentence has so many trigrams that the
+    index matches most rows, and full text and vectors already cover sentences.
+    """
     normalized = normalize(query)
-    similarity = func.word_similarity(normalized, MemorySearch.search_text).label("similarity")
-    rows = session.execute(
-        _select(similarity).join(MemorySearch, on)
-        .where(*where, literal(normalized).op("<%")(MemorySearch.search_text))
-        .order_by(similarity.desc(), Memory.revision.desc(), Memory.memory_id).limit(limit)
-    ).all()
+    if len(normalized) > TRIGRAM_MAX_QUERY_CHARS:
+        return []
+    hits = _hits(
+        principal,
+        literal(normalized).op("<%")(MemorySearch.search_text),
+        func.word_similarity(normalized, MemorySearch.search_text),
+        "similarity",
+    )
     return [
         Candidate(r.memory_id, r.version, {"trigram"}, trigram=float(r.similarity), active_count=r.active_count,
                   last_used_at=r.last_used_at)
-        for r in rows
+        for r in _index_first(session, principal, filters, now, hits, "similarity", limit)
     ]
+
+
+VECTOR_OVERFETCH = 10
+"""Nearest neighbours fetched per vector candidate wanted, before the hard filters; see vector_candidates."""
 
 
 def vector_candidates(
     session: Session, principal: PrincipalContext, filters: QueryFilters, query_vector: list[float], model: str,
     now: ColumnElement[datetime], limit: int,
 ) -> list[Candidate]:
-    """Nearest vectors by cosine, from the current model and computed from the current revision only."""
-    on, where = _joined(principal, filters, now)
-    distance = MemorySearch.embedding.cosine_distance(query_vector).label("distance")
-    rows = session.execute(
-        _select(distance).join(MemorySearch, on)
-        .where(
-            *where,
-            MemorySearch.embedding.is_not(None),
-            MemorySearch.embedding_model == model,
-            MemorySearch.embedding_revision == Memory.revision,
+    """Nearest vectors by cosine, from the current model and computed from the current revision only.
+
+    The HNSW index answers an inner query over ``memory_search`` alone (the tenant and model
+    filters apply inside the index scan, which keeps walking the graph while rows fail them);
+    ``VECTOR_OVERFETCH`` times ``limit`` neighbours then go through the hard filters. A caller who
+    can see only a small share of a tenant's memories may get fewer vector candidates than
+    ``limit``: recall, never safety, is what that trades.
+    """
+    session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+    distance = MemorySearch.embedding.cosine_distance(query_vector)
+    hits = (
+        select(
+            MemorySearch.memory_id,
+            MemorySearch.version,
+            MemorySearch.embedding_revision,
+            MemorySearch.active_count,
+            MemorySearch.last_used_at,
+            distance.label("distance"),
         )
-        .order_by(distance, Memory.memory_id).limit(limit)
+        .where(
+            MemorySearch.tenant_id == principal.tenant_id,
+            MemorySearch.embedding_model == model,
+            MemorySearch.embedding.is_not(None),
+        )
+        .order_by(distance)
+        .limit(limit * VECTOR_OVERFETCH)
+        .subquery("vector_hits")
+    )
+    rows = session.execute(
+        select(Memory.memory_id, Memory.version, hits.c.active_count, hits.c.last_used_at, hits.c.distance)
+        .select_from(hits)
+        .join(
+            Memory,
+            and_(
+                Memory.tenant_id == principal.tenant_id,
+                Memory.memory_id == hits.c.memory_id,
+                Memory.version == hits.c.version,
+                Memory.revision == hits.c.embedding_revision,
+            ),
+        )
+        .where(hard_filters(principal, filters, now))
+        .order_by(hits.c.distance, Memory.memory_id)
+        .limit(limit)
     ).all()
     return [
         Candidate(r.memory_id, r.version, {"vector"}, semantic=1.0 - float(r.distance), active_count=r.active_count,
