@@ -115,6 +115,9 @@ class TransitionInput:
     error: dict[str, Any] | None = None
     pending_conditions: list[dict[str, Any]] = field(default_factory=list)
     cancel_pending_approvals: bool = False
+    force_from_newer_version: bool = False
+    """For the workflow's own failure verdict only: apply it even if a late attempt moved the
+    read model past ``expected_version`` (the status machine still guards the edge)."""
 
 
 @dataclass(frozen=True)
@@ -369,6 +372,13 @@ class TaskActivities:
     @activity.defn(name="task_transition")
     def transition(self, req: TransitionInput) -> Snapshot:
         """Pause, resume, cancel or fail: a guarded transition with its checkpoint."""
+        expected = req.expected_version
+        if req.force_from_newer_version:
+            with self._tx(req.tenant_id) as session:
+                current = store.get_task(session, req.tenant_id, req.task_id)
+                if current.last_transition_id == req.transition_id:  # this verdict already landed
+                    return Snapshot(current.state_version, current.status, current.error)
+                expected = max(expected, current.state_version)
         with self._tx(req.tenant_id) as session:
             if req.cancel_pending_approvals:
                 pending = store.pending_approval(session, req.tenant_id, req.task_id)
@@ -379,7 +389,7 @@ class TaskActivities:
                 req.tenant_id,
                 req.task_id,
                 store.Transition(
-                    expected_version=req.expected_version,
+                    expected_version=expected,
                     transition_id=req.transition_id,
                     target=S(req.target),
                     current_step_id=req.current_step_id,
@@ -389,7 +399,7 @@ class TaskActivities:
                     pending_conditions=req.pending_conditions,
                 ),
             )
-            return Snapshot(task.state_version, task.status)
+            return Snapshot(task.state_version, task.status, task.error)
 
     # --- approvals ------------------------------------------------------------------------------
 

@@ -73,7 +73,7 @@ class ReportTaskInput:
     destination: str = "reports"
     approval: ApprovalPolicy = ApprovalPolicy()
     reconcile: ReconcilePolicy = ReconcilePolicy()
-    step_heartbeat_seconds: float = 10.0
+    step_heartbeat_seconds: float = 30.0
 
 
 @dataclass
@@ -227,6 +227,7 @@ class ReportTaskWorkflow:
         error: dict[str, Any] | None = None,
         pending: list[dict[str, Any]] | None = None,
         cancel_pending_approvals: bool = False,
+        force: bool = False,
     ) -> None:
         snapshot = await workflow.execute_activity_method(
             TaskActivities.transition,
@@ -242,6 +243,7 @@ class ReportTaskWorkflow:
                 error=error,
                 pending_conditions=pending or [],
                 cancel_pending_approvals=cancel_pending_approvals,
+                force_from_newer_version=force,
             ),
             **WRITE_OPTIONS,
         )
@@ -303,8 +305,9 @@ class ReportTaskWorkflow:
                         return self.s
         except TaskFailed as failure:
             async with self._lock:
+                # Forced: an attempt that timed out may still have committed after the workflow gave up on it.
                 await self._transition(
-                    S.FAILED, "unrecoverable_error", error={"code": failure.code, "message": failure.message}
+                    S.FAILED, "unrecoverable_error", error={"code": failure.code, "message": failure.message}, force=True
                 )
         return self.s
 
@@ -345,7 +348,7 @@ class ReportTaskWorkflow:
                 ),
                 start_to_close_timeout=timedelta(minutes=10),
                 heartbeat_timeout=timedelta(seconds=self.inp.step_heartbeat_seconds),
-                retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=3),
+                retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=5),
             )
         except ActivityError as exc:
             raise TaskFailed(*_cause_code(exc)) from exc

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
 from sqlalchemy import Engine, select
 
+from activities.tasks import TaskActivities, TransitionInput
+from api.settings import Settings
 from memory.db import tenant_session
 from memory.errors import NotFound, VersionConflict
 from memory.tasks import keys, store
@@ -20,6 +23,8 @@ from memory.tasks.states import (
     TransitionFacts,
     check_transition,
 )
+from temporalio.exceptions import ApplicationError
+
 from tests.conftest import MakeKey
 
 S = TaskStatus
@@ -144,3 +149,23 @@ def test_the_read_model_is_tenant_scoped(engine: Engine, make_key: MakeKey) -> N
         store.get_task(session, other, task_id)
     with tenant_session(engine, other) as session:  # row-level security: even without the tenant filter
         assert session.execute(select(Task).where(Task.task_id == task_id)).first() is None
+
+
+def test_the_workflows_failure_verdict_lands_even_after_a_late_attempt_committed(
+    engine: Engine, make_key: MakeKey, settings: Settings
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    make_key(tenant=tenant)
+    task_id = _new_task(engine, tenant)
+    with tenant_session(engine, tenant) as session:  # a timed-out attempt that still committed its step
+        store.apply_transition(session, tenant, task_id, store.Transition(1, "late", S.RUNNING))
+    activities = TaskActivities(engine, settings.data_dir)
+    verdict = TransitionInput(
+        tenant, task_id, 1, "fail-1", "FAILED", "unrecoverable_error", error={"code": "step_failed", "message": "x"}
+    )
+    with pytest.raises(ApplicationError) as refused:
+        activities.transition(verdict)
+    assert refused.value.type == "version_conflict"
+    forced = activities.transition(dataclasses.replace(verdict, force_from_newer_version=True))
+    assert (forced.state_version, forced.status) == (3, "FAILED")
+    assert activities.transition(dataclasses.replace(verdict, force_from_newer_version=True)) == forced  # a retry replays
