@@ -327,4 +327,8 @@ class RecallIn(StrictRequest):
     min_revision: int | None = Field(default=None, ge=0)
     explain: bool = False
     trace_id: ShortText | None = None
+    retrieval: Literal["hybrid", "lexical", "semantic"] = "hybrid"
+    """Which candidate sources and relevance signals recall uses: ``hybrid`` (all, the default), ``lexical``
+    (exact key, full text and trigram; no query embedding) or ``semantic`` (vector search alone). For ablations
+    and diagnosis: every mode runs inside the same hard filters."""
 

@@ -94,7 +94,7 @@ async def build(body: RecallIn, principal: PrincipalContext, engine: Any, reques
     if body.min_revision is not None:
         await run_in_threadpool(_wait_for_revision, engine, principal.tenant_id, body.min_revision)
     vector, model = None, None
-    if plan.reads(SourceType.MEMORY):
+    if plan.reads(SourceType.MEMORY) and body.retrieval != "lexical":
         embedder = await run_in_threadpool(default_embedder)
         vector, model = await run_in_threadpool(embedder.embed_one, body.query), embedder.name
     filters = allowed_scope(principal, categories=tuple(body.categories), spaces=tuple(body.spaces),
@@ -102,7 +102,7 @@ async def build(body: RecallIn, principal: PrincipalContext, engine: Any, reques
     recall = RecallRequest(
         query=body.query, plan=plan, filters=filters, request_constraints=dict(body.request_constraints),
         keys=tuple(body.keys), task_state=task_state, query_vector=vector, model=model,
-        min_relevance=body.min_relevance, explain=body.explain,
+        min_relevance=body.min_relevance, explain=body.explain, retrieval=body.retrieval,
         **({"trace_id": body.trace_id} if body.trace_id else {}),
     )
 

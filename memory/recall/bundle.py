@@ -29,7 +29,7 @@ from memory.recall.filters import filtered_by_reason
 from memory.recall.plan import RecallPlan, SourceType
 from memory.recall.preferences import effective_preferences, stored_preferences
 from memory.recall.ranking import stable_rank
-from memory.recall.scoring import Scored, score
+from memory.recall.scoring import Scored, own_tokens, score, term_weights
 from memory.text import normalize, tokens
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
@@ -55,6 +55,8 @@ class RecallRequest:
     """Below this, a candidate is reported as not applicable rather than injected to fill the top-k."""
     explain: bool = False
     trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    retrieval: str = "hybrid"
+    """``hybrid`` (every source), ``lexical`` (key, full text, trigram) or ``semantic`` (vector only)."""
 
 
 @dataclass
@@ -158,24 +160,31 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
     if plan.reads(SourceType.MEMORY):
         if not tokens(request.query):
             raise InvalidInput("the query has no searchable words or characters", code="empty_query")
-        terms = cand.search_terms(request.query)
+        if request.retrieval not in ("hybrid", "lexical", "semantic"):
+            raise InvalidInput(f"unknown retrieval mode {request.retrieval!r}", code="invalid_retrieval")
+        lexical_on, semantic_on = request.retrieval != "semantic", request.retrieval != "lexical"
+        query_vector = request.query_vector if semantic_on else None
+        terms = cand.search_terms(request.query) if lexical_on else []
         cap = plan.candidate_limit
         found = cand.merge(
-            cand.key_candidates(session, principal, filters, request.keys, db_now, cap),
+            cand.key_candidates(session, principal, filters, request.keys, db_now, cap) if lexical_on else [],
             cand.fulltext_candidates(session, principal, filters, terms, db_now, cap),
-            cand.trigram_candidates(session, principal, filters, request.query, db_now, cap),
-            cand.vector_candidates(session, principal, filters, request.query_vector, request.model, db_now, cap)
-            if request.query_vector is not None and request.model is not None else [],
+            cand.trigram_candidates(session, principal, filters, request.query, db_now, cap) if lexical_on else [],
+            cand.vector_candidates(session, principal, filters, query_vector, request.model, db_now, cap)
+            if query_vector is not None and request.model is not None else [],
         )
-        current = reread(session, principal, filters, found, request.query_vector, request.model, db_now)
+        current = reread(session, principal, filters, found, query_vector, request.model, db_now)
         considered, dropped = len(found), len(found) - len(current)
+        owns = {ref: own_tokens(memory) for ref, (memory, _) in current.items()}
+        weights = term_weights(terms, list(owns.values()))
         scored: list[Scored] = []
         for c in found:
             if (c.memory_id, c.version) not in current:
                 continue  # changed or removed since the candidate query: the source row is the truth
             memory, cosine = current[(c.memory_id, c.version)]
             b = score(memory, terms=terms, fulltext_rank=c.fulltext, trigram=c.trigram, cosine=cosine,
-                      active_count=c.active_count, last_used_at=c.last_used_at, now=now)
+                      active_count=c.active_count, last_used_at=c.last_used_at, now=now, weights=weights,
+                      own=owns[(c.memory_id, c.version)])
             scored.append(Scored(memory, frozenset(c.sources), b))
         ranked = stable_rank(scored)
         if request.explain:

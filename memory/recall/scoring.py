@@ -9,6 +9,7 @@ same instant always give the same scores.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
@@ -38,7 +39,7 @@ AUTHORITY = {SourceLevel.E1.value: 1.0, SourceLevel.E2.value: 0.9, SourceLevel.E
 @dataclass(frozen=True)
 class ScoreBreakdown:
     lexical: float
-    """Share of the informative query terms the memory contains."""
+    """Share of the informative query terms the memory contains, weighted by their rarity among the candidates."""
     fulltext: float
     trigram: float
     semantic: float
@@ -55,12 +56,31 @@ class ScoreBreakdown:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
 
 
-def coverage(terms: list[str], memory: Memory) -> float:
-    """Fraction of ``terms`` present among the memory's own tokens (key, summaries, content)."""
+def own_tokens(memory: Memory) -> set[str]:
+    """The memory's own tokens (key, summaries, content)."""
+    return set(tokens(" ".join(p for p in (memory.key, memory.abstract, memory.overview, memory.content) if p)))
+
+
+def term_weights(terms: list[str], pool: Sequence[set[str]]) -> dict[str, float]:
+    """Smoothed inverse document frequency of each term among the candidates: ``ln(1 + (N + 1) / (df + 1))``.
+
+    A term most candidates share (a name that is in every message of a chat) tells them apart less than a
+    rare one; the candidate pool is already in memory, so this costs no query. Equal for every term when
+    they are equally common (then coverage is the plain share of terms).
+    """
+    n = len(pool)
+    return {term: math.log(1.0 + (n + 1) / (sum(1 for own in pool if term in own) + 1)) for term in terms}
+
+
+def coverage(terms: list[str], memory: Memory, weights: Mapping[str, float] | None = None,
+             own: set[str] | None = None) -> float:
+    """Share of ``terms`` present among the memory's own tokens, each term weighted by ``weights`` (IDF) if given."""
     if not terms:
         return 0.0
-    own = set(tokens(" ".join(p for p in (memory.key, memory.abstract, memory.overview, memory.content) if p)))
-    return sum(1 for term in terms if term in own) / len(terms)
+    own = own_tokens(memory) if own is None else own
+    weight = (lambda term: weights.get(term, 1.0)) if weights else (lambda term: 1.0)
+    total = sum(weight(term) for term in terms)
+    return sum(weight(term) for term in terms if term in own) / total if total > 0 else 0.0
 
 
 def _decay(age_days: float, half_life: float) -> float:
@@ -84,8 +104,10 @@ def score(
     active_count: int,
     last_used_at: datetime | None,
     now: datetime,
+    weights: Mapping[str, float] | None = None,
+    own: set[str] | None = None,
 ) -> ScoreBreakdown:
-    lexical = coverage(terms, memory)
+    lexical = coverage(terms, memory, weights, own)
     fulltext = fulltext_rank / (fulltext_rank + 1.0) if fulltext_rank > 0 else 0.0
     semantic = max(0.0, (cosine - SEMANTIC_FLOOR) / (1.0 - SEMANTIC_FLOOR)) if cosine is not None else 0.0
     seen = memory.last_confirmed_at or memory.observed_at or memory.captured_at
