@@ -15,7 +15,7 @@ from sqlalchemy import Engine, select
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from memory.db import tenant_session
+from activities.db import shielded_session
 from memory.deletion.jobs import (
     PURGE_LAYERS,
     JobStatus,
@@ -114,7 +114,7 @@ class DeletionActivities:
     @activity.defn(name="deletion_begin")
     def begin(self, ref: JobRef) -> list[str]:
         """Active retention/legal holds on the subject: none → running; any → blocked_by_retention."""
-        with tenant_session(self.engine, ref.tenant_id) as session:
+        with shielded_session(self.engine, ref.tenant_id) as session:
             job = get_job(session, ref.tenant_id, uuid.UUID(ref.job_id), lock=True)
             holds = [
                 str(hold)
@@ -134,7 +134,7 @@ class DeletionActivities:
 
     @activity.defn(name="deletion_set_status")
     def set_status(self, change: StatusChange) -> None:
-        with tenant_session(self.engine, change.job.tenant_id) as session:
+        with shielded_session(self.engine, change.job.tenant_id) as session:
             job = get_job(session, change.job.tenant_id, uuid.UUID(change.job.job_id), lock=True)
             status = JobStatus(change.status)
             if status is JobStatus.RUNNING:
@@ -145,7 +145,7 @@ class DeletionActivities:
     def purge(self, request: PurgeRequest) -> dict[str, int]:
         """Purge every layer in order, batch by batch; layers already done are skipped unless ``again``."""
         job_id = uuid.UUID(request.job.job_id)
-        with tenant_session(self.engine, request.job.tenant_id) as session:
+        with shielded_session(self.engine, request.job.tenant_id) as session:
             done = {layer.layer for layer in view_job(session, request.job.tenant_id, job_id).layers if layer.status == "done"}
         removed: dict[str, int] = {}
         for layer in PURGE_LAYERS:
@@ -154,7 +154,7 @@ class DeletionActivities:
             try:
                 removed[layer.value] = self._purge_layer(request.job.tenant_id, job_id, layer)
             except Exception as exc:
-                with tenant_session(self.engine, request.job.tenant_id) as session:
+                with shielded_session(self.engine, request.job.tenant_id) as session:
                     record_layer(session, request.job.tenant_id, job_id, layer, status="failed", evidence={"error": str(exc)})
                 raise ApplicationError(
                     f"{layer.value}: {exc}",
@@ -167,7 +167,7 @@ class DeletionActivities:
         self.faults.check(layer.value)
         removed = 0
         while True:
-            with tenant_session(self.engine, tenant_id) as session:
+            with shielded_session(self.engine, tenant_id) as session:
                 job = get_job(session, tenant_id, job_id)
                 result = PURGERS[layer](session, job, self.batch_size)
                 record_layer(
@@ -190,7 +190,7 @@ class DeletionActivities:
     def finish(self, ref: JobRef) -> VerifyOutcome:
         """Verify; only if nothing is found, drop the probes and complete. Otherwise fail loudly."""
         job_id = uuid.UUID(ref.job_id)
-        with tenant_session(self.engine, ref.tenant_id) as session:
+        with shielded_session(self.engine, ref.tenant_id) as session:
             job = get_job(session, ref.tenant_id, job_id, lock=True)
             result = verify(session, job)
             if result.clean:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, select
 from temporalio import activity
 
-from memory.db import global_session, tenant_session
+from activities.db import shielded_session
+from memory.db import global_session
 from memory.embeddings import Embedder, default_embedder, pending_batch, store_vectors
 from memory.models import Tenant
 
@@ -51,12 +52,12 @@ class EmbeddingActivities:
     def embed_batch(self, request: EmbedBatchInput) -> EmbedBatchResult:
         """Embed up to ``batch_size`` heads lacking a current-model vector; refuse stale ones on write."""
         model = self.embedder.name
-        with tenant_session(self.engine, request.tenant_id) as session:
+        with shielded_session(self.engine, request.tenant_id) as session:
             pending = pending_batch(session, request.tenant_id, model, request.batch_size)
         if not pending:
             return EmbedBatchResult(0, 0, 0, model)
         vectors = self.embedder.embed([item.text for item in pending])
-        with tenant_session(self.engine, request.tenant_id) as session:
+        with shielded_session(self.engine, request.tenant_id) as session:
             written, refused = store_vectors(session, request.tenant_id, model, list(zip(pending, vectors)))
         return EmbedBatchResult(len(pending), written, refused, model)
 

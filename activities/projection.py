@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 from temporalio import activity
 
-from memory.db import tenant_session
+from activities.db import shielded_session
 from memory.projection import rebuild_batch
 
 
@@ -34,6 +34,6 @@ class ProjectionActivities:
     @activity.defn(name="rebuild_projection_batch")
     def rebuild_projection_batch(self, request: RebuildBatchInput) -> RebuildBatchResult:
         after = uuid.UUID(request.after_memory_id) if request.after_memory_id else None
-        with tenant_session(self.engine, request.tenant_id) as session:
+        with shielded_session(self.engine, request.tenant_id) as session:
             ids = rebuild_batch(session, request.tenant_id, after, request.batch_size)
         return RebuildBatchResult(rebuilt=len(ids), last_memory_id=str(ids[-1]) if ids else None)

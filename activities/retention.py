@@ -8,8 +8,9 @@ from datetime import datetime, timezone
 from sqlalchemy import Engine, select
 from temporalio import activity
 
+from activities.db import shielded_session
 from memory.auth import PrincipalContext
-from memory.db import global_session, tenant_session
+from memory.db import global_session
 from memory.deletion.barrier import ScopeRequest, request_deletion
 from memory.deletion.scope import ScopeType
 from memory.enums import Role
@@ -48,16 +49,16 @@ class RetentionActivities:
         service = PrincipalContext(request.tenant_id, "retention", None, frozenset({Role.ADMIN.value}), "retention")
         now = datetime.now(timezone.utc)
         opened: list[OpenedJob] = []
-        with tenant_session(self.engine, request.tenant_id) as session:
+        with shielded_session(self.engine, request.tenant_id) as session:
             expire_unconfirmed(session, request.tenant_id, now, request.limit)
-        with tenant_session(self.engine, request.tenant_id) as session:
+        with shielded_session(self.engine, request.tenant_id) as session:
             memory_ids = due_memories(session, request.tenant_id, now, request.limit)
             event_ids = due_events(session, request.tenant_id, now, request.limit)
         scopes = [(f"retention-memory-{m}", ScopeRequest(ScopeType.MEMORY, memory_id=m)) for m in memory_ids]
         scopes += [(f"retention-event-{e}", ScopeRequest(ScopeType.EVENT, event_id=e)) for e in event_ids]
         for request_id, scope in scopes:
             digest = request_digest({"retention": request_id})
-            with tenant_session(self.engine, request.tenant_id) as session:
+            with shielded_session(self.engine, request.tenant_id) as session:
                 job = request_deletion(session, service, request_id, scope, digest).job
                 opened.append(OpenedJob(job.tenant_id, str(job.job_id), job.workflow_id, job.status))
         return opened

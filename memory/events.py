@@ -75,6 +75,9 @@ def record_event(session: Session, principal: PrincipalContext, new: NewEvent, d
     ).scalar_one()
     if inserted is not None:
         return EventRecorded(existing, replayed=False)
+    if existing.user_id != principal.user_id:
+        # Keys are unique per tenant; someone else's use of one is a conflict that names nothing.
+        raise IdempotencyConflict(f"idempotency key {new.idempotency_key!r} is already taken; use a new key")
     if existing.request_sha256 != digest:
         raise IdempotencyConflict(
             f"idempotency key {new.idempotency_key!r} was already used with a different request body; "

@@ -189,6 +189,8 @@ def create_memory(
             )
         ).scalar_one_or_none()
         if existing is not None:
+            if existing.created_by != principal.user_id:
+                raise IdempotencyConflict(f"idempotency key {new.idempotency_key!r} is already taken; use a new key")
             if existing.request_sha256 != request_sha256:
                 raise IdempotencyConflict(
                     f"idempotency key {new.idempotency_key!r} was already used with a different request body"

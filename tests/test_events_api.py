@@ -41,3 +41,14 @@ def test_unknown_event_kind_is_rejected(client: TestClient, make_key: MakeKey) -
     response = client.post("/memory-events", json=event("evt-3", kind="GOSSIP"), headers=auth(make_key()))
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "invalid_value"
+
+
+def test_another_users_key_is_a_conflict_that_names_nothing(client: TestClient, make_key: MakeKey) -> None:
+    tenant = "t-shared-keys"
+    alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
+    first = client.post("/memory-events", json=event("taken"), headers=auth(alice)).json()
+    for body in (event("taken"), event("taken", kind="TOOL_RESULT")):
+        response = client.post("/memory-events", json=body, headers=auth(bob))
+        assert response.status_code == 409
+        assert response.json()["error"]["details"] == {}
+        assert first["event_id"] not in response.text

@@ -50,13 +50,19 @@ class DeletionWorkflow:
     async def run(self, request: DeletionInput) -> DeletionResult:
         self._request = request
         self._ref = JobRef(request.tenant_id, request.job_id)
-        while await workflow.execute_activity_method(DeletionActivities.begin, self._ref, start_to_close_timeout=QUICK):
+        while True:
+            self._holds_changed = False  # cleared before begin() can report the job blocked
+            if not await workflow.execute_activity_method(
+                DeletionActivities.begin, self._ref, start_to_close_timeout=QUICK
+            ):
+                break
             await self._wait_for_hold_release()
         removed: dict[str, int] = {}
         again = False
         while True:
             for layer, count in (await self._purge(again)).items():
                 removed[layer] = removed.get(layer, 0) + count
+            self._resume = False  # a resume signalled once the job is failed_requires_action must count
             outcome = await workflow.execute_activity_method(
                 DeletionActivities.finish, self._ref, start_to_close_timeout=timedelta(minutes=10)
             )
@@ -84,6 +90,7 @@ class DeletionWorkflow:
                 reason = str(err.cause) if err.cause else str(err)
                 permanent = isinstance(err.cause, ApplicationError) and err.cause.non_retryable
                 if permanent or rounds >= self._request.max_retry_rounds:
+                    self._resume = False  # cleared before the status is visible, so no resume is lost
                     await self._set(JobStatus.FAILED_REQUIRES_ACTION, reason)
                     await self._wait_for_resume()
                     rounds = 0
@@ -93,7 +100,6 @@ class DeletionWorkflow:
                     await self._set(JobStatus.RUNNING)
 
     async def _wait_for_hold_release(self) -> None:
-        self._holds_changed = False
         try:
             await workflow.wait_condition(
                 lambda: self._holds_changed, timeout=timedelta(seconds=self._request.hold_recheck_seconds)
@@ -102,7 +108,6 @@ class DeletionWorkflow:
             pass
 
     async def _wait_for_resume(self) -> None:
-        self._resume = False
         await workflow.wait_condition(lambda: self._resume)
         await self._set(JobStatus.RUNNING)
 

@@ -141,7 +141,7 @@ async def delete_memory(
     """Delete one memory (every version). Repeating the call returns the same job."""
     parsed = _memory_id(memory_id)
     body = DeletionRequestIn(
-        deletion_request_id=deletion_request_id or f"memory-{parsed}",
+        deletion_request_id=deletion_request_id or f"memory-{parsed}-{principal.user_id}",
         scope=MemoryScopeIn(type="memory", memory_id=parsed),
     )
     return await _accept(request, response, settings, principal, engine, body)

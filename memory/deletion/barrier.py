@@ -11,7 +11,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -115,14 +115,22 @@ def _strings(value: object) -> list[str]:
 def request_deletion(
     session: Session, principal: PrincipalContext, deletion_request_id: str, request: ScopeRequest, digest: str
 ) -> Accepted:
-    """Idempotent by (tenant, deletion_request_id): a repeat returns the same job and never re-bumps the epoch."""
+    """Idempotent by (tenant, deletion_request_id): a repeat returns the same job and never re-bumps the epoch.
+
+    The id belongs to whoever used it first: someone else reusing it gets a conflict that names
+    nothing, never that job. Concurrent first requests with one id queue on an advisory lock.
+    """
+    session.execute(
+        text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+        {"key": f"deletion:{principal.tenant_id}:{deletion_request_id}"},
+    )
     existing = session.execute(
         select(DeletionJob).where(
             DeletionJob.tenant_id == principal.tenant_id, DeletionJob.deletion_request_id == deletion_request_id
         )
     ).scalar_one_or_none()
     if existing is not None:
-        if existing.request_sha256 != digest:
+        if existing.requested_by != principal.user_id or existing.request_sha256 != digest:
             raise IdempotencyConflict(
                 f"deletion_request_id {deletion_request_id!r} was already used for a different request"
             )

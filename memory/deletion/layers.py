@@ -157,7 +157,7 @@ def _rederive(session: Session, head: Memory, kept: list[str]) -> None:
     session.execute(
         update(Memory)
         .where(Memory.tenant_id == head.tenant_id, Memory.memory_id == head.memory_id, Memory.version == head.version)
-        .values(status=Status.SUPERSEDED.value)
+        .values(status=Status.SUPERSEDED.value, evidence_refs=cast(kept, JSONB))
     )
     session.expunge(head)
     new = Memory(

@@ -29,12 +29,17 @@ def record_bundle(session: Session, principal: PrincipalContext, query: str, bun
             "query_sha256": hashlib.sha256(query.encode()).hexdigest(),
             "selected_refs": selected,
             "filtered_by_reason": filtered,
-            "decisions": [{"key": d.get("key"), "reason": d["reason"]} for d in bundle["conflict_decisions"]],
-            "conflicts": [c["key"] for c in bundle["conflicts"]],
+            # Fact keys can be personal ("home_city"): only their hashes, which deletion may keep.
+            "decisions": [{"key_sha256": _sha256(d.get("key")), "reason": d["reason"]} for d in bundle["conflict_decisions"]],
+            "conflicts": [_sha256(c["key"]) for c in bundle["conflicts"]],
             "snapshot_revision": bundle["snapshot_revision"],
             "truncated_by_budget": bundle["truncated_by_budget"],
         },
     ))
+
+
+def _sha256(value: str | None) -> str | None:
+    return hashlib.sha256(value.encode()).hexdigest() if value is not None else None
 
 
 def bundle_events(session: Session, tenant_id: str, trace_id: str | None, limit: int) -> list[AuditEntry]:

@@ -169,57 +169,29 @@ def trigram_candidates(
     ]
 
 
-VECTOR_OVERFETCH = 10
-"""Nearest neighbours fetched per vector candidate wanted, before the hard filters; see vector_candidates."""
-
-
 def vector_candidates(
     session: Session, principal: PrincipalContext, filters: QueryFilters, query_vector: list[float], model: str,
     now: ColumnElement[datetime], limit: int,
 ) -> list[Candidate]:
     """Nearest vectors by cosine, from the current model and computed from the current revision only.
 
-    The HNSW index answers an inner query over ``memory_search`` alone (the tenant and model
-    filters apply inside the index scan, which keeps walking the graph while rows fail them);
-    ``VECTOR_OVERFETCH`` times ``limit`` neighbours then go through the hard filters. A caller who
-    can see only a small share of a tenant's memories may get fewer vector candidates than
-    ``limit``: recall, never safety, is what that trades.
+    The hard filters are part of this query, never applied to a top-k afterwards: what the caller
+    may not see must not even take a neighbour's place. Iterative scan lets the HNSW index keep
+    walking the graph while rows fail the filters (pgvector >= 0.8), when the planner drives the
+    join from it.
     """
     session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-    distance = MemorySearch.embedding.cosine_distance(query_vector)
-    hits = (
-        select(
-            MemorySearch.memory_id,
-            MemorySearch.version,
-            MemorySearch.embedding_revision,
-            MemorySearch.active_count,
-            MemorySearch.last_used_at,
-            distance.label("distance"),
-        )
-        .where(
-            MemorySearch.tenant_id == principal.tenant_id,
-            MemorySearch.embedding_model == model,
-            MemorySearch.embedding.is_not(None),
-        )
-        .order_by(distance)
-        .limit(limit * VECTOR_OVERFETCH)
-        .subquery("vector_hits")
-    )
+    on, where = _joined(principal, filters, now)
+    distance = MemorySearch.embedding.cosine_distance(query_vector).label("distance")
     rows = session.execute(
-        select(Memory.memory_id, Memory.version, hits.c.active_count, hits.c.last_used_at, hits.c.distance)
-        .select_from(hits)
-        .join(
-            Memory,
-            and_(
-                Memory.tenant_id == principal.tenant_id,
-                Memory.memory_id == hits.c.memory_id,
-                Memory.version == hits.c.version,
-                Memory.revision == hits.c.embedding_revision,
-            ),
+        _select(distance).join(MemorySearch, on)
+        .where(
+            *where,
+            MemorySearch.embedding.is_not(None),
+            MemorySearch.embedding_model == model,
+            MemorySearch.embedding_revision == Memory.revision,
         )
-        .where(hard_filters(principal, filters, now))
-        .order_by(hits.c.distance, Memory.memory_id)
-        .limit(limit)
+        .order_by(distance, Memory.memory_id).limit(limit)
     ).all()
     return [
         Candidate(r.memory_id, r.version, {"vector"}, semantic=1.0 - float(r.distance), active_count=r.active_count,

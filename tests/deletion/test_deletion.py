@@ -228,3 +228,21 @@ def test_a_colleague_cannot_delete_my_memory(api: TestClient, make_key: MakeKey)
     target = _write(api, mine, "只有我能删")
     assert api.delete(f"/memories/{target}", headers=auth(theirs)).status_code == 404
     assert _recall(api, mine, "只有我能删") == [target]
+
+
+def test_a_deletion_request_id_belongs_to_whoever_used_it_first(api: TestClient, make_key: MakeKey) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
+    target = _write(api, alice, "爱丽丝的私人记录")
+    job = api.delete(f"/memories/{target}", headers=auth(alice)).json()["job_id"]
+    wait_for(api, alice, job, completed)
+    # Bob neither gets Alice's job nor learns that her memory existed.
+    assert api.delete(f"/memories/{target}", headers=auth(bob)).status_code == 404
+    reused = api.post(
+        "/deletion-requests",
+        json={"deletion_request_id": f"memory-{target}-alice", "scope": {"type": "subject"}},
+        headers=auth(bob),
+    )
+    assert reused.status_code == 409
+    assert job not in reused.text
+    assert reused.json()["error"]["details"] == {}
