@@ -7,6 +7,7 @@ from sqlalchemy import create_engine
 
 from api.devstack.postgres import PostgresInfo
 from memory.models import Base
+from memory.tasks import models as task_models  # noqa: F401 - registers the task tables on Base
 from migrations import alembic_config
 
 # Indexes, RLS policies and partial unique constraints live only in the migrations.

@@ -169,6 +169,7 @@ class DevStack:
             "MNEMO_TEMPORAL_NAMESPACE": self.settings.temporal_namespace,
             "MNEMO_API_HOST": "127.0.0.1",
             "MNEMO_API_PORT": str(self.options.port),
+            "MNEMO_DATA_DIR": str(self.data_dir),  # task artifacts and publications live here too
         }
 
     @property

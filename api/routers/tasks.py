@@ -277,6 +277,18 @@ async def _task_view(request: Request, engine: Any, principal: PrincipalContext,
         }
 
 
+READ_ANY_TASK = (Role.APPROVER, Role.OPERATOR, Role.AUDITOR)
+
+
+def _readable(principal: PrincipalContext, owner_user_id: str | None, task_id: str) -> None:
+    """A task is its owner's; approvers, operators and auditors read every task of their tenant.
+    Anyone else gets the 404 of a task that does not exist."""
+    if owner_user_id is not None and owner_user_id != principal.user_id and not any(
+        principal.has(role) for role in READ_ANY_TASK
+    ):
+        raise NotFound(f"task {task_id} does not exist")
+
+
 def _require(principal: PrincipalContext, role: Role, action: str) -> None:
     if not principal.has(role):
         raise Forbidden(f"{action} needs the {role.value} role")
@@ -317,7 +329,9 @@ async def create_task(
                 ),
                 id=workflow_id,
                 task_queue=request.app.state.settings.task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                # A concurrent first start of the same task loses here and goes through the replay
+                # path below, where a different goal is a conflict instead of a silent "created".
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 search_attributes=TypedSearchAttributes(
                     [
@@ -371,7 +385,9 @@ def list_tasks(
 @router.get("/tasks/{task_id}")
 async def get_task(task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> dict[str, Any]:
     """Live state from the workflow while it runs; the read model once it has closed."""
-    return await _task_view(request, engine, principal, _task_id(task_id))
+    view = await _task_view(request, engine, principal, _task_id(task_id))
+    _readable(principal, view.get("owner_user_id"), task_id)
+    return view
 
 
 async def _open_handle(request: Request, engine: Any, principal: PrincipalContext, task_id: str) -> WorkflowHandle[Any, Any]:
@@ -456,6 +472,7 @@ def get_artifact(task_id: str, sha256: str, request: Request, principal: Current
     if not re.fullmatch(r"[0-9a-f]{64}", sha256):
         raise NotFound(f"artifact {sha256} does not exist in task {task_id}")
     with tenant_session(engine, principal.tenant_id) as session:
+        _readable(principal, store.get_task(session, principal.tenant_id, _task_id(task_id)).owner_user_id, task_id)
         artifact = store.get_artifact(session, principal.tenant_id, _task_id(task_id), sha256)
     content = ArtifactStore(request.app.state.settings.data_dir / "artifacts").get(sha256)
     return Response(
@@ -476,6 +493,7 @@ async def timeline(task_id: str, request: Request, principal: CurrentPrincipal, 
             return _task_row(task), store.timeline(session, principal.tenant_id, task_id)
 
     row, entries = await run_in_threadpool(read)
+    _readable(principal, row["owner_user_id"], task_id)
     client = await _temporal(request)
     described = await _describe(client.get_workflow_handle(row["workflow_id"]))
     return {

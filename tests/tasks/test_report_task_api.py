@@ -223,6 +223,16 @@ def test_another_tenants_task_is_the_same_404_as_a_missing_one(
     assert wait_for(client, team.owner, task_id, status_is("WAITING_FOR_APPROVAL"))["state_version"] == view["state_version"]
 
 
+def test_a_colleague_without_a_reading_role_cannot_read_my_task(
+    client: TestClient, task_worker: ThreadWorker, team: Team
+) -> None:
+    task_id = start_task(client, team.owner)["task_id"]
+    view = wait_for(client, team.owner, task_id, status_is("WAITING_FOR_APPROVAL"))
+    for path in ("", "/timeline", f"/artifacts/{view['draft_sha256']}"):
+        assert client.get(f"/tasks/{task_id}{path}", headers=auth(team.other_user)).status_code == 404, path
+        assert client.get(f"/tasks/{task_id}{path}", headers=auth(team.approver)).status_code == 200, path
+
+
 def test_a_new_session_resumes_the_right_task(
     client: TestClient, task_worker: ThreadWorker, team: Team, make_key: MakeKey
 ) -> None:
