@@ -72,7 +72,7 @@ def test_a_restored_backup_does_not_resurrect_deleted_data(own_database: Setting
         backed_up = _mnemo(own_database, "backup", "--out", str(archive))
         assert backed_up.returncode == 0, backed_up.stderr
         job = api.delete(f"/memories/{doomed['memory_id']}", headers=auth(key)).json()["job_id"]
-        wait_for(api, key, job, completed)
+        wait_for(api, key, job, completed, timeout=90)  # its worker is a fresh process: slow to start under load
         after_delete = api.post("/memory-candidates", json=candidate("删除之后写入的新记忆"), headers=auth(key)).json()
 
     restored = _mnemo(own_database, "restore", str(archive))
