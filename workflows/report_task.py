@@ -525,6 +525,9 @@ class ReportTaskWorkflow:
         policy = self.inp.reconcile
         approval_id = self.s.decisions[-1]["approval_id"]
         for _attempt in range(policy.max_publish_attempts):
+            if self._cancel_requested:
+                # A cancel accepted between attempts (nothing pending) wins over the next send.
+                return False
             operation = OperationRef(str(workflow.uuid4()), "publish", self.inp.destination, "PENDING")
             self.s.operations.append(operation)
             if self.s.status != S.RUNNING.value:
