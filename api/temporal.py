@@ -23,7 +23,10 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 
 from api.settings import Settings
 from workflows import search_attributes
-from workflows.retention import SCHEDULE_ID, RetentionSweepWorkflow, SweepInput
+from workflows.embedding import SCHEDULE_ID as EMBEDDING_SCHEDULE_ID
+from workflows.embedding import EmbeddingSweepInput, EmbeddingSweepWorkflow
+from workflows.retention import SCHEDULE_ID as RETENTION_SCHEDULE_ID
+from workflows.retention import RetentionSweepWorkflow, SweepInput
 from workflows.projection import (
     RebuildProjectionInput,
     RebuildProjectionResult,
@@ -55,14 +58,12 @@ async def start_projection_rebuild(
     )
 
 
-async def ensure_retention_schedule(
-    client: Client, task_queue: str, every: timedelta, schedule_id: str = SCHEDULE_ID
+async def ensure_interval_schedule(
+    client: Client, schedule_id: str, run: Any, arg: Any, task_queue: str, every: timedelta
 ) -> ScheduleHandle:
-    """The Temporal Schedule that starts retention sweeps; created once, left alone if it exists."""
+    """A Schedule starting ``run(arg)`` every ``every`` (skipping overlaps); created once, left alone if it exists."""
     schedule = Schedule(
-        action=ScheduleActionStartWorkflow(
-            RetentionSweepWorkflow.run, SweepInput(), id=f"{schedule_id}-run", task_queue=task_queue
-        ),
+        action=ScheduleActionStartWorkflow(run, arg, id=f"{schedule_id}-run", task_queue=task_queue),
         spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
         policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
     )
@@ -70,3 +71,21 @@ async def ensure_retention_schedule(
         return await client.create_schedule(schedule_id, schedule)
     except ScheduleAlreadyRunningError:
         return client.get_schedule_handle(schedule_id)
+
+
+async def ensure_retention_schedule(
+    client: Client, task_queue: str, every: timedelta, schedule_id: str = RETENTION_SCHEDULE_ID
+) -> ScheduleHandle:
+    """The Schedule that starts retention sweeps."""
+    return await ensure_interval_schedule(
+        client, schedule_id, RetentionSweepWorkflow.run, SweepInput(), task_queue, every
+    )
+
+
+async def ensure_embedding_schedule(
+    client: Client, task_queue: str, every: timedelta = timedelta(seconds=10), schedule_id: str = EMBEDDING_SCHEDULE_ID
+) -> ScheduleHandle:
+    """The Schedule that sweeps embedding backlogs."""
+    return await ensure_interval_schedule(
+        client, schedule_id, EmbeddingSweepWorkflow.run, EmbeddingSweepInput(), task_queue, every
+    )

@@ -20,10 +20,10 @@ from activities.stores import PublicationDestination, default_destinations
 from activities.tasks import FaultPlan as TaskFaultPlan
 from activities.tasks import TaskActivities
 from api.settings import Settings
-from api.temporal import connect, ensure_retention_schedule
+from api.temporal import connect, ensure_embedding_schedule, ensure_retention_schedule
 from memory.db import make_engine
 from workflows.deletion import DeletionWorkflow
-from workflows.embedding import EmbedBacklogWorkflow, EmbeddingSweepWorkflow, ensure_embedding_schedule
+from workflows.embedding import EmbedBacklogWorkflow, EmbeddingSweepWorkflow
 from workflows.projection import RebuildProjectionWorkflow
 from workflows.retention import RetentionSweepWorkflow
 from workflows.report_task import ReportTaskWorkflow

@@ -11,17 +11,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.client import (
-    Client,
-    Schedule,
-    ScheduleActionStartWorkflow,
-    ScheduleAlreadyRunningError,
-    ScheduleHandle,
-    ScheduleIntervalSpec,
-    ScheduleOverlapPolicy,
-    SchedulePolicy,
-    ScheduleSpec,
-)
 
 with workflow.unsafe.imports_passed_through():
     from activities.embedding import EmbedBatchInput, EmbeddingActivities
@@ -87,20 +76,3 @@ class EmbeddingSweepWorkflow:
         for tenant_id in tenants:
             written += (await _drain(tenant_id, request.batch_size)).written
         return written
-
-
-async def ensure_embedding_schedule(
-    client: Client, task_queue: str, every: timedelta = timedelta(seconds=10), schedule_id: str = SCHEDULE_ID
-) -> ScheduleHandle:
-    """The Schedule that sweeps embedding backlogs; created once, left alone if it exists."""
-    schedule = Schedule(
-        action=ScheduleActionStartWorkflow(
-            EmbeddingSweepWorkflow.run, EmbeddingSweepInput(), id=f"{schedule_id}-run", task_queue=task_queue
-        ),
-        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=every)]),
-        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-    )
-    try:
-        return await client.create_schedule(schedule_id, schedule)
-    except ScheduleAlreadyRunningError:
-        return client.get_schedule_handle(schedule_id)

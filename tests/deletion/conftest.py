@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -17,9 +14,8 @@ from sqlalchemy import Engine
 from activities.deletion import FaultPlan
 from api.main import create_app
 from api.settings import Settings
-from api.temporal import connect
-from api.worker import build_worker
 from tests.conftest import auth
+from tests.workers import ThreadWorker
 
 
 @pytest.fixture(scope="session")
@@ -40,34 +36,12 @@ def faults() -> FaultPlan:
 
 @pytest.fixture(scope="session")
 def deletion_worker(deletion_settings: Settings, engine: Engine, faults: FaultPlan) -> Iterator[None]:
-    """Runs on its own event loop so that synchronous tests can wait while it works."""
-    started, stop = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
-
-    async def main() -> None:
-        client = await connect(deletion_settings)
-        with ThreadPoolExecutor(max_workers=8) as executor:
-            async with build_worker(
-                client, engine, deletion_settings.task_queue, executor, deletion_batch_size=7, faults=faults
-            ):
-                started.set()
-                while not stop.is_set():
-                    await asyncio.sleep(0.05)
-
-    def run() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # noqa: BLE001 - reported by the fixture
-            errors.append(exc)
-            started.set()
-
-    thread = threading.Thread(target=run, name="deletion-worker", daemon=True)
-    thread.start()
-    started.wait(30)
-    assert not errors, errors
+    """Small purge batches, so a deletion takes several checkpoints; faults injected on demand."""
+    worker = ThreadWorker(
+        deletion_settings, engine, deletion_settings.task_queue, deletion_batch_size=7, faults=faults
+    ).start()
     yield
-    stop.set()
-    thread.join(30)
+    worker.stop()
 
 
 @pytest.fixture(scope="session")

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -15,9 +13,9 @@ from sqlalchemy import Engine
 
 from api.settings import Settings
 from api.temporal import connect
-from api.worker import build_worker
 from tests.conftest import auth
 from tests.factories import candidate
+from tests.workers import ThreadWorker
 from workflows.embedding import EmbedBacklogInput, EmbedBacklogResult, EmbedBacklogWorkflow
 
 
@@ -28,31 +26,9 @@ def recall_settings(settings: Settings) -> Settings:
 
 @pytest.fixture(scope="session")
 def recall_worker(recall_settings: Settings, engine: Engine) -> Iterator[None]:
-    started, stop = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
-
-    async def main() -> None:
-        client = await connect(recall_settings)
-        with ThreadPoolExecutor(max_workers=4) as executor:
-            async with build_worker(client, engine, recall_settings.task_queue, executor):
-                started.set()
-                while not stop.is_set():
-                    await asyncio.sleep(0.05)
-
-    def run() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # noqa: BLE001 - reported by the fixture
-            errors.append(exc)
-            started.set()
-
-    thread = threading.Thread(target=run, name="recall-worker", daemon=True)
-    thread.start()
-    started.wait(30)
-    assert not errors, errors
+    worker = ThreadWorker(recall_settings, engine, recall_settings.task_queue).start()
     yield
-    stop.set()
-    thread.join(30)
+    worker.stop()
 
 
 def embed_tenant(settings: Settings, tenant_id: str) -> EmbedBacklogResult:

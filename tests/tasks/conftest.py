@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,56 +14,14 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from activities.stores import default_destinations
-from activities.tasks import FaultPlan
 from api.settings import Settings
-from api.temporal import connect
-from api.worker import build_worker
 from memory.db import tenant_session
 from memory.reportdata import seed_sales
 from tests.conftest import MakeKey, auth
+from tests.workers import ThreadWorker
 
 SMALL_DATASET = 2_400
 """About 200 lines a month: every step runs for real, in well under a second."""
-
-
-class ThreadWorker:
-    """A Temporal worker on its own event loop in a background thread."""
-
-    def __init__(self, settings: Settings, engine: Engine, task_queue: str, **options: Any) -> None:
-        self.settings, self.engine, self.task_queue, self.options = settings, engine, task_queue, options
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        except BaseException as exc:  # surfaced by start()
-            self._error = exc
-            self._ready.set()
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        client = await connect(self.settings)
-        with ThreadPoolExecutor(max_workers=8) as executor:
-            async with build_worker(client, self.engine, self.task_queue, executor, **self.options):
-                self._ready.set()
-                await self._stop.wait()
-
-    def start(self) -> ThreadWorker:
-        self._thread.start()
-        self._ready.wait(60)
-        if self._error is not None:
-            raise self._error
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(60)
 
 
 @pytest.fixture(scope="session")

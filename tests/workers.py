@@ -1,0 +1,55 @@
+"""A real Temporal worker for tests, on its own event loop in a background thread, so that
+synchronous tests (TestClient calls, polling) can wait while it works."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from sqlalchemy import Engine
+
+from api.settings import Settings
+from api.temporal import connect
+from api.worker import build_worker
+
+
+class ThreadWorker:
+    """A Temporal worker on its own event loop in a background thread."""
+
+    def __init__(self, settings: Settings, engine: Engine, task_queue: str, **options: Any) -> None:
+        self.settings, self.engine, self.task_queue, self.options = settings, engine, task_queue, options
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # surfaced by start()
+            self._error = exc
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        client = await connect(self.settings)
+        with ThreadPoolExecutor(max_workers=8) as executor:
+            async with build_worker(client, self.engine, self.task_queue, executor, **self.options):
+                self._ready.set()
+                await self._stop.wait()
+
+    def start(self) -> ThreadWorker:
+        self._thread.start()
+        self._ready.wait(60)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(60)
