@@ -16,6 +16,7 @@ Usage: ``.venv/bin/python bench/deletion_latency.py [--n 200]``
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -121,6 +122,7 @@ def main() -> None:
         print(f"throughput: {len(jobs) / wall:.1f} verified deletions/s over {wall:.1f} s")
     finally:
         stack.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def _server_timing(header: str, name: str) -> float:
