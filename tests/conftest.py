@@ -6,9 +6,11 @@ Nothing here is mocked. Each test isolates itself by creating its own tenants
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -85,3 +87,19 @@ def make_key(engine: Engine) -> MakeKey:
 
 def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
+
+
+def poll(
+    client: TestClient, key: str, url: str, predicate: Callable[[dict[str, Any]], bool], timeout: float
+) -> dict[str, Any]:
+    """GET ``url`` (bounded) until ``predicate`` holds on its JSON; fail with the last body otherwise."""
+    deadline = time.monotonic() + timeout
+    body: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        response = client.get(url, headers=auth(key))
+        assert response.status_code == 200, response.text
+        body = response.json()
+        if predicate(body):
+            return body
+        time.sleep(0.1)
+    raise AssertionError(f"{url} never reached the expected state in {timeout}s; last: {body}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,7 +13,7 @@ from sqlalchemy import Engine
 from activities.deletion import FaultPlan
 from api.main import create_app
 from api.settings import Settings
-from tests.conftest import auth
+from tests.conftest import poll
 from tests.workers import ThreadWorker
 
 
@@ -53,17 +52,8 @@ def api(deletion_settings: Settings, deletion_worker: None) -> Iterator[TestClie
 def wait_for(
     api: TestClient, key: str, job_id: str, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30
 ) -> dict[str, Any]:
-    """Poll the job (bounded) until ``predicate`` holds; fail with its last state otherwise."""
-    deadline = time.monotonic() + timeout
-    body: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        response = api.get(f"/memory-deletions/{job_id}", headers=auth(key))
-        assert response.status_code == 200, response.text
-        body = response.json()
-        if predicate(body):
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"deletion job {job_id} never reached the expected state; last: {body}")
+    """Poll the deletion job until ``predicate`` holds."""
+    return poll(api, key, f"/memory-deletions/{job_id}", predicate, timeout)
 
 
 def completed(body: dict[str, Any]) -> bool:

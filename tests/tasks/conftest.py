@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from activities.stores import default_destinations
 from api.settings import Settings
 from memory.db import tenant_session
 from memory.reportdata import seed_sales
-from tests.conftest import MakeKey, auth
+from tests.conftest import MakeKey, auth, poll
 from tests.workers import ThreadWorker
 
 SMALL_DATASET = 2_400
@@ -78,16 +77,8 @@ def start_task(client: TestClient, key: str, intent: str | None = None, **overri
 def wait_for(
     client: TestClient, key: str, task_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 60
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    view: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        response = client.get(f"/tasks/{task_id}", headers=auth(key))
-        assert response.status_code == 200, response.text
-        view = response.json()
-        if done(view):
-            return view
-        time.sleep(0.1)
-    raise AssertionError(f"task {task_id} did not get there in {timeout}s; last seen: {view}")
+    """Poll the task until ``done`` holds."""
+    return poll(client, key, f"/tasks/{task_id}", done, timeout)
 
 
 def status_is(*statuses: str) -> Callable[[dict[str, Any]], bool]:
