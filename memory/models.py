@@ -9,12 +9,15 @@ from typing import Any
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
+    Column,
     DateTime,
     Float,
     ForeignKey,
     ForeignKeyConstraint,
     Identity,
     Integer,
+    MetaData,
+    Table,
     Text,
     func,
 )
@@ -270,3 +273,14 @@ class AuditEntry(Base):
     version: Mapped[int | None] = mapped_column(Integer)
     job_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     detail: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
+
+
+scoped_search = Table(
+    "memory_search_scoped",
+    MetaData(),
+    *(Column(c.name, c.type) for c in MemorySearch.__table__.columns),
+)
+"""The caller's tenant's rows of ``memory_search`` (migration 0005): read by the index-driven candidate queries.
+
+A view, not a table: it is deliberately outside ``Base.metadata``.
+"""

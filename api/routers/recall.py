@@ -8,6 +8,7 @@ pool. A required source that cannot be read is an error, never a partial bundle.
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any
 
@@ -32,6 +33,8 @@ from memory.tasks.keys import workflow_id
 router = APIRouter(tags=["recall"])
 
 MIN_REVISION_WAIT_SECONDS = 2.0
+EMBEDDING_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed")
+"""Query embeddings run here, one at a time (the model is not re-entrant), beside the database work."""
 
 
 class SourceUnavailable(MnemoError):
@@ -93,10 +96,12 @@ async def build(body: RecallIn, principal: PrincipalContext, engine: Any, reques
         task_state = await _task_state(request, principal, body.task_id)
     if body.min_revision is not None:
         await run_in_threadpool(_wait_for_revision, engine, principal.tenant_id, body.min_revision)
-    vector, model = None, None
+    vector: Future[list[float]] | None = None
+    model = None
     if plan.reads(SourceType.MEMORY) and body.retrieval != "lexical":
         embedder = await run_in_threadpool(default_embedder)
-        vector, model = await run_in_threadpool(embedder.embed_one, body.query), embedder.name
+        # Started now, awaited by the pipeline after its lexical sources: the two overlap.
+        vector, model = EMBEDDING_THREAD.submit(embedder.embed_one, body.query), embedder.name
     filters = allowed_scope(principal, categories=tuple(body.categories), spaces=tuple(body.spaces),
                             project_id=body.project_id, session_id=body.session_id, purpose=body.purpose)
     recall = RecallRequest(

@@ -11,6 +11,7 @@ import math
 import re
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -49,7 +50,8 @@ class RecallRequest:
     request_constraints: Mapping[str, str] = field(default_factory=dict)
     keys: tuple[str, ...] = ()
     task_state: Mapping[str, Any] | None = None
-    query_vector: list[float] | None = None
+    query_vector: list[float] | Future[list[float]] | None = None
+    """The query's embedding, or its computation still running (awaited after the lexical sources)."""
     model: str | None = None
     min_relevance: float = 0.05
     """Below this, a candidate is reported as not applicable rather than injected to fill the top-k."""
@@ -57,6 +59,12 @@ class RecallRequest:
     trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     retrieval: str = "hybrid"
     """``hybrid`` (every source), ``lexical`` (key, full text, trigram) or ``semantic`` (vector only)."""
+
+    def vector(self) -> list[float] | None:
+        """The query embedding, waiting for it if it is still being computed."""
+        if isinstance(self.query_vector, Future):
+            return self.query_vector.result()
+        return self.query_vector
 
 
 @dataclass
@@ -163,13 +171,17 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
         if request.retrieval not in ("hybrid", "lexical", "semantic"):
             raise InvalidInput(f"unknown retrieval mode {request.retrieval!r}", code="invalid_retrieval")
         lexical_on, semantic_on = request.retrieval != "semantic", request.retrieval != "lexical"
-        query_vector = request.query_vector if semantic_on else None
         terms = cand.search_terms(request.query) if lexical_on else []
         cap = plan.candidate_limit
-        found = cand.merge(
+        lexical = [
             cand.key_candidates(session, principal, filters, request.keys, db_now, cap) if lexical_on else [],
             cand.fulltext_candidates(session, principal, filters, terms, db_now, cap),
             cand.trigram_candidates(session, principal, filters, request.query, db_now, cap) if lexical_on else [],
+        ]
+        # The vector is awaited only now: an embedding still being computed overlapped the lexical sources.
+        query_vector = request.vector() if semantic_on else None
+        found = cand.merge(
+            *lexical,
             cand.vector_candidates(session, principal, filters, query_vector, request.model, db_now, cap)
             if query_vector is not None and request.model is not None else [],
         )

@@ -10,7 +10,8 @@ revision; recall re-validates it against the source row here).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,7 +20,7 @@ from sqlalchemy import ColumnElement, Subquery, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
-from memory.models import Memory, MemorySearch
+from memory.models import Memory, MemorySearch, scoped_search
 from memory.query import QueryFilters, hard_filters
 from memory.text import normalize, tokens, tsquery_any
 
@@ -80,49 +81,68 @@ def key_candidates(
     return [Candidate(r.memory_id, r.version, {"key"}, active_count=r.active_count, last_used_at=r.last_used_at) for r in rows]
 
 
-def _index_first(
-    session: Session, principal: PrincipalContext, filters: QueryFilters, now: ColumnElement[datetime],
-    hits: Subquery, score: str, limit: int,
-) -> list[Any]:
-    """Join index hits to their memory versions under the hard filters; keep the best ``limit``.
+@contextmanager
+def _row_by_row(session: Session, *, index_order: bool = False) -> Iterator[None]:
+    """Join each index hit to its memory by primary key, in index order, for one statement.
 
-    ``hits`` is a fenced subquery (``OFFSET 0``) over ``memory_search`` alone, so the planner
-    starts from the GIN index and reads only matching rows, instead of testing the match on
-    every memory the caller may see. The hard filters are the same and run in the same statement.
+    The planner cannot know that an index returns the few rows a query needs first (an HNSW walk
+    in distance order, a GIN match of a rare term), so it prefers hashing every visible memory of
+    a large tenant, and sorting every distance rather than walking the HNSW graph. Nested loops
+    over the index (and, with ``index_order``, no explicit sort) keep the work proportional to the
+    rows returned. The settings are transaction-local and restored right after the statement.
     """
-    ranked = hits.c[score]
-    return list(
-        session.execute(
-            select(Memory.memory_id, Memory.version, hits.c.active_count, hits.c.last_used_at, ranked)
-            .select_from(hits)
-            .join(
-                Memory,
-                and_(
-                    Memory.tenant_id == principal.tenant_id,
-                    Memory.memory_id == hits.c.memory_id,
-                    Memory.version == hits.c.version,
-                ),
-            )
-            .where(hard_filters(principal, filters, now))
-            .order_by(ranked.desc(), Memory.revision.desc(), Memory.memory_id)
-            .limit(limit)
-        ).all()
+    switches = ["enable_hashjoin", "enable_mergejoin", *(["enable_sort"] if index_order else [])]
+    session.execute(text("; ".join(f"SET LOCAL {name} = off" for name in switches)))
+    try:
+        yield
+    finally:
+        session.execute(text("; ".join(f"SET LOCAL {name} = on" for name in switches)))
+
+
+MAX_EXAMINED = 1_000
+"""Rows a lexical source examines at most (after the hard filters): bounds its cost in a very large tenant.
+
+Within the cap the source is exact; beyond it, which matching rows are examined follows the
+index, not the rank. Small and medium tenants never reach it."""
+
+
+def _on_head(view: Any = scoped_search) -> ColumnElement[bool]:
+    return and_(Memory.tenant_id == view.c.tenant_id, Memory.memory_id == view.c.memory_id,
+                Memory.version == view.c.version)
+
+
+def _index_driven(
+    session: Session, principal: PrincipalContext, filters: QueryFilters, now: ColumnElement[datetime],
+    match: ColumnElement[bool], score: ColumnElement[float], limit: int,
+) -> list[Any]:
+    """The best ``limit`` rows by ``score`` among those that ``match`` and pass the hard filters.
+
+    The match reads ``memory_search_scoped`` (migration 0005), so its GIN index drives the query
+    instead of a scan of every memory the caller may see; the hard filters are in the same
+    statement, before the ``MAX_EXAMINED`` cap and the limit, so a row the caller may not use
+    never takes a place.
+    """
+    view = scoped_search
+    hits = (
+        select(view.c.tenant_id, view.c.memory_id, view.c.version, view.c.active_count, view.c.last_used_at,
+               score.label("score"))
+        .where(match).offset(0).subquery("hits")
     )
-
-
-def _hits(principal: PrincipalContext, match: ColumnElement[bool], score: ColumnElement[float], name: str) -> Subquery:
-    return (
-        select(
-            MemorySearch.memory_id,
-            MemorySearch.version,
-            MemorySearch.active_count,
-            MemorySearch.last_used_at,
-            score.label(name),
+    examined = (
+        select(hits.c.memory_id, hits.c.version, Memory.revision, hits.c.active_count, hits.c.last_used_at,
+               hits.c.score)
+        .join(Memory, _on_head(hits))
+        .where(hard_filters(principal, filters, now))
+        .limit(MAX_EXAMINED)
+        .subquery("examined")
+    )
+    with _row_by_row(session):
+        return list(
+            session.execute(
+                select(examined).order_by(examined.c.score.desc(), examined.c.revision.desc(), examined.c.memory_id)
+                .limit(limit)
+            ).all()
         )
-        .where(MemorySearch.tenant_id == principal.tenant_id, match)
-        .offset(0)
-        .subquery(f"{name}_hits")
-    )
 
 
 def fulltext_candidates(
@@ -133,11 +153,13 @@ def fulltext_candidates(
     if not terms:
         return []
     tsquery = func.to_tsquery("simple", tsquery_any(terms))
-    hits = _hits(principal, MemorySearch.tokens.op("@@")(tsquery), func.ts_rank(MemorySearch.tokens, tsquery, 32), "rank")
+    view = scoped_search
+    rows = _index_driven(session, principal, filters, now, view.c.tokens.op("@@")(tsquery),
+                         func.ts_rank(view.c.tokens, tsquery, 32), limit)
     return [
-        Candidate(r.memory_id, r.version, {"fulltext"}, fulltext=float(r.rank), active_count=r.active_count,
+        Candidate(r.memory_id, r.version, {"fulltext"}, fulltext=float(r.score), active_count=r.active_count,
                   last_used_at=r.last_used_at)
-        for r in _index_first(session, principal, filters, now, hits, "rank", limit)
+        for r in rows
     ]
 
 
@@ -156,17 +178,20 @@ def trigram_candidates(
     normalized = normalize(query)
     if len(normalized) > TRIGRAM_MAX_QUERY_CHARS:
         return []
-    hits = _hits(
-        principal,
-        literal(normalized).op("<%")(MemorySearch.search_text),
-        func.word_similarity(normalized, MemorySearch.search_text),
-        "similarity",
-    )
+    view = scoped_search
+    rows = _index_driven(session, principal, filters, now, literal(normalized).op("<%")(view.c.search_text),
+                         func.word_similarity(normalized, view.c.search_text), limit)
     return [
-        Candidate(r.memory_id, r.version, {"trigram"}, trigram=float(r.similarity), active_count=r.active_count,
+        Candidate(r.memory_id, r.version, {"trigram"}, trigram=float(r.score), active_count=r.active_count,
                   last_used_at=r.last_used_at)
-        for r in _index_first(session, principal, filters, now, hits, "similarity", limit)
+        for r in rows
     ]
+
+
+MAX_WALK = 20_000
+"""Nearest rows of the tenant the index walk reads at most (pgvector's own ``hnsw.max_scan_tuples``)."""
+HNSW_MIN_EF_SEARCH = 40
+"""pgvector's default candidate list; raised to the source's cap so one index pass can fill it."""
 
 
 def vector_candidates(
@@ -176,28 +201,62 @@ def vector_candidates(
     """Nearest vectors by cosine, from the current model and computed from the current revision only.
 
     The hard filters are part of this query, never applied to a top-k afterwards: what the caller
-    may not see must not even take a neighbour's place. Iterative scan lets the HNSW index keep
-    walking the graph while rows fail the filters (pgvector >= 0.8), when the planner drives the
-    join from it.
+    may not see must not even take a neighbour's place. The statement is ordered by the distance
+    alone, so the planner can walk the HNSW index and join each row to its memory under the hard
+    filters; iterative scan keeps walking the graph while rows fail them (pgvector >= 0.8), until
+    ``limit`` rows pass. ``relaxed_order`` may return those rows slightly out of order, so they
+    are sorted here by exact distance, then memory id.
+
+    An index walk gives up after ``hnsw.max_scan_tuples`` rows (a tenant or user with few rows in a
+    large shared index); when it returns fewer than ``limit``, the exact scan over the caller's
+    visible rows answers instead, so a small tenant never loses neighbours to a large one.
     """
     session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-    on, where = _joined(principal, filters, now)
-    distance = MemorySearch.embedding.cosine_distance(query_vector).label("distance")
-    rows = session.execute(
-        _select(distance).join(MemorySearch, on)
-        .where(
-            *where,
-            MemorySearch.embedding.is_not(None),
-            MemorySearch.embedding_model == model,
-            MemorySearch.embedding_revision == Memory.revision,
-        )
-        .order_by(distance, Memory.memory_id).limit(limit)
-    ).all()
+    session.execute(text(f"SET LOCAL hnsw.ef_search = {max(HNSW_MIN_EF_SEARCH, int(limit))}"))
+    rows = _nearest(session, principal, filters, query_vector, model, now, limit, exact=False)
+    if len(rows) < limit:
+        rows = _nearest(session, principal, filters, query_vector, model, now, limit, exact=True)
+    rows.sort(key=lambda r: (r.distance, str(r.memory_id)))
     return [
         Candidate(r.memory_id, r.version, {"vector"}, semantic=1.0 - float(r.distance), active_count=r.active_count,
                   last_used_at=r.last_used_at)
         for r in rows
     ]
+
+
+def _nearest(
+    session: Session, principal: PrincipalContext, filters: QueryFilters, query_vector: list[float], model: str,
+    now: ColumnElement[datetime], limit: int, *, exact: bool,
+) -> list[Any]:
+    """The ``limit`` nearest visible rows: by walking the HNSW index, or (``exact``) by computing every distance.
+
+    The index walk is a subquery ordered by distance alone (at most :data:`MAX_WALK` rows, which also
+    tells the planner that only the first rows are wanted, so it walks the index instead of sorting
+    every distance), joined row by row to its memory under the hard filters, with ``limit`` on the
+    join: rows stream from the index until ``limit`` of them pass. When the walk ends first, the
+    caller gets the exact scan (see :func:`vector_candidates`), never fewer neighbours. Ordering by (distance, memory id) is an ordering the index cannot
+    produce, so the exact variant starts from the caller's visible memories and sorts every distance.
+    """
+    view = scoped_search
+    distance = view.c.embedding.cosine_distance(query_vector)
+    current = and_(view.c.embedding.is_not(None), view.c.embedding_model == model)
+    columns = (view.c.tenant_id, view.c.memory_id, view.c.version, view.c.embedding_revision, view.c.active_count,
+               view.c.last_used_at, distance.label("distance"))
+    if exact:
+        walk = select(*columns).where(current).subquery("nearest")
+    else:
+        walk = select(*columns).where(current).order_by(distance).limit(MAX_WALK).subquery("nearest")
+    order = (walk.c.distance, walk.c.memory_id) if exact else (walk.c.distance,)
+    statement = (
+        select(walk.c.memory_id, walk.c.version, walk.c.active_count, walk.c.last_used_at, walk.c.distance)
+        .join(Memory, _on_head(walk))
+        .where(walk.c.embedding_revision == Memory.revision, hard_filters(principal, filters, now))
+        .order_by(*order).limit(limit)
+    )
+    if exact:
+        return list(session.execute(statement).all())
+    with _row_by_row(session, index_order=True):
+        return list(session.execute(statement).all())
 
 
 def merge(*lists: list[Candidate]) -> list[Candidate]:

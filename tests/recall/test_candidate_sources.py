@@ -1,0 +1,117 @@
+"""The index-driven candidate sources: the HNSW walk, its exact fallback, the lexical cap, the scoped view.
+
+Each source reads the index first and joins each hit to its memory under the hard
+filters in the same statement. These tests pin what that must never change: a row
+the caller may not use never takes a visible row's place, whatever its distance
+or however the walk or the cap ends.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, func, literal, select
+
+from api.settings import Settings
+from memory.auth import PrincipalContext
+from memory.db import global_session, tenant_session
+from memory.embeddings import MODEL_NAME, default_embedder
+from memory.models import scoped_search
+from memory.query import QueryFilters
+from memory.recall import candidates as cand
+from tests.conftest import MakeKey
+from tests.recall.conftest import embed_tenant, write
+
+QUERY = "Where does the user keep the spare house keys?"
+ALICE_TEXTS = [
+    "The spare keys are in the blue bowl by the front door.",
+    "The user keeps a house key with the neighbour, Mrs Chen.",
+    "The car key hangs on the hook in the garage.",
+    "The user prefers tea without sugar in the morning.",
+    "The office badge is in the laptop bag.",
+    "The user stores passwords in a password manager.",
+    "The garden shed padlock code is written in the notebook.",
+    "The user walks the dog every evening at seven.",
+]
+
+
+def _principal(tenant: str, user: str) -> PrincipalContext:
+    return PrincipalContext(tenant_id=tenant, user_id=user, agent_id=None, roles=frozenset({"memory_writer"}), key_id="test")
+
+
+@pytest.fixture(scope="module")
+def corpus(client: TestClient, make_key: MakeKey, recall_worker: None, recall_settings: Settings) -> dict[str, object]:
+    """Alice's eight memories; Bob (same tenant) and a stranger (another tenant) hold the query itself, six times.
+
+    Bob writes first, so his rows come first in the table (and in a bitmap scan of an index).
+    """
+    tenant, other_tenant = f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}"
+    alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
+    stranger = make_key(tenant=other_tenant, user="alice")
+    for key in (bob, stranger):
+        for n in range(6):
+            write(client, key, f"{QUERY} ({n})")
+    mine = {write(client, alice, text) for text in ALICE_TEXTS}
+    embed_tenant(recall_settings, tenant)
+    embed_tenant(recall_settings, other_tenant)
+    return {"tenant": tenant, "other_tenant": other_tenant, "mine": mine,
+            "vector": default_embedder().embed_one(QUERY)}
+
+
+def _vector(engine: Engine, corpus: dict[str, object], limit: int) -> list[cand.Candidate]:
+    now = literal(datetime.now(timezone.utc))
+    with tenant_session(engine, str(corpus["tenant"])) as session:
+        return cand.vector_candidates(session, _principal(str(corpus["tenant"]), "alice"), QueryFilters(),
+                                      corpus["vector"], MODEL_NAME, now, limit)  # type: ignore[arg-type]
+
+
+def _exact(engine: Engine, corpus: dict[str, object], limit: int) -> list[str]:
+    now = literal(datetime.now(timezone.utc))
+    with tenant_session(engine, str(corpus["tenant"])) as session:
+        rows = cand._nearest(session, _principal(str(corpus["tenant"]), "alice"), QueryFilters(),
+                             corpus["vector"], MODEL_NAME, now, limit, exact=True)  # type: ignore[arg-type]
+    return [str(r.memory_id) for r in rows]
+
+
+def test_the_index_walk_returns_the_nearest_visible_rows_never_a_closer_filtered_one(
+    engine: Engine, corpus: dict[str, object]
+) -> None:
+    found = _vector(engine, corpus, limit=5)
+    assert len(found) == 5
+    assert {str(c.memory_id) for c in found} <= corpus["mine"]  # type: ignore[operator]
+    assert [str(c.memory_id) for c in found] == _exact(engine, corpus, 5)
+    assert [c.semantic for c in found] == sorted((c.semantic for c in found), reverse=True)
+
+
+def test_a_walk_that_ends_before_the_limit_falls_back_to_the_exact_scan(
+    engine: Engine, corpus: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Bob's six rows are the query itself, so a walk of three reads only rows Alice may not use.
+    monkeypatch.setattr(cand, "MAX_WALK", 3)
+    found = _vector(engine, corpus, limit=5)
+    assert [str(c.memory_id) for c in found] == _exact(engine, corpus, 5)
+    assert len(found) == 5
+
+
+def test_the_lexical_cap_counts_only_rows_that_passed_the_hard_filters(
+    engine: Engine, corpus: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cand, "MAX_EXAMINED", 2)
+    now = literal(datetime.now(timezone.utc))
+    with tenant_session(engine, str(corpus["tenant"])) as session:
+        found = cand.fulltext_candidates(session, _principal(str(corpus["tenant"]), "alice"), QueryFilters(),
+                                         ["keys", "key", "house"], now, 10)
+    # Bob's six matching rows come first in the table; still the cap's two rows are Alice's.
+    assert len(found) == 2
+    assert {str(c.memory_id) for c in found} <= corpus["mine"]  # type: ignore[operator]
+
+
+def test_the_scoped_view_shows_only_the_transactions_tenant(engine: Engine, corpus: dict[str, object]) -> None:
+    with tenant_session(engine, str(corpus["tenant"])) as session:
+        tenants = session.execute(select(scoped_search.c.tenant_id, func.count()).group_by(scoped_search.c.tenant_id)).all()
+    assert tenants == [(corpus["tenant"], len(ALICE_TEXTS) + 6)]
+    with global_session(engine) as session:
+        assert session.execute(select(func.count()).select_from(scoped_search)).scalar_one() == 0
