@@ -60,6 +60,9 @@ CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-ho
 MAX_LIMIT = 50
 """POST /memory-query injects at most 50 memories per request (RecallIn.limit)."""
 WORKERS = 3
+CANDIDATES_PER_K = 4
+"""Each candidate source proposes 4× the memories asked for (200 for k = 50, the API's maximum): ranking can
+only reorder what the sources found, and on LoCoMo a pool of 200 per source holds ~95 % of the evidence."""
 
 
 def say(message: str) -> None:
@@ -264,7 +267,7 @@ def query(client: httpx.Client, question: str, mode: str, limit: int) -> tuple[l
     """The dia_ids of the bundle's memories in rank order, and whether the budget truncated the bundle."""
     bundle = post(client, "/memory-query", {
         "query": question, "intent": "ANSWER", "retrieval": mode, "limit": limit,
-        "candidate_limit": 2 * limit, "token_budget": 100_000, "min_relevance": 0.0,
+        "candidate_limit": min(CANDIDATES_PER_K * limit, 200), "token_budget": 100_000, "min_relevance": 0.0,
     })
     hits = [*bundle["knowledge"], *bundle["items"]]
     ids = []

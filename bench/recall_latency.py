@@ -13,7 +13,7 @@ What it does, per corpus size N (``--sizes``, default 10k, 100k, 1M memories in 
    path produces: ``memories`` (version 1, a revision reserved from
    ``mnemo_revision_seq``, the abstract as ``memory.memories`` derives it) and
    ``memory_search`` (``search_text`` = normalised key/abstract/overview/content,
-   ``tokens`` = ``to_tsvector('simple', …)`` of :func:`memory.text.tokens`, exactly as
+   ``tokens`` = ``to_tsvector('simple', …)`` of :func:`memory.text.lexemes`, exactly as
    :mod:`memory.projection`; ``embedding`` + ``embedding_model`` = the current model
    name + ``embedding_revision`` = ``source_revision`` = the memory's revision, exactly
    as the embedding activity stores a vector). Foreign-key triggers are skipped
@@ -74,7 +74,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory.embeddings import MODEL_NAME, Embedder  # noqa: E402
 from memory.memories import _abstract  # noqa: E402
-from memory.text import normalize, tokens  # noqa: E402
+from memory.text import lexemes, normalize  # noqa: E402
 
 TENANT = "bench"
 USER = "u0"
@@ -263,7 +263,7 @@ class Loader:
         self.rng = np.random.default_rng(self.seed)
         # Per base text: what write_projection derives from it (the per-row tag is added on top).
         self.base_norm = [normalize(t) for t in self.texts]
-        self.base_tokens = [" ".join(tokens(t)) for t in self.texts]
+        self.base_tokens = [" ".join(lexemes(t)) for t in self.texts]
 
     def _projection(self, b: int, i: int, content: str, check: bool) -> tuple[str, str]:
         """search_text and the token text of write_projection for base ``b`` + tag ``i``, from per-base caches."""
@@ -272,7 +272,7 @@ class Loader:
         search_text, token_text = f"{one} {one}", f"{toks} {toks}"
         if check:  # the cache must give exactly what memory.projection derives from the row
             searchable = " ".join(p for p in (None, _abstract(content, None), None, content) if p)
-            assert (search_text, token_text) == (normalize(searchable), " ".join(tokens(searchable))), content
+            assert (search_text, token_text) == (normalize(searchable), " ".join(lexemes(searchable))), content
             assert _abstract(content, None) == content, content  # the abstract column holds the content
         return search_text, token_text
 

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from memory.enums import Status
 from memory.models import Memory, MemorySearch
-from memory.text import normalize, tokens
+from memory.text import lexemes, normalize
 
 
 def write_projection(session: Session, memory: Memory) -> None:
@@ -20,7 +20,7 @@ def write_projection(session: Session, memory: Memory) -> None:
     values: dict[str, Any] = {
         "version": memory.version,
         "search_text": normalize(searchable),
-        "tokens": func.to_tsvector("simple", " ".join(tokens(searchable))),
+        "tokens": func.to_tsvector("simple", " ".join(lexemes(searchable))),
         "embedding": None,
         "embedding_model": None,
         "embedding_revision": None,

@@ -20,7 +20,7 @@ from memory.enums import Category, Space, Status
 from memory.errors import InvalidInput
 from memory.memories import not_tombstoned, visible_to
 from memory.models import Memory, MemorySearch
-from memory.text import normalize, tokens, tsquery_any
+from memory.text import lexemes, normalize, tsquery_any
 
 DEFAULT_CANDIDATES = 20
 DEFAULT_LIMIT = 5
@@ -91,7 +91,7 @@ def lexical_query(
     limit: int = DEFAULT_LIMIT,
     candidate_limit: int = DEFAULT_CANDIDATES,
 ) -> QueryResult:
-    query_tokens = tokens(query)
+    query_tokens = lexemes(query)
     if not query_tokens:
         raise InvalidInput("the query has no searchable words or characters", code="empty_query")
     now = func.now()

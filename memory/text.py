@@ -11,7 +11,11 @@ same bigram of the document.
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
+from functools import lru_cache
+
+import snowballstemmer
 
 _WORD = re.compile(r"\w+")
 _CJK = re.compile(
@@ -49,3 +53,46 @@ def tsquery_any(query_tokens: list[str]) -> str:
     """A ``to_tsquery('simple', ...)`` text matching any of the tokens (each quoted as a lexeme)."""
     unique = dict.fromkeys(query_tokens)
     return " | ".join("'" + token.replace("'", "''") + "'" for token in unique)
+
+
+STOPWORDS = frozenset(
+    """a an the and or but if of at by for with about against between into through during before after above below
+    to from up down in out on off over under again further then once here there when where why how all any both each
+    few more most other some such no nor not only own same so than too very s t can will just don should now i me my
+    myself we our ours you your yours he him his she her hers it its they them their what which who whom this that
+    these those am is are was were be been being have has had having do does did doing would could ever""".split()
+)
+"""English function words carry no topic; dropping them from a query keeps full-text candidates about it."""
+
+_english = threading.local()
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """Snowball English stem of an ASCII word ("painting", "paints" → "paint"); anything else unchanged.
+
+    A question and the memory that answers it rarely use the same inflection; on LoCoMo stemming
+    alone moved recall@5 from 58 to 61 %. The stemmer object keeps state while it works, so each
+    thread has its own.
+    """
+    if not (word.isascii() and word.isalpha()):
+        return word
+    stemmer = getattr(_english, "stemmer", None)
+    if stemmer is None:
+        stemmer = _english.stemmer = snowballstemmer.stemmer("english")
+    return str(stemmer.stemWord(word))
+
+
+def lexemes(text: str) -> list[str]:
+    """What the full-text index holds and queries match: :func:`tokens`, English words stemmed."""
+    return [stem(token) for token in tokens(text)]
+
+
+def search_terms(query: str) -> list[str]:
+    """Unique query lexemes in order, without stop words (all of them when the query is only stop words)."""
+    unique = list(dict.fromkeys(tokens(query)))
+    informative = [term for term in unique if term not in STOPWORDS] or unique
+    return list(dict.fromkeys(stem(term) for term in informative))
+
+
+STOP_LEXEMES = frozenset(stem(word) for word in STOPWORDS)

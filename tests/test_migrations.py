@@ -1,14 +1,22 @@
 """The ORM models and the Alembic migrations describe the same tables and columns."""
 
+import uuid
+from datetime import datetime, timezone
+
+import psycopg
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 
 from api.devstack.postgres import PostgresInfo
 from memory.models import Base
 from memory.tasks import models as task_models  # noqa: F401 - registers the task tables on Base
-from migrations import alembic_config
+from memory.auth import PrincipalContext, create_api_key
+from memory.db import make_engine, tenant_session
+from memory.enums import Category, SourceLevel, Space
+from memory.memories import NewMemory, Source, create_memory
+from migrations import alembic_config, upgrade
 
 # Indexes, RLS policies and partial unique constraints live only in the migrations.
 STRUCTURAL = {"add_table", "remove_table", "add_column", "remove_column"}
@@ -43,3 +51,31 @@ def test_database_is_at_the_single_head(postgres: PostgresInfo) -> None:
     engine.dispose()
     assert len(heads) == 1
     assert current == tuple(heads)
+
+
+def test_0006_rederives_projections_written_before_stemming(postgres: PostgresInfo) -> None:
+    name = f"mnemo_mig_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        upgrade(postgres.url(name), "0005")
+        engine = make_engine(postgres.url(name), pool_size=1)
+        with tenant_session(engine, "acme") as session:
+            create_api_key(session, tenant_id="acme", user_id="alice", roles=["memory_writer"])
+            alice = PrincipalContext("acme", "alice", None, frozenset({"memory_writer"}), "test")
+            new = NewMemory(category=Category.PROFILE, space=Space.USER, content="She was painting landscapes",
+                            source=Source("conv-1", "EXPLICIT_USER_STATEMENT", datetime(2026, 6, 1, tzinfo=timezone.utc)),
+                            source_level=SourceLevel.E2)
+            memory = create_memory(session, alice, new).memory.memory_id
+            # What 0005's projection held: the words as written.
+            session.execute(text("UPDATE memory_search SET tokens = to_tsvector('simple', 'she was painting landscapes')"))
+        upgrade(postgres.url(name))
+        with tenant_session(engine, "acme") as session:
+            stored = session.execute(text("SELECT tokens::text FROM memory_search WHERE memory_id = :id"),
+                                     {"id": memory}).scalar_one()
+        engine.dispose()
+        # Abstract then content (a short content is its own abstract), each word stemmed.
+        assert stored == "'landscap':4,8 'paint':3,7 'she':1,5 'was':2,6"
+    finally:
+        with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")

@@ -1,6 +1,6 @@
 """Tokens for the lexical projection: Chinese without spaces must still be searchable."""
 
-from memory.text import normalize, tokens, tsquery_any
+from memory.text import lexemes, normalize, search_terms, tokens, tsquery_any
 
 
 def test_cjk_runs_become_overlapping_bigrams() -> None:
@@ -26,3 +26,9 @@ def test_punctuation_is_not_a_token() -> None:
 
 def test_tsquery_quotes_each_lexeme_once() -> None:
     assert tsquery_any(["上海", "it's", "上海"]) == "'上海' | 'it''s'"
+
+
+def test_lexemes_stem_english_words_only() -> None:
+    assert lexemes("Paintings painted 用Markdown写报告 2023") == ["paint", "paint", "用", "markdown", "写报", "报告", "2023"]
+    assert search_terms("What did she paint?") == ["paint"]
+    assert search_terms("what is it") == ["what", "is", "it"]  # only stop words: keep them

@@ -24,7 +24,7 @@ from memory.embeddings import default_embedder
 from memory.errors import InvalidInput
 from memory.models import DeletionJob, DeletionProbe, Memory, MemoryEvent, MemorySearch
 from memory.query import QueryFilters, lexical_query
-from memory.text import normalize, tokens, tsquery_any
+from memory.text import lexemes, normalize, tsquery_any
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def verify(session: Session, job: DeletionJob) -> Verification:
         select(DeletionProbe.probe).where(DeletionProbe.tenant_id == job.tenant_id, DeletionProbe.job_id == job.job_id)
     ).scalars().all()
     for probe in probes:
-        probe_tokens = tokens(probe)
+        probe_tokens = lexemes(probe)
         if not probe_tokens:
             continue
         query = func.to_tsquery("simple", tsquery_any(probe_tokens))

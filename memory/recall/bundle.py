@@ -30,7 +30,7 @@ from memory.recall.filters import filtered_by_reason
 from memory.recall.plan import RecallPlan, SourceType
 from memory.recall.preferences import effective_preferences, stored_preferences
 from memory.recall.ranking import stable_rank
-from memory.recall.scoring import Scored, own_tokens, score, term_weights
+from memory.recall.scoring import Evidence, Scored, score_pool
 from memory.text import normalize, tokens
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
@@ -187,17 +187,13 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
         )
         current = reread(session, principal, filters, found, query_vector, request.model, db_now)
         considered, dropped = len(found), len(found) - len(current)
-        owns = {ref: own_tokens(memory) for ref, (memory, _) in current.items()}
-        weights = term_weights(terms, list(owns.values()))
-        scored: list[Scored] = []
-        for c in found:
-            if (c.memory_id, c.version) not in current:
-                continue  # changed or removed since the candidate query: the source row is the truth
-            memory, cosine = current[(c.memory_id, c.version)]
-            b = score(memory, terms=terms, fulltext_rank=c.fulltext, trigram=c.trigram, cosine=cosine,
-                      active_count=c.active_count, last_used_at=c.last_used_at, now=now, weights=weights,
-                      own=owns[(c.memory_id, c.version)])
-            scored.append(Scored(memory, frozenset(c.sources), b))
+        pool = [
+            Evidence(current[(c.memory_id, c.version)][0], frozenset(c.sources), c.fulltext, c.trigram,
+                     current[(c.memory_id, c.version)][1], c.active_count, c.last_used_at)
+            for c in found
+            if (c.memory_id, c.version) in current  # changed or removed since the candidate query: the source row is the truth
+        ]
+        scored = score_pool(pool, terms, now)
         ranked = stable_rank(scored)
         if request.explain:
             filtered = filtered_by_reason(session, principal, filters, cand.lexical_match(request.query, terms), db_now)

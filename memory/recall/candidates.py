@@ -22,24 +22,9 @@ from sqlalchemy.orm import Session
 from memory.auth import PrincipalContext
 from memory.models import Memory, MemorySearch, scoped_search
 from memory.query import QueryFilters, hard_filters
-from memory.text import normalize, tokens, tsquery_any
+from memory.text import normalize, search_terms, tsquery_any
 
-STOPWORDS = frozenset(
-    """a an the and or but if of at by for with about against between into through during before after above below
-    to from up down in out on off over under again further then once here there when where why how all any both each
-    few more most other some such no nor not only own same so than too very s t can will just don should now i me my
-    myself we our ours you your yours he him his she her hers it its they them their what which who whom this that
-    these those am is are was were be been being have has had having do does did doing would could ever""".split()
-)
-"""English function words carry no topic; dropping them keeps full-text candidates about the question."""
-
-
-def search_terms(query: str) -> list[str]:
-    """Unique query tokens in order, without stop words (all of them when the query is only stop words)."""
-    unique = list(dict.fromkeys(tokens(query)))
-    informative = [term for term in unique if term not in STOPWORDS]
-    return informative or unique
-
+__all__ = ["search_terms"]  # re-exported: the sources' own query terms
 
 @dataclass
 class Candidate:
