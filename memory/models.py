@@ -145,8 +145,16 @@ class MemorySearch(Base):
     source_revision: Mapped[int] = mapped_column(BigInteger)
     embedding_revision: Mapped[int | None] = mapped_column(BigInteger)
     """The memory revision the vector was computed from; recall uses it only while it is current."""
+
+
+class MemoryUsage(Base):
+    """How often and when bundles injected a memory (hotness, seed 004 §9.1): apart, so a bump is a narrow update."""
+
+    __tablename__ = "memory_usage"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    memory_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
     active_count: Mapped[int] = mapped_column(Integer, server_default="0")
-    """How many bundles injected this memory (hotness, seed 004 §9.1)."""
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.enums import Status
-from memory.models import Memory, MemorySearch
+from memory.models import Memory, MemorySearch, MemoryUsage
 from memory.text import lexemes, normalize
 
 
@@ -50,3 +51,10 @@ def rebuild_batch(session: Session, tenant_id: str, after: uuid.UUID | None, bat
     for memory in rebuilt:
         write_projection(session, memory)
     return [memory.memory_id for memory in rebuilt]
+
+
+def delete_projection(session: Session, tenant_id: str, memory_ids: Iterable[uuid.UUID] | Select[Any]) -> None:
+    """Remove what the projection derived from these memories: the search row (tokens, text, vector) and usage."""
+    ids = memory_ids if isinstance(memory_ids, Select) else list(memory_ids)
+    session.execute(delete(MemoryUsage).where(MemoryUsage.tenant_id == tenant_id, MemoryUsage.memory_id.in_(ids)))
+    session.execute(delete(MemorySearch).where(MemorySearch.tenant_id == tenant_id, MemorySearch.memory_id.in_(ids)))

@@ -31,7 +31,7 @@ from memory.models import (
     RebuildBlock,
     Tombstone,
 )
-from memory.projection import write_projection
+from memory.projection import delete_projection, write_projection
 
 
 @dataclass(frozen=True)
@@ -147,9 +147,7 @@ def _delete_derived(session: Session, job: DeletionJob, head: Memory) -> None:
         .values(status=Status.DELETED.value, content="", abstract="", overview=None, key=None,
                 evidence_refs=cast([], JSONB), purged_at=func.now())
     )
-    session.execute(
-        delete(MemorySearch).where(MemorySearch.tenant_id == head.tenant_id, MemorySearch.memory_id == head.memory_id)
-    )
+    delete_projection(session, head.tenant_id, [head.memory_id])
 
 
 def _rederive(session: Session, head: Memory, kept: list[str]) -> None:
@@ -211,9 +209,7 @@ def purge_search_projection(session: Session, job: DeletionJob, batch: int) -> B
     ).all()
     ids = [row.memory_id for row in rows]
     if ids:
-        session.execute(
-            delete(MemorySearch).where(MemorySearch.tenant_id == job.tenant_id, MemorySearch.memory_id.in_(ids))
-        )
+        delete_projection(session, job.tenant_id, ids)
     vectors = sum(1 for row in rows if row.has_vector)
     return BatchResult(len(ids), len(ids) < batch, {"lexical_rows": len(ids), "vectors": vectors})
 

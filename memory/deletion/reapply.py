@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import cast, delete, func, select, update
+from sqlalchemy import cast, func, select, update
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.orm import Session
 
 from memory.deletion.scope import Scope, ScopeType, events_in, memories_in
 from memory.enums import Status
-from memory.models import Memory, MemoryEvent, MemorySearch, Tombstone
+from memory.models import Memory, MemoryEvent, Tombstone
+from memory.projection import delete_projection
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,7 @@ def reapply(session: Session, tenant_id: str, tombstones: list[TombstoneRecord])
         )
         scope = Scope(ScopeType(tomb.target_type), tomb.target_id, tomb.owner_user_id)
         covered = memories_in(scope, tenant_id, tomb.revision)
-        session.execute(
-            delete(MemorySearch).where(
-                MemorySearch.tenant_id == tenant_id, MemorySearch.memory_id.in_(select(Memory.memory_id).where(covered))
-            )
-        )
+        delete_projection(session, tenant_id, select(Memory.memory_id).where(covered))
         scrubbed += session.execute(
             update(Memory)
             .where(covered, Memory.purged_at.is_(None))

@@ -17,12 +17,13 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, case, func, literal, null, select, text, tuple_
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.enums import Space
 from memory.errors import InvalidInput
-from memory.models import Memory, MemorySearch
+from memory.models import Memory, MemorySearch, MemoryUsage
 from memory.query import QueryFilters, hard_filters
 from memory.recall import candidates as cand
 from memory.recall.conflicts import resolve, stale_against_task
@@ -78,10 +79,20 @@ def snapshot_revision(session: Session) -> int:
     return int(session.execute(text("SELECT last_value FROM mnemo_revision_seq")).scalar_one())
 
 
+@dataclass(frozen=True)
+class Current:
+    """A candidate's source row as re-read, the cosine of its still-valid vector, and its usage."""
+
+    memory: Memory
+    cosine: float | None
+    active_count: int
+    last_used_at: datetime | None
+
+
 def reread(
     session: Session, principal: PrincipalContext, filters: QueryFilters, found: list[cand.Candidate],
     query_vector: list[float] | None, model: str | None, now: Any,
-) -> dict[tuple[uuid.UUID, int], tuple[Memory, float | None]]:
+) -> dict[tuple[uuid.UUID, int], Current]:
     """The source rows again, under every hard filter, with the cosine of a vector that is still valid."""
     if not found:
         return {}
@@ -94,15 +105,17 @@ def reread(
     else:
         cosine = null()
     rows = session.execute(
-        select(Memory, cosine.label("cosine"))
+        select(Memory, cosine.label("cosine"), MemoryUsage.active_count, MemoryUsage.last_used_at)
         .outerjoin(MemorySearch, and_(MemorySearch.tenant_id == Memory.tenant_id, MemorySearch.memory_id == Memory.memory_id))
+        .outerjoin(MemoryUsage, and_(MemoryUsage.tenant_id == Memory.tenant_id, MemoryUsage.memory_id == Memory.memory_id))
         .where(
             Memory.tenant_id == principal.tenant_id,
             tuple_(Memory.memory_id, Memory.version).in_([(c.memory_id, c.version) for c in found]),
             hard_filters(principal, filters, now),
         )
     ).all()
-    return {(m.memory_id, m.version): (m, None if c is None else float(c)) for m, c in rows}
+    return {(m.memory_id, m.version): Current(m, None if c is None else float(c), count or 0, used)
+            for m, c, count, used in rows}
 
 
 def _dedupe_by_source(ranked: list[Scored]) -> tuple[list[Scored], list[dict[str, Any]]]:
@@ -188,10 +201,11 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
         current = reread(session, principal, filters, found, query_vector, request.model, db_now)
         considered, dropped = len(found), len(found) - len(current)
         pool = [
-            Evidence(current[(c.memory_id, c.version)][0], frozenset(c.sources), c.fulltext, c.trigram,
-                     current[(c.memory_id, c.version)][1], c.active_count, c.last_used_at)
+            Evidence(row.memory, frozenset(c.sources), c.fulltext, c.trigram, row.cosine, row.active_count,
+                     row.last_used_at)
             for c in found
-            if (c.memory_id, c.version) in current  # changed or removed since the candidate query: the source row is the truth
+            # A candidate changed or removed since its source query is dropped: the source row is the truth.
+            if (row := current.get((c.memory_id, c.version))) is not None
         ]
         scored = score_pool(pool, terms, now)
         ranked = stable_rank(scored)
@@ -264,12 +278,13 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
 
 
 def mark_used(session: Session, tenant_id: str, selected: list[Scored], now: datetime) -> None:
-    """Hotness input: each injected memory's use count and last use (on the projection, purged with it)."""
+    """Hotness input: each injected memory's use count and last use (``memory_usage``, purged with the projection)."""
     if not selected:
         return
-    session.execute(
-        MemorySearch.__table__.update()
-        .where(MemorySearch.tenant_id == tenant_id,
-               tuple_(MemorySearch.memory_id, MemorySearch.version).in_([(s.memory.memory_id, s.memory.version) for s in selected]))
-        .values(active_count=MemorySearch.active_count + 1, last_used_at=now)
-    )
+    rows = [{"tenant_id": tenant_id, "memory_id": s.memory.memory_id, "active_count": 1, "last_used_at": now}
+            for s in sorted(selected, key=lambda s: str(s.memory.memory_id))]  # one lock order for concurrent bundles
+    statement = insert(MemoryUsage).values(rows)
+    session.execute(statement.on_conflict_do_update(
+        index_elements=["tenant_id", "memory_id"],
+        set_={"active_count": MemoryUsage.active_count + 1, "last_used_at": statement.excluded.last_used_at},
+    ))

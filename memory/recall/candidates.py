@@ -34,8 +34,6 @@ class Candidate:
     fulltext: float = 0.0
     trigram: float = 0.0
     semantic: float | None = None
-    active_count: int = 0
-    last_used_at: datetime | None = None
 
 
 def _joined(principal: PrincipalContext, filters: QueryFilters, now: ColumnElement[datetime]) -> tuple:  # type: ignore[type-arg]
@@ -48,7 +46,7 @@ def _joined(principal: PrincipalContext, filters: QueryFilters, now: ColumnEleme
 
 
 def _select(*columns: object):  # type: ignore[no-untyped-def]
-    return select(Memory.memory_id, Memory.version, MemorySearch.active_count, MemorySearch.last_used_at, *columns)
+    return select(Memory.memory_id, Memory.version, *columns)
 
 
 def key_candidates(
@@ -63,7 +61,7 @@ def key_candidates(
         _select().join(MemorySearch, on).where(*where, Memory.key.in_(list(keys)))
         .order_by(Memory.revision.desc(), Memory.memory_id).limit(limit)
     ).all()
-    return [Candidate(r.memory_id, r.version, {"key"}, active_count=r.active_count, last_used_at=r.last_used_at) for r in rows]
+    return [Candidate(r.memory_id, r.version, {"key"}) for r in rows]
 
 
 @contextmanager
@@ -109,13 +107,11 @@ def _index_driven(
     """
     view = scoped_search
     hits = (
-        select(view.c.tenant_id, view.c.memory_id, view.c.version, view.c.active_count, view.c.last_used_at,
-               score.label("score"))
+        select(view.c.tenant_id, view.c.memory_id, view.c.version, score.label("score"))
         .where(match).offset(0).subquery("hits")
     )
     examined = (
-        select(hits.c.memory_id, hits.c.version, Memory.revision, hits.c.active_count, hits.c.last_used_at,
-               hits.c.score)
+        select(hits.c.memory_id, hits.c.version, Memory.revision, hits.c.score)
         .join(Memory, _on_head(hits))
         .where(hard_filters(principal, filters, now))
         .limit(MAX_EXAMINED)
@@ -141,11 +137,7 @@ def fulltext_candidates(
     view = scoped_search
     rows = _index_driven(session, principal, filters, now, view.c.tokens.op("@@")(tsquery),
                          func.ts_rank(view.c.tokens, tsquery, 32), limit)
-    return [
-        Candidate(r.memory_id, r.version, {"fulltext"}, fulltext=float(r.score), active_count=r.active_count,
-                  last_used_at=r.last_used_at)
-        for r in rows
-    ]
+    return [Candidate(r.memory_id, r.version, {"fulltext"}, fulltext=float(r.score)) for r in rows]
 
 
 TRIGRAM_MAX_QUERY_CHARS = 32
@@ -166,11 +158,7 @@ def trigram_candidates(
     view = scoped_search
     rows = _index_driven(session, principal, filters, now, literal(normalized).op("<%")(view.c.search_text),
                          func.word_similarity(normalized, view.c.search_text), limit)
-    return [
-        Candidate(r.memory_id, r.version, {"trigram"}, trigram=float(r.score), active_count=r.active_count,
-                  last_used_at=r.last_used_at)
-        for r in rows
-    ]
+    return [Candidate(r.memory_id, r.version, {"trigram"}, trigram=float(r.score)) for r in rows]
 
 
 MAX_WALK = 20_000
@@ -202,11 +190,7 @@ def vector_candidates(
     if len(rows) < limit:
         rows = _nearest(session, principal, filters, query_vector, model, now, limit, exact=True)
     rows.sort(key=lambda r: (r.distance, str(r.memory_id)))
-    return [
-        Candidate(r.memory_id, r.version, {"vector"}, semantic=1.0 - float(r.distance), active_count=r.active_count,
-                  last_used_at=r.last_used_at)
-        for r in rows
-    ]
+    return [Candidate(r.memory_id, r.version, {"vector"}, semantic=1.0 - float(r.distance)) for r in rows]
 
 
 def _nearest(
@@ -225,15 +209,15 @@ def _nearest(
     view = scoped_search
     distance = view.c.embedding.cosine_distance(query_vector)
     current = and_(view.c.embedding.is_not(None), view.c.embedding_model == model)
-    columns = (view.c.tenant_id, view.c.memory_id, view.c.version, view.c.embedding_revision, view.c.active_count,
-               view.c.last_used_at, distance.label("distance"))
+    columns = (view.c.tenant_id, view.c.memory_id, view.c.version, view.c.embedding_revision,
+               distance.label("distance"))
     if exact:
         walk = select(*columns).where(current).subquery("nearest")
     else:
         walk = select(*columns).where(current).order_by(distance).limit(MAX_WALK).subquery("nearest")
     order = (walk.c.distance, walk.c.memory_id) if exact else (walk.c.distance,)
     statement = (
-        select(walk.c.memory_id, walk.c.version, walk.c.active_count, walk.c.last_used_at, walk.c.distance)
+        select(walk.c.memory_id, walk.c.version, walk.c.distance)
         .join(Memory, _on_head(walk))
         .where(walk.c.embedding_revision == Memory.revision, hard_filters(principal, filters, now))
         .order_by(*order).limit(limit)
@@ -250,8 +234,7 @@ def merge(*lists: list[Candidate]) -> list[Candidate]:
     for candidates in lists:
         for c in candidates:
             key = (c.memory_id, c.version)
-            into = merged.setdefault(key, Candidate(c.memory_id, c.version, active_count=c.active_count,
-                                                    last_used_at=c.last_used_at))
+            into = merged.setdefault(key, Candidate(c.memory_id, c.version))
             into.sources |= c.sources
             into.fulltext = max(into.fulltext, c.fulltext)
             into.trigram = max(into.trigram, c.trigram)

@@ -1,4 +1,4 @@
-"""Recall: a tenant-scoped view of the search projection for the candidate queries, and room for HOT updates.
+"""Recall: a tenant-scoped view of the search projection for the candidate queries; usage counters apart.
 
 Row-level security keeps an operator that is not LEAKPROOF (``@@`` of full text,
 ``<%`` of pg_trgm) from being used as an index condition, because the policy must
@@ -14,11 +14,12 @@ row-level security (the default superuser), the view reads the table without the
 policy and relies on its own predicate; otherwise the policy applies as well
 (correct, only slower). Only SELECT is granted.
 
-The projection also gets ``fillfactor = 80``: every bundle bumps the usage
-counters (hotness) of the memories it injects; with room left on each page that
-update is HOT and touches no index, instead of inserting a new entry into the
-HNSW and both GIN indexes per injected memory. (Existing pages get the room when
-the table is next rewritten.)
+The usage counters (hotness) move from ``memory_search`` to ``memory_usage``:
+every bundle bumps them for the memories it injects, and a projection row
+(~2.5 kB with its vector, two or three to a page) has no room for a HOT update,
+so each bump inserted new entries into the HNSW and both GIN indexes (~100 ms
+for five memories at 100k rows). A narrow row of its own costs a primary-key
+update. The rows go wherever their projection row goes (``memory.projection``).
 
 Revision ID: 0005
 Revises: 0004
@@ -26,7 +27,7 @@ Revises: 0004
 
 from alembic import op
 
-from migrations.rls import APP_ROLE
+from migrations.rls import APP_ROLE, isolate_by_tenant
 
 revision = "0005"
 down_revision = "0004"
@@ -37,17 +38,36 @@ depends_on = None
 def upgrade() -> None:
     op.execute(
         """
+        CREATE TABLE memory_usage (
+            tenant_id text NOT NULL,
+            memory_id uuid NOT NULL,
+            active_count integer NOT NULL DEFAULT 0,
+            last_used_at timestamptz,
+            PRIMARY KEY (tenant_id, memory_id)
+        );
+        INSERT INTO memory_usage (tenant_id, memory_id, active_count, last_used_at)
+            SELECT tenant_id, memory_id, active_count, last_used_at FROM memory_search WHERE active_count > 0;
+        ALTER TABLE memory_search DROP COLUMN active_count;
+        ALTER TABLE memory_search DROP COLUMN last_used_at;
         CREATE VIEW memory_search_scoped AS
             SELECT tenant_id, memory_id, version, search_text, tokens, embedding, embedding_model,
-                   embedding_revision, source_revision, active_count, last_used_at
+                   embedding_revision, source_revision
             FROM memory_search
             WHERE tenant_id = current_setting('mnemo.tenant_id', true);
         """
     )
+    isolate_by_tenant("memory_usage")
     op.execute(f"GRANT SELECT ON memory_search_scoped TO {APP_ROLE}")
-    op.execute("ALTER TABLE memory_search SET (fillfactor = 80)")
 
 
 def downgrade() -> None:
-    op.execute("ALTER TABLE memory_search RESET (fillfactor)")
-    op.execute("DROP VIEW memory_search_scoped")
+    op.execute(
+        """
+        DROP VIEW memory_search_scoped;
+        ALTER TABLE memory_search ADD COLUMN active_count integer NOT NULL DEFAULT 0;
+        ALTER TABLE memory_search ADD COLUMN last_used_at timestamptz;
+        UPDATE memory_search s SET active_count = u.active_count, last_used_at = u.last_used_at
+            FROM memory_usage u WHERE u.tenant_id = s.tenant_id AND u.memory_id = s.memory_id;
+        DROP TABLE memory_usage;
+        """
+    )

@@ -1,0 +1,39 @@
+"""Usage counters (hotness): bumped by each bundle that injects a memory, purged with its projection."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, select
+
+from memory.db import tenant_session
+from memory.models import MemoryUsage
+from tests.conftest import MakeKey, auth
+from tests.deletion.conftest import completed, wait_for
+from tests.factories import candidate
+
+
+def _hotness(api: TestClient, key: str, memory_id: str) -> float:
+    bundle = api.post("/memory-query", json={"query": "wombat sanctuary volunteer"}, headers=auth(key)).json()
+    [item] = [i for i in bundle["items"] if i["memory_id"] == memory_id]
+    return float(item["score_breakdown"]["hotness"])
+
+
+def test_an_injected_memory_gets_hotter_and_its_usage_is_purged_with_it(
+    api: TestClient, make_key: MakeKey, engine: Engine
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key = make_key(tenant=tenant)
+    memory = api.post("/memory-candidates", json=candidate("Volunteers at the wombat sanctuary on Sundays"),
+                      headers=auth(key)).json()
+    assert _hotness(api, key, memory["memory_id"]) == 0.0  # never injected before this bundle
+    first = _hotness(api, key, memory["memory_id"])
+    assert first > 0.0
+    assert _hotness(api, key, memory["memory_id"]) > first  # used twice now, as recently
+
+    job = api.delete(f"/memories/{memory['memory_id']}", headers=auth(key)).json()["job_id"]
+    wait_for(api, key, job, completed)
+    with tenant_session(engine, tenant) as session:
+        left = session.execute(select(MemoryUsage).where(MemoryUsage.memory_id == memory["memory_id"])).all()
+    assert left == []
