@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 from sqlalchemy import ColumnElement, and_, func, literal, or_, select, text, tuple_
 from sqlalchemy.orm import Session
@@ -54,13 +55,26 @@ class QueryResult:
 
 def hard_filters(principal: PrincipalContext, filters: QueryFilters, now: ColumnElement[datetime]) -> ColumnElement[bool]:
     """Scope, status, validity window, expiry and purpose: what may be used at all, right now."""
+    return and_(
+        _standing_filters(principal, filters),
+        or_(Memory.effective_from.is_(None), Memory.effective_from <= now),
+        or_(Memory.effective_to.is_(None), Memory.effective_to > now),
+        or_(Memory.expires_at.is_(None), Memory.expires_at > now),
+    )
+
+
+@lru_cache(maxsize=1024)
+def _standing_filters(principal: PrincipalContext, filters: QueryFilters) -> ColumnElement[bool]:
+    """The filters that do not depend on the instant, built once per caller and filter set.
+
+    A recall carries them in five statements; building the expression tree (the tombstone
+    subquery above all) cost ~3 ms each time. SQLAlchemy expressions are immutable, so one
+    tree serves every statement that embeds it.
+    """
     clauses: list[ColumnElement[bool]] = [
         visible_to(principal),
         Memory.status == Status.ACTIVE.value,
         not_tombstoned(),
-        or_(Memory.effective_from.is_(None), Memory.effective_from <= now),
-        or_(Memory.effective_to.is_(None), Memory.effective_to > now),
-        or_(Memory.expires_at.is_(None), Memory.expires_at > now),
         # A purpose-restricted memory is used only for a request that states one of its purposes.
         or_(
             func.cardinality(Memory.allowed_purposes) == 0,

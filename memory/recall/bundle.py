@@ -186,18 +186,19 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
         lexical_on, semantic_on = request.retrieval != "semantic", request.retrieval != "lexical"
         terms = cand.search_terms(request.query) if lexical_on else []
         cap = plan.candidate_limit
-        lexical = [
-            cand.key_candidates(session, principal, filters, request.keys, db_now, cap) if lexical_on else [],
-            cand.fulltext_candidates(session, principal, filters, terms, db_now, cap),
-            cand.trigram_candidates(session, principal, filters, request.query, db_now, cap) if lexical_on else [],
-        ]
-        # The vector is awaited only now: an embedding still being computed overlapped the lexical sources.
-        query_vector = request.vector() if semantic_on else None
-        found = cand.merge(
-            *lexical,
-            cand.vector_candidates(session, principal, filters, query_vector, request.model, db_now, cap)
-            if query_vector is not None and request.model is not None else [],
-        )
+        with cand.index_first(session, cap):
+            lexical = [
+                cand.key_candidates(session, principal, filters, request.keys, db_now, cap) if lexical_on else [],
+                cand.fulltext_candidates(session, principal, filters, terms, db_now, cap),
+                cand.trigram_candidates(session, principal, filters, request.query, db_now, cap) if lexical_on else [],
+            ]
+            # The vector is awaited only now: an embedding still being computed overlapped the lexical sources.
+            query_vector = request.vector() if semantic_on else None
+            found = cand.merge(
+                *lexical,
+                cand.vector_candidates(session, principal, filters, query_vector, request.model, db_now, cap)
+                if query_vector is not None and request.model is not None else [],
+            )
         current = reread(session, principal, filters, found, query_vector, request.model, db_now)
         considered, dropped = len(found), len(found) - len(current)
         pool = [

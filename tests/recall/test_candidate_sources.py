@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, func, literal, select
+from sqlalchemy import Engine, func, literal, select, text
 
 from api.settings import Settings
 from memory.auth import PrincipalContext
@@ -61,9 +61,11 @@ def corpus(client: TestClient, make_key: MakeKey, recall_worker: None, recall_se
             "vector": default_embedder().embed_one(QUERY)}
 
 
-def _vector(engine: Engine, corpus: dict[str, object], limit: int) -> list[cand.Candidate]:
+def _vector(engine: Engine, corpus: dict[str, object], limit: int, max_scan_tuples: int | None = None) -> list[cand.Candidate]:
     now = literal(datetime.now(timezone.utc))
     with tenant_session(engine, str(corpus["tenant"])) as session:
+        if max_scan_tuples is not None:  # how far pgvector's own iterative walk may go
+            session.execute(text(f"SET LOCAL hnsw.max_scan_tuples = {max_scan_tuples}"))
         return cand.vector_candidates(session, _principal(str(corpus["tenant"]), "alice"), QueryFilters(),
                                       corpus["vector"], MODEL_NAME, now, limit)  # type: ignore[arg-type]
 
@@ -90,8 +92,9 @@ def test_a_walk_that_ends_before_the_limit_falls_back_to_the_exact_scan(
     engine: Engine, corpus: dict[str, object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Bob's six rows are the query itself, so a walk of three reads only rows Alice may not use.
+    # pgvector's walk is bounded the same way, so the fallback must not walk the index again.
     monkeypatch.setattr(cand, "MAX_WALK", 3)
-    found = _vector(engine, corpus, limit=5)
+    found = _vector(engine, corpus, limit=5, max_scan_tuples=3)
     assert [str(c.memory_id) for c in found] == _exact(engine, corpus, 5)
     assert len(found) == 5
 
