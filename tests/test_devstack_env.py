@@ -2,6 +2,9 @@
 
 from pathlib import Path
 
+import pytest
+
+from api.devstack.processes import StackError
 from api.devstack.stack import DevOptions, DevStack
 from api.settings import Settings
 
@@ -13,3 +16,11 @@ def test_children_get_the_data_dir_and_the_services(tmp_path: Path) -> None:
     assert env["MNEMO_DATA_DIR"] == str((tmp_path / "dev").resolve())
     assert env["MNEMO_API_PORT"] == "18000"
     assert env["MNEMO_TEMPORAL_ADDRESS"] == "127.0.0.1:17233"
+
+
+def test_an_api_port_that_temporal_or_its_ui_would_take_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    for port, temporal_port in ((18833, 17833), (17234, 17234)):  # the UI is --temporal-port + 1000
+        stack = DevStack(DevOptions(data_dir=tmp_path / "dev", port=port, temporal_port=temporal_port))
+        with pytest.raises(StackError, match=f"port {port} is both the mnemo API's"):
+            stack.start()
+        assert stack.children == {} and stack.settings is None

@@ -126,6 +126,11 @@ class DevStack:
 
     def start(self) -> None:
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.options.port in (self.options.temporal_port, self.options.temporal_ui_port):
+            raise StackError(
+                f"port {self.options.port} is both the mnemo API's (--port) and Temporal's (--temporal-port "
+                f"{self.options.temporal_port}, its UI on --temporal-port + 1000): choose ports that differ"
+            )
         require_free_port(self.options.port, "mnemo API", "--port")
         require_free_port(self.options.temporal_port, "Temporal frontend", "--temporal-port")
         require_free_port(self.options.temporal_ui_port, "Temporal UI", "--temporal-port")
