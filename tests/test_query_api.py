@@ -94,3 +94,15 @@ def test_a_query_of_only_punctuation_is_rejected(client: TestClient, make_key: M
     response = client.post("/memory-query", json={"query": "？！。"}, headers=auth(make_key()))
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "empty_query"
+
+
+def test_a_misspelt_word_is_found_by_its_trigrams_when_full_text_finds_too_little(
+    client: TestClient, make_key: MakeKey
+) -> None:
+    key = make_key()
+    target = _write(client, key, "Kickoff of Project Bluewhale on Monday")
+    _write(client, key, "The user likes green tea")
+    found = client.post("/memory-query", json={"query": "Bluewhael", "retrieval": "lexical"}, headers=auth(key)).json()
+    assert _ids(found) == [target]
+    assert found["items"][0]["matched_by"] == ["trigram"]
+    assert found["items"][0]["score_breakdown"]["trigram"] > 0

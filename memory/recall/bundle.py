@@ -187,10 +187,13 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
         terms = cand.search_terms(request.query) if lexical_on else []
         cap = plan.candidate_limit
         with cand.index_first(session, cap):
+            fulltext = cand.fulltext_candidates(session, principal, filters, terms, db_now, cap)
             lexical = [
                 cand.key_candidates(session, principal, filters, request.keys, db_now, cap) if lexical_on else [],
-                cand.fulltext_candidates(session, principal, filters, terms, db_now, cap),
-                cand.trigram_candidates(session, principal, filters, request.query, db_now, cap) if lexical_on else [],
+                fulltext,
+                # Near-spellings are for words that matched too little; a full cap of exact matches needs none.
+                cand.trigram_candidates(session, principal, filters, request.query, db_now, cap)
+                if lexical_on and len(fulltext) < cap else [],
             ]
             # The vector is awaited only now: an embedding still being computed overlapped the lexical sources.
             query_vector = request.vector() if semantic_on else None

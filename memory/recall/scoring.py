@@ -47,8 +47,9 @@ FEEDBACK_DOCS, FEEDBACK_TERMS, FEEDBACK_WEIGHT = 3, 20, 0.4
 FEEDBACK_MIN_POOL = 30
 """Feedback needs contrast: in a pool of a handful, the "best three" are most of it, and their words are noise."""
 
-RELEVANCE_WEIGHTS = {"semantic": 0.50, "coverage": 0.25, "fulltext": 0.10, "trigram": 0.03}
-"""The absolute relevance (applicability floor, tie-breaker): each part is in [0, 1]."""
+RELEVANCE_WEIGHTS = {"semantic": 0.50, "coverage": 0.25, "fulltext": 0.10, "trigram": 0.25}
+"""The absolute relevance (applicability floor, tie-breaker): each part is in [0, 1]. A near-spelling
+(``word_similarity`` above pg_trgm's 0.6 threshold) counts like coverage: a misspelt word is still the word."""
 PRIOR_WEIGHTS = {"trigram": 0.30, "recency": 0.04, "hotness": 0.03, "authority": 0.03, "confirmation": 0.02}
 """Added to the fused z-score: a near-spelling, then the priors."""
 AUTHORITY = {SourceLevel.E1.value: 1.0, SourceLevel.E2.value: 0.9, SourceLevel.E3.value: 0.8, SourceLevel.E4.value: 0.4}
