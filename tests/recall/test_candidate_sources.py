@@ -22,6 +22,7 @@ from memory.embeddings import MODEL_NAME, default_embedder
 from memory.models import scoped_search
 from memory.query import QueryFilters
 from memory.recall import candidates as cand
+from memory.text import search_terms
 from tests.conftest import MakeKey
 from tests.recall.conftest import embed_tenant, write
 
@@ -102,11 +103,11 @@ def test_a_walk_that_ends_before_the_limit_falls_back_to_the_exact_scan(
 def test_the_lexical_cap_counts_only_rows_that_passed_the_hard_filters(
     engine: Engine, corpus: dict[str, object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cand, "MAX_EXAMINED", 2)
+    monkeypatch.setattr(cand, "EXAMINED_PER_CANDIDATE", 1)
     now = literal(datetime.now(timezone.utc))
     with tenant_session(engine, str(corpus["tenant"])) as session:
         found = cand.fulltext_candidates(session, _principal(str(corpus["tenant"]), "alice"), QueryFilters(),
-                                         ["keys", "key", "house"], now, 10)
+                                         search_terms("keys key house"), now, 2)
     # Bob's six matching rows come first in the table; still the cap's two rows are Alice's.
     assert len(found) == 2
     assert {str(c.memory_id) for c in found} <= corpus["mine"]  # type: ignore[operator]
