@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -193,7 +194,7 @@ def report(r: dict[str, Any]) -> None:
     bare, lex, vec = r["bare"]["events_per_s"], r["api_lex"]["events_per_s"], r["api_vec"]["events_per_s_with_vectors"]
     say("")
     say(f"mnemo ingest: {r['n']} memory events per phase (POST /memory-events + POST /memory-candidates), "
-        "one client, one request at a time; 2-core machine shared with another benchmark")
+        f"one client, one request at a time; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     say(f"  bare INSERTs (same rows, no projection)     {bare:8.1f} events/s")
     say(f"  API, lexical projection                     {lex:8.1f} events/s   {lex / bare:.2f}× bare "
         f"(event p50 {r['api_lex']['event_ms']['p50']:.1f} ms, candidate p50 {r['api_lex']['candidate_ms']['p50']:.1f} ms)")

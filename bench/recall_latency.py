@@ -519,7 +519,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     run_started = time.monotonic()
-    results: dict[str, Any] = {"sizes": {}, "not_measured": {}, "machine": f"{os.cpu_count()} cores (shared)"}
+    results: dict[str, Any] = {"sizes": {}, "not_measured": {}, "machine": f"{os.cpu_count()} cores"}
 
     with services("mnemo-bench-recall-") as svc:
         say(f"recall latency benchmark: sizes {sizes}, {args.base_texts} real base texts, {args.queries} measured queries")
@@ -607,7 +607,7 @@ def report_size(size: int, f: dict[str, Any]) -> None:
 
 def report(results: dict[str, Any], args: argparse.Namespace) -> None:
     say("")
-    say(f"mnemo recall latency: {results['machine']}, shared with another benchmark; "
+    say(f"mnemo recall latency: {results['machine']}, load average {os.getloadavg()[0]:.1f} at the end; "
         f"{results['base_texts']['n']} texts embedded for real, vectors reused with N(0, {args.noise}²) noise "
         f"(mean cosine to the real vector {results['mean_cosine_to_base']:.3f})")
     say(f"{'memories':>10} {'rows in index':>14} {'API p50':>8} {'p95':>8} {'p99':>8} {'bare p50':>9} {'p95':>8} "
