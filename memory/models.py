@@ -148,9 +148,16 @@ class MemorySearch(Base):
 
 
 class MemoryUsage(Base):
-    """How often and when bundles injected a memory (hotness, seed 004 §9.1): apart, so a bump is a narrow update."""
+    """How often and when bundles injected a memory (hotness, seed 004 §9.1): apart, so a bump is a narrow update.
+
+    Deleted with its projection row (foreign key, ``ON DELETE CASCADE``)."""
 
     __tablename__ = "memory_usage"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "memory_id"], ["memory_search.tenant_id", "memory_search.memory_id"], ondelete="CASCADE"
+        ),
+    )
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
     memory_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)

@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.enums import Status
-from memory.models import Memory, MemorySearch, MemoryUsage
+from memory.models import Memory, MemorySearch
 from memory.text import lexemes, normalize
 
 
@@ -54,7 +54,9 @@ def rebuild_batch(session: Session, tenant_id: str, after: uuid.UUID | None, bat
 
 
 def delete_projection(session: Session, tenant_id: str, memory_ids: Iterable[uuid.UUID] | Select[Any]) -> None:
-    """Remove what the projection derived from these memories: the search row (tokens, text, vector) and usage."""
+    """Remove what the projection derived from these memories: the search row (tokens, text, vector).
+
+    Their usage counters go with it (``memory_usage`` cascades from the search row).
+    """
     ids = memory_ids if isinstance(memory_ids, Select) else list(memory_ids)
-    session.execute(delete(MemoryUsage).where(MemoryUsage.tenant_id == tenant_id, MemoryUsage.memory_id.in_(ids)))
     session.execute(delete(MemorySearch).where(MemorySearch.tenant_id == tenant_id, MemorySearch.memory_id.in_(ids)))

@@ -119,7 +119,11 @@ async def build(body: RecallIn, principal: PrincipalContext, engine: Any, reques
             mark_used(session, principal.tenant_id, outcome.selected, now)
         return outcome.bundle
 
-    return await run_in_threadpool(run)
+    try:
+        return await run_in_threadpool(run)
+    finally:
+        if vector is not None:
+            vector.cancel()  # a request that failed before needing it gives its place in the queue back
 
 
 @router.post("/recall/render")

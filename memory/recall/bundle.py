@@ -12,17 +12,19 @@ import re
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, func, literal, null, select, text, tuple_
+from sqlalchemy import DateTime, and_, case, func, literal, null, select, text, tuple_
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.enums import Space
-from memory.errors import InvalidInput
+from memory.errors import InvalidInput, MnemoError
 from memory.models import Memory, MemorySearch, MemoryUsage
 from memory.query import QueryFilters, hard_filters
 from memory.recall import candidates as cand
@@ -41,6 +43,15 @@ _WORD = re.compile(r"[^\W\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+"
 def estimate_tokens(content: str) -> int:
     """A model-free estimate: one token per CJK character, ~1.3 per other word, plus markup overhead."""
     return len(_CJK.findall(content)) + math.ceil(1.3 * len(_WORD.findall(content))) + 8
+
+
+EMBEDDING_WAIT_SECONDS = 30.0
+"""How long a bundle waits for its query embedding (queued behind others on the one embedding thread)."""
+
+
+class EmbeddingUnavailable(MnemoError):
+    code = "embedding_unavailable"
+    http_status = 503
 
 
 @dataclass(frozen=True)
@@ -62,9 +73,15 @@ class RecallRequest:
     """``hybrid`` (every source), ``lexical`` (key, full text, trigram) or ``semantic`` (vector only)."""
 
     def vector(self) -> list[float] | None:
-        """The query embedding, waiting for it if it is still being computed."""
+        """The query embedding, waiting (a bounded time) if it is still being computed."""
         if isinstance(self.query_vector, Future):
-            return self.query_vector.result()
+            try:
+                return self.query_vector.result(timeout=EMBEDDING_WAIT_SECONDS)
+            except FutureTimeout as exc:
+                raise EmbeddingUnavailable(
+                    f"the query embedding took longer than {EMBEDDING_WAIT_SECONDS:.0f} s; retry, "
+                    "or ask with retrieval=lexical"
+                ) from exc
         return self.query_vector
 
 
@@ -282,13 +299,26 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
 
 
 def mark_used(session: Session, tenant_id: str, selected: list[Scored], now: datetime) -> None:
-    """Hotness input: each injected memory's use count and last use (``memory_usage``, purged with the projection)."""
-    if not selected:
+    """Hotness input: each injected memory's use count and last use (``memory_usage``, purged with the projection).
+
+    Only for memories whose projection row still exists, in memory-id order (one lock order for
+    concurrent bundles). A purge that commits between that check and the insert makes the foreign
+    key refuse the row: the savepoint drops just the counters, never the bundle or its audit.
+    """
+    ids = sorted({s.memory.memory_id for s in selected}, key=str)
+    if not ids:
         return
-    rows = [{"tenant_id": tenant_id, "memory_id": s.memory.memory_id, "active_count": 1, "last_used_at": now}
-            for s in sorted(selected, key=lambda s: str(s.memory.memory_id))]  # one lock order for concurrent bundles
-    statement = insert(MemoryUsage).values(rows)
-    session.execute(statement.on_conflict_do_update(
-        index_elements=["tenant_id", "memory_id"],
-        set_={"active_count": MemoryUsage.active_count + 1, "last_used_at": statement.excluded.last_used_at},
-    ))
+    present = (
+        select(MemorySearch.tenant_id, MemorySearch.memory_id, literal(1), literal(now, DateTime(timezone=True)))
+        .where(MemorySearch.tenant_id == tenant_id, MemorySearch.memory_id.in_(ids))
+        .order_by(MemorySearch.memory_id)
+    )
+    statement = insert(MemoryUsage).from_select(["tenant_id", "memory_id", "active_count", "last_used_at"], present)
+    try:
+        with session.begin_nested():
+            session.execute(statement.on_conflict_do_update(
+                index_elements=["tenant_id", "memory_id"],
+                set_={"active_count": MemoryUsage.active_count + 1, "last_used_at": statement.excluded.last_used_at},
+            ))
+    except IntegrityError:
+        pass

@@ -95,16 +95,19 @@ def index_first(session: Session, limit: int) -> Iterator[None]:
         yield
     finally:
         session.info.pop(_INDEX_FIRST, None)
-        session.execute(text("; ".join(f"SET LOCAL {name} TO DEFAULT"
-                                       for name in (*INDEX_FIRST_SWITCHES, "hnsw.iterative_scan", "hnsw.ef_search"))))
+    # Not on an error: the transaction is being abandoned (the settings end with it), and after a
+    # database error a reset would only fail and hide the cause.
+    session.execute(text("; ".join(f"SET LOCAL {name} TO DEFAULT"
+                                   for name in (*INDEX_FIRST_SWITCHES, "hnsw.iterative_scan", "hnsw.ef_search"))))
 
 
 EXAMINED_PER_CANDIDATE = 20
 """A lexical source examines at most 20 matching rows (after the hard filters) per candidate it returns.
 
 That bounds its cost in a very large tenant (400 rows for the default 20 candidates; at 1M memories
-a cap of 1,000 cost ~76 ms a query). Within the cap the source is exact; beyond it, which matching
-rows are examined follows the index, not the rank. Tenants with fewer matches never reach it."""
+a cap of 1,000 cost ~76 ms a query). Within the cap the source is exact; beyond it, the rows examined
+are the first matches in table order (usually the oldest), not the best ranked, so in a tenant that
+large the vector source carries recall. Tenants with fewer matches never reach it."""
 
 
 def _on_head(view: Any = scoped_search) -> ColumnElement[bool]:

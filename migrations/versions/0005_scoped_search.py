@@ -19,13 +19,18 @@ every bundle bumps them for the memories it injects, and a projection row
 (~2.5 kB with its vector, two or three to a page) has no room for a HOT update,
 so each bump inserted new entries into the HNSW and both GIN indexes (~100 ms
 for five memories at 100k rows). A narrow row of its own costs a primary-key
-update. The rows go wherever their projection row goes (``memory.projection``).
+update. A foreign key with ``ON DELETE CASCADE`` ties each row to its projection row: whatever
+removes the projection (a purge, a re-applied tombstone) removes the usage with it, and a bundle
+racing a purge cannot leave a usage row behind (its insert either waits for the delete's outcome or
+finds no projection row). The counters move tenant by tenant, in each tenant's context, so an
+owner that does not bypass row-level security moves them too.
 
 Revision ID: 0005
 Revises: 0004
 """
 
 from alembic import op
+from sqlalchemy import text
 
 from migrations.rls import APP_ROLE, isolate_by_tenant
 
@@ -43,10 +48,19 @@ def upgrade() -> None:
             memory_id uuid NOT NULL,
             active_count integer NOT NULL DEFAULT 0,
             last_used_at timestamptz,
-            PRIMARY KEY (tenant_id, memory_id)
+            PRIMARY KEY (tenant_id, memory_id),
+            FOREIGN KEY (tenant_id, memory_id) REFERENCES memory_search (tenant_id, memory_id) ON DELETE CASCADE
         );
-        INSERT INTO memory_usage (tenant_id, memory_id, active_count, last_used_at)
-            SELECT tenant_id, memory_id, active_count, last_used_at FROM memory_search WHERE active_count > 0;
+        """
+    )
+    isolate_by_tenant("memory_usage")
+    _per_tenant(
+        "INSERT INTO memory_usage (tenant_id, memory_id, active_count, last_used_at)"
+        " SELECT tenant_id, memory_id, active_count, last_used_at FROM memory_search"
+        " WHERE tenant_id = :t AND active_count > 0"
+    )
+    op.execute(
+        """
         ALTER TABLE memory_search DROP COLUMN active_count;
         ALTER TABLE memory_search DROP COLUMN last_used_at;
         CREATE VIEW memory_search_scoped AS
@@ -56,7 +70,6 @@ def upgrade() -> None:
             WHERE tenant_id = current_setting('mnemo.tenant_id', true);
         """
     )
-    isolate_by_tenant("memory_usage")
     op.execute(f"GRANT SELECT ON memory_search_scoped TO {APP_ROLE}")
 
 
@@ -66,8 +79,18 @@ def downgrade() -> None:
         DROP VIEW memory_search_scoped;
         ALTER TABLE memory_search ADD COLUMN active_count integer NOT NULL DEFAULT 0;
         ALTER TABLE memory_search ADD COLUMN last_used_at timestamptz;
-        UPDATE memory_search s SET active_count = u.active_count, last_used_at = u.last_used_at
-            FROM memory_usage u WHERE u.tenant_id = s.tenant_id AND u.memory_id = s.memory_id;
-        DROP TABLE memory_usage;
         """
     )
+    _per_tenant(
+        "UPDATE memory_search s SET active_count = u.active_count, last_used_at = u.last_used_at"
+        " FROM memory_usage u WHERE u.tenant_id = :t AND s.tenant_id = :t AND u.memory_id = s.memory_id"
+    )
+    op.execute("DROP TABLE memory_usage")
+
+
+def _per_tenant(statement: str) -> None:
+    """Run ``statement`` once per tenant, in that tenant's row-level-security context."""
+    connection = op.get_bind()
+    for (tenant,) in connection.execute(text("SELECT tenant_id FROM tenants ORDER BY tenant_id")).all():
+        connection.execute(text("SELECT set_config('mnemo.tenant_id', :t, true)"), {"t": tenant})
+        connection.execute(text(statement), {"t": tenant})

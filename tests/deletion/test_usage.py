@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timezone
+from types import SimpleNamespace
 
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 
 from memory.db import tenant_session
 from memory.models import MemoryUsage
+from memory.projection import delete_projection
+from memory.recall.bundle import mark_used
 from tests.conftest import MakeKey, auth
 from tests.deletion.conftest import completed, wait_for
 from tests.factories import candidate
@@ -37,3 +41,17 @@ def test_an_injected_memory_gets_hotter_and_its_usage_is_purged_with_it(
     with tenant_session(engine, tenant) as session:
         left = session.execute(select(MemoryUsage).where(MemoryUsage.memory_id == memory["memory_id"])).all()
     assert left == []
+
+
+def test_a_bundle_never_recreates_usage_for_a_memory_whose_projection_is_gone(
+    api: TestClient, make_key: MakeKey, engine: Engine
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key = make_key(tenant=tenant)
+    memory_id = api.post("/memory-candidates", json=candidate("The user keeps bees on the roof"),
+                         headers=auth(key)).json()["memory_id"]
+    injected = SimpleNamespace(memory=SimpleNamespace(memory_id=uuid.UUID(memory_id)))
+    with tenant_session(engine, tenant) as session:
+        delete_projection(session, tenant, [uuid.UUID(memory_id)])  # as a purge that committed mid-bundle
+        mark_used(session, tenant, [injected], datetime.now(timezone.utc))  # type: ignore[list-item]
+        assert session.execute(select(MemoryUsage).where(MemoryUsage.tenant_id == tenant)).all() == []
