@@ -11,8 +11,10 @@ recorded in workflow history.
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from sqlalchemy import and_, func, literal, or_, select
 from sqlalchemy.orm import Session
@@ -23,7 +25,8 @@ from memory.deletion.scope import events_in, memories_in
 from memory.embeddings import default_embedder
 from memory.errors import InvalidInput
 from memory.models import DeletionJob, DeletionProbe, Memory, MemoryEvent, MemorySearch
-from memory.query import QueryFilters, lexical_query
+from memory.recall.bundle import RecallRequest, build_bundle
+from memory.recall.plan import Intent, make_plan
 from memory.text import lexemes, normalize, tsquery_any
 
 
@@ -75,19 +78,30 @@ def verify(session: Session, job: DeletionJob) -> Verification:
             select(func.count()).select_from(Memory).where(covered, Memory.content.contains(probe))
         ).scalar_one()
         hits["vector"] += _vector_hits(session, job.tenant_id, covered, probe)
-        try:
-            recalled = lexical_query(session, owner, probe, QueryFilters(), limit=50, candidate_limit=50)
-        except InvalidInput:
-            continue
-        hits["owner_recall"] += sum(
-            1
-            for hit in recalled.hits
-            if session.execute(
-                select(func.count()).select_from(Memory).where(covered, Memory.memory_id == hit.memory.memory_id)
+        recalled = _recalled_by_owner(session, owner, probe)
+        if recalled:
+            hits["owner_recall"] += session.execute(
+                select(func.count()).select_from(Memory).where(covered, Memory.memory_id.in_(recalled))
             ).scalar_one()
-        )
     found = {name: count for name, count in hits.items() if count}
     return Verification(clean=not found, probes=len(probes), hits=found)
+
+
+def _recalled_by_owner(session: Session, owner: PrincipalContext, probe: str) -> list[uuid.UUID]:
+    """Every memory the owner's own recall uses for ``probe``: the real pipeline, lexical sources, no floor.
+
+    The ids come from the bundle's version vector, so memories used as preferences count too.
+    """
+    request = RecallRequest(
+        query=probe, plan=make_plan(Intent.ANSWER, candidate_limit=50, inject_limit=50, token_budget=1_000_000),
+        retrieval="lexical", min_relevance=0.0,
+    )
+    try:
+        bundle = build_bundle(session, owner, request, datetime.now(timezone.utc)).bundle
+    except InvalidInput:  # nothing searchable in the probe
+        return []
+    return [uuid.UUID(ref.split(":", 1)[1]) for ref in bundle["version_vector"]
+            if ref.startswith(("memory:", "preference:"))]
 
 
 def _vector_hits(session: Session, tenant_id: str, covered: object, probe: str) -> int:
