@@ -31,7 +31,6 @@ import asyncio
 import hashlib
 import json
 import os
-import statistics
 import sys
 import time
 import uuid

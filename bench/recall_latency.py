@@ -47,7 +47,6 @@ the embedded stack — it writes benchmark tenants into that database.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import random

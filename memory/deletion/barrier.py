@@ -92,11 +92,11 @@ def resolve_scope(session: Session, principal: PrincipalContext, request: ScopeR
 def _probe_texts(texts: list[str]) -> list[str]:
     """What verification searches for: each text, and each clause of it (a crude paraphrase set)."""
     probes: dict[str, None] = {}
-    for text in texts:
-        if not text.strip():
+    for original in texts:
+        if not original.strip():
             continue
-        probes[text.strip()] = None
-        for clause in _CLAUSE.findall(text):
+        probes[original.strip()] = None
+        for clause in _CLAUSE.findall(original):
             if len(clause.strip()) >= 4:
                 probes[clause.strip()] = None
     return list(probes)[:MAX_PROBES]

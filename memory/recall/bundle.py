@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, and_, case, func, literal, null, select, text, tuple_
+from sqlalchemy import DateTime, and_, case, literal, null, select, text, tuple_
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session

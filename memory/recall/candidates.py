@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Subquery, and_, func, literal, or_, select, text
+from sqlalchemy import ColumnElement, and_, func, literal, or_, select, text
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
