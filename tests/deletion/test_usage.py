@@ -24,32 +24,34 @@ def _hotness(api: TestClient, key: str, memory_id: str) -> float:
     return float(item["score_breakdown"]["hotness"])
 
 
+def _one_memory(api: TestClient, make_key: MakeKey, content: str) -> tuple[str, str, str]:
+    """(tenant, key, memory id) of a brand-new tenant holding one memory."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key = make_key(tenant=tenant)
+    memory_id = api.post("/memory-candidates", json=candidate(content), headers=auth(key)).json()["memory_id"]
+    return tenant, key, str(memory_id)
+
+
 def test_an_injected_memory_gets_hotter_and_its_usage_is_purged_with_it(
     api: TestClient, make_key: MakeKey, engine: Engine
 ) -> None:
-    tenant = f"t-{uuid.uuid4().hex[:12]}"
-    key = make_key(tenant=tenant)
-    memory = api.post("/memory-candidates", json=candidate("Volunteers at the wombat sanctuary on Sundays"),
-                      headers=auth(key)).json()
-    assert _hotness(api, key, memory["memory_id"]) == 0.0  # never injected before this bundle
-    first = _hotness(api, key, memory["memory_id"])
+    tenant, key, memory_id = _one_memory(api, make_key, "Volunteers at the wombat sanctuary on Sundays")
+    assert _hotness(api, key, memory_id) == 0.0  # never injected before this bundle
+    first = _hotness(api, key, memory_id)
     assert first > 0.0
-    assert _hotness(api, key, memory["memory_id"]) > first  # used twice now, as recently
+    assert _hotness(api, key, memory_id) > first  # used twice now, as recently
 
-    job = api.delete(f"/memories/{memory['memory_id']}", headers=auth(key)).json()["job_id"]
+    job = api.delete(f"/memories/{memory_id}", headers=auth(key)).json()["job_id"]
     wait_for(api, key, job, completed)
     with tenant_session(engine, tenant) as session:
-        left = session.execute(select(MemoryUsage).where(MemoryUsage.memory_id == memory["memory_id"])).all()
+        left = session.execute(select(MemoryUsage).where(MemoryUsage.memory_id == memory_id)).all()
     assert left == []
 
 
 def test_a_bundle_never_recreates_usage_for_a_memory_whose_projection_is_gone(
     api: TestClient, make_key: MakeKey, engine: Engine
 ) -> None:
-    tenant = f"t-{uuid.uuid4().hex[:12]}"
-    key = make_key(tenant=tenant)
-    memory_id = api.post("/memory-candidates", json=candidate("The user keeps bees on the roof"),
-                         headers=auth(key)).json()["memory_id"]
+    tenant, _, memory_id = _one_memory(api, make_key, "The user keeps bees on the roof")
     injected = SimpleNamespace(memory=SimpleNamespace(memory_id=uuid.UUID(memory_id)))
     with tenant_session(engine, tenant) as session:
         delete_projection(session, tenant, [uuid.UUID(memory_id)])  # as a purge that committed mid-bundle
