@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import DateTime, and_, case, literal, null, select, text, tuple_
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -302,8 +301,10 @@ def mark_used(session: Session, tenant_id: str, selected: list[Scored], now: dat
     """Hotness input: each injected memory's use count and last use (``memory_usage``, purged with the projection).
 
     Only for memories whose projection row still exists, in memory-id order (one lock order for
-    concurrent bundles). A purge that commits between that check and the insert makes the foreign
-    key refuse the row: the savepoint drops just the counters, never the bundle or its audit.
+    concurrent bundles). The projection rows are read ``FOR KEY SHARE``: a purge deleting one of them
+    concurrently either waits for this transaction (and its cascade then removes the new counter) or
+    commits first, and the locked read skips the row. Either way no counter outlives its memory, and
+    the foreign key never fails mid-bundle.
     """
     ids = sorted({s.memory.memory_id for s in selected}, key=str)
     if not ids:
@@ -312,13 +313,10 @@ def mark_used(session: Session, tenant_id: str, selected: list[Scored], now: dat
         select(MemorySearch.tenant_id, MemorySearch.memory_id, literal(1), literal(now, DateTime(timezone=True)))
         .where(MemorySearch.tenant_id == tenant_id, MemorySearch.memory_id.in_(ids))
         .order_by(MemorySearch.memory_id)
+        .with_for_update(read=True, key_share=True)
     )
     statement = insert(MemoryUsage).from_select(["tenant_id", "memory_id", "active_count", "last_used_at"], present)
-    try:
-        with session.begin_nested():
-            session.execute(statement.on_conflict_do_update(
-                index_elements=["tenant_id", "memory_id"],
-                set_={"active_count": MemoryUsage.active_count + 1, "last_used_at": statement.excluded.last_used_at},
-            ))
-    except IntegrityError:
-        pass
+    session.execute(statement.on_conflict_do_update(
+        index_elements=["tenant_id", "memory_id"],
+        set_={"active_count": MemoryUsage.active_count + 1, "last_used_at": statement.excluded.last_used_at},
+    ))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from datetime import datetime, timezone
 from types import SimpleNamespace
 
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, text
 
 from memory.db import tenant_session
 from memory.models import MemoryUsage
@@ -56,4 +58,39 @@ def test_a_bundle_never_recreates_usage_for_a_memory_whose_projection_is_gone(
     with tenant_session(engine, tenant) as session:
         delete_projection(session, tenant, [uuid.UUID(memory_id)])  # as a purge that committed mid-bundle
         mark_used(session, tenant, [injected], datetime.now(timezone.utc))  # type: ignore[list-item]
+        assert session.execute(select(MemoryUsage).where(MemoryUsage.tenant_id == tenant)).all() == []
+
+
+def _waiting_on_a_lock(engine: Engine) -> bool:
+    with engine.connect() as conn:
+        return bool(conn.execute(text(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO memory_usage%'"
+        )).scalar_one())
+
+
+def test_a_bundle_racing_an_uncommitted_purge_waits_for_it_and_writes_no_counter(
+    api: TestClient, make_key: MakeKey, engine: Engine
+) -> None:
+    tenant, _, memory_id = _one_memory(api, make_key, "The user restores old typewriters")
+    injected = SimpleNamespace(memory=SimpleNamespace(memory_id=uuid.UUID(memory_id)))
+    errors: list[BaseException] = []
+
+    def bundle() -> None:
+        try:
+            with tenant_session(engine, tenant) as session:
+                mark_used(session, tenant, [injected], datetime.now(timezone.utc))  # type: ignore[list-item]
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    with tenant_session(engine, tenant) as purge:
+        delete_projection(purge, tenant, [uuid.UUID(memory_id)])  # deleted, not yet committed
+        racing = threading.Thread(target=bundle)
+        racing.start()
+        deadline = time.monotonic() + 10
+        while not _waiting_on_a_lock(engine) and racing.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert racing.is_alive(), "the bundle's usage write must wait for the purge holding the row"
+    racing.join(timeout=10)
+    assert errors == [] and not racing.is_alive()
+    with tenant_session(engine, tenant) as session:
         assert session.execute(select(MemoryUsage).where(MemoryUsage.tenant_id == tenant)).all() == []
