@@ -292,6 +292,18 @@ class Loader:
                     expires = now - timedelta(days=1 + i % 30)  # expired: the hard filters must drop it
             yield (tenant, uuid.uuid4(), b, content, status, owner, expires, revision)
 
+    def count_existing(self) -> None:
+        """Rows an earlier run left in these services (``MNEMO_DATABASE_URL`` reused): grown from, never loaded twice."""
+        with psycopg.connect(self.conninfo) as conn:
+            rows = conn.execute("SELECT tenant_id, count(*) FROM memories WHERE tenant_id = ANY(%s) GROUP BY tenant_id",
+                                ([TENANT, *OTHER_TENANTS],)).fetchall()
+        self.loaded.update({tenant: int(n) for tenant, n in rows})
+
+    def indexes_present(self) -> bool:
+        with psycopg.connect(self.conninfo) as conn:
+            found = conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = ANY(%s)", (list(HEAVY_INDEXES),)).fetchone()
+        return found is not None and found[0] == len(HEAVY_INDEXES)
+
     def grow(self, tenant: str, target: int) -> float:
         """Load rows until ``tenant`` holds ``target``; returns the seconds spent (COPY + projection insert)."""
         have = self.loaded.get(tenant, 0)
@@ -453,7 +465,6 @@ def profile(sqlalchemy_url: str, embedder: Embedder, qs: list[str]) -> dict[str,
     from memory.recall.bundle import RecallRequest, build_bundle, mark_used, reread
     from memory.recall.plan import Intent, make_plan
     from memory.query import QueryFilters
-    from sqlalchemy import literal
 
     engine = make_engine(sqlalchemy_url, pool_size=1)
     principal = PrincipalContext(tenant_id=TENANT, user_id=USER, agent_id=None, roles=frozenset({"memory_writer"}),
@@ -472,14 +483,14 @@ def profile(sqlalchemy_url: str, embedder: Embedder, qs: list[str]) -> dict[str,
         for q in qs:
             vector = timed("embed query", lambda: embedder.embed_one(q))
             now = datetime.now(timezone.utc)
-            db_now = literal(now)
             with tenant_session(engine, TENANT) as s:
                 terms = cand.search_terms(q)
-                ft = timed("fulltext candidates", lambda: cand.fulltext_candidates(s, principal, filters, terms, db_now, 20))
-                tg = timed("trigram candidates", lambda: cand.trigram_candidates(s, principal, filters, q, db_now, 20))
-                vc = timed("vector candidates", lambda: cand.vector_candidates(s, principal, filters, vector, embedder.name, db_now, 20))
+                ft = timed("fulltext candidates", lambda: cand.fulltext_candidates(s, principal, filters, terms, now, 20))
+                tg = timed("trigram candidates", lambda: cand.trigram_candidates(s, principal, filters, q, now, 20))
+                text_vector = cand.vector_text(vector)
+                vc = timed("vector candidates", lambda: cand.vector_candidates(s, principal, filters, text_vector, embedder.name, now, 20))
                 found = cand.merge(ft, tg, vc)
-                timed("re-read", lambda: reread(s, principal, filters, found, vector, embedder.name, db_now))
+                timed("re-read", lambda: reread(s, principal, filters, found, text_vector, embedder.name, now))
                 request = RecallRequest(query=q, plan=plan, filters=filters, query_vector=vector, model=embedder.name)
                 outcome = timed("whole build_bundle", lambda: build_bundle(s, principal, request, now))
                 timed("audit + usage write", lambda: (audit.record_bundle(s, principal, q, outcome.bundle, outcome.filtered, None),
@@ -535,6 +546,7 @@ def main() -> None:
             f"({len(texts) / embed_seconds:.1f} texts/s)")
         results["base_texts"] = {"n": len(texts), "seconds": embed_seconds}
         loader = Loader(svc.conninfo, texts, vectors, args.noise)
+        loader.count_existing()
         api = httpx.Client(base_url=svc.api_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
         qs = questions(args.warmup + args.queries)
         rows_per_second: float | None = None
@@ -559,18 +571,26 @@ def main() -> None:
                     say(f"  ✗ {size:,}: not measured — {reason}")
                     results["not_measured"][str(size)] = reason
                     continue
-            say(f"  size {size:,}: loading {total_new:,} rows (the benchmark tenant to {size:,}, "
-                f"two other tenants to {other:,} each)")
-            loader.drop_indexes()
-            load_seconds = loader.grow(TENANT, size)
-            for tenant in OTHER_TENANTS:
-                load_seconds += loader.grow(tenant, other)
-            rows_per_second = total_new / load_seconds
-            say(f"  ✓ loaded in {load_seconds:.1f}s ({rows_per_second:,.0f} rows/s); building indexes "
-                f"(maintenance_work_mem {args.maintenance_work_mem})")
-            build = loader.build_indexes(args.maintenance_work_mem)
-            index_seconds = sum(build.values())
-            index_rows_per_second = total_rows / index_seconds
+            if loader.loaded.get(TENANT, 0) > size:
+                reason = f"these services already hold {loader.loaded[TENANT]:,} benchmark memories"
+                say(f"  ✗ {size:,}: not measured — {reason}")
+                results["not_measured"][str(size)] = reason
+                continue
+            if total_new <= 0 and loader.indexes_present():
+                say(f"  size {size:,}: the rows are already loaded (reused services): no load, no index build")
+                load_seconds, build = 0.0, {}
+            else:
+                say(f"  size {size:,}: loading {total_new:,} rows (the benchmark tenant to {size:,}, "
+                    f"two other tenants to {other:,} each)")
+                loader.drop_indexes()
+                load_seconds = loader.grow(TENANT, size)
+                for tenant in OTHER_TENANTS:
+                    load_seconds += loader.grow(tenant, other)
+                rows_per_second = total_new / load_seconds
+                say(f"  ✓ loaded in {load_seconds:.1f}s ({rows_per_second:,.0f} rows/s); building indexes "
+                    f"(maintenance_work_mem {args.maintenance_work_mem})")
+                build = loader.build_indexes(args.maintenance_work_mem)
+                index_rows_per_second = total_rows / sum(build.values())
             say(f"  measuring: {args.warmup} warm-up + {args.queries} measured queries (API and bare, interleaved)")
             with psycopg.connect(svc.conninfo, autocommit=True) as conn:
                 from pgvector.psycopg import register_vector
@@ -608,7 +628,7 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> None:
     say("")
     say(f"mnemo recall latency: {results['machine']}, load average {os.getloadavg()[0]:.1f} at the end; "
         f"{results['base_texts']['n']} texts embedded for real, vectors reused with N(0, {args.noise}²) noise "
-        f"(mean cosine to the real vector {results['mean_cosine_to_base']:.3f})")
+        f"(mean cosine to the real vector {results['mean_cosine_to_base'] or float('nan'):.3f})")
     say(f"{'memories':>10} {'rows in index':>14} {'API p50':>8} {'p95':>8} {'p99':>8} {'bare p50':>9} {'p95':>8} "
         f"{'p99':>8} {'p95 ratio':>9}  target p95 ≤ 25 ms and ≤ 2× bare")
     for size, f in results["sizes"].items():

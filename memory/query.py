@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
-from sqlalchemy import ColumnElement, and_, func, literal, or_
+from sqlalchemy import ColumnElement, DateTime, and_, bindparam, func, literal, or_
 
 from memory.auth import PrincipalContext
 from memory.enums import Category, Space, Status
@@ -25,6 +25,11 @@ class QueryFilters:
     project_id: str | None = None
     session_id: str | None = None
     purpose: str | None = None
+
+
+NOW = bindparam("now", type_=DateTime(timezone=True))
+"""The instant a recall statement's validity filters compare with, bound when it runs: a statement
+built once (with ``hard_filters(..., NOW)``) serves every request, and SQLAlchemy compiles it once."""
 
 
 def hard_filters(principal: PrincipalContext, filters: QueryFilters, now: ColumnElement[datetime]) -> ColumnElement[bool]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 import uuid
+from functools import lru_cache
 from collections.abc import Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, and_, case, literal, null, select, text, tuple_
+from sqlalchemy import ColumnElement, DateTime, Select, Text, and_, any_, bindparam, case, cast, literal, null, select, text
+from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -25,7 +27,7 @@ from memory.auth import PrincipalContext
 from memory.enums import Space
 from memory.errors import InvalidInput, MnemoError
 from memory.models import Memory, MemorySearch, MemoryUsage
-from memory.query import QueryFilters, hard_filters
+from memory.query import NOW, QueryFilters, hard_filters
 from memory.recall import candidates as cand
 from memory.recall.conflicts import resolve, stale_against_task
 from memory.recall.filters import filtered_by_reason
@@ -107,31 +109,46 @@ class Current:
 
 def reread(
     session: Session, principal: PrincipalContext, filters: QueryFilters, found: list[cand.Candidate],
-    query_vector: list[float] | None, model: str | None, now: Any,
+    query_vector: str | None, model: str | None, now: datetime,
 ) -> dict[tuple[uuid.UUID, int], Current]:
-    """The source rows again, under every hard filter, with the cosine of a vector that is still valid."""
+    """The source rows again, under every hard filter, with the cosine of a vector that is still valid.
+
+    ``query_vector`` is the text of :func:`memory.recall.candidates.vector_text` (or None: no cosines).
+    """
     if not found:
         return {}
-    if query_vector is not None and model is not None:
+    with_cosine = query_vector is not None and model is not None
+    parameters = {"now": now, "ids": [c.memory_id for c in found]}
+    if with_cosine:
+        parameters |= {"query_vector": query_vector, "model": model}
+    rows = session.execute(_reread_statement(principal, filters, with_cosine), parameters).all()
+    wanted = {(c.memory_id, c.version) for c in found}
+    return {(m.memory_id, m.version): Current(m, None if c is None else float(c), count or 0, used)
+            for m, c, count, used in rows if (m.memory_id, m.version) in wanted}
+
+
+@lru_cache(maxsize=256)
+def _reread_statement(principal: PrincipalContext, filters: QueryFilters, with_cosine: bool) -> Select:  # type: ignore[type-arg]
+    cosine: ColumnElement[Any] = null()
+    if with_cosine:
         valid = and_(
-            MemorySearch.embedding.is_not(None), MemorySearch.embedding_model == model,
+            MemorySearch.embedding.is_not(None), MemorySearch.embedding_model == bindparam("model", type_=Text),
             MemorySearch.embedding_revision == Memory.revision, MemorySearch.version == Memory.version,
         )
+        query_vector = cast(bindparam("query_vector", type_=Text), MemorySearch.embedding.type)
         cosine = case((valid, literal(1.0) - MemorySearch.embedding.cosine_distance(query_vector)), else_=null())
-    else:
-        cosine = null()
-    rows = session.execute(
+    return (
         select(Memory, cosine.label("cosine"), MemoryUsage.active_count, MemoryUsage.last_used_at)
         .outerjoin(MemorySearch, and_(MemorySearch.tenant_id == Memory.tenant_id, MemorySearch.memory_id == Memory.memory_id))
         .outerjoin(MemoryUsage, and_(MemoryUsage.tenant_id == Memory.tenant_id, MemoryUsage.memory_id == Memory.memory_id))
         .where(
             Memory.tenant_id == principal.tenant_id,
-            tuple_(Memory.memory_id, Memory.version).in_([(c.memory_id, c.version) for c in found]),
-            hard_filters(principal, filters, now),
+            # One array parameter, not an IN list of pairs: the statement text is the same for any number of
+            # candidates. A candidate whose version changed is dropped by the caller's version check.
+            Memory.memory_id == any_(bindparam("ids", type_=ARRAY(UUID(as_uuid=True)))),
+            hard_filters(principal, filters, NOW),
         )
-    ).all()
-    return {(m.memory_id, m.version): Current(m, None if c is None else float(c), count or 0, used)
-            for m, c, count, used in rows}
+    )
 
 
 def _dedupe_by_source(ranked: list[Scored]) -> tuple[list[Scored], list[dict[str, Any]]]:
@@ -167,7 +184,6 @@ def item_of(s: Scored) -> dict[str, Any]:
 
 def build_bundle(session: Session, principal: PrincipalContext, request: RecallRequest, now: datetime) -> Outcome:
     plan, filters = request.plan, request.filters
-    db_now = literal(now)
     revision = snapshot_revision(session)
     warnings: list[str] = []
     decisions: list[dict[str, Any]] = []
@@ -185,7 +201,7 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
         spec = plan.reads(SourceType.USER_PROFILE)
         assert spec is not None
         prefs = effective_preferences(
-            stored_preferences(session, principal, filters, db_now, spec.limit), request.request_constraints
+            stored_preferences(session, principal, filters, now, spec.limit), request.request_constraints
         )
     decisions += prefs.decisions
     conflicts += prefs.conflicts
@@ -203,22 +219,23 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
         terms = cand.search_terms(request.query) if lexical_on else []
         cap = plan.candidate_limit
         with cand.index_first(session, cap):
-            fulltext = cand.fulltext_candidates(session, principal, filters, terms, db_now, cap)
+            fulltext = cand.fulltext_candidates(session, principal, filters, terms, now, cap)
             lexical = [
-                cand.key_candidates(session, principal, filters, request.keys, db_now, cap) if lexical_on else [],
+                cand.key_candidates(session, principal, filters, request.keys, now, cap) if lexical_on else [],
                 fulltext,
                 # Near-spellings are for words that matched too little; a full cap of exact matches needs none.
-                cand.trigram_candidates(session, principal, filters, request.query, db_now, cap)
+                cand.trigram_candidates(session, principal, filters, request.query, now, cap)
                 if lexical_on and len(fulltext) < cap else [],
             ]
             # The vector is awaited only now: an embedding still being computed overlapped the lexical sources.
-            query_vector = request.vector() if semantic_on else None
+            embedding = request.vector() if semantic_on else None
+            query_vector = cand.vector_text(embedding) if embedding is not None else None
             found = cand.merge(
                 *lexical,
-                cand.vector_candidates(session, principal, filters, query_vector, request.model, db_now, cap)
+                cand.vector_candidates(session, principal, filters, query_vector, request.model, now, cap)
                 if query_vector is not None and request.model is not None else [],
             )
-        current = reread(session, principal, filters, found, query_vector, request.model, db_now)
+        current = reread(session, principal, filters, found, query_vector, request.model, now)
         considered, dropped = len(found), len(found) - len(current)
         pool = [
             Evidence(row.memory, frozenset(c.sources), c.fulltext, c.trigram, row.cosine, row.active_count,
@@ -230,7 +247,8 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
         scored = score_pool(pool, terms, now)
         ranked = stable_rank(scored)
         if request.explain:
-            filtered = filtered_by_reason(session, principal, filters, cand.lexical_match(request.query, terms), db_now)
+            filtered = filtered_by_reason(session, principal, filters, cand.lexical_match(request.query, terms),
+                                          literal(now))
             explained = [{"rank": n + 1, "memory_id": str(s.memory.memory_id), "version": s.memory.version,
                           "matched_by": sorted(s.sources), "breakdown": s.breakdown.as_dict()}
                          for n, s in enumerate(ranked)]

@@ -5,6 +5,10 @@ carries :func:`memory.query.hard_filters`, so a row the caller may not use is
 never returned, whatever its similarity. A vector is used only while it was
 computed from the memory's current revision (the projection carries the source
 revision; recall re-validates it against the source row here).
+
+Each statement is built once per caller, filter set and limit (:func:`functools.lru_cache`), with
+the instant, the query text and the query vector as bound parameters: building and cache-keying
+a statement of this size cost ~2 ms a time, several times per bundle.
 """
 
 from __future__ import annotations
@@ -16,12 +20,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, literal, or_, select, text
+from functools import lru_cache
+
+from sqlalchemy import ColumnElement, Integer, Select, Text, and_, any_, bindparam, cast, func, literal, or_, select, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.models import Memory, MemorySearch, scoped_search
-from memory.query import QueryFilters, hard_filters
+from memory.query import NOW, QueryFilters, hard_filters
 from memory.text import normalize, search_terms, tsquery_any
 
 __all__ = ["search_terms"]  # re-exported: the sources' own query terms
@@ -36,13 +43,13 @@ class Candidate:
     semantic: float | None = None
 
 
-def _joined(principal: PrincipalContext, filters: QueryFilters, now: ColumnElement[datetime]) -> tuple:  # type: ignore[type-arg]
+def _joined(principal: PrincipalContext, filters: QueryFilters) -> tuple:  # type: ignore[type-arg]
     on = and_(
         MemorySearch.tenant_id == Memory.tenant_id,
         MemorySearch.memory_id == Memory.memory_id,
         MemorySearch.version == Memory.version,
     )
-    return on, (MemorySearch.tenant_id == principal.tenant_id, hard_filters(principal, filters, now))
+    return on, (MemorySearch.tenant_id == principal.tenant_id, hard_filters(principal, filters, NOW))
 
 
 def _select(*columns: object):  # type: ignore[no-untyped-def]
@@ -51,17 +58,22 @@ def _select(*columns: object):  # type: ignore[no-untyped-def]
 
 def key_candidates(
     session: Session, principal: PrincipalContext, filters: QueryFilters, keys: Sequence[str],
-    now: ColumnElement[datetime], limit: int,
+    now: datetime, limit: int,
 ) -> list[Candidate]:
     """Memories whose fact key is one of ``keys``: a named attribute is found whatever the wording."""
     if not keys:
         return []
-    on, where = _joined(principal, filters, now)
-    rows = session.execute(
-        _select().join(MemorySearch, on).where(*where, Memory.key.in_(list(keys)))
-        .order_by(Memory.revision.desc(), Memory.memory_id).limit(limit)
-    ).all()
+    rows = session.execute(_key_statement(principal, filters, limit), {"now": now, "keys": list(keys)}).all()
     return [Candidate(r.memory_id, r.version, {"key"}) for r in rows]
+
+
+@lru_cache(maxsize=256)
+def _key_statement(principal: PrincipalContext, filters: QueryFilters, limit: int) -> Select:  # type: ignore[type-arg]
+    on, where = _joined(principal, filters)
+    return (
+        _select().join(MemorySearch, on).where(*where, Memory.key == any_(bindparam("keys", type_=ARRAY(Text))))
+        .order_by(Memory.revision.desc(), Memory.memory_id).limit(limit)
+    )
 
 
 HNSW_MIN_EF_SEARCH = 40
@@ -116,17 +128,26 @@ def _on_head(view: Any = scoped_search) -> ColumnElement[bool]:
 
 
 def _index_driven(
-    session: Session, principal: PrincipalContext, filters: QueryFilters, now: ColumnElement[datetime],
-    match: ColumnElement[bool], score: ColumnElement[float], limit: int,
+    session: Session, principal: PrincipalContext, filters: QueryFilters, source: str, now: datetime,
+    parameters: dict[str, Any], limit: int,
 ) -> list[Any]:
-    """The best ``limit`` rows by ``score`` among those that ``match`` and pass the hard filters.
+    """The best ``limit`` rows of a lexical ``source`` (its :func:`_lexical_match`) that pass the hard filters.
 
     The match reads ``memory_search_scoped`` (migration 0005), so its GIN index drives the query
     instead of a scan of every memory the caller may see; the hard filters are in the same
     statement, before the :data:`EXAMINED_PER_CANDIDATE` cap and the limit, so a row the caller may not use
     never takes a place.
     """
+    with index_first(session, limit):
+        return list(session.execute(_index_driven_statement(principal, filters, source, limit),
+                                    {"now": now, "examined": EXAMINED_PER_CANDIDATE * limit, **parameters}).all())
+
+
+@lru_cache(maxsize=256)
+def _index_driven_statement(principal: PrincipalContext, filters: QueryFilters, source: str,
+                            limit: int) -> Select:  # type: ignore[type-arg]
     view = scoped_search
+    match, score = _lexical_match(source)
     hits = (
         select(view.c.tenant_id, view.c.memory_id, view.c.version, score.label("score"))
         .where(match).offset(0).subquery("hits")
@@ -134,30 +155,34 @@ def _index_driven(
     examined = (
         select(hits.c.memory_id, hits.c.version, Memory.revision, hits.c.score)
         .join(Memory, _on_head(hits))
-        .where(hard_filters(principal, filters, now))
-        .limit(EXAMINED_PER_CANDIDATE * limit)
+        .where(hard_filters(principal, filters, NOW))
+        .limit(bindparam("examined", type_=Integer))  # EXAMINED_PER_CANDIDATE * limit
         .subquery("examined")
     )
-    with index_first(session, limit):
-        return list(
-            session.execute(
-                select(examined).order_by(examined.c.score.desc(), examined.c.revision.desc(), examined.c.memory_id)
-                .limit(limit)
-            ).all()
-        )
+    return (
+        select(examined).order_by(examined.c.score.desc(), examined.c.revision.desc(), examined.c.memory_id)
+        .limit(limit)
+    )
+
+
+def _lexical_match(source: str) -> tuple[ColumnElement[bool], ColumnElement[float]]:
+    """A lexical source's match condition on ``memory_search_scoped`` and its score; the query is a parameter."""
+    view = scoped_search
+    if source == "fulltext":
+        tsquery = func.to_tsquery("simple", bindparam("tsquery", type_=Text))
+        return view.c.tokens.op("@@")(tsquery), func.ts_rank(view.c.tokens, tsquery, 32)
+    query = bindparam("query", type_=Text)
+    return query.op("<%")(view.c.search_text), func.word_similarity(query, view.c.search_text)
 
 
 def fulltext_candidates(
     session: Session, principal: PrincipalContext, filters: QueryFilters, terms: list[str],
-    now: ColumnElement[datetime], limit: int,
+    now: datetime, limit: int,
 ) -> list[Candidate]:
     """Any informative query term, ranked by ``ts_rank`` (normalised to [0, 1) with rank/(rank+1))."""
     if not terms:
         return []
-    tsquery = func.to_tsquery("simple", tsquery_any(terms))
-    view = scoped_search
-    rows = _index_driven(session, principal, filters, now, view.c.tokens.op("@@")(tsquery),
-                         func.ts_rank(view.c.tokens, tsquery, 32), limit)
+    rows = _index_driven(session, principal, filters, "fulltext", now, {"tsquery": tsquery_any(terms)}, limit)
     return [Candidate(r.memory_id, r.version, {"fulltext"}, fulltext=float(r.score)) for r in rows]
 
 
@@ -166,7 +191,7 @@ TRIGRAM_MAX_QUERY_CHARS = 32
 
 def trigram_candidates(
     session: Session, principal: PrincipalContext, filters: QueryFilters, query: str,
-    now: ColumnElement[datetime], limit: int,
+    now: datetime, limit: int,
 ) -> list[Candidate]:
     """Near-spellings (typos, partial words) through the trigram index: ``word_similarity`` above pg_trgm's threshold.
 
@@ -176,9 +201,7 @@ def trigram_candidates(
     normalized = normalize(query)
     if len(normalized) > TRIGRAM_MAX_QUERY_CHARS:
         return []
-    view = scoped_search
-    rows = _index_driven(session, principal, filters, now, literal(normalized).op("<%")(view.c.search_text),
-                         func.word_similarity(normalized, view.c.search_text), limit)
+    rows = _index_driven(session, principal, filters, "trigram", now, {"query": normalized}, limit)
     return [Candidate(r.memory_id, r.version, {"trigram"}, trigram=float(r.score)) for r in rows]
 
 
@@ -186,18 +209,28 @@ MAX_WALK = 20_000
 """Nearest rows of the tenant the index walk reads at most (pgvector's own ``hnsw.max_scan_tuples``)."""
 
 
+def vector_text(vector: Sequence[float]) -> str:
+    """pgvector's text form of a query vector, made once per bundle (formatting 384 floats costs ~0.5 ms)."""
+    return "[" + ",".join(map(str, vector)) + "]"
+
+
+def _query_vector() -> ColumnElement[Any]:
+    return cast(bindparam("query_vector", type_=Text), MemorySearch.embedding.type)
+
+
 def vector_candidates(
-    session: Session, principal: PrincipalContext, filters: QueryFilters, query_vector: list[float], model: str,
-    now: ColumnElement[datetime], limit: int,
+    session: Session, principal: PrincipalContext, filters: QueryFilters, query_vector: str, model: str,
+    now: datetime, limit: int,
 ) -> list[Candidate]:
     """Nearest vectors by cosine, from the current model and computed from the current revision only.
 
-    The hard filters are part of this query, never applied to a top-k afterwards: what the caller
-    may not see must not even take a neighbour's place. The statement is ordered by the distance
-    alone, so the planner can walk the HNSW index and join each row to its memory under the hard
-    filters; iterative scan keeps walking the graph while rows fail them (pgvector >= 0.8), until
-    ``limit`` rows pass. ``relaxed_order`` may return those rows slightly out of order, so they
-    are sorted here by exact distance, then memory id.
+    ``query_vector`` is the text of :func:`vector_text`. The hard filters are part of this query,
+    never applied to a top-k afterwards: what the caller may not see must not even take a
+    neighbour's place. The statement is ordered by the distance alone, so the planner can walk the
+    HNSW index and join each row to its memory under the hard filters; iterative scan keeps walking
+    the graph while rows fail them (pgvector >= 0.8), until ``limit`` rows pass. ``relaxed_order``
+    may return those rows slightly out of order, so they are sorted here by exact distance, then
+    memory id.
 
     An index walk gives up after ``hnsw.max_scan_tuples`` rows (a tenant or user with few rows in a
     large shared index); when it returns fewer than ``limit``, the exact scan over the caller's
@@ -212,9 +245,16 @@ def vector_candidates(
 
 
 def _nearest(
-    session: Session, principal: PrincipalContext, filters: QueryFilters, query_vector: list[float], model: str,
-    now: ColumnElement[datetime], limit: int, *, exact: bool,
+    session: Session, principal: PrincipalContext, filters: QueryFilters, query_vector: str, model: str,
+    now: datetime, limit: int, *, exact: bool,
 ) -> list[Any]:
+    parameters = {"now": now, "query_vector": query_vector, "model": model, "max_walk": MAX_WALK}
+    return list(session.execute(_nearest_statement(principal, filters, limit, exact), parameters).all())
+
+
+@lru_cache(maxsize=256)
+def _nearest_statement(principal: PrincipalContext, filters: QueryFilters, limit: int,
+                       exact: bool) -> Select:  # type: ignore[type-arg]
     """The ``limit`` nearest visible rows: by walking the HNSW index, or (``exact``) by computing every distance.
 
     The index walk is a subquery ordered by distance alone (at most :data:`MAX_WALK` rows, which also
@@ -225,24 +265,24 @@ def _nearest(
     memories and sorts every distance.
     """
     view = scoped_search
-    distance = view.c.embedding.cosine_distance(query_vector)
+    distance = view.c.embedding.cosine_distance(_query_vector())
     if exact:
         distance = distance + literal(0.0)  # not an ordering the HNSW index offers: every distance is computed
-    current = and_(view.c.embedding.is_not(None), view.c.embedding_model == model)
+    current = and_(view.c.embedding.is_not(None), view.c.embedding_model == bindparam("model", type_=Text))
     columns = (view.c.tenant_id, view.c.memory_id, view.c.version, view.c.embedding_revision,
                distance.label("distance"))
     if exact:
         walk = select(*columns).where(current).subquery("nearest")
     else:
-        walk = select(*columns).where(current).order_by(distance).limit(MAX_WALK).subquery("nearest")
+        walk = (select(*columns).where(current).order_by(distance)
+                .limit(bindparam("max_walk", type_=Integer)).subquery("nearest"))  # MAX_WALK
     order = (walk.c.distance, walk.c.memory_id) if exact else (walk.c.distance,)
-    statement = (
+    return (
         select(walk.c.memory_id, walk.c.version, walk.c.distance)
         .join(Memory, _on_head(walk))
-        .where(walk.c.embedding_revision == Memory.revision, hard_filters(principal, filters, now))
+        .where(walk.c.embedding_revision == Memory.revision, hard_filters(principal, filters, NOW))
         .order_by(*order).limit(limit)
     )
-    return list(session.execute(statement).all())
 
 
 def merge(*lists: list[Candidate]) -> list[Candidate]:

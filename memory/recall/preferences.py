@@ -11,15 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.enums import Category, SourceLevel, Space
 from memory.models import Memory
-from memory.query import QueryFilters, hard_filters
+from memory.query import NOW, QueryFilters, hard_filters
 from memory.recall.conflicts import decide
 
 PRODUCT_DEFAULTS: Mapping[str, str] = {"response.output_format": "markdown"}
@@ -36,22 +37,26 @@ class Preferences:
 
 
 def stored_preferences(
-    session: Session, principal: PrincipalContext, filters: QueryFilters, now: ColumnElement[datetime], limit: int
+    session: Session, principal: PrincipalContext, filters: QueryFilters, now: datetime, limit: int
 ) -> list[Memory]:
     """The caller's keyed PREFERENCE memories (profile facts go through ranking and conflicts) that pass every hard filter, by key then revision."""
-    return list(
-        session.execute(
-            select(Memory)
-            .where(
-                hard_filters(principal, filters, now),
-                Memory.key.is_not(None),
-                Memory.category == Category.PREFERENCE.value,
-                Memory.space.in_([Space.USER.value, Space.SESSION.value]),
-                Memory.source_level != SourceLevel.E4.value,
-            )
-            .order_by(Memory.key, Memory.revision.desc(), Memory.memory_id)
-            .limit(limit)
-        ).scalars()
+    return list(session.execute(_preferences_statement(principal, filters, limit), {"now": now}).scalars())
+
+
+@lru_cache(maxsize=256)
+def _preferences_statement(principal: PrincipalContext, filters: QueryFilters, limit: int) -> Select:  # type: ignore[type-arg]
+    """Built once per caller, filter set and limit; the instant is a parameter (see :data:`memory.query.NOW`)."""
+    return (
+        select(Memory)
+        .where(
+            hard_filters(principal, filters, NOW),
+            Memory.key.is_not(None),
+            Memory.category == Category.PREFERENCE.value,
+            Memory.space.in_([Space.USER.value, Space.SESSION.value]),
+            Memory.source_level != SourceLevel.E4.value,
+        )
+        .order_by(Memory.key, Memory.revision.desc(), Memory.memory_id)
+        .limit(limit)
     )
 
 

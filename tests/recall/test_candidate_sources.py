@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, func, literal, select, text
+from sqlalchemy import Engine, func, select, text
 
 from api.settings import Settings
 from memory.auth import PrincipalContext
@@ -63,19 +63,19 @@ def corpus(client: TestClient, make_key: MakeKey, recall_worker: None, recall_se
 
 
 def _vector(engine: Engine, corpus: dict[str, object], limit: int, max_scan_tuples: int | None = None) -> list[cand.Candidate]:
-    now = literal(datetime.now(timezone.utc))
+    now = datetime.now(timezone.utc)
     with tenant_session(engine, str(corpus["tenant"])) as session:
         if max_scan_tuples is not None:  # how far pgvector's own iterative walk may go
             session.execute(text(f"SET LOCAL hnsw.max_scan_tuples = {max_scan_tuples}"))
         return cand.vector_candidates(session, _principal(str(corpus["tenant"]), "alice"), QueryFilters(),
-                                      corpus["vector"], MODEL_NAME, now, limit)  # type: ignore[arg-type]
+                                      cand.vector_text(corpus["vector"]), MODEL_NAME, now, limit)  # type: ignore[arg-type]
 
 
 def _exact(engine: Engine, corpus: dict[str, object], limit: int) -> list[str]:
-    now = literal(datetime.now(timezone.utc))
+    now = datetime.now(timezone.utc)
     with tenant_session(engine, str(corpus["tenant"])) as session:
         rows = cand._nearest(session, _principal(str(corpus["tenant"]), "alice"), QueryFilters(),
-                             corpus["vector"], MODEL_NAME, now, limit, exact=True)  # type: ignore[arg-type]
+                             cand.vector_text(corpus["vector"]), MODEL_NAME, now, limit, exact=True)  # type: ignore[arg-type]
     return [str(r.memory_id) for r in rows]
 
 
@@ -104,7 +104,7 @@ def test_the_lexical_cap_counts_only_rows_that_passed_the_hard_filters(
     engine: Engine, corpus: dict[str, object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(cand, "EXAMINED_PER_CANDIDATE", 1)
-    now = literal(datetime.now(timezone.utc))
+    now = datetime.now(timezone.utc)
     with tenant_session(engine, str(corpus["tenant"])) as session:
         found = cand.fulltext_candidates(session, _principal(str(corpus["tenant"]), "alice"), QueryFilters(),
                                          search_terms("keys key house"), now, 2)
