@@ -17,10 +17,9 @@ from functools import lru_cache
 
 import snowballstemmer
 
-_WORD = re.compile(r"\w+")
-_CJK = re.compile(
-    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f]+"
-)
+_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
+_PIECE = re.compile(f"([{_CJK_CHARS}]+)|[^\\W{_CJK_CHARS}]+")
+"""A CJK run (group 1) or a run of other word characters: one pass splits words and scripts."""
 
 
 def normalize(text: str) -> str:
@@ -37,15 +36,12 @@ def _cjk_grams(run: str) -> list[str]:
 def tokens(text: str) -> list[str]:
     """Search tokens in order of appearance (duplicates kept; callers dedupe if they need to)."""
     out: list[str] = []
-    for word in _WORD.findall(normalize(text)):
-        position = 0
-        for cjk in _CJK.finditer(word):
-            if cjk.start() > position:
-                out.append(word[position : cjk.start()])
-            out.extend(_cjk_grams(cjk.group()))
-            position = cjk.end()
-        if position < len(word):
-            out.append(word[position:])
+    for piece in _PIECE.finditer(normalize(text)):
+        cjk = piece.group(1)
+        if cjk is None:
+            out.append(piece.group())
+        else:
+            out.extend(_cjk_grams(cjk))
     return out
 
 
