@@ -235,7 +235,9 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
                 cand.vector_candidates(session, principal, filters, query_vector, request.model, now, cap)
                 if query_vector is not None and request.model is not None else [],
             )
-        current = reread(session, principal, filters, found, query_vector, request.model, now)
+            # Still index-first: one primary-key lookup per candidate in each joined table (with the
+            # defaults, the planner re-scanned the whole usage table for every candidate).
+            current = reread(session, principal, filters, found, query_vector, request.model, now)
         considered, dropped = len(found), len(found) - len(current)
         pool = [
             Evidence(row.memory, frozenset(c.sources), c.fulltext, c.trigram, row.cosine, row.active_count,

@@ -84,7 +84,7 @@ INDEX_FIRST_SWITCHES = ("enable_hashjoin", "enable_mergejoin", "enable_material"
 
 @contextmanager
 def index_first(session: Session, limit: int) -> Iterator[None]:
-    """Planner settings for the candidate queries: start from the index, one primary-key lookup per hit.
+    """Planner settings for the candidate queries and the re-read: start from the index, one primary-key lookup per hit.
 
     The planner cannot know that an index returns the few rows a query needs first (an HNSW walk
     in distance order, a GIN match of a rare term), so it prefers hashing every visible memory of
