@@ -78,7 +78,7 @@ from memory.text import lexemes, normalize  # noqa: E402
 TENANT = "bench"
 USER = "u0"
 OTHER_TENANTS = ("bench-other-1", "bench-other-2")
-HEAVY_INDEXES = ("memory_search_embedding", "memory_search_tokens", "memory_search_trgm")
+HEAVY_INDEXES = ("memory_search_embedding", "memory_search_tokens", "memory_search_trgm", "memory_search_embedding_model")
 TOP_K = 20
 
 # --------------------------------------------------------------------------- texts

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 
 from memory.enums import Status
@@ -118,18 +118,30 @@ def _current_head() -> Any:
 
 
 def pending_batch(session: Session, tenant_id: str, model: str, limit: int) -> list[PendingVector]:
-    """Current heads without a vector from ``model`` (new writes, or a model change), by id."""
-    rows = session.execute(
-        select(Memory)
-        .join(MemorySearch, _current_head())
-        .where(
-            MemorySearch.tenant_id == tenant_id,
-            or_(MemorySearch.embedding.is_(None), MemorySearch.embedding_model != model),
-        )
-        .order_by(Memory.memory_id)
-        .limit(limit)
-    ).scalars()
-    return [PendingVector(m.memory_id, m.version, m.revision, embedding_text(m)) for m in rows]
+    """Current heads without a vector from ``model``: new writes first (by id), then vectors of other models.
+
+    Each part is read through its own index (``memory_search_unembedded``; migration 0007's
+    ``memory_search_embedding_model``, as the two ranges below and above ``model``), so an empty
+    backlog costs three index probes instead of a pass over the tenant's rows.
+    """
+    stored = MemorySearch.embedding.is_not(None)
+    parts = (  # (condition, order): each matches its index
+        ((MemorySearch.embedding.is_(None),), (MemorySearch.memory_id,)),
+        ((stored, MemorySearch.embedding_model < model), (MemorySearch.embedding_model, MemorySearch.memory_id)),
+        ((stored, MemorySearch.embedding_model > model), (MemorySearch.embedding_model, MemorySearch.memory_id)),
+    )
+    found: list[Memory] = []
+    for condition, order in parts:
+        if len(found) >= limit:
+            break
+        found += session.execute(
+            select(Memory)
+            .join(MemorySearch, _current_head())
+            .where(MemorySearch.tenant_id == tenant_id, *condition)
+            .order_by(*order)
+            .limit(limit - len(found))
+        ).scalars()
+    return [PendingVector(m.memory_id, m.version, m.revision, embedding_text(m)) for m in found]
 
 
 def store_vectors(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, text
 
 from api.settings import Settings
 from memory.db import tenant_session
@@ -157,3 +157,37 @@ def test_a_correction_clears_the_vector_and_a_stale_vector_is_refused(
     assert result.written == 1
     with tenant_session(engine, tenant) as session:
         assert session.execute(select(MemorySearch.embedding_model).where(MemorySearch.tenant_id == tenant)).scalar_one() == MODEL_NAME
+
+
+def test_the_backlog_holds_new_rows_first_then_vectors_of_any_other_model(
+    client: TestClient, make_key: MakeKey, engine: Engine, recall_worker: None, recall_settings: Settings
+) -> None:
+    from memory.embeddings import pending_batch
+
+    tenant = _tenant()
+    key = make_key(tenant=tenant)
+    written = [write(client, key, f"Backlog fact number {n} about otters") for n in range(4)]
+    embed_tenant(recall_settings, tenant)
+    below, above, current = written[0], written[1], written[2]  # written[3] gets no vector at all
+    with tenant_session(engine, tenant) as session:
+        rows = {str(r.memory_id): r for r in session.execute(select(MemorySearch).where(MemorySearch.tenant_id == tenant)).scalars()}
+        rows[below].embedding_model = "aaa-an-older-model"  # sorts before the current name
+        rows[above].embedding_model = "zzz-an-older-model"  # sorts after it
+        rows[written[3]].embedding = None
+        rows[written[3]].embedding_model = None
+    with tenant_session(engine, tenant) as session:
+        pending = [str(p.memory_id) for p in pending_batch(session, tenant, MODEL_NAME, 10)]
+        first_two = [str(p.memory_id) for p in pending_batch(session, tenant, MODEL_NAME, 2)]
+    assert pending == [written[3], below, above] and current not in pending
+    assert first_two == [written[3], below]
+
+
+def test_an_empty_backlog_is_found_by_index_not_by_reading_every_row(engine: Engine) -> None:
+    statement = (
+        "EXPLAIN SELECT memory_id FROM memory_search WHERE tenant_id = 't' AND embedding IS NOT NULL "
+        "AND embedding_model > 'm' ORDER BY embedding_model, memory_id LIMIT 5"
+    )
+    with tenant_session(engine, "t") as session:
+        session.execute(text("SET LOCAL enable_seqscan = off"))  # a tiny test table would be scanned anyway
+        plan = "\n".join(session.execute(text(statement)).scalars())
+    assert "memory_search_embedding_model" in plan, plan
