@@ -20,7 +20,7 @@ from api.deps import CurrentPrincipal, EngineDep, get_temporal
 from api.schemas import RecallIn
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
-from memory.embeddings import default_embedder
+from memory.embeddings import Embedder, default_embedder
 from memory.enums import Role
 from memory.errors import Conflict, Forbidden, MnemoError, NotFound
 from memory.recall import audit
@@ -85,6 +85,13 @@ def _wait_for_revision(engine: Any, tenant_id: str, min_revision: int) -> None:
         time.sleep(0.05)
 
 
+async def _embedder() -> Embedder:
+    """The model, loaded once in a worker thread (a load must not block the event loop); then no thread hop."""
+    if default_embedder.cache_info().currsize:
+        return default_embedder()
+    return await run_in_threadpool(default_embedder)
+
+
 async def build(body: RecallIn, principal: PrincipalContext, engine: Any, request: Request) -> dict[str, Any]:
     """The whole recall path for one request; shared by /memory-query and /recall/render."""
     intent = Intent(body.intent) if body.intent else classify_intent(body.query, body.task_id)
@@ -99,7 +106,7 @@ async def build(body: RecallIn, principal: PrincipalContext, engine: Any, reques
     vector: Future[list[float]] | None = None
     model = None
     if plan.reads(SourceType.MEMORY) and body.retrieval != "lexical":
-        embedder = await run_in_threadpool(default_embedder)
+        embedder = await _embedder()
         # Started now, awaited by the pipeline after its lexical sources: the two overlap.
         vector, model = EMBEDDING_THREAD.submit(embedder.embed_one, body.query), embedder.name
     filters = allowed_scope(principal, categories=tuple(body.categories), spaces=tuple(body.spaces),
