@@ -10,15 +10,15 @@ from __future__ import annotations
 import math
 import re
 import uuid
-from functools import lru_cache
 from collections.abc import Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, DateTime, Select, Text, and_, any_, bindparam, case, cast, literal, null, select, text
+from sqlalchemy import ColumnElement, DateTime, Select, Text, and_, any_, bindparam, case, literal, null, select, text
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
@@ -135,8 +135,8 @@ def _reread_statement(principal: PrincipalContext, filters: QueryFilters, with_c
             MemorySearch.embedding.is_not(None), MemorySearch.embedding_model == bindparam("model", type_=Text),
             MemorySearch.embedding_revision == Memory.revision, MemorySearch.version == Memory.version,
         )
-        query_vector = cast(bindparam("query_vector", type_=Text), MemorySearch.embedding.type)
-        cosine = case((valid, literal(1.0) - MemorySearch.embedding.cosine_distance(query_vector)), else_=null())
+        cosine = case((valid, literal(1.0) - MemorySearch.embedding.cosine_distance(cand.query_vector_param())),
+                      else_=null())
     return (
         select(Memory, cosine.label("cosine"), MemoryUsage.active_count, MemoryUsage.last_used_at)
         .outerjoin(MemorySearch, and_(MemorySearch.tenant_id == Memory.tenant_id, MemorySearch.memory_id == Memory.memory_id))

@@ -18,9 +18,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
-
 from functools import lru_cache
+from typing import Any
 
 from sqlalchemy import ColumnElement, Integer, Select, Text, and_, any_, bindparam, cast, func, literal, or_, select, text
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -214,7 +213,8 @@ def vector_text(vector: Sequence[float]) -> str:
     return "[" + ",".join(map(str, vector)) + "]"
 
 
-def _query_vector() -> ColumnElement[Any]:
+def query_vector_param() -> ColumnElement[Any]:
+    """The ``query_vector`` parameter (text of :func:`vector_text`) as a pgvector value."""
     return cast(bindparam("query_vector", type_=Text), MemorySearch.embedding.type)
 
 
@@ -265,7 +265,7 @@ def _nearest_statement(principal: PrincipalContext, filters: QueryFilters, limit
     memories and sorts every distance.
     """
     view = scoped_search
-    distance = view.c.embedding.cosine_distance(_query_vector())
+    distance = view.c.embedding.cosine_distance(query_vector_param())
     if exact:
         distance = distance + literal(0.0)  # not an ordering the HNSW index offers: every distance is computed
     current = and_(view.c.embedding.is_not(None), view.c.embedding_model == bindparam("model", type_=Text))
