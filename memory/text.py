@@ -18,8 +18,11 @@ from functools import lru_cache
 import snowballstemmer
 
 _CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
-_PIECE = re.compile(f"([{_CJK_CHARS}]+)|[^\\W{_CJK_CHARS}]+")
-"""A CJK run (group 1) or a run of other word characters: one pass splits words and scripts."""
+_PIECE = re.compile(f"((?:(?=\\w)[{_CJK_CHARS}])+)|[^\\W{_CJK_CHARS}]+")
+"""A run of CJK word characters (group 1) or of other word characters: one pass splits words and scripts.
+
+The look-ahead keeps what is not a word character out of a CJK run (``・`` in ``東京・大阪``, combining
+marks), exactly as splitting on ``\\w+`` first did."""
 
 
 def normalize(text: str) -> str:

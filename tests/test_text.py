@@ -24,6 +24,12 @@ def test_punctuation_is_not_a_token() -> None:
     assert tokens("，。！？ -- ...") == []
 
 
+def test_a_non_word_character_inside_the_cjk_ranges_still_separates_words() -> None:
+    # The katakana middle dot (U+30FB) sits in the CJK block but is punctuation.
+    assert tokens("東京・大阪") == ["東京", "大阪"]
+    assert tokens("foo・bar") == ["foo", "bar"]
+
+
 def test_tsquery_quotes_each_lexeme_once() -> None:
     assert tsquery_any(["上海", "it's", "上海"]) == "'上海' | 'it''s'"
 

@@ -123,7 +123,10 @@ def reread(
         parameters |= {"query_vector": query_vector, "model": model}
     rows = session.execute(_reread_statement(principal, filters, with_cosine), parameters).all()
     wanted = {(c.memory_id, c.version) for c in found}
-    return {(m.memory_id, m.version): Current(m, None if c is None else float(c), count or 0, used)
+    # A vector without direction (all zeros) has no cosine: pgvector answers NaN, which would poison every
+    # z-score of the pool and is not JSON. It counts as no vector.
+    return {(m.memory_id, m.version): Current(m, float(c) if c is not None and math.isfinite(c) else None,
+                                              count or 0, used)
             for m, c, count, used in rows if (m.memory_id, m.version) in wanted}
 
 

@@ -170,8 +170,10 @@ def _lexical_match(source: str) -> tuple[ColumnElement[bool], ColumnElement[floa
     if source == "fulltext":
         tsquery = func.to_tsquery("simple", bindparam("tsquery", type_=Text))
         return view.c.tokens.op("@@")(tsquery), func.ts_rank(view.c.tokens, tsquery, 32)
-    query = bindparam("query", type_=Text)
-    return query.op("<%")(view.c.search_text), func.word_similarity(query, view.c.search_text)
+    if source == "trigram":
+        query = bindparam("query", type_=Text)
+        return query.op("<%")(view.c.search_text), func.word_similarity(query, view.c.search_text)
+    raise ValueError(f"no lexical source {source!r}")
 
 
 def fulltext_candidates(

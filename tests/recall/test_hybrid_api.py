@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, event, select, text
 
 from api.settings import Settings
 from memory.db import tenant_session
@@ -183,11 +183,41 @@ def test_the_backlog_holds_new_rows_first_then_vectors_of_any_other_model(
 
 
 def test_an_empty_backlog_is_found_by_index_not_by_reading_every_row(engine: Engine) -> None:
-    statement = (
-        "EXPLAIN SELECT memory_id FROM memory_search WHERE tenant_id = 't' AND embedding IS NOT NULL "
-        "AND embedding_model > 'm' ORDER BY embedding_model, memory_id LIMIT 5"
-    )
+    from memory.embeddings import pending_batch
+
+    sent: list[tuple[str, object]] = []
+
+    def capture(conn: object, cursor: object, statement: str, parameters: object, context: object, many: bool) -> None:
+        sent.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        with tenant_session(engine, "t") as session:
+            assert pending_batch(session, "t", MODEL_NAME, 5) == []
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    probes = [(sql, params) for sql, params in sent if "FROM memories" in sql]
+    assert len(probes) == 3  # no vector; a model sorting before the current one; after it
+    plans = []
     with tenant_session(engine, "t") as session:
         session.execute(text("SET LOCAL enable_seqscan = off"))  # a tiny test table would be scanned anyway
-        plan = "\n".join(session.execute(text(statement)).scalars())
-    assert "memory_search_embedding_model" in plan, plan
+        raw = session.connection().connection.driver_connection
+        for sql, params in probes:
+            plans.append("\n".join(row[0] for row in raw.execute("EXPLAIN " + sql, params).fetchall()))
+    assert "memory_search_unembedded" in plans[0], plans[0]
+    assert all("memory_search_embedding_model" in plan for plan in plans[1:]), plans[1:]
+
+
+def test_a_vector_without_direction_gives_no_cosine_rather_than_a_broken_bundle(
+    client: TestClient, make_key: MakeKey, engine: Engine, recall_worker: None, recall_settings: Settings
+) -> None:
+    tenant = _tenant()
+    key = make_key(tenant=tenant)
+    memory_id = write(client, key, "The garage door code is written on the calendar")
+    embed_tenant(recall_settings, tenant)
+    with tenant_session(engine, tenant) as session:  # a zero vector: pgvector's cosine with it is NaN
+        row = session.execute(select(MemorySearch).where(MemorySearch.tenant_id == tenant)).scalar_one()
+        row.embedding = [0.0] * len(row.embedding)
+    bundle = recall(client, key, query="garage door code", explain=True)
+    [item] = bundle["items"]
+    assert item["memory_id"] == memory_id and item["score_breakdown"]["cosine"] is None
