@@ -19,8 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import ColumnElement, DateTime, Select, Text, and_, any_, bindparam, case, literal, null, select, text
-from sqlalchemy.dialects.postgresql import ARRAY, UUID
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.dialects.postgresql import ARRAY, UUID, insert
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
@@ -329,7 +328,7 @@ def mark_used(session: Session, tenant_id: str, selected: list[Scored], now: dat
     commits first, and the locked read skips the row. Either way no counter outlives its memory, and
     the foreign key never fails mid-bundle.
     """
-    ids = sorted({s.memory.memory_id for s in selected}, key=str)
+    ids = list({s.memory.memory_id for s in selected})  # the statement orders them
     if not ids:
         return
     present = (

@@ -42,19 +42,6 @@ class Candidate:
     semantic: float | None = None
 
 
-def _joined(principal: PrincipalContext, filters: QueryFilters) -> tuple:  # type: ignore[type-arg]
-    on = and_(
-        MemorySearch.tenant_id == Memory.tenant_id,
-        MemorySearch.memory_id == Memory.memory_id,
-        MemorySearch.version == Memory.version,
-    )
-    return on, (MemorySearch.tenant_id == principal.tenant_id, hard_filters(principal, filters, NOW))
-
-
-def _select(*columns: object):  # type: ignore[no-untyped-def]
-    return select(Memory.memory_id, Memory.version, *columns)
-
-
 def key_candidates(
     session: Session, principal: PrincipalContext, filters: QueryFilters, keys: Sequence[str],
     now: datetime, limit: int,
@@ -68,9 +55,11 @@ def key_candidates(
 
 @lru_cache(maxsize=256)
 def _key_statement(principal: PrincipalContext, filters: QueryFilters, limit: int) -> Select:  # type: ignore[type-arg]
-    on, where = _joined(principal, filters)
+    search = MemorySearch.__table__
     return (
-        _select().join(MemorySearch, on).where(*where, Memory.key == any_(bindparam("keys", type_=ARRAY(Text))))
+        select(Memory.memory_id, Memory.version).join(search, _on_head(search))
+        .where(search.c.tenant_id == principal.tenant_id, hard_filters(principal, filters, NOW),
+               Memory.key == any_(bindparam("keys", type_=ARRAY(Text))))
         .order_by(Memory.revision.desc(), Memory.memory_id).limit(limit)
     )
 
@@ -121,7 +110,8 @@ are the first matches in table order (usually the oldest), not the best ranked, 
 large the vector source carries recall. Tenants with fewer matches never reach it."""
 
 
-def _on_head(view: Any = scoped_search) -> ColumnElement[bool]:
+def _on_head(view: Any) -> ColumnElement[bool]:
+    """``view``'s row joined to the memory version it projects."""
     return and_(Memory.tenant_id == view.c.tenant_id, Memory.memory_id == view.c.memory_id,
                 Memory.version == view.c.version)
 

@@ -6,6 +6,7 @@ import uuid
 
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event, select, text
+from sqlalchemy.orm import Session
 
 from api.settings import Settings
 from memory.db import tenant_session
@@ -17,6 +18,11 @@ from tests.recall.conftest import embed_tenant, ids, recall, write
 
 def _tenant() -> str:
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def _projections(session: Session, tenant: str) -> list[MemorySearch]:
+    """The tenant's search projection rows (to read or to age a vector by hand)."""
+    return list(session.execute(select(MemorySearch).where(MemorySearch.tenant_id == tenant)).scalars())
 
 
 def test_a_paraphrase_with_no_shared_word_is_found_by_its_vector(
@@ -150,13 +156,13 @@ def test_a_correction_clears_the_vector_and_a_stale_vector_is_refused(
         assert store_vectors(session, tenant, MODEL_NAME, list(zip(pending, vectors))) == (0, 1)
     embed_tenant(recall_settings, tenant)
     with tenant_session(engine, tenant) as session:
-        row = session.execute(select(MemorySearch).where(MemorySearch.tenant_id == tenant)).scalar_one()
+        [row] = _projections(session, tenant)
         assert row.version == 2 and row.embedding_model == MODEL_NAME and row.embedding_revision is not None
         row.embedding_model = "some-older-model"  # the model changed: every vector is now stale
     result = embed_tenant(recall_settings, tenant)
     assert result.written == 1
     with tenant_session(engine, tenant) as session:
-        assert session.execute(select(MemorySearch.embedding_model).where(MemorySearch.tenant_id == tenant)).scalar_one() == MODEL_NAME
+        assert [row.embedding_model for row in _projections(session, tenant)] == [MODEL_NAME]
 
 
 def test_the_backlog_holds_new_rows_first_then_vectors_of_any_other_model(
@@ -170,7 +176,7 @@ def test_the_backlog_holds_new_rows_first_then_vectors_of_any_other_model(
     embed_tenant(recall_settings, tenant)
     below, above, current = written[0], written[1], written[2]  # written[3] gets no vector at all
     with tenant_session(engine, tenant) as session:
-        rows = {str(r.memory_id): r for r in session.execute(select(MemorySearch).where(MemorySearch.tenant_id == tenant)).scalars()}
+        rows = {str(r.memory_id): r for r in _projections(session, tenant)}
         rows[below].embedding_model = "aaa-an-older-model"  # sorts before the current name
         rows[above].embedding_model = "zzz-an-older-model"  # sorts after it
         rows[written[3]].embedding = None
@@ -216,7 +222,7 @@ def test_a_vector_without_direction_gives_no_cosine_rather_than_a_broken_bundle(
     memory_id = write(client, key, "The garage door code is written on the calendar")
     embed_tenant(recall_settings, tenant)
     with tenant_session(engine, tenant) as session:  # a zero vector: pgvector's cosine with it is NaN
-        row = session.execute(select(MemorySearch).where(MemorySearch.tenant_id == tenant)).scalar_one()
+        [row] = _projections(session, tenant)
         row.embedding = [0.0] * len(row.embedding)
     bundle = recall(client, key, query="garage door code", explain=True)
     [item] = bundle["items"]
