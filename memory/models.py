@@ -147,6 +147,30 @@ class MemorySearch(Base):
     """The memory revision the vector was computed from; recall uses it only while it is current."""
 
 
+class MemoryLexeme(Base):
+    """One lexeme of a projection row's ``tokens``: a posting list per (tenant, lexeme), newest first.
+
+    GIN reads every posting of a query's terms before it returns a row, table-wide: a common
+    term of a million-memory tenant cost ~100 ms a query. Ordered by revision in a B-tree, the
+    full-text source reads the newest matches of each term and stops (migration 0008). Written
+    with the projection row, in its transaction; deleted with it (``ON DELETE CASCADE``).
+    """
+
+    __tablename__ = "memory_lexemes"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "memory_id"], ["memory_search.tenant_id", "memory_search.memory_id"], ondelete="CASCADE"
+        ),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    lexeme: Mapped[str] = mapped_column(Text, primary_key=True)
+    revision: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    """The source revision of the projection row (``memory_search.source_revision``): newest first."""
+    memory_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+
+
 class MemoryUsage(Base):
     """How often and when bundles injected a memory (hotness, seed 004 §9.1): apart, so a bump is a narrow update.
 

@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.enums import Status
-from memory.models import Memory, MemorySearch
+from memory.models import Memory, MemoryLexeme, MemorySearch
 from memory.text import lexemes, normalize
 
 
@@ -31,6 +31,25 @@ def write_projection(session: Session, memory: Memory) -> None:
         insert(MemorySearch)
         .values(tenant_id=memory.tenant_id, memory_id=memory.memory_id, **values)
         .on_conflict_do_update(index_elements=["tenant_id", "memory_id"], set_=values)
+    )
+    _write_postings(session, memory.tenant_id, memory.memory_id)
+
+
+def _write_postings(session: Session, tenant_id: str, memory_id: uuid.UUID) -> None:
+    """Replace the memory's rows in ``memory_lexemes`` with the lexemes of its projection row's ``tokens``.
+
+    Derived in SQL from the stored ``tokens``, as migration 0008 backfills them, so the postings
+    hold exactly what the ``tsvector`` holds.
+    """
+    session.execute(delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id == memory_id))
+    search = MemorySearch.__table__
+    session.execute(
+        insert(MemoryLexeme).from_select(
+            ["tenant_id", "lexeme", "revision", "memory_id", "version"],
+            select(search.c.tenant_id, func.unnest(func.tsvector_to_array(search.c.tokens)), search.c.source_revision,
+                   search.c.memory_id, search.c.version)
+            .where(search.c.tenant_id == tenant_id, search.c.memory_id == memory_id),
+        )
     )
 
 
@@ -56,7 +75,8 @@ def rebuild_batch(session: Session, tenant_id: str, after: uuid.UUID | None, bat
 def delete_projection(session: Session, tenant_id: str, memory_ids: Iterable[uuid.UUID] | Select[Any]) -> None:
     """Remove what the projection derived from these memories: the search row (tokens, text, vector).
 
-    Their usage counters go with it (``memory_usage`` cascades from the search row).
+    Their usage counters and lexeme postings go with it (``memory_usage`` and ``memory_lexemes``
+    cascade from the search row).
     """
     ids = memory_ids if isinstance(memory_ids, Select) else list(memory_ids)
     session.execute(delete(MemorySearch).where(MemorySearch.tenant_id == tenant_id, MemorySearch.memory_id.in_(ids)))

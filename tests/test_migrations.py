@@ -4,6 +4,7 @@ import uuid
 from datetime import datetime, timezone
 
 import psycopg
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -53,12 +54,13 @@ def test_database_is_at_the_single_head(postgres: PostgresInfo) -> None:
     assert current == tuple(heads)
 
 
-def test_0006_rederives_projections_written_before_stemming(postgres: PostgresInfo) -> None:
+def test_0006_and_0008_rederive_projections_written_before_them(postgres: PostgresInfo) -> None:
+    """A projection row written before stemming (0006) and before postings (0008) is re-derived by the upgrade."""
     name = f"mnemo_mig_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
     try:
-        upgrade(postgres.url(name), "0005")
+        upgrade(postgres.url(name))
         engine = make_engine(postgres.url(name), pool_size=1)
         with tenant_session(engine, "acme") as session:
             create_api_key(session, tenant_id="acme", user_id="alice", roles=["memory_writer"])
@@ -67,15 +69,21 @@ def test_0006_rederives_projections_written_before_stemming(postgres: PostgresIn
                             source=Source("conv-1", "EXPLICIT_USER_STATEMENT", datetime(2026, 6, 1, tzinfo=timezone.utc)),
                             source_level=SourceLevel.E2)
             memory = create_memory(session, alice, new).memory.memory_id
-            # What 0005's projection held: the words as written.
+        # Back to 0005 (today's write path needs today's schema), with what 0005's projection held: the words as written.
+        command.downgrade(alembic_config(postgres.url(name)), "0005")
+        with tenant_session(engine, "acme") as session:
             session.execute(text("UPDATE memory_search SET tokens = to_tsvector('simple', 'she was painting landscapes')"))
         upgrade(postgres.url(name))
         with tenant_session(engine, "acme") as session:
             stored = session.execute(text("SELECT tokens::text FROM memory_search WHERE memory_id = :id"),
                                      {"id": memory}).scalar_one()
+            postings = session.execute(text("SELECT lexeme, revision = (SELECT source_revision FROM memory_search)"
+                                            " FROM memory_lexemes WHERE memory_id = :id ORDER BY lexeme"),
+                                       {"id": memory}).all()
         engine.dispose()
         # Abstract then content (a short content is its own abstract), each word stemmed.
         assert stored == "'landscap':4,8 'paint':3,7 'she':1,5 'was':2,6"
+        assert postings == [("landscap", True), ("paint", True), ("she", True), ("was", True)]
     finally:
         with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
             conn.execute(f"DROP DATABASE {name} WITH (FORCE)")

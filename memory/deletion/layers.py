@@ -27,6 +27,7 @@ from memory.models import (
     DeletionProbe,
     Memory,
     MemoryEvent,
+    MemoryLexeme,
     MemorySearch,
     RebuildBlock,
     Tombstone,
@@ -199,7 +200,7 @@ def purge_primary_memories(session: Session, job: DeletionJob, batch: int) -> Ba
 
 
 def purge_search_projection(session: Session, job: DeletionJob, batch: int) -> BatchResult:
-    """Delete the lexical tokens, trigram text and embedding of every covered memory."""
+    """Delete the lexical tokens, lexeme postings, trigram text and embedding of every covered memory."""
     scope, revision = scope_of(job), job.barrier_revision
     covered_ids = select(Memory.memory_id).where(memories_in(scope, job.tenant_id, revision)).distinct()
     rows = session.execute(
@@ -208,10 +209,16 @@ def purge_search_projection(session: Session, job: DeletionJob, batch: int) -> B
         .limit(batch)
     ).all()
     ids = [row.memory_id for row in rows]
+    postings = 0
     if ids:
-        delete_projection(session, job.tenant_id, ids)
+        postings = session.execute(
+            select(func.count()).select_from(MemoryLexeme)
+            .where(MemoryLexeme.tenant_id == job.tenant_id, MemoryLexeme.memory_id.in_(ids))
+        ).scalar_one()
+        delete_projection(session, job.tenant_id, ids)  # the postings cascade
     vectors = sum(1 for row in rows if row.has_vector)
-    return BatchResult(len(ids), len(ids) < batch, {"lexical_rows": len(ids), "vectors": vectors})
+    return BatchResult(len(ids), len(ids) < batch,
+                       {"lexical_rows": len(ids), "lexeme_postings": postings, "vectors": vectors})
 
 
 def purge_audit_bodies(session: Session, job: DeletionJob, batch: int) -> BatchResult:

@@ -3,7 +3,7 @@
 Each probe (the original texts and their clauses) is searched lexically (full
 text and trigram) and through recall as the owner, and tenant-wide with no
 visibility or status filter as an administrator would; storage is also checked
-directly (unscrubbed rows, projection rows, vectors); each probe is also
+directly (unscrubbed rows, projection rows, lexeme postings, vectors); each probe is also
 searched by its embedding. A hit on anything the job
 covers fails it. The result names where hits were, never the probe text: it is
 recorded in workflow history.
@@ -24,7 +24,7 @@ from memory.deletion.layers import scope_of
 from memory.deletion.scope import events_in, memories_in
 from memory.embeddings import default_embedder
 from memory.errors import InvalidInput
-from memory.models import DeletionJob, DeletionProbe, Memory, MemoryEvent, MemorySearch
+from memory.models import DeletionJob, DeletionProbe, Memory, MemoryEvent, MemoryLexeme, MemorySearch
 from memory.recall.bundle import RecallRequest, build_bundle
 from memory.recall.plan import Intent, make_plan
 from memory.text import lexemes, normalize, tsquery_any
@@ -48,6 +48,11 @@ def verify(session: Session, job: DeletionJob) -> Verification:
         select(func.count())
         .select_from(MemorySearch)
         .where(MemorySearch.tenant_id == job.tenant_id, MemorySearch.memory_id.in_(select(Memory.memory_id).where(covered)))
+    ).scalar_one()
+    hits["lexeme_postings"] = session.execute(
+        select(func.count())
+        .select_from(MemoryLexeme)
+        .where(MemoryLexeme.tenant_id == job.tenant_id, MemoryLexeme.memory_id.in_(select(Memory.memory_id).where(covered)))
     ).scalar_one()
     if scope.type.value != "memory":
         hits["unscrubbed_events"] = session.execute(

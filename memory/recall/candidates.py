@@ -21,12 +21,12 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Integer, Select, Text, and_, any_, bindparam, cast, func, literal, or_, select, text
+from sqlalchemy import ColumnElement, Integer, Select, Text, and_, any_, bindparam, cast, func, literal, or_, select, text, true
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
-from memory.models import Memory, MemorySearch, scoped_search
+from memory.models import Memory, MemoryLexeme, MemorySearch, scoped_search
 from memory.query import NOW, QueryFilters, hard_filters
 from memory.text import normalize, search_terms, tsquery_any
 
@@ -104,10 +104,11 @@ def index_first(session: Session, limit: int) -> Iterator[None]:
 EXAMINED_PER_CANDIDATE = 20
 """A lexical source examines at most 20 matching rows (after the hard filters) per candidate it returns.
 
-That bounds its cost in a very large tenant (400 rows for the default 20 candidates; at 1M memories
-a cap of 1,000 cost ~76 ms a query). Within the cap the source is exact; beyond it, the rows examined
-are the first matches in table order (usually the oldest), not the best ranked, so in a tenant that
-large the vector source carries recall. Tenants with fewer matches never reach it."""
+That bounds its cost in a very large tenant. The full-text source splits them over the query's
+terms (each term at least ``limit``): the newest visible matches of each term. A rare term's
+matches all fit, so an old memory with a name or a rare word is still found; a term that
+matches most of the tenant contributes its newest matches only. The trigram source takes the
+first matches of its index, in table order."""
 
 
 def _on_head(view: Any) -> ColumnElement[bool]:
@@ -116,65 +117,59 @@ def _on_head(view: Any) -> ColumnElement[bool]:
                 Memory.version == view.c.version)
 
 
-def _index_driven(
-    session: Session, principal: PrincipalContext, filters: QueryFilters, source: str, now: datetime,
-    parameters: dict[str, Any], limit: int,
-) -> list[Any]:
-    """The best ``limit`` rows of a lexical ``source`` (its :func:`_lexical_match`) that pass the hard filters.
-
-    The match reads ``memory_search_scoped`` (migration 0005), so its GIN index drives the query
-    instead of a scan of every memory the caller may see; the hard filters are in the same
-    statement, before the :data:`EXAMINED_PER_CANDIDATE` cap and the limit, so a row the caller may not use
-    never takes a place.
-    """
-    with index_first(session, limit):
-        return list(session.execute(_index_driven_statement(principal, filters, source, limit),
-                                    {"now": now, "examined": EXAMINED_PER_CANDIDATE * limit, **parameters}).all())
-
-
-@lru_cache(maxsize=256)
-def _index_driven_statement(principal: PrincipalContext, filters: QueryFilters, source: str,
-                            limit: int) -> Select:  # type: ignore[type-arg]
-    view = scoped_search
-    match, score = _lexical_match(source)
-    hits = (
-        select(view.c.tenant_id, view.c.memory_id, view.c.version, score.label("score"))
-        .where(match).offset(0).subquery("hits")
-    )
-    examined = (
-        select(hits.c.memory_id, hits.c.version, Memory.revision, hits.c.score)
-        .join(Memory, _on_head(hits))
-        .where(hard_filters(principal, filters, NOW))
-        .limit(bindparam("examined", type_=Integer))  # EXAMINED_PER_CANDIDATE * limit
-        .subquery("examined")
-    )
-    return (
-        select(examined).order_by(examined.c.score.desc(), examined.c.revision.desc(), examined.c.memory_id)
-        .limit(limit)
-    )
-
-
-def _lexical_match(source: str) -> tuple[ColumnElement[bool], ColumnElement[float]]:
-    """A lexical source's match condition on ``memory_search_scoped`` and its score; the query is a parameter."""
-    view = scoped_search
-    if source == "fulltext":
-        tsquery = func.to_tsquery("simple", bindparam("tsquery", type_=Text))
-        return view.c.tokens.op("@@")(tsquery), func.ts_rank(view.c.tokens, tsquery, 32)
-    if source == "trigram":
-        query = bindparam("query", type_=Text)
-        return query.op("<%")(view.c.search_text), func.word_similarity(query, view.c.search_text)
-    raise ValueError(f"no lexical source {source!r}")
-
-
 def fulltext_candidates(
     session: Session, principal: PrincipalContext, filters: QueryFilters, terms: list[str],
     now: datetime, limit: int,
 ) -> list[Candidate]:
-    """Any informative query term, ranked by ``ts_rank`` (normalised to [0, 1) with rank/(rank+1))."""
+    """Memories with any of the query's terms, ranked by ``ts_rank`` (normalised to [0, 1) with rank/(rank+1)).
+
+    Each term's postings (``memory_lexemes``, migration 0008) are walked newest first, joined to
+    their memory under the hard filters, until ``per_term`` rows pass; the union is ranked. The
+    cost follows the rows examined, not how common a term is in the table (a GIN bitmap reads
+    every posting first: ~100 ms for a common term at a million memories), and another tenant's
+    or user's postings never take a place: the filters run before the per-term limit.
+    """
     if not terms:
         return []
-    rows = _index_driven(session, principal, filters, "fulltext", now, {"tsquery": tsquery_any(terms)}, limit)
+    per_term = max(limit, -(-EXAMINED_PER_CANDIDATE * limit // len(terms)))
+    parameters = {"now": now, "lexemes": " ".join(terms), "tsquery": tsquery_any(terms), "per_term": per_term}
+    with index_first(session, limit):
+        rows = session.execute(_fulltext_statement(principal, filters, limit), parameters).all()
     return [Candidate(r.memory_id, r.version, {"fulltext"}, fulltext=float(r.score)) for r in rows]
+
+
+@lru_cache(maxsize=256)
+def _fulltext_statement(principal: PrincipalContext, filters: QueryFilters, limit: int) -> Select:  # type: ignore[type-arg]
+    """Per query lexeme, a lateral walk of its newest visible postings; the union ranked by ``ts_rank``.
+
+    The query's lexemes come from ``to_tsvector('simple', …)`` of its terms, as a projection row's
+    ``tokens`` come from its lexemes, so both sides are split the same way.
+    """
+    postings = MemoryLexeme.__table__
+    query_lexemes = select(
+        func.unnest(func.tsvector_to_array(func.to_tsvector("simple", bindparam("lexemes", type_=Text)))).label("lexeme")
+    ).subquery("query_lexemes")
+    newest = (
+        select(postings.c.memory_id, postings.c.version, postings.c.revision)
+        .join(Memory, _on_head(postings))
+        .where(postings.c.tenant_id == principal.tenant_id, postings.c.lexeme == query_lexemes.c.lexeme,
+               hard_filters(principal, filters, NOW))
+        .order_by(postings.c.revision.desc(), postings.c.memory_id.desc())
+        .limit(bindparam("per_term", type_=Integer))
+        .lateral("newest")
+    )
+    found = (
+        select(newest.c.memory_id, newest.c.version, newest.c.revision)
+        .select_from(query_lexemes).join(newest, true()).distinct().subquery("found")
+    )
+    search = MemorySearch.__table__
+    score = func.ts_rank(search.c.tokens, func.to_tsquery("simple", bindparam("tsquery", type_=Text)), 32)
+    return (
+        select(found.c.memory_id, found.c.version, score.label("score"))
+        .join(search, and_(search.c.tenant_id == principal.tenant_id, search.c.memory_id == found.c.memory_id))
+        .order_by(score.desc(), found.c.revision.desc(), found.c.memory_id)
+        .limit(limit)
+    )
 
 
 TRIGRAM_MAX_QUERY_CHARS = 32
@@ -187,13 +182,41 @@ def trigram_candidates(
     """Near-spellings (typos, partial words) through the trigram index: ``word_similarity`` above pg_trgm's threshold.
 
     Only for short queries (a key, a name, a term): a sentence has so many trigrams that the
-    index matches most rows, and full text and vectors already cover sentences.
+    index matches most rows, and full text and vectors already cover sentences. The match reads
+    ``memory_search_scoped`` (migration 0005), so its GIN index drives the query instead of a
+    scan of every memory the caller may see; the hard filters are in the same statement, before
+    the :data:`EXAMINED_PER_CANDIDATE` cap and the limit, so a row the caller may not use never
+    takes a place.
     """
     normalized = normalize(query)
     if len(normalized) > TRIGRAM_MAX_QUERY_CHARS:
         return []
-    rows = _index_driven(session, principal, filters, "trigram", now, {"query": normalized}, limit)
+    parameters = {"now": now, "query": normalized, "examined": EXAMINED_PER_CANDIDATE * limit}
+    with index_first(session, limit):
+        rows = session.execute(_trigram_statement(principal, filters, limit), parameters).all()
     return [Candidate(r.memory_id, r.version, {"trigram"}, trigram=float(r.score)) for r in rows]
+
+
+@lru_cache(maxsize=256)
+def _trigram_statement(principal: PrincipalContext, filters: QueryFilters, limit: int) -> Select:  # type: ignore[type-arg]
+    view = scoped_search
+    query = bindparam("query", type_=Text)
+    hits = (
+        select(view.c.tenant_id, view.c.memory_id, view.c.version,
+               func.word_similarity(query, view.c.search_text).label("score"))
+        .where(query.op("<%")(view.c.search_text)).offset(0).subquery("hits")
+    )
+    examined = (
+        select(hits.c.memory_id, hits.c.version, Memory.revision, hits.c.score)
+        .join(Memory, _on_head(hits))
+        .where(hard_filters(principal, filters, NOW))
+        .limit(bindparam("examined", type_=Integer))  # EXAMINED_PER_CANDIDATE * limit
+        .subquery("examined")
+    )
+    return (
+        select(examined).order_by(examined.c.score.desc(), examined.c.revision.desc(), examined.c.memory_id)
+        .limit(limit)
+    )
 
 
 MAX_WALK = 20_000

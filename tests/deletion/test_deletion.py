@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, func, select, text
 
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.enums import Category, SourceLevel, Space
 from memory.epochs import StaleEpoch, current_epoch
 from memory.memories import NewMemory, Source, create_memory
-from memory.models import Memory, MemoryEvent, MemorySearch, RebuildBlock
+from memory.models import Memory, MemoryEvent, MemoryLexeme, MemorySearch, RebuildBlock
 from tests.conftest import MakeKey, auth
 from tests.deletion.conftest import completed, wait_for
 from tests.factories import candidate, event
@@ -125,11 +125,13 @@ def test_subject_deletion_purges_every_layer_and_later_writes_are_new_data(
     assert layers["primary_memories"]["removed"] == 18  # 16 + 1 session memory + 1 superseded version
     assert layers["source_events"]["removed"] == 3
     assert layers["search_projection"]["removed"] == 17
+    assert layers["search_projection"]["evidence"]["lexeme_postings"] >= 17 * 4  # 私事, 第n, n条, … per memory
     with tenant_session(engine, tenant) as session:
         leftovers = session.execute(
             select(Memory.memory_id).where(Memory.owner_id == "alice", Memory.content != "")
         ).all()
         assert leftovers == []
+        assert session.execute(select(func.count()).select_from(MemoryLexeme)).scalar_one() == 0
         assert session.execute(select(MemoryEvent.payload).where(MemoryEvent.user_id == "alice")).scalars().all() == [{}] * 3
 
     fresh = _write(api, alice, "删除之后的新记忆")

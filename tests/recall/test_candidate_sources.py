@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timezone
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -23,7 +24,7 @@ from memory.models import scoped_search
 from memory.query import QueryFilters
 from memory.recall import candidates as cand
 from memory.text import search_terms
-from tests.conftest import MakeKey
+from tests.conftest import MakeKey, auth
 from tests.recall.conftest import embed_tenant, write
 
 QUERY = "Where does the user keep the spare house keys?"
@@ -119,3 +120,67 @@ def test_the_scoped_view_shows_only_the_transactions_tenant(engine: Engine, corp
     assert tenants == [(corpus["tenant"], len(ALICE_TEXTS) + 6)]
     with global_session(engine) as session:
         assert session.execute(select(func.count()).select_from(scoped_search)).scalar_one() == 0
+
+
+@pytest.fixture(scope="module")
+def budget_notes(client: TestClient, make_key: MakeKey) -> dict[str, Any]:
+    """Alice: one old note naming Kepler, then eight budget notes; then Bob (same tenant) writes eight newer ones."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
+    kepler = write(client, alice, "The Kepler budget is frozen until March")
+    notes = [write(client, alice, f"Budget note number {n} for the quarter") for n in range(8)]
+    for n in range(8):
+        write(client, bob, f"Budget note number {n} for the quarter, from Bob")
+    return {"tenant": tenant, "kepler": kepler, "notes": notes}
+
+
+def _fulltext(engine: Engine, notes: dict[str, Any], query: str, limit: int) -> list[str]:
+    now = datetime.now(timezone.utc)
+    with tenant_session(engine, notes["tenant"]) as session:
+        found = cand.fulltext_candidates(session, _principal(notes["tenant"], "alice"), QueryFilters(),
+                                         search_terms(query), now, limit)
+    return [str(c.memory_id) for c in found]
+
+
+def test_a_common_term_contributes_its_newest_visible_matches(
+    engine: Engine, budget_notes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cand, "EXAMINED_PER_CANDIDATE", 1)  # one term, limit 5: its 5 newest postings
+    found = _fulltext(engine, budget_notes, "budget", 5)
+    # Bob's eight notes are newer still, but are not Alice's to see: they never take a place.
+    assert set(found) == set(budget_notes["notes"][-5:])
+
+
+def test_a_rare_term_finds_an_old_memory_past_a_common_terms_newest(
+    engine: Engine, budget_notes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cand, "EXAMINED_PER_CANDIDATE", 1)
+    assert budget_notes["kepler"] not in _fulltext(engine, budget_notes, "budget", 5)
+    found = _fulltext(engine, budget_notes, "Kepler budget", 5)
+    assert found[0] == budget_notes["kepler"]  # both terms: ranked first
+    assert len(found) == 5
+
+
+def test_postings_are_exactly_each_projection_rows_lexemes_at_its_revision(
+    client: TestClient, engine: Engine, budget_notes: dict[str, Any], make_key: MakeKey
+) -> None:
+    alice = make_key(tenant=budget_notes["tenant"], user="alice")
+    memory = budget_notes["notes"][0]
+    patched = client.patch(f"/memories/{memory}", json={"expected_version": 1, "content": "Ledger moved to Vega"},
+                           headers=auth(alice))
+    assert patched.status_code == 200, patched.text
+    with tenant_session(engine, budget_notes["tenant"]) as session:
+        mismatched = session.execute(text(
+            "SELECT s.memory_id FROM memory_search s WHERE"
+            " ARRAY(SELECT unnest(tsvector_to_array(s.tokens)) ORDER BY 1)"
+            " IS DISTINCT FROM ARRAY(SELECT l.lexeme FROM memory_lexemes l WHERE l.tenant_id = s.tenant_id"
+            "  AND l.memory_id = s.memory_id AND l.revision = s.source_revision AND l.version = s.version ORDER BY 1)"
+            " OR EXISTS (SELECT 1 FROM memory_lexemes l WHERE l.tenant_id = s.tenant_id AND l.memory_id = s.memory_id"
+            "  AND (l.revision, l.version) <> (s.source_revision, s.version))"
+        )).all()
+        lexemes = session.execute(text("SELECT lexeme FROM memory_lexemes WHERE memory_id = :id ORDER BY 1"),
+                                  {"id": memory}).scalars().all()
+    assert mismatched == []
+    assert "vega" in lexemes and "budget" not in lexemes
+    assert memory not in _fulltext(engine, budget_notes, "budget", 20)
+    assert _fulltext(engine, budget_notes, "Vega", 20) == [memory]
