@@ -153,15 +153,10 @@ class MemoryLexeme(Base):
     GIN reads every posting of a query's terms before it returns a row, table-wide: a common
     term of a million-memory tenant cost ~100 ms a query. Ordered by revision in a B-tree, the
     full-text source reads the newest matches of each term and stops (migration 0008). Written
-    with the projection row, in its transaction; deleted with it (``ON DELETE CASCADE``).
+    and deleted with the projection row, in its transaction (:mod:`memory.projection`).
     """
 
     __tablename__ = "memory_lexemes"
-    __table_args__ = (
-        ForeignKeyConstraint(
-            ["tenant_id", "memory_id"], ["memory_search.tenant_id", "memory_search.memory_id"], ondelete="CASCADE"
-        ),
-    )
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
     lexeme: Mapped[str] = mapped_column(Text, primary_key=True)

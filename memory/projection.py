@@ -73,10 +73,10 @@ def rebuild_batch(session: Session, tenant_id: str, after: uuid.UUID | None, bat
 
 
 def delete_projection(session: Session, tenant_id: str, memory_ids: Iterable[uuid.UUID] | Select[Any]) -> None:
-    """Remove what the projection derived from these memories: the search row (tokens, text, vector).
+    """Remove what the projection derived from these memories: the search row (tokens, text, vector), its postings.
 
-    Their usage counters and lexeme postings go with it (``memory_usage`` and ``memory_lexemes``
-    cascade from the search row).
+    Their usage counters go with the search row (``memory_usage`` cascades from it).
     """
     ids = memory_ids if isinstance(memory_ids, Select) else list(memory_ids)
+    session.execute(delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id.in_(ids)))
     session.execute(delete(MemorySearch).where(MemorySearch.tenant_id == tenant_id, MemorySearch.memory_id.in_(ids)))

@@ -215,7 +215,7 @@ def purge_search_projection(session: Session, job: DeletionJob, batch: int) -> B
             select(func.count()).select_from(MemoryLexeme)
             .where(MemoryLexeme.tenant_id == job.tenant_id, MemoryLexeme.memory_id.in_(ids))
         ).scalar_one()
-        delete_projection(session, job.tenant_id, ids)  # the postings cascade
+        delete_projection(session, job.tenant_id, ids)
     vectors = sum(1 for row in rows if row.has_vector)
     return BatchResult(len(ids), len(ids) < batch,
                        {"lexical_rows": len(ids), "lexeme_postings": postings, "vectors": vectors})
