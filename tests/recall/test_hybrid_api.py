@@ -227,3 +227,31 @@ def test_a_vector_without_direction_gives_no_cosine_rather_than_a_broken_bundle(
     bundle = recall(client, key, query="garage door code", explain=True)
     [item] = bundle["items"]
     assert item["memory_id"] == memory_id and item["score_breakdown"]["cosine"] is None
+
+
+def test_a_lexical_candidates_cosine_comes_only_from_a_vector_of_its_current_revision_and_model(
+    client: TestClient, make_key: MakeKey, engine: Engine, recall_worker: None, recall_settings: Settings
+) -> None:
+    tenant = _tenant()
+    key = make_key(tenant=tenant)
+    memory_id = write(client, key, "The spare bike lock key is taped under the workbench")
+    embed_tenant(recall_settings, tenant)
+
+    def cosine() -> float | None:
+        [item] = recall(client, key, query="bike lock key")["items"]
+        assert item["memory_id"] == memory_id and "fulltext" in item["matched_by"]
+        return item["score_breakdown"]["cosine"]  # type: ignore[no-any-return]
+
+    assert cosine() is not None
+    with tenant_session(engine, tenant) as session:  # computed from an earlier revision
+        [row] = _projections(session, tenant)
+        row.embedding_revision -= 1
+    assert cosine() is None
+    with tenant_session(engine, tenant) as session:  # from the current revision, by another model
+        [row] = _projections(session, tenant)
+        row.embedding_revision, row.embedding_model = row.source_revision, "some-older-model"
+    assert cosine() is None
+    with tenant_session(engine, tenant) as session:
+        [row] = _projections(session, tenant)
+        row.embedding_model = MODEL_NAME
+    assert cosine() is not None
