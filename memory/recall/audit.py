@@ -12,6 +12,7 @@ from memory.auth import PrincipalContext
 from memory.models import AuditEntry
 
 ACTION = "MEMORY_BUNDLE_BUILT"
+_INSERT = insert(AuditEntry.__table__)  # type: ignore[arg-type]
 
 
 def record_bundle(session: Session, principal: PrincipalContext, query: str, bundle: dict[str, Any],
@@ -19,9 +20,9 @@ def record_bundle(session: Session, principal: PrincipalContext, query: str, bun
     selected = [f"{i['memory_id']}@{i['version']}" for i in (*bundle["knowledge"], *bundle["items"])]
     if bundle["task_state"]:
         selected.append(f"task:{bundle['task_state']['task_id']}@{bundle['task_state']['state_version']}")
-    # A plain INSERT, not an ORM object: nothing reads the row back in this transaction, and the unit of
-    # work's flush cost ~2 ms a bundle.
-    session.execute(insert(AuditEntry).values(
+    # A Core INSERT built once, on the session's connection (its transaction), not an ORM object: nothing
+    # reads the row back, and the unit of work's flush cost ~2 ms a bundle.
+    session.connection().execute(_INSERT, dict(
         tenant_id=principal.tenant_id, actor=principal.user_id, action=ACTION,
         detail={
             "trace_id": bundle["trace_id"],
