@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 from api.devstack.postgres import POSTGRES_BIN_PATH
 from memory.db import make_engine, tenant_session
 from memory.deletion.reapply import TombstoneRecord, export_tombstones, reapply
+from migrations import upgrade
 
 
 class BackupError(RuntimeError):
@@ -100,6 +101,7 @@ def restore(url: str, archive: Path) -> RestoreReport:
     _run([str(POSTGRES_BIN_PATH / "pg_restore"), "--no-owner", f"--dbname={_libpq(url, side)}", str(archive)])
 
     side_url = make_url(url).set(database=side).render_as_string(hide_password=False)
+    upgrade(side_url)  # an archive from an older version: today's schema before today's code touches it
     engine = make_engine(side_url, pool_size=1)
     scrubbed = 0
     try:

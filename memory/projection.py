@@ -72,11 +72,16 @@ def rebuild_batch(session: Session, tenant_id: str, after: uuid.UUID | None, bat
     return [memory.memory_id for memory in rebuilt]
 
 
-def delete_projection(session: Session, tenant_id: str, memory_ids: Iterable[uuid.UUID] | Select[Any]) -> None:
+def delete_projection(session: Session, tenant_id: str, memory_ids: Iterable[uuid.UUID] | Select[Any]) -> int:
     """Remove what the projection derived from these memories: the search row (tokens, text, vector), its postings.
 
-    Their usage counters go with the search row (``memory_usage`` cascades from it).
+    Their usage counters go with the search row (``memory_usage`` cascades from it). The search row
+    goes first, in the order :func:`write_projection` takes them: a concurrent write holding the row
+    makes this wait until it commits, and the postings it wrote are then visible to the second delete
+    (in the other order they would survive it, or the two would deadlock). Returns the postings deleted.
     """
     ids = memory_ids if isinstance(memory_ids, Select) else list(memory_ids)
-    session.execute(delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id.in_(ids)))
     session.execute(delete(MemorySearch).where(MemorySearch.tenant_id == tenant_id, MemorySearch.memory_id.in_(ids)))
+    postings = session.execute(
+        delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id.in_(ids)))
+    return int(postings.rowcount)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import cast, delete, func, select, update
+from sqlalchemy import cast, delete, exists, func, select, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, insert
 from sqlalchemy.orm import Session
 from sqlalchemy.types import Text
@@ -209,15 +209,22 @@ def purge_search_projection(session: Session, job: DeletionJob, batch: int) -> B
         .limit(batch)
     ).all()
     ids = [row.memory_id for row in rows]
-    postings = 0
-    if ids:
-        postings = session.execute(
-            select(func.count()).select_from(MemoryLexeme)
-            .where(MemoryLexeme.tenant_id == job.tenant_id, MemoryLexeme.memory_id.in_(ids))
-        ).scalar_one()
-        delete_projection(session, job.tenant_id, ids)
+    postings = delete_projection(session, job.tenant_id, ids) if ids else 0
+    # Postings of a covered memory whose search row is already gone (a write racing an earlier purge) go
+    # too, a batch of memories at a time, so the purge always clears what verification will look for.
+    orphaned = session.execute(
+        select(MemoryLexeme.memory_id)
+        .where(MemoryLexeme.tenant_id == job.tenant_id, MemoryLexeme.memory_id.in_(covered_ids),
+               ~exists().where(MemorySearch.tenant_id == MemoryLexeme.tenant_id,
+                               MemorySearch.memory_id == MemoryLexeme.memory_id))
+        .distinct().limit(batch)
+    ).scalars().all()
+    if orphaned:
+        postings += session.execute(
+            delete(MemoryLexeme).where(MemoryLexeme.tenant_id == job.tenant_id, MemoryLexeme.memory_id.in_(orphaned))
+        ).rowcount
     vectors = sum(1 for row in rows if row.has_vector)
-    return BatchResult(len(ids), len(ids) < batch,
+    return BatchResult(len(ids) + len(orphaned), len(ids) < batch and len(orphaned) < batch,
                        {"lexical_rows": len(ids), "lexeme_postings": postings, "vectors": vectors})
 
 

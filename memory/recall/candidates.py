@@ -21,7 +21,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, Integer, Select, Text, and_, any_, bindparam, cast, func, literal, or_, select, text, true
+from sqlalchemy import ColumnElement, Integer, Numeric, Select, Text, and_, any_, bindparam, cast, func, literal, or_, select, text, true
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
@@ -105,10 +105,16 @@ EXAMINED_PER_CANDIDATE = 20
 """A lexical source examines at most 20 matching rows (after the hard filters) per candidate it returns.
 
 That bounds its cost in a very large tenant. The full-text source splits them over the query's
-terms (each term at least ``limit``): the newest visible matches of each term. A rare term's
+lexemes (each at least ``limit``, at most :data:`MAX_QUERY_LEXEMES` lexemes): the newest visible
+matches of each. A rare term's
 matches all fit, so an old memory with a name or a rare word is still found; a term that
 matches most of the tenant contributes its newest matches only. The trigram source takes the
 first matches of its index, in table order."""
+
+
+MAX_QUERY_LEXEMES = 32
+"""Query lexemes the full-text source walks at most (the first ones; a query rarely has more): with the
+at-least-``limit`` per term, it bounds the rows examined at 32 × ``limit`` whatever the query."""
 
 
 def _on_head(view: Any) -> ColumnElement[bool]:
@@ -131,8 +137,8 @@ def fulltext_candidates(
     """
     if not terms:
         return []
-    per_term = max(limit, -(-EXAMINED_PER_CANDIDATE * limit // len(terms)))
-    parameters = {"now": now, "lexemes": " ".join(terms), "tsquery": tsquery_any(terms), "per_term": per_term}
+    parameters = {"now": now, "lexemes": " ".join(terms), "tsquery": tsquery_any(terms), "limit": limit,
+                  "examined": EXAMINED_PER_CANDIDATE * limit, "max_lexemes": MAX_QUERY_LEXEMES}
     with index_first(session, limit):
         rows = session.execute(_fulltext_statement(principal, filters, limit), parameters).all()
     return [Candidate(r.memory_id, r.version, {"fulltext"}, fulltext=float(r.score)) for r in rows]
@@ -146,16 +152,20 @@ def _fulltext_statement(principal: PrincipalContext, filters: QueryFilters, limi
     ``tokens`` come from its lexemes, so both sides are split the same way.
     """
     postings = MemoryLexeme.__table__
-    query_lexemes = select(
+    split = select(
         func.unnest(func.tsvector_to_array(func.to_tsvector("simple", bindparam("lexemes", type_=Text)))).label("lexeme")
-    ).subquery("query_lexemes")
+    ).limit(bindparam("max_lexemes", type_=Integer)).subquery("split")
+    # The budget is split over the lexemes PostgreSQL made of the terms (it splits "a_b", Python does not).
+    per_term = func.greatest(bindparam("limit", type_=Integer),
+                             func.ceil(cast(bindparam("examined", type_=Integer), Numeric) / func.count().over()))
+    query_lexemes = select(split.c.lexeme, per_term.label("per_term")).subquery("query_lexemes")
     newest = (
         select(postings.c.memory_id, postings.c.version, postings.c.revision)
         .join(Memory, _on_head(postings))
         .where(postings.c.tenant_id == principal.tenant_id, postings.c.lexeme == query_lexemes.c.lexeme,
                hard_filters(principal, filters, NOW))
         .order_by(postings.c.revision.desc(), postings.c.memory_id.desc())
-        .limit(bindparam("per_term", type_=Integer))
+        .limit(query_lexemes.c.per_term)
         .lateral("newest")
     )
     found = (

@@ -50,6 +50,10 @@ def upgrade() -> None:
         """
     )
     isolate_by_tenant("memory_lexemes")
+    # Writers of the projection wait until the postings are complete (readers go on): a projection row
+    # written or deleted by a running older version during the backfill would otherwise leave its
+    # postings missing or stale.
+    op.execute("LOCK TABLE memory_search IN SHARE MODE")
     connection = op.get_bind()
     for (tenant,) in connection.execute(text("SELECT tenant_id FROM tenants ORDER BY tenant_id")).all():
         connection.execute(text("SELECT set_config('mnemo.tenant_id', :t, true)"), {"t": tenant})

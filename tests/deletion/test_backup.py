@@ -7,19 +7,24 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import psycopg
 import pytest
+from alembic import command
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from api.backup import backup, restore
 from api.devstack.postgres import PostgresInfo
 from api.main import create_app
 from api.settings import Settings
-from memory.auth import create_api_key
+from memory.auth import PrincipalContext, create_api_key
 from memory.db import make_engine, tenant_session
-from migrations import upgrade
+from memory.enums import Category, SourceLevel, Space
+from memory.memories import NewMemory, Source, create_memory
+from migrations import alembic_config, upgrade
 from tests.conftest import auth
 from tests.deletion.conftest import completed, wait_for
 from tests.factories import candidate
@@ -107,3 +112,36 @@ def test_restore_of_a_missing_archive_is_a_clear_error(own_database: Settings, t
     result = _mnemo(own_database, "restore", str(tmp_path / "nope.dump"))
     assert result.returncode == 1
     assert "no backup archive at" in result.stderr
+
+
+def test_an_archive_from_an_older_schema_is_upgraded_before_it_goes_live(postgres: PostgresInfo, tmp_path: Path) -> None:
+    """An archive taken before migration 0008 comes back with the postings the current code reads."""
+    name = f"mnemo_oldarchive_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = postgres.url(name)
+    try:
+        upgrade(url)
+        engine = make_engine(url, pool_size=1)
+        with tenant_session(engine, "acme") as session:
+            create_api_key(session, tenant_id="acme", user_id="alice", roles=["memory_writer"])
+            alice = PrincipalContext("acme", "alice", None, frozenset({"memory_writer"}), "test")
+            new = NewMemory(category=Category.PROFILE, space=Space.USER, content="Alice keeps bees on the roof",
+                            source=Source("conv-1", "EXPLICIT_USER_STATEMENT", datetime(2026, 6, 1, tzinfo=timezone.utc)),
+                            source_level=SourceLevel.E2)
+            create_memory(session, alice, new)
+        engine.dispose()
+        command.downgrade(alembic_config(url), "0007")
+        archive = tmp_path / "old.dump"
+        backup(url, archive)
+        upgrade(url)
+        restore(url, archive)
+        engine = make_engine(url, pool_size=1)
+        with tenant_session(engine, "acme") as session:
+            postings = session.execute(text("SELECT lexeme FROM memory_lexemes ORDER BY lexeme")).scalars().all()
+        engine.dispose()
+        assert postings == ["alic", "bee", "keep", "on", "roof", "the"]
+    finally:
+        with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            conn.execute(f"DROP DATABASE IF EXISTS {name}_restoring WITH (FORCE)")

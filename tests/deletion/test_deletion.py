@@ -248,3 +248,17 @@ def test_a_deletion_request_id_belongs_to_whoever_used_it_first(api: TestClient,
     assert reused.status_code == 409
     assert job not in reused.text
     assert reused.json()["error"]["details"] == {}
+
+
+def test_postings_left_without_their_search_row_are_purged_too(api: TestClient, make_key: MakeKey, engine: Engine) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    key = make_key(tenant=tenant)
+    memory_id = _write(api, key, "The locker combination is 4711")
+    with tenant_session(engine, tenant) as session:  # as a projection write racing an earlier purge leaves them
+        session.execute(text("DELETE FROM memory_search WHERE memory_id = :id"), {"id": memory_id})
+        assert session.execute(select(func.count()).select_from(MemoryLexeme)).scalar_one() > 0
+    body = wait_for(api, key, api.delete(f"/memories/{memory_id}", headers=auth(key)).json()["job_id"], completed)
+    layer = next(layer for layer in body["layers"] if layer["layer"] == "search_projection")
+    assert layer["evidence"]["lexical_rows"] == 0 and layer["evidence"]["lexeme_postings"] > 0
+    with tenant_session(engine, tenant) as session:
+        assert session.execute(select(func.count()).select_from(MemoryLexeme)).scalar_one() == 0

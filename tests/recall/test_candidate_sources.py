@@ -178,9 +178,21 @@ def test_postings_are_exactly_each_projection_rows_lexemes_at_its_revision(
             " OR EXISTS (SELECT 1 FROM memory_lexemes l WHERE l.tenant_id = s.tenant_id AND l.memory_id = s.memory_id"
             "  AND (l.revision, l.version) <> (s.source_revision, s.version))"
         )).all()
+        orphaned = session.execute(text(
+            "SELECT count(*) FROM memory_lexemes l WHERE NOT EXISTS"
+            " (SELECT 1 FROM memory_search s WHERE s.tenant_id = l.tenant_id AND s.memory_id = l.memory_id)"
+        )).scalar_one()
         lexemes = session.execute(text("SELECT lexeme FROM memory_lexemes WHERE memory_id = :id ORDER BY 1"),
                                   {"id": memory}).scalars().all()
-    assert mismatched == []
+    assert mismatched == [] and orphaned == 0
     assert "vega" in lexemes and "budget" not in lexemes
     assert memory not in _fulltext(engine, budget_notes, "budget", 20)
     assert _fulltext(engine, budget_notes, "Vega", 20) == [memory]
+
+
+def test_postings_are_visible_only_in_their_tenants_transactions(engine: Engine, budget_notes: dict[str, Any]) -> None:
+    with tenant_session(engine, budget_notes["tenant"]) as session:
+        tenants = session.execute(text("SELECT DISTINCT tenant_id FROM memory_lexemes")).scalars().all()
+    assert tenants == [budget_notes["tenant"]]
+    with global_session(engine) as session:
+        assert session.execute(text("SELECT count(*) FROM memory_lexemes")).scalar_one() == 0
