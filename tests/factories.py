@@ -1,8 +1,22 @@
-"""Request bodies the API tests build on."""
+"""Request bodies the API tests build on, and scratch databases with data for the migration tests."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
 from typing import Any
+
+import psycopg
+from sqlalchemy import Engine
+
+from api.devstack.postgres import PostgresInfo
+from memory.auth import PrincipalContext, create_api_key
+from memory.db import tenant_session
+from memory.enums import Category, SourceLevel, Space
+from memory.memories import NewMemory, Source, create_memory
+from migrations import upgrade
 
 
 def candidate(content: str, **overrides: Any) -> dict[str, Any]:
@@ -27,3 +41,32 @@ def event(key: str, **overrides: Any) -> dict[str, Any]:
     }
     body.update(overrides)
     return body
+
+
+@contextmanager
+def scratch_database(postgres: PostgresInfo, prefix: str) -> Iterator[str]:
+    """A database of its own at the current schema (for tests that migrate, dump or swap it); dropped after.
+
+    A restore's side database (``<name>_restoring``) is dropped too, should a failed restore leave it.
+    """
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        upgrade(postgres.url(name))
+        yield postgres.url(name)
+    finally:
+        with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            conn.execute(f"DROP DATABASE IF EXISTS {name}_restoring WITH (FORCE)")
+
+
+def alices_memory(engine: Engine, content: str) -> uuid.UUID:
+    """One ACTIVE profile memory of user alice in tenant acme, through the real write path (key included)."""
+    with tenant_session(engine, "acme") as session:
+        create_api_key(session, tenant_id="acme", user_id="alice", roles=["memory_writer"])
+        alice = PrincipalContext("acme", "alice", None, frozenset({"memory_writer"}), "test")
+        new = NewMemory(category=Category.PROFILE, space=Space.USER, content=content,
+                        source=Source("conv-1", "EXPLICIT_USER_STATEMENT", datetime(2026, 6, 1, tzinfo=timezone.utc)),
+                        source_level=SourceLevel.E2)
+        return create_memory(session, alice, new).memory.memory_id

@@ -1,9 +1,5 @@
 """The ORM models and the Alembic migrations describe the same tables and columns."""
 
-import uuid
-from datetime import datetime, timezone
-
-import psycopg
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -13,11 +9,9 @@ from sqlalchemy import create_engine, text
 from api.devstack.postgres import PostgresInfo
 from memory.models import Base
 from memory.tasks import models as task_models  # noqa: F401 - registers the task tables on Base
-from memory.auth import PrincipalContext, create_api_key
 from memory.db import make_engine, tenant_session
-from memory.enums import Category, SourceLevel, Space
-from memory.memories import NewMemory, Source, create_memory
 from migrations import alembic_config, upgrade
+from tests.factories import alices_memory, scratch_database
 
 # Indexes, RLS policies and partial unique constraints live only in the migrations.
 STRUCTURAL = {"add_table", "remove_table", "add_column", "remove_column"}
@@ -56,24 +50,14 @@ def test_database_is_at_the_single_head(postgres: PostgresInfo) -> None:
 
 def test_0006_and_0008_rederive_projections_written_before_them(postgres: PostgresInfo) -> None:
     """A projection row written before stemming (0006) and before postings (0008) is re-derived by the upgrade."""
-    name = f"mnemo_mig_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    try:
-        upgrade(postgres.url(name))
-        engine = make_engine(postgres.url(name), pool_size=1)
-        with tenant_session(engine, "acme") as session:
-            create_api_key(session, tenant_id="acme", user_id="alice", roles=["memory_writer"])
-            alice = PrincipalContext("acme", "alice", None, frozenset({"memory_writer"}), "test")
-            new = NewMemory(category=Category.PROFILE, space=Space.USER, content="She was painting landscapes",
-                            source=Source("conv-1", "EXPLICIT_USER_STATEMENT", datetime(2026, 6, 1, tzinfo=timezone.utc)),
-                            source_level=SourceLevel.E2)
-            memory = create_memory(session, alice, new).memory.memory_id
+    with scratch_database(postgres, "mnemo_mig") as url:
+        engine = make_engine(url, pool_size=1)
+        memory = alices_memory(engine, "She was painting landscapes")
         # Back to 0005 (today's write path needs today's schema), with what 0005's projection held: the words as written.
-        command.downgrade(alembic_config(postgres.url(name)), "0005")
+        command.downgrade(alembic_config(url), "0005")
         with tenant_session(engine, "acme") as session:
             session.execute(text("UPDATE memory_search SET tokens = to_tsvector('simple', 'she was painting landscapes')"))
-        upgrade(postgres.url(name))
+        upgrade(url)
         with tenant_session(engine, "acme") as session:
             stored = session.execute(text("SELECT tokens::text FROM memory_search WHERE memory_id = :id"),
                                      {"id": memory}).scalar_one()
@@ -81,9 +65,6 @@ def test_0006_and_0008_rederive_projections_written_before_them(postgres: Postgr
                                             " FROM memory_lexemes WHERE memory_id = :id ORDER BY lexeme"),
                                        {"id": memory}).all()
         engine.dispose()
-        # Abstract then content (a short content is its own abstract), each word stemmed.
-        assert stored == "'landscap':4,8 'paint':3,7 'she':1,5 'was':2,6"
-        assert postings == [("landscap", True), ("paint", True), ("she", True), ("was", True)]
-    finally:
-        with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    # Abstract then content (a short content is its own abstract), each word stemmed.
+    assert stored == "'landscap':4,8 'paint':3,7 'she':1,5 'was':2,6"
+    assert postings == [("landscap", True), ("paint", True), ("she", True), ("was", True)]

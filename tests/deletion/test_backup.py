@@ -7,10 +7,8 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 
-import psycopg
 import pytest
 from alembic import command
 from fastapi.testclient import TestClient
@@ -20,14 +18,12 @@ from api.backup import backup, restore
 from api.devstack.postgres import PostgresInfo
 from api.main import create_app
 from api.settings import Settings
-from memory.auth import PrincipalContext, create_api_key
+from memory.auth import create_api_key
 from memory.db import make_engine, tenant_session
-from memory.enums import Category, SourceLevel, Space
-from memory.memories import NewMemory, Source, create_memory
 from migrations import alembic_config, upgrade
 from tests.conftest import auth
 from tests.deletion.conftest import completed, wait_for
-from tests.factories import candidate
+from tests.factories import alices_memory, candidate, scratch_database
 
 MNEMO = str(Path(sys.executable).parent / "mnemo")
 
@@ -35,28 +31,23 @@ MNEMO = str(Path(sys.executable).parent / "mnemo")
 @pytest.fixture
 def own_database(postgres: PostgresInfo, deletion_settings: Settings) -> Iterator[Settings]:
     """A database of its own: a restore swaps the whole database, which other tests must not feel."""
-    name = f"mnemo_backup_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    upgrade(postgres.url(name))
-    settings = deletion_settings.model_copy(
-        update={"database_url": postgres.url(name), "task_queue": f"backup-{uuid.uuid4().hex[:8]}"}
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
-    env.update(
-        MNEMO_DATABASE_URL=settings.require_database_url(),
-        MNEMO_TEMPORAL_ADDRESS=settings.temporal_address,
-        MNEMO_TEMPORAL_NAMESPACE=settings.temporal_namespace,
-        MNEMO_TASK_QUEUE=settings.task_queue,
-    )
-    worker = subprocess.Popen([MNEMO, "worker"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        yield settings
-    finally:
-        worker.terminate()
-        worker.wait(30)
-    with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with scratch_database(postgres, "mnemo_backup") as url:
+        settings = deletion_settings.model_copy(
+            update={"database_url": url, "task_queue": f"backup-{uuid.uuid4().hex[:8]}"}
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
+        env.update(
+            MNEMO_DATABASE_URL=settings.require_database_url(),
+            MNEMO_TEMPORAL_ADDRESS=settings.temporal_address,
+            MNEMO_TEMPORAL_NAMESPACE=settings.temporal_namespace,
+            MNEMO_TASK_QUEUE=settings.task_queue,
+        )
+        worker = subprocess.Popen([MNEMO, "worker"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            yield settings
+        finally:
+            worker.terminate()
+            worker.wait(30)
 
 
 def _mnemo(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
@@ -116,20 +107,9 @@ def test_restore_of_a_missing_archive_is_a_clear_error(own_database: Settings, t
 
 def test_an_archive_from_an_older_schema_is_upgraded_before_it_goes_live(postgres: PostgresInfo, tmp_path: Path) -> None:
     """An archive taken before migration 0008 comes back with the postings the current code reads."""
-    name = f"mnemo_oldarchive_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = postgres.url(name)
-    try:
-        upgrade(url)
+    with scratch_database(postgres, "mnemo_oldarchive") as url:
         engine = make_engine(url, pool_size=1)
-        with tenant_session(engine, "acme") as session:
-            create_api_key(session, tenant_id="acme", user_id="alice", roles=["memory_writer"])
-            alice = PrincipalContext("acme", "alice", None, frozenset({"memory_writer"}), "test")
-            new = NewMemory(category=Category.PROFILE, space=Space.USER, content="Alice keeps bees on the roof",
-                            source=Source("conv-1", "EXPLICIT_USER_STATEMENT", datetime(2026, 6, 1, tzinfo=timezone.utc)),
-                            source_level=SourceLevel.E2)
-            create_memory(session, alice, new)
+        alices_memory(engine, "Alice keeps bees on the roof")
         engine.dispose()
         command.downgrade(alembic_config(url), "0007")
         archive = tmp_path / "old.dump"
@@ -140,8 +120,4 @@ def test_an_archive_from_an_older_schema_is_upgraded_before_it_goes_live(postgre
         with tenant_session(engine, "acme") as session:
             postings = session.execute(text("SELECT lexeme FROM memory_lexemes ORDER BY lexeme")).scalars().all()
         engine.dispose()
-        assert postings == ["alic", "bee", "keep", "on", "roof", "the"]
-    finally:
-        with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            conn.execute(f"DROP DATABASE IF EXISTS {name}_restoring WITH (FORCE)")
+    assert postings == ["alic", "bee", "keep", "on", "roof", "the"]
