@@ -30,9 +30,8 @@ Revises: 0004
 """
 
 from alembic import op
-from sqlalchemy import text
 
-from migrations.rls import APP_ROLE, isolate_by_tenant
+from migrations.rls import APP_ROLE, isolate_by_tenant, per_tenant
 
 revision = "0005"
 down_revision = "0004"
@@ -54,7 +53,7 @@ def upgrade() -> None:
         """
     )
     isolate_by_tenant("memory_usage")
-    _per_tenant(
+    per_tenant(
         "INSERT INTO memory_usage (tenant_id, memory_id, active_count, last_used_at)"
         " SELECT tenant_id, memory_id, active_count, last_used_at FROM memory_search"
         " WHERE tenant_id = :t AND active_count > 0"
@@ -81,16 +80,9 @@ def downgrade() -> None:
         ALTER TABLE memory_search ADD COLUMN last_used_at timestamptz;
         """
     )
-    _per_tenant(
+    per_tenant(
         "UPDATE memory_search s SET active_count = u.active_count, last_used_at = u.last_used_at"
         " FROM memory_usage u WHERE u.tenant_id = :t AND s.tenant_id = :t AND u.memory_id = s.memory_id"
     )
     op.execute("DROP TABLE memory_usage")
 
-
-def _per_tenant(statement: str) -> None:
-    """Run ``statement`` once per tenant, in that tenant's row-level-security context."""
-    connection = op.get_bind()
-    for (tenant,) in connection.execute(text("SELECT tenant_id FROM tenants ORDER BY tenant_id")).all():
-        connection.execute(text("SELECT set_config('mnemo.tenant_id', :t, true)"), {"t": tenant})
-        connection.execute(text(statement), {"t": tenant})

@@ -18,9 +18,8 @@ Revises: 0007
 """
 
 from alembic import op
-from sqlalchemy import text
 
-from migrations.rls import isolate_by_tenant
+from migrations.rls import isolate_by_tenant, per_tenant
 
 revision = "0008"
 down_revision = "0007"
@@ -54,10 +53,7 @@ def upgrade() -> None:
     # written or deleted by a running older version during the backfill would otherwise leave its
     # postings missing or stale.
     op.execute("LOCK TABLE memory_search IN SHARE MODE")
-    connection = op.get_bind()
-    for (tenant,) in connection.execute(text("SELECT tenant_id FROM tenants ORDER BY tenant_id")).all():
-        connection.execute(text("SELECT set_config('mnemo.tenant_id', :t, true)"), {"t": tenant})
-        connection.execute(text(BACKFILL), {"t": tenant})
+    per_tenant(BACKFILL)
 
 
 def downgrade() -> None:
