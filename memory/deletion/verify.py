@@ -40,6 +40,7 @@ class Verification:
 def verify(session: Session, job: DeletionJob) -> Verification:
     scope, revision = scope_of(job), job.barrier_revision
     covered = memories_in(scope, job.tenant_id, revision)
+    covered_ids = select(Memory.memory_id).where(covered)
     hits: Counter[str] = Counter()
     hits["unscrubbed_versions"] = session.execute(
         select(func.count()).select_from(Memory).where(covered, or_(Memory.purged_at.is_(None), Memory.content != ""))
@@ -47,12 +48,12 @@ def verify(session: Session, job: DeletionJob) -> Verification:
     hits["projection_rows"] = session.execute(
         select(func.count())
         .select_from(MemorySearch)
-        .where(MemorySearch.tenant_id == job.tenant_id, MemorySearch.memory_id.in_(select(Memory.memory_id).where(covered)))
+        .where(MemorySearch.tenant_id == job.tenant_id, MemorySearch.memory_id.in_(covered_ids))
     ).scalar_one()
     hits["lexeme_postings"] = session.execute(
         select(func.count())
         .select_from(MemoryLexeme)
-        .where(MemoryLexeme.tenant_id == job.tenant_id, MemoryLexeme.memory_id.in_(select(Memory.memory_id).where(covered)))
+        .where(MemoryLexeme.tenant_id == job.tenant_id, MemoryLexeme.memory_id.in_(covered_ids))
     ).scalar_one()
     if scope.type.value != "memory":
         hits["unscrubbed_events"] = session.execute(

@@ -106,10 +106,9 @@ EXAMINED_PER_CANDIDATE = 20
 
 That bounds its cost in a very large tenant. The full-text source splits them over the query's
 lexemes (each at least ``limit``, at most :data:`MAX_QUERY_LEXEMES` lexemes): the newest visible
-matches of each. A rare term's
-matches all fit, so an old memory with a name or a rare word is still found; a term that
-matches most of the tenant contributes its newest matches only. The trigram source takes the
-first matches of its index, in table order."""
+matches of each. A rare term's matches all fit, so an old memory with a name or a rare word is
+still found; a term that matches most of the tenant contributes its newest matches only. The
+trigram source takes the first matches of its index, in table order."""
 
 
 MAX_QUERY_LEXEMES = 32
