@@ -16,7 +16,7 @@ from memory.db import global_session
 from memory.errors import Unauthorized
 
 
-def get_engine(request: Request) -> Engine:
+async def get_engine(request: Request) -> Engine:
     engine: Engine = request.app.state.engine
     return engine
 
@@ -24,20 +24,29 @@ def get_engine(request: Request) -> Engine:
 EngineDep = Annotated[Engine, Depends(get_engine)]
 
 
-def current_principal(request: Request, engine: EngineDep) -> PrincipalContext:
-    """Identity comes only from ``Authorization: Bearer <key>``."""
+async def presented_key(request: Request) -> str:
+    """The API key of ``Authorization: Bearer <key>``, not yet checked (identity comes only from it)."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("send your API key as `Authorization: Bearer mnemo_...`")
+    return token.strip()
+
+
+PresentedKey = Annotated[str, Depends(presented_key)]
+"""For handlers that check the key inside their own transaction (:func:`memory.auth.authenticated_session`)."""
+
+
+def current_principal(key: PresentedKey, engine: EngineDep) -> PrincipalContext:
+    """The principal of the request's key, checked in a transaction of its own."""
     with global_session(engine) as session:
-        return authenticate(session, token.strip())
+        return authenticate(session, key)
 
 
 CurrentPrincipal = Annotated[PrincipalContext, Depends(current_principal)]
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 

@@ -12,12 +12,15 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from memory.db import enter_tenant
 from memory.enums import Role
 from memory.errors import InvalidInput, Unauthorized
 from memory.models import ApiKey, Principal, Tenant
@@ -102,3 +105,18 @@ def authenticate(session: Session, presented: str) -> PrincipalContext:
         roles=frozenset(row.roles),
         key_id=row.key_id,
     )
+
+
+@contextmanager
+def authenticated_session(engine: Engine, presented: str) -> Iterator[tuple[Session, PrincipalContext]]:
+    """One transaction that first authenticates ``presented``, then acts in its principal's tenant.
+
+    For a request whose work is one transaction (recall): the key check is its first statement, on
+    the same connection, instead of a transaction of its own before it (a second checkout, ping and
+    commit: ~2 ms a request here). Committed on success, rolled back on error, like
+    :func:`memory.db.tenant_session`.
+    """
+    with Session(engine, expire_on_commit=False) as session, session.begin():
+        principal = authenticate(session, presented)
+        enter_tenant(session, principal.tenant_id)
+        yield session, principal

@@ -40,8 +40,13 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
 def tenant_session(engine: Engine, tenant_id: str) -> Iterator[Session]:
     """One transaction in ``tenant_id``'s context: committed on success, rolled back on error."""
     with Session(engine, expire_on_commit=False) as session, session.begin():
-        session.execute(text("SELECT set_config('mnemo.tenant_id', :tenant, true)"), {"tenant": tenant_id})
+        enter_tenant(session, tenant_id)
         yield session
+
+
+def enter_tenant(session: Session, tenant_id: str) -> None:
+    """Act in ``tenant_id``'s context for the rest of the session's transaction (RLS reads the setting)."""
+    session.execute(text("SELECT set_config('mnemo.tenant_id', :tenant, true)"), {"tenant": tenant_id})
 
 
 @contextmanager

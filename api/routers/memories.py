@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from api.deps import CurrentPrincipal, EngineDep
+from api.deps import CurrentPrincipal, EngineDep, PresentedKey
 from api.routers import recall
 from api.schemas import (
     CandidateIn,
@@ -139,10 +139,10 @@ def correct_memory(memory_id: str, body: CorrectionIn, principal: CurrentPrincip
 
 
 @router.post("/memory-query", response_model=dict[str, Any])
-async def query_memories(body: RecallIn, principal: CurrentPrincipal, engine: EngineDep, request: Request) -> JSONResponse:
+async def query_memories(body: RecallIn, key: PresentedKey, engine: EngineDep, request: Request) -> JSONResponse:
     """Recall: a memory bundle (plan, hard filters, hybrid candidates, explained scores, conflicts, budget).
 
     Returned as a ready JSONResponse: the bundle holds only JSON types already, and FastAPI's generic
     encoder walking it again cost ~1 ms a request.
     """
-    return JSONResponse(await recall.build(body, principal, engine, request))
+    return JSONResponse(await recall.build(body, key, engine, request))

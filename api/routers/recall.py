@@ -13,12 +13,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
+from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.deps import CurrentPrincipal, EngineDep, get_temporal
+from api.deps import CurrentPrincipal, EngineDep, PresentedKey, current_principal, get_temporal
 from api.schemas import RecallIn
-from memory.auth import PrincipalContext
+from memory.auth import PrincipalContext, authenticated_session
 from memory.db import tenant_session
 from memory.embeddings import Embedder, default_embedder
 from memory.enums import Role
@@ -92,35 +93,46 @@ async def _embedder() -> Embedder:
     return await run_in_threadpool(default_embedder)
 
 
-async def build(body: RecallIn, principal: PrincipalContext, engine: Any, request: Request) -> dict[str, Any]:
-    """The whole recall path for one request; shared by /memory-query and /recall/render."""
+async def build(body: RecallIn, key: str, engine: Engine, request: Request) -> dict[str, Any]:
+    """The whole recall path for one request; shared by /memory-query and /recall/render.
+
+    The key is checked by the first statement of the bundle's own transaction (one connection, no
+    transaction of its own before it), and the query embedding starts right after that check, beside
+    the lexical sources. A task-state or ``min_revision`` request needs the principal before that
+    transaction (a Temporal query, a wait): it authenticates first as well.
+    """
     intent = Intent(body.intent) if body.intent else classify_intent(body.query, body.task_id)
     plan = make_plan(intent, task_id=body.task_id, candidate_limit=max(body.candidate_limit, body.limit),
                      inject_limit=body.limit, token_budget=body.token_budget)
     task_state = None
-    if plan.reads(SourceType.TASK_STATE):
-        assert body.task_id is not None
-        task_state = await _task_state(request, principal, body.task_id)
-    if body.min_revision is not None:
-        await run_in_threadpool(_wait_for_revision, engine, principal.tenant_id, body.min_revision)
-    vector: Future[list[float]] | None = None
-    model = None
-    if plan.reads(SourceType.MEMORY) and body.retrieval != "lexical":
-        embedder = await _embedder()
-        # Started now, awaited by the pipeline after its lexical sources: the two overlap.
-        vector, model = EMBEDDING_THREAD.submit(embedder.embed_one, body.query), embedder.name
-    filters = allowed_scope(principal, categories=tuple(body.categories), spaces=tuple(body.spaces),
-                            project_id=body.project_id, session_id=body.session_id, purpose=body.purpose)
-    recall = RecallRequest(
-        query=body.query, plan=plan, filters=filters, request_constraints=dict(body.request_constraints),
-        keys=tuple(body.keys), task_state=task_state, query_vector=vector, model=model,
-        min_relevance=body.min_relevance, explain=body.explain, retrieval=body.retrieval,
-        **({"trace_id": body.trace_id} if body.trace_id else {}),
-    )
+    if plan.reads(SourceType.TASK_STATE) or body.min_revision is not None:
+        principal = await run_in_threadpool(current_principal, key, engine)
+        if plan.reads(SourceType.TASK_STATE):
+            assert body.task_id is not None
+            task_state = await _task_state(request, principal, body.task_id)
+        if body.min_revision is not None:
+            await run_in_threadpool(_wait_for_revision, engine, principal.tenant_id, body.min_revision)
+    semantic = plan.reads(SourceType.MEMORY) is not None and body.retrieval != "lexical"
+    embedder = await _embedder() if semantic else None
+    submitted: list[Future[list[float]]] = []
 
     def run() -> dict[str, Any]:
         now = datetime.now(timezone.utc)
-        with tenant_session(engine, principal.tenant_id) as session:
+        with authenticated_session(engine, key) as (session, principal):
+            vector = None
+            if embedder is not None:
+                # Awaited by the pipeline after its lexical sources: the two overlap.
+                vector = EMBEDDING_THREAD.submit(embedder.embed_one, body.query)
+                submitted.append(vector)
+            filters = allowed_scope(principal, categories=tuple(body.categories), spaces=tuple(body.spaces),
+                                    project_id=body.project_id, session_id=body.session_id, purpose=body.purpose)
+            recall = RecallRequest(
+                query=body.query, plan=plan, filters=filters, request_constraints=dict(body.request_constraints),
+                keys=tuple(body.keys), task_state=task_state, query_vector=vector,
+                model=embedder.name if embedder is not None else None,
+                min_relevance=body.min_relevance, explain=body.explain, retrieval=body.retrieval,
+                **({"trace_id": body.trace_id} if body.trace_id else {}),
+            )
             outcome = build_bundle(session, principal, recall, now)
             audit.record_bundle(session, principal, body.query, outcome.bundle, outcome.filtered, body.purpose)
             mark_used(session, principal.tenant_id, outcome.selected, now)
@@ -129,14 +141,14 @@ async def build(body: RecallIn, principal: PrincipalContext, engine: Any, reques
     try:
         return await run_in_threadpool(run)
     finally:
-        if vector is not None:
+        for vector in submitted:
             vector.cancel()  # a request that failed before needing it gives its place in the queue back
 
 
 @router.post("/recall/render")
-async def render_bundle(body: RecallIn, principal: CurrentPrincipal, engine: EngineDep, request: Request) -> dict[str, Any]:
+async def render_bundle(body: RecallIn, key: PresentedKey, engine: EngineDep, request: Request) -> dict[str, Any]:
     """The bundle as prompt text (XML-like sections, provenance and score on each hit); "" when empty."""
-    bundle = await build(body, principal, engine, request)
+    bundle = await build(body, key, engine, request)
     return {"text": render(bundle), "trace_id": bundle["trace_id"], "snapshot_revision": bundle["snapshot_revision"]}
 
 
