@@ -17,7 +17,8 @@ What it does, per corpus size N (``--sizes``, default 10k, 100k, 1M memories in 
    :mod:`memory.projection`; ``embedding`` + ``embedding_model`` = the current model
    name + ``embedding_revision`` = ``source_revision`` = the memory's revision, exactly
    as the embedding activity stores a vector), and ``memory_lexemes`` = one posting per
-   lexeme of ``tokens``, exactly as :mod:`memory.projection`. Foreign-key triggers are skipped
+   lexeme of ``tokens`` in the memory's audience (every row is a USER memory: ``USER:owner``),
+   exactly as :mod:`memory.projection`. Foreign-key triggers are skipped
    during the COPY (``session_replication_role = replica``; the rows are consistent
    by construction) and the HNSW, GIN and posting indexes are dropped before the load and
    rebuilt after it, with their exact definitions from the migrations, under a
@@ -80,6 +81,8 @@ from memory.text import lexemes, normalize  # noqa: E402
 
 TENANT = "bench"
 USER = "u0"
+OTHER_USER = "u1"
+"""One of the nine other users who share the benchmark tenant's 5 %: a user with few memories in a big tenant."""
 OTHER_TENANTS = ("bench-other-1", "bench-other-2")
 HEAVY_INDEXES = ("memory_search_embedding", "memory_search_tokens", "memory_search_trgm", "memory_search_embedding_model",
                  "memory_lexemes_pkey", "memory_lexemes_memory")
@@ -366,9 +369,10 @@ class Loader:
                 (tenant, MODEL_NAME),
             )
             conn.execute(  # the lexeme postings, as write_projection derives them from the row's tokens
-                "INSERT INTO memory_lexemes (tenant_id, lexeme, revision, memory_id, version) "
-                "SELECT s.tenant_id, lexeme, s.source_revision, s.memory_id, s.version "
-                f"FROM {SEARCH_STAGE} st JOIN memory_search s ON s.tenant_id = %s AND s.memory_id = st.memory_id, "
+                "INSERT INTO memory_lexemes (tenant_id, audience, lexeme, revision, memory_id, version) "
+                "SELECT s.tenant_id, 'USER:' || m.owner_id, lexeme, s.source_revision, s.memory_id, s.version "
+                f"FROM {SEARCH_STAGE} st JOIN memory_search s ON s.tenant_id = %s AND s.memory_id = st.memory_id "
+                "JOIN memories m ON m.tenant_id = s.tenant_id AND m.memory_id = s.memory_id, "
                 "unnest(tsvector_to_array(s.tokens)) AS lexeme",
                 (tenant,),
             )
@@ -453,13 +457,6 @@ def measure(api: httpx.Client, conn: psycopg.Connection[Any], embedder: Embedder
     bare_sql_ms: list[float] = []
     items = hits = 0
     last = time.monotonic()
-    def call_api(q: str) -> tuple[float, dict[str, Any]]:
-        started = time.perf_counter()
-        response = api.post("/memory-query", json={"query": q, "intent": "ANSWER"})
-        elapsed = (time.perf_counter() - started) * 1000
-        response.raise_for_status()
-        return elapsed, response.json()
-
     def call_bare(q: str) -> tuple[float, float, float, int]:
         started = time.perf_counter()
         vector = np.asarray(embedder.embed_one(q), dtype=np.float32)
@@ -472,11 +469,11 @@ def measure(api: httpx.Client, conn: psycopg.Connection[Any], embedder: Embedder
         # The second caller of a query finds the HNSW pages the first one read already in PostgreSQL's
         # buffers (~900 pages at 1M: ~5 ms): the order alternates, so neither path always gets them free.
         if n % 2 == 0:
-            elapsed_api, bundle = call_api(q)
+            elapsed_api, bundle = call_api(api, q)
             started, embedded, done, found = call_bare(q)
         else:
             started, embedded, done, found = call_bare(q)
-            elapsed_api, bundle = call_api(q)
+            elapsed_api, bundle = call_api(api, q)
         if n < warmup:
             continue
         api_ms.append(elapsed_api)
@@ -496,6 +493,24 @@ def measure(api: httpx.Client, conn: psycopg.Connection[Any], embedder: Embedder
         "api": pct(api_ms), "bare": pct(bare_ms), "bare_embed": pct(bare_embed_ms), "bare_sql": pct(bare_sql_ms),
         "items_per_bundle": items / measured, "bare_rows": hits / measured,
     }
+
+
+def call_api(api: httpx.Client, q: str) -> tuple[float, dict[str, Any]]:
+    """One ``POST /memory-query`` (intent ANSWER, default limits): client-side ms and the bundle."""
+    started = time.perf_counter()
+    response = api.post("/memory-query", json={"query": q, "intent": "ANSWER"})
+    elapsed = (time.perf_counter() - started) * 1000
+    response.raise_for_status()
+    return elapsed, response.json()
+
+
+def measure_other_user(api: httpx.Client, qs: list[str], warmup: int) -> dict[str, Any]:
+    """The API alone, as :data:`OTHER_USER`: its full text walks only the postings it may see (migration 0009).
+
+    Before that split, such a user's walk read the tenant's other postings of each word one by one
+    (in-process at 1M: full text 0.5 s p50, 6.8 s for one query)."""
+    ms = [call_api(api, q)[0] for q in qs][warmup:]
+    return {"api": pct(ms), "queries": len(ms)}
 
 
 def profile(sqlalchemy_url: str, embedder: Embedder, qs: list[str]) -> dict[str, float]:
@@ -564,6 +579,8 @@ def main() -> None:
                         help="per size: stop measuring after this long (once --min-queries are measured)")
     parser.add_argument("--min-queries", type=int, default=50)
     parser.add_argument("--profile-queries", type=int, default=30)
+    parser.add_argument("--other-user-queries", type=int, default=60,
+                        help=f"API-only requests as {OTHER_USER}, a user with few of the tenant's memories")
     parser.add_argument("--maintenance-work-mem", default="4GB")
     parser.add_argument("--budget-minutes", type=float, default=30.0,
                         help="skip a size whose projected load + index build would end the run after this")
@@ -576,6 +593,7 @@ def main() -> None:
     with services("mnemo-bench-recall-") as svc:
         say(f"recall latency benchmark: sizes {sizes}, {args.base_texts} real base texts, {args.queries} measured queries")
         key = make_key(svc.sqlalchemy_url, TENANT, USER, ["memory_writer"])
+        other_user_key = make_key(svc.sqlalchemy_url, TENANT, OTHER_USER, ["memory_writer"])
         for tenant in OTHER_TENANTS:
             make_key(svc.sqlalchemy_url, tenant, USER, ["memory_writer"])
         say("  loading the embedding model")
@@ -590,6 +608,8 @@ def main() -> None:
         loader = Loader(svc.conninfo, texts, vectors, args.noise)
         loader.count_existing()
         api = httpx.Client(base_url=svc.api_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+        other_user_api = httpx.Client(base_url=svc.api_url, headers={"Authorization": f"Bearer {other_user_key}"},
+                                      timeout=60)
         qs = questions(args.warmup + args.queries)
         rows_per_second: float | None = None
         index_rows_per_second: float | None = None
@@ -640,6 +660,9 @@ def main() -> None:
                 register_vector(conn)
                 figures = measure(api, conn, embedder, qs, args.warmup, args.max_measure_seconds,
                                   args.min_queries)
+            say(f"  measuring: {args.other_user_queries} queries as {OTHER_USER}, another user of the tenant")
+            figures["other_user"] = measure_other_user(other_user_api, qs[: args.warmup + args.other_user_queries],
+                                                       args.warmup)
             figures["plan"] = explain_vector(svc.conninfo, embedder, qs[0])
             say(f"  profiling {args.profile_queries} queries stage by stage")
             figures["profile_ms"] = profile(svc.sqlalchemy_url, embedder, qs[: args.profile_queries])
@@ -648,6 +671,7 @@ def main() -> None:
             previous = (size, figures)
             report_size(size, figures)
         api.close()
+        other_user_api.close()
     results["mean_cosine_to_base"] = statistics.fmean(loader.cosines) if loader.cosines else None
     results["total_minutes"] = (time.monotonic() - run_started) / 60
     report(results, args)
@@ -662,6 +686,9 @@ def report_size(size: int, f: dict[str, Any]) -> None:
     say(f"    bare embed + top-k   p50 {b['p50']:7.1f}  p95 {b['p95']:7.1f}  p99 {b['p99']:7.1f} ms "
         f"(embed p50 {f['bare_embed']['p50']:.1f}, SQL p50 {f['bare_sql']['p50']:.1f})")
     say(f"    ratio p95 {a['p95'] / b['p95']:.2f}×, p50 {a['p50'] / b['p50']:.2f}×")
+    o = f["other_user"]["api"]
+    say(f"    POST /memory-query as {OTHER_USER} (another user, ~{size * 5 // 100 // 9:,} of the tenant's memories): "
+        f"p50 {o['p50']:.1f}  p95 {o['p95']:.1f}  p99 {o['p99']:.1f} ms")
     say("    profile (mean ms): " + ", ".join(f"{k} {v:.1f}" for k, v in f["profile_ms"].items()))
     say("    bare top-k plan:\n" + f["plan"])
 

@@ -148,17 +148,20 @@ class MemorySearch(Base):
 
 
 class MemoryLexeme(Base):
-    """One lexeme of a projection row's ``tokens``: a posting list per (tenant, lexeme), newest first.
+    """One lexeme of a projection row's ``tokens``: a posting list per (tenant, audience, lexeme), newest first.
 
     GIN reads every posting of a query's terms before it returns a row, table-wide: a common
     term of a million-memory tenant cost ~100 ms a query. Ordered by revision in a B-tree, the
-    full-text source reads the newest matches of each term and stops (migration 0008). Written
-    and deleted with the projection row, in its transaction (:mod:`memory.projection`).
+    full-text source reads the newest matches of each term and stops (migration 0008), in the
+    audiences the caller belongs to only (:mod:`memory.audience`, migration 0009). Written and
+    deleted with the projection row, in its transaction (:mod:`memory.projection`).
     """
 
     __tablename__ = "memory_lexemes"
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    audience: Mapped[str] = mapped_column(Text, primary_key=True)
+    """:func:`memory.audience.audience` of the memory: who may see it."""
     lexeme: Mapped[str] = mapped_column(Text, primary_key=True)
     revision: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     """The source revision of the projection row (``memory_search.source_revision``): newest first."""

@@ -6,10 +6,11 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Select, delete, func, select
+from sqlalchemy import Select, Text, delete, func, literal, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from memory.audience import audience
 from memory.enums import Status
 from memory.models import Memory, MemoryLexeme, MemorySearch
 from memory.text import lexemes, normalize
@@ -32,22 +33,23 @@ def write_projection(session: Session, memory: Memory) -> None:
         .values(tenant_id=memory.tenant_id, memory_id=memory.memory_id, **values)
         .on_conflict_do_update(index_elements=["tenant_id", "memory_id"], set_=values)
     )
-    _write_postings(session, memory.tenant_id, memory.memory_id)
+    _write_postings(session, memory.tenant_id, memory.memory_id,
+                    audience(memory.space, memory.owner_id, memory.session_id))
 
 
-def _write_postings(session: Session, tenant_id: str, memory_id: uuid.UUID) -> None:
+def _write_postings(session: Session, tenant_id: str, memory_id: uuid.UUID, readers: str) -> None:
     """Replace the memory's rows in ``memory_lexemes`` with the lexemes of its projection row's ``tokens``.
 
-    Derived in SQL from the stored ``tokens``, as migration 0008 backfills them, so the postings
-    hold exactly what the ``tsvector`` holds.
+    Derived in SQL from the stored ``tokens``, as migration 0009 backfills them, so the postings
+    hold exactly what the ``tsvector`` holds; ``readers`` is the memory's audience.
     """
     session.execute(delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id == memory_id))
     search = MemorySearch.__table__
     session.execute(
         insert(MemoryLexeme).from_select(
-            ["tenant_id", "lexeme", "revision", "memory_id", "version"],
-            select(search.c.tenant_id, func.unnest(func.tsvector_to_array(search.c.tokens)), search.c.source_revision,
-                   search.c.memory_id, search.c.version)
+            ["tenant_id", "audience", "lexeme", "revision", "memory_id", "version"],
+            select(search.c.tenant_id, literal(readers, Text), func.unnest(func.tsvector_to_array(search.c.tokens)),
+                   search.c.source_revision, search.c.memory_id, search.c.version)
             .where(search.c.tenant_id == tenant_id, search.c.memory_id == memory_id),
         )
     )

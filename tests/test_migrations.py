@@ -48,8 +48,8 @@ def test_database_is_at_the_single_head(postgres: PostgresInfo) -> None:
     assert current == tuple(heads)
 
 
-def test_0006_and_0008_rederive_projections_written_before_them(postgres: PostgresInfo) -> None:
-    """A projection row written before stemming (0006) and before postings (0008) is re-derived by the upgrade."""
+def test_0006_0008_and_0009_rederive_projections_written_before_them(postgres: PostgresInfo) -> None:
+    """A projection row written before stemming (0006) and before postings (0008, 0009) is re-derived by the upgrade."""
     with scratch_database(postgres, "mnemo_mig") as url:
         engine = make_engine(url, pool_size=1)
         memory = alices_memory(engine, "She was painting landscapes")
@@ -61,10 +61,10 @@ def test_0006_and_0008_rederive_projections_written_before_them(postgres: Postgr
         with tenant_session(engine, "acme") as session:
             stored = session.execute(text("SELECT tokens::text FROM memory_search WHERE memory_id = :id"),
                                      {"id": memory}).scalar_one()
-            postings = session.execute(text("SELECT lexeme, revision = (SELECT source_revision FROM memory_search)"
+            postings = session.execute(text("SELECT lexeme, audience, revision = (SELECT source_revision FROM memory_search)"
                                             " FROM memory_lexemes WHERE memory_id = :id ORDER BY lexeme"),
                                        {"id": memory}).all()
         engine.dispose()
     # Abstract then content (a short content is its own abstract), each word stemmed.
     assert stored == "'landscap':4,8 'paint':3,7 'she':1,5 'was':2,6"
-    assert postings == [("landscap", True), ("paint", True), ("she", True), ("was", True)]
+    assert postings == [(lexeme, "USER:alice", True) for lexeme in ("landscap", "paint", "she", "was")]

@@ -25,6 +25,7 @@ from sqlalchemy import ColumnElement, Integer, Numeric, Select, Text, and_, any_
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
+from memory.audience import audiences_of
 from memory.auth import PrincipalContext
 from memory.models import Memory, MemoryLexeme, MemorySearch, scoped_search
 from memory.query import NOW, QueryFilters, hard_filters
@@ -128,16 +129,19 @@ def fulltext_candidates(
 ) -> list[Candidate]:
     """Memories with any of the query's terms, ranked by ``ts_rank`` (normalised to [0, 1) with rank/(rank+1)).
 
-    Each term's postings (``memory_lexemes``, migration 0008) are walked newest first, joined to
-    their memory under the hard filters, until ``per_term`` rows pass; the union is ranked. The
+    Each term's postings (``memory_lexemes``, migration 0008) in each audience the caller belongs
+    to (:mod:`memory.audience`, migration 0009) are walked newest first, joined to their memory
+    under the hard filters, until ``per_term`` rows pass; the union is ranked. The
     cost follows the rows examined, not how common a term is in the table (a GIN bitmap reads
-    every posting first: ~100 ms for a common term at a million memories), and another tenant's
-    or user's postings never take a place: the filters run before the per-term limit.
+    every posting first: ~100 ms for a common term at a million memories) nor in other users'
+    memories (their postings are not read), and a row the caller may not use never takes a
+    place: the filters run before the per-term limit.
     """
     if not terms:
         return []
     parameters = {"now": now, "lexemes": " ".join(terms), "tsquery": tsquery_any(terms), "limit": limit,
-                  "examined": EXAMINED_PER_CANDIDATE * limit, "max_lexemes": MAX_QUERY_LEXEMES}
+                  "examined": EXAMINED_PER_CANDIDATE * limit, "max_lexemes": MAX_QUERY_LEXEMES,
+                  "audiences": audiences_of(principal, filters.session_id)}
     with index_first(session, limit):
         rows = session.execute(_fulltext_statement(principal, filters, limit), parameters).all()
     return [Candidate(r.memory_id, r.version, {"fulltext"}, fulltext=float(r.score)) for r in rows]
@@ -158,18 +162,21 @@ def _fulltext_statement(principal: PrincipalContext, filters: QueryFilters, limi
     per_term = func.greatest(bindparam("limit", type_=Integer),
                              func.ceil(cast(bindparam("examined", type_=Integer), Numeric) / func.count().over()))
     query_lexemes = select(split.c.lexeme, per_term.label("per_term")).subquery("query_lexemes")
+    audiences = select(
+        func.unnest(bindparam("audiences", type_=ARRAY(Text))).label("audience")
+    ).subquery("audiences")
     newest = (
         select(postings.c.memory_id, postings.c.version, postings.c.revision)
         .join(Memory, _on_head(postings))
-        .where(postings.c.tenant_id == principal.tenant_id, postings.c.lexeme == query_lexemes.c.lexeme,
-               hard_filters(principal, filters, NOW))
+        .where(postings.c.tenant_id == principal.tenant_id, postings.c.audience == audiences.c.audience,
+               postings.c.lexeme == query_lexemes.c.lexeme, hard_filters(principal, filters, NOW))
         .order_by(postings.c.revision.desc(), postings.c.memory_id.desc())
         .limit(query_lexemes.c.per_term)
         .lateral("newest")
     )
     found = (
         select(newest.c.memory_id, newest.c.version, newest.c.revision)
-        .select_from(query_lexemes).join(newest, true()).distinct().subquery("found")
+        .select_from(query_lexemes).join(audiences, true()).join(newest, true()).distinct().subquery("found")
     )
     search = MemorySearch.__table__
     score = func.ts_rank(search.c.tokens, func.to_tsquery("simple", bindparam("tsquery", type_=Text)), 32)
