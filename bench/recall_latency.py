@@ -35,7 +35,8 @@ What it does, per corpus size N (``--sizes``, default 10k, 100k, 1M memories in 
      then ``SELECT memory_id FROM memory_search WHERE tenant_id = $1
      ORDER BY embedding <=> $2 LIMIT 20`` (HNSW) on the same rows.
    Which of the two goes first alternates from query to query: the second finds the index
-   pages the first read already in PostgreSQL's buffers.
+   pages the first read already in PostgreSQL's buffers. Then ``--other-user-queries`` API
+   requests as each of two callers who see little of the tenant (:data:`OTHER_USERS`).
 4. **Profile** a sample of queries in-process, stage by stage (embedding, each
    candidate source, re-read, scoring + rest, audit + usage write), to show what dominates.
 
@@ -81,8 +82,9 @@ from memory.text import lexemes, normalize  # noqa: E402
 
 TENANT = "bench"
 USER = "u0"
-OTHER_USER = "u1"
-"""One of the nine other users who share the benchmark tenant's 5 %: a user with few memories in a big tenant."""
+OTHER_USERS = {"u1": "another user, ~{n:,} of the tenant's memories", "newcomer": "a new user, no memories yet"}
+"""Callers who see little of the big tenant: u1 is one of the nine users who share its 5 %; the newcomer owns nothing
+(format: the description, ``n`` = u1's memories)."""
 OTHER_TENANTS = ("bench-other-1", "bench-other-2")
 HEAVY_INDEXES = ("memory_search_embedding", "memory_search_tokens", "memory_search_trgm", "memory_search_embedding_model",
                  "memory_lexemes_pkey", "memory_lexemes_memory")
@@ -505,10 +507,13 @@ def call_api(api: httpx.Client, q: str) -> tuple[float, dict[str, Any]]:
 
 
 def measure_other_user(api: httpx.Client, qs: list[str], warmup: int) -> dict[str, Any]:
-    """The API alone, as :data:`OTHER_USER`: its full text walks only the postings it may see (migration 0009).
+    """The API alone, as one of :data:`OTHER_USERS`: a caller who sees little of a big tenant.
 
-    Before that split, such a user's walk read the tenant's other postings of each word one by one
-    (in-process at 1M: full text 0.5 s p50, 6.8 s for one query)."""
+    Full text walks only the postings it may see (migration 0009; before, such a user's walk read the
+    tenant's other postings of each word one by one: in-process at 1M, 0.5 s p50 and 6.8 s for one
+    query for u1, 1.7 s p50 for a user with none). The vector source answers a caller who sees
+    fewer than ``FEW_VISIBLE`` memories with the exact scan at once (the walk read 20,000 rows first:
+    ~0.6 s); u1 sees more than that and still walks."""
     ms = [call_api(api, q)[0] for q in qs][warmup:]
     return {"api": pct(ms), "queries": len(ms)}
 
@@ -580,7 +585,7 @@ def main() -> None:
     parser.add_argument("--min-queries", type=int, default=50)
     parser.add_argument("--profile-queries", type=int, default=30)
     parser.add_argument("--other-user-queries", type=int, default=60,
-                        help=f"API-only requests as {OTHER_USER}, a user with few of the tenant's memories")
+                        help=f"API-only requests as each of {', '.join(OTHER_USERS)}: callers who see little of the tenant")
     parser.add_argument("--maintenance-work-mem", default="4GB")
     parser.add_argument("--budget-minutes", type=float, default=30.0,
                         help="skip a size whose projected load + index build would end the run after this")
@@ -593,7 +598,7 @@ def main() -> None:
     with services("mnemo-bench-recall-") as svc:
         say(f"recall latency benchmark: sizes {sizes}, {args.base_texts} real base texts, {args.queries} measured queries")
         key = make_key(svc.sqlalchemy_url, TENANT, USER, ["memory_writer"])
-        other_user_key = make_key(svc.sqlalchemy_url, TENANT, OTHER_USER, ["memory_writer"])
+        other_keys = {user: make_key(svc.sqlalchemy_url, TENANT, user, ["memory_writer"]) for user in OTHER_USERS}
         for tenant in OTHER_TENANTS:
             make_key(svc.sqlalchemy_url, tenant, USER, ["memory_writer"])
         say("  loading the embedding model")
@@ -608,8 +613,8 @@ def main() -> None:
         loader = Loader(svc.conninfo, texts, vectors, args.noise)
         loader.count_existing()
         api = httpx.Client(base_url=svc.api_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
-        other_user_api = httpx.Client(base_url=svc.api_url, headers={"Authorization": f"Bearer {other_user_key}"},
-                                      timeout=60)
+        other_apis = {user: httpx.Client(base_url=svc.api_url, headers={"Authorization": f"Bearer {k}"}, timeout=60)
+                      for user, k in other_keys.items()}
         qs = questions(args.warmup + args.queries)
         rows_per_second: float | None = None
         index_rows_per_second: float | None = None
@@ -660,9 +665,10 @@ def main() -> None:
                 register_vector(conn)
                 figures = measure(api, conn, embedder, qs, args.warmup, args.max_measure_seconds,
                                   args.min_queries)
-            say(f"  measuring: {args.other_user_queries} queries as {OTHER_USER}, another user of the tenant")
-            figures["other_user"] = measure_other_user(other_user_api, qs[: args.warmup + args.other_user_queries],
-                                                       args.warmup)
+            say(f"  measuring: {args.other_user_queries} queries as each of {', '.join(OTHER_USERS)}")
+            figures["other_users"] = {user: measure_other_user(client, qs[: args.warmup + args.other_user_queries],
+                                                               args.warmup)
+                                      for user, client in other_apis.items()}
             figures["plan"] = explain_vector(svc.conninfo, embedder, qs[0])
             say(f"  profiling {args.profile_queries} queries stage by stage")
             figures["profile_ms"] = profile(svc.sqlalchemy_url, embedder, qs[: args.profile_queries])
@@ -671,7 +677,8 @@ def main() -> None:
             previous = (size, figures)
             report_size(size, figures)
         api.close()
-        other_user_api.close()
+        for client in other_apis.values():
+            client.close()
     results["mean_cosine_to_base"] = statistics.fmean(loader.cosines) if loader.cosines else None
     results["total_minutes"] = (time.monotonic() - run_started) / 60
     report(results, args)
@@ -686,9 +693,10 @@ def report_size(size: int, f: dict[str, Any]) -> None:
     say(f"    bare embed + top-k   p50 {b['p50']:7.1f}  p95 {b['p95']:7.1f}  p99 {b['p99']:7.1f} ms "
         f"(embed p50 {f['bare_embed']['p50']:.1f}, SQL p50 {f['bare_sql']['p50']:.1f})")
     say(f"    ratio p95 {a['p95'] / b['p95']:.2f}×, p50 {a['p50'] / b['p50']:.2f}×")
-    o = f["other_user"]["api"]
-    say(f"    POST /memory-query as {OTHER_USER} (another user, ~{size * 5 // 100 // 9:,} of the tenant's memories): "
-        f"p50 {o['p50']:.1f}  p95 {o['p95']:.1f}  p99 {o['p99']:.1f} ms")
+    for user, figures in f["other_users"].items():
+        o = figures["api"]
+        who = OTHER_USERS[user].format(n=size * 5 // 100 // 9)
+        say(f"    POST /memory-query as {user} ({who}): p50 {o['p50']:.1f}  p95 {o['p95']:.1f}  p99 {o['p99']:.1f} ms")
     say("    profile (mean ms): " + ", ".join(f"{k} {v:.1f}" for k, v in f["profile_ms"].items()))
     say("    bare top-k plan:\n" + f["plan"])
 

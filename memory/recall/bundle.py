@@ -229,12 +229,13 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
                 cand.trigram_candidates(session, principal, filters, request.query, now, cap)
                 if lexical_on and len(fulltext) < cap else [],
             ]
+            exact_first = cand.sees_few(session, principal) if semantic_on else None
             # The vector is awaited only now: an embedding still being computed overlapped the lexical sources.
             embedding = request.vector() if semantic_on else None
             query_vector = cand.vector_text(embedding) if embedding is not None else None
             found = cand.merge(
                 *lexical,
-                cand.vector_candidates(session, principal, filters, query_vector, request.model, now, cap)
+                cand.vector_candidates(session, principal, filters, query_vector, request.model, now, cap, exact_first)
                 if query_vector is not None and request.model is not None else [],
             )
             # Still index-first: one primary-key lookup per candidate in each joined table (with the

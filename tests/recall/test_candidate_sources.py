@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import Engine, event, func, select, text
 
 from api.settings import Settings
 from memory.auth import PrincipalContext
@@ -99,6 +99,30 @@ def test_a_walk_that_ends_before_the_limit_falls_back_to_the_exact_scan(
     found = _vector(engine, corpus, limit=5, max_scan_tuples=3)
     assert [str(c.memory_id) for c in found] == _exact(engine, corpus, 5)
     assert len(found) == 5
+
+
+def test_a_caller_who_sees_few_of_the_tenants_rows_gets_the_exact_scan_without_walking(
+    engine: Engine, corpus: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant = str(corpus["tenant"])
+    with tenant_session(engine, tenant) as session:
+        # Alice sees 8 of the tenant's 14 rows: a walk finds hers at once. Carol, new, sees none of them.
+        assert not cand.sees_few(session, _principal(tenant, "alice"))
+        assert cand.sees_few(session, _principal(tenant, "carol"))
+    monkeypatch.setattr(cand, "SPARSE", 1)  # now 8 of 14 counts as sparse
+    walks: list[bool] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if "<=>" in statement:
+            walks.append("max_walk" in statement)  # the walk's LIMIT; the exact scan has none
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        found = _vector(engine, corpus, limit=5)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert walks == [False]  # one statement, the exact scan
+    assert [str(c.memory_id) for c in found] == _exact(engine, corpus, 5)
 
 
 def test_the_lexical_cap_counts_only_rows_that_passed_the_hard_filters(
