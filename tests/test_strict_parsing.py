@@ -2,7 +2,10 @@
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine, func, update
 
+from memory.db import global_session
+from memory.models import ApiKey
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate
 
@@ -82,3 +85,14 @@ def test_missing_or_bad_credentials_are_401(client: TestClient, header: str | No
 def test_a_tampered_secret_is_401(client: TestClient, key: str) -> None:
     tampered = key[:-1] + ("A" if key[-1] != "A" else "B")
     assert client.post("/memory-query", json={"query": "x"}, headers=auth(tampered)).status_code == 401
+
+
+@pytest.mark.parametrize("path", ["/memory-query", "/recall/render"])
+def test_recall_refuses_a_revoked_key_in_its_own_transaction(client: TestClient, engine: Engine, key: str, path: str) -> None:
+    """Recall checks the key inside the bundle's transaction (no separate one): a revoked key is still a 401."""
+    assert client.post(path, json={"query": "x"}, headers=auth(key)).status_code == 200
+    with global_session(engine) as session:
+        session.execute(update(ApiKey).where(ApiKey.key_id == key.split("_")[1]).values(revoked_at=func.now()))
+    response = client.post(path, json={"query": "x"}, headers=auth(key))
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "unauthorized"

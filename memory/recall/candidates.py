@@ -292,18 +292,18 @@ def _nearest(
 
 
 FEW_VISIBLE = 1_000
-"""A caller who sees fewer memories than this may get the exact scan at once (:func:`sees_few`): at most
-1,000 distances to compute and sort, ~10–30 ms at worst, cold."""
+"""Below this many visible memories the exact scan is cheap: 1,000 distances to compute and sort, ~10–30 ms
+at worst, cold (:func:`sees_few`)."""
 SPARSE = 20
-"""...when the tenant holds more than 20 indexed rows for each of them: a walk would then find one of
-theirs every 20 rows or more rarely, and read up to ``hnsw.max_scan_tuples`` rows to fill its cap."""
+"""More than this many of the tenant's indexed rows for each row the caller sees: a walk finds one of theirs
+every 20 rows or more rarely, and may read up to ``hnsw.max_scan_tuples`` rows to fill its cap."""
 
 
 def sees_few(session: Session, principal: PrincipalContext) -> bool:
     """Whether the caller sees fewer than :data:`FEW_VISIBLE` memories, and under 1 in :data:`SPARSE` of the tenant's.
 
     Both counts stop at their threshold (index-only: the visibility index, the projection's key),
-    and the second runs only when the first is small: ~0.5 ms for a caller who sees many.
+    and the second runs only when the first is small: ~1 ms in-process for a caller who sees many.
     """
     parameters = {"few_visible": FEW_VISIBLE, "sparse": SPARSE}
     return bool(session.execute(_sees_few_statement(principal), parameters).scalar_one())
