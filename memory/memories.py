@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from sqlalchemy import ColumnElement, Text, and_, cast, exists, false, or_, select, text, update
 from sqlalchemy.orm import Session
 
+from memory.audience import SHARED_SPACES
 from memory.auth import PrincipalContext
 from memory.enums import USER_CATEGORIES, Category, Role, SourceLevel, Space, Status
 from memory.errors import Conflict, Forbidden, IdempotencyConflict, InvalidInput, NotFound, VersionConflict
@@ -93,7 +94,7 @@ def visible_to(principal: PrincipalContext) -> ColumnElement[bool]:
     return and_(
         Memory.tenant_id == principal.tenant_id,
         or_(
-            Memory.space.in_([Space.SYSTEM.value, Space.TENANT.value]),
+            Memory.space.in_(SHARED_SPACES),
             and_(Memory.space.in_([Space.USER.value, Space.SESSION.value]), Memory.owner_id == principal.user_id),
             agent_clause,
         ),

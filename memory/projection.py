@@ -37,18 +37,18 @@ def write_projection(session: Session, memory: Memory) -> None:
                     audience(memory.space, memory.owner_id, memory.session_id))
 
 
-def _write_postings(session: Session, tenant_id: str, memory_id: uuid.UUID, readers: str) -> None:
+def _write_postings(session: Session, tenant_id: str, memory_id: uuid.UUID, audience_key: str) -> None:
     """Replace the memory's rows in ``memory_lexemes`` with the lexemes of its projection row's ``tokens``.
 
     Derived in SQL from the stored ``tokens``, as migration 0009 backfills them, so the postings
-    hold exactly what the ``tsvector`` holds; ``readers`` is the memory's audience.
+    hold exactly what the ``tsvector`` holds; ``audience_key`` is :func:`memory.audience.audience` of the memory.
     """
     session.execute(delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id == memory_id))
     search = MemorySearch.__table__
     session.execute(
         insert(MemoryLexeme).from_select(
             ["tenant_id", "audience", "lexeme", "revision", "memory_id", "version"],
-            select(search.c.tenant_id, literal(readers, Text), func.unnest(func.tsvector_to_array(search.c.tokens)),
+            select(search.c.tenant_id, literal(audience_key, Text), func.unnest(func.tsvector_to_array(search.c.tokens)),
                    search.c.source_revision, search.c.memory_id, search.c.version)
             .where(search.c.tenant_id == tenant_id, search.c.memory_id == memory_id),
         )

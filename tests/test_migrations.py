@@ -68,3 +68,24 @@ def test_0006_0008_and_0009_rederive_projections_written_before_them(postgres: P
     # Abstract then content (a short content is its own abstract), each word stemmed.
     assert stored == "'landscap':4,8 'paint':3,7 'she':1,5 'was':2,6"
     assert postings == [(lexeme, "USER:alice", True) for lexeme in ("landscap", "paint", "she", "was")]
+
+
+def test_0009_goes_down_to_0008s_postings_and_back_up(postgres: PostgresInfo) -> None:
+    """Both directions of 0009 rebuild the derived postings: 0008's shape without audiences, then with them again."""
+    with scratch_database(postgres, "mnemo_mig") as url:
+        engine = make_engine(url, pool_size=1)
+        memory = alices_memory(engine, "She was painting landscapes")
+        command.downgrade(alembic_config(url), "0008")
+        with tenant_session(engine, "acme") as session:
+            columns = session.execute(text("SELECT column_name FROM information_schema.columns"
+                                           " WHERE table_name = 'memory_lexemes' ORDER BY ordinal_position")).scalars().all()
+            down = session.execute(text("SELECT lexeme FROM memory_lexemes WHERE memory_id = :id ORDER BY lexeme"),
+                                   {"id": memory}).scalars().all()
+        upgrade(url)
+        with tenant_session(engine, "acme") as session:
+            up = session.execute(text("SELECT lexeme, audience FROM memory_lexemes WHERE memory_id = :id ORDER BY lexeme"),
+                                 {"id": memory}).all()
+        engine.dispose()
+    assert columns == ["tenant_id", "lexeme", "revision", "memory_id", "version"]
+    assert down == ["landscap", "paint", "she", "was"]
+    assert up == [(lexeme, "USER:alice") for lexeme in down]

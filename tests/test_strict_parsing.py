@@ -87,9 +87,17 @@ def test_a_tampered_secret_is_401(client: TestClient, key: str) -> None:
     assert client.post("/memory-query", json={"query": "x"}, headers=auth(tampered)).status_code == 401
 
 
+def test_recall_answers_401_before_judging_the_request(client: TestClient, key: str) -> None:
+    """Recall checks the key late (in the bundle's transaction), but a bad key is still the first answer."""
+    unknown = "mnemo_aaaaaaaaaaaa_" + "x" * 43
+    body = {"query": "x", "intent": "RESUME_TASK"}  # no task_id: invalid for a valid key
+    assert client.post("/memory-query", json=body, headers=auth(unknown)).status_code == 401
+    assert _code(client.post("/memory-query", json=body, headers=auth(key))) == "task_id_required"
+
+
 @pytest.mark.parametrize("path", ["/memory-query", "/recall/render"])
-def test_recall_refuses_a_revoked_key_in_its_own_transaction(client: TestClient, engine: Engine, key: str, path: str) -> None:
-    """Recall checks the key inside the bundle's transaction (no separate one): a revoked key is still a 401."""
+def test_recall_refuses_a_revoked_key(client: TestClient, engine: Engine, key: str, path: str) -> None:
+    """Recall checks the key inside the bundle's own transaction: a key revoked a moment ago is a 401."""
     assert client.post(path, json={"query": "x"}, headers=auth(key)).status_code == 200
     with global_session(engine) as session:
         session.execute(update(ApiKey).where(ApiKey.key_id == key.split("_")[1]).values(revoked_at=func.now()))

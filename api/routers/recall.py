@@ -21,7 +21,7 @@ from api.deps import CurrentPrincipal, EngineDep, PresentedKey, current_principa
 from api.schemas import RecallIn
 from memory.auth import PrincipalContext, authenticated_session
 from memory.db import tenant_session
-from memory.embeddings import Embedder, default_embedder
+from memory.embeddings import default_embedder
 from memory.enums import Role
 from memory.errors import Conflict, Forbidden, MnemoError, NotFound
 from memory.recall import audit
@@ -86,13 +86,6 @@ def _wait_for_revision(engine: Any, tenant_id: str, min_revision: int) -> None:
         time.sleep(0.05)
 
 
-async def _embedder() -> Embedder:
-    """The model, loaded once in a worker thread (a load must not block the event loop); then no thread hop."""
-    if default_embedder.cache_info().currsize:
-        return default_embedder()
-    return await run_in_threadpool(default_embedder)
-
-
 async def build(body: RecallIn, key: str, engine: Engine, request: Request) -> dict[str, Any]:
     """The whole recall path for one request; shared by /memory-query and /recall/render.
 
@@ -101,9 +94,13 @@ async def build(body: RecallIn, key: str, engine: Engine, request: Request) -> d
     the lexical sources. A task-state or ``min_revision`` request needs the principal before that
     transaction (a Temporal query, a wait): it authenticates first as well.
     """
-    intent = Intent(body.intent) if body.intent else classify_intent(body.query, body.task_id)
-    plan = make_plan(intent, task_id=body.task_id, candidate_limit=max(body.candidate_limit, body.limit),
-                     inject_limit=body.limit, token_budget=body.token_budget)
+    try:
+        intent = Intent(body.intent) if body.intent else classify_intent(body.query, body.task_id)
+        plan = make_plan(intent, task_id=body.task_id, candidate_limit=max(body.candidate_limit, body.limit),
+                         inject_limit=body.limit, token_budget=body.token_budget)
+    except MnemoError:
+        await run_in_threadpool(current_principal, key, engine)  # a caller without a valid key hears 401 first
+        raise
     task_state = None
     if plan.reads(SourceType.TASK_STATE) or body.min_revision is not None:
         principal = await run_in_threadpool(current_principal, key, engine)
@@ -113,13 +110,14 @@ async def build(body: RecallIn, key: str, engine: Engine, request: Request) -> d
         if body.min_revision is not None:
             await run_in_threadpool(_wait_for_revision, engine, principal.tenant_id, body.min_revision)
     semantic = plan.reads(SourceType.MEMORY) is not None and body.retrieval != "lexical"
-    embedder = await _embedder() if semantic else None
     submitted: list[Future[list[float]]] = []
 
     def run() -> dict[str, Any]:
         now = datetime.now(timezone.utc)
         with authenticated_session(engine, key) as (session, principal):
             vector = None
+            # Loaded once per process, by the first authenticated caller that needs it.
+            embedder = default_embedder() if semantic else None
             if embedder is not None:
                 # Awaited by the pipeline after its lexical sources: the two overlap.
                 vector = EMBEDDING_THREAD.submit(embedder.embed_one, body.query)

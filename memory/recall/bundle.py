@@ -222,20 +222,22 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
         cap = plan.candidate_limit
         with cand.index_first(session, cap):
             fulltext = cand.fulltext_candidates(session, principal, filters, terms, now, cap)
+            # Near-spellings are for words that matched too little; a full cap of exact matches needs none.
+            near_spellings = lexical_on and len(fulltext) < cap
+            # A caller who sees few of a large tenant's memories: trigram and vector compare theirs directly.
+            few = cand.sees_few(session, principal) if near_spellings or (semantic_on and request.model) else None
             lexical = [
                 cand.key_candidates(session, principal, filters, request.keys, now, cap) if lexical_on else [],
                 fulltext,
-                # Near-spellings are for words that matched too little; a full cap of exact matches needs none.
-                cand.trigram_candidates(session, principal, filters, request.query, now, cap)
-                if lexical_on and len(fulltext) < cap else [],
+                cand.trigram_candidates(session, principal, filters, request.query, now, cap, bool(few))
+                if near_spellings else [],
             ]
-            exact_first = cand.sees_few(session, principal) if semantic_on else None
             # The vector is awaited only now: an embedding still being computed overlapped the lexical sources.
             embedding = request.vector() if semantic_on else None
             query_vector = cand.vector_text(embedding) if embedding is not None else None
             found = cand.merge(
                 *lexical,
-                cand.vector_candidates(session, principal, filters, query_vector, request.model, now, cap, exact_first)
+                cand.vector_candidates(session, principal, filters, query_vector, request.model, now, cap, few)
                 if query_vector is not None and request.model is not None else [],
             )
             # Still index-first: one primary-key lookup per candidate in each joined table (with the

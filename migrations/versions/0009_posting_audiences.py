@@ -6,7 +6,8 @@ its memory and refused by the hard filters, before reaching their own: ~0.5 s a 
 with 0.5 % of a million-memory tenant, 6.8 s for one query, and seconds for a user with none.
 The key now starts with the memory's audience (``memory.audience``): '' for a shared (SYSTEM,
 TENANT) memory, ``SPACE:owner`` for a personal one, ``SESSION:owner/session`` for a session
-memory. The postings are derived data, so the table is rebuilt from the projection rows.
+memory. The postings are derived data, so the table is rebuilt from the projection rows, beside the old
+one, and swapped in at the end.
 
 Revision ID: 0009
 Revises: 0008
@@ -29,36 +30,50 @@ AUDIENCE = (
 """``memory.audience.audience`` in SQL, as of this migration."""
 
 BACKFILL = (
-    "INSERT INTO memory_lexemes (tenant_id, audience, lexeme, revision, memory_id, version)"
+    "INSERT INTO {table} (tenant_id, audience, lexeme, revision, memory_id, version)"
     f" SELECT s.tenant_id, {AUDIENCE}, lexeme, s.source_revision, s.memory_id, s.version"
     " FROM memory_search s"
     " JOIN memories m ON m.tenant_id = s.tenant_id AND m.memory_id = s.memory_id AND m.version = s.version,"
     " unnest(tsvector_to_array(s.tokens)) AS lexeme WHERE s.tenant_id = :t"
 )
-"""One tenant's postings, as :func:`memory.projection.write_projection` derives them."""
+"""One tenant's postings, as :func:`memory.projection.write_projection` derives them (``{table}``: where to)."""
 
 BACKFILL_0008 = (
-    "INSERT INTO memory_lexemes (tenant_id, lexeme, revision, memory_id, version)"
+    "INSERT INTO {table} (tenant_id, lexeme, revision, memory_id, version)"
     " SELECT s.tenant_id, lexeme, s.source_revision, s.memory_id, s.version"
     " FROM memory_search s, unnest(tsvector_to_array(s.tokens)) AS lexeme WHERE s.tenant_id = :t"
 )
 
+REBUILT = "memory_lexemes_rebuilt"
+
 
 def _rebuild(columns: str, key: str, backfill: str) -> None:
-    # Writers of the projection wait until the postings are complete (readers go on), as in 0008.
+    """A new postings table built beside the old one, then swapped in: recall keeps reading the old one meanwhile.
+
+    Writers of the projection wait until the swap (readers go on), as in 0008: a projection row written
+    or deleted by a running older version during the backfill would otherwise leave its postings missing
+    or stale.
+    """
     op.execute("LOCK TABLE memory_search IN SHARE MODE")
-    op.execute("DROP TABLE memory_lexemes")
     op.execute(
         f"""
-        CREATE TABLE memory_lexemes (
+        CREATE TABLE {REBUILT} (
             {columns},
-            CONSTRAINT memory_lexemes_pkey PRIMARY KEY ({key}) INCLUDE (version)
+            CONSTRAINT {REBUILT}_pkey PRIMARY KEY ({key}) INCLUDE (version)
         );
-        CREATE INDEX memory_lexemes_memory ON memory_lexemes (tenant_id, memory_id);
+        CREATE INDEX {REBUILT}_memory ON {REBUILT} (tenant_id, memory_id);
         """
     )
-    isolate_by_tenant("memory_lexemes")
-    per_tenant(backfill)
+    isolate_by_tenant(REBUILT)
+    per_tenant(backfill.format(table=REBUILT))
+    op.execute(
+        f"""
+        DROP TABLE memory_lexemes;
+        ALTER TABLE {REBUILT} RENAME TO memory_lexemes;
+        ALTER TABLE memory_lexemes RENAME CONSTRAINT {REBUILT}_pkey TO memory_lexemes_pkey;
+        ALTER INDEX {REBUILT}_memory RENAME TO memory_lexemes_memory;
+        """
+    )
     # Statistics now, not when autovacuum gets to it: the walks are planned from them from the first query.
     op.execute("ANALYZE memory_lexemes")
 

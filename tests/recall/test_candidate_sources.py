@@ -9,6 +9,7 @@ or however the walk or the cap ends.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,7 +26,7 @@ from memory.query import QueryFilters
 from memory.recall import candidates as cand
 from memory.text import search_terms
 from tests.conftest import MakeKey, auth
-from tests.recall.conftest import embed_tenant, write
+from tests.recall.conftest import embed_tenant, recall, write
 
 QUERY = "Where does the user keep the spare house keys?"
 ALICE_TEXTS = [
@@ -101,8 +102,22 @@ def test_a_walk_that_ends_before_the_limit_falls_back_to_the_exact_scan(
     assert len(found) == 5
 
 
+@pytest.fixture
+def vector_statements() -> Iterator[list[str]]:
+    """Each vector statement run meanwhile, on any engine (the API's too): "walk" (with its row limit) or "exact"."""
+    ran: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if "<=>" in statement and "memory_usage" not in statement:  # not the re-read's cosine
+            ran.append("walk" if "max_walk" in statement else "exact")
+
+    event.listen(Engine, "before_cursor_execute", record)
+    yield ran
+    event.remove(Engine, "before_cursor_execute", record)
+
+
 def test_a_caller_who_sees_few_of_the_tenants_rows_gets_the_exact_scan_without_walking(
-    engine: Engine, corpus: dict[str, object], monkeypatch: pytest.MonkeyPatch
+    engine: Engine, corpus: dict[str, object], monkeypatch: pytest.MonkeyPatch, vector_statements: list[str]
 ) -> None:
     tenant = str(corpus["tenant"])
     with tenant_session(engine, tenant) as session:
@@ -110,19 +125,34 @@ def test_a_caller_who_sees_few_of_the_tenants_rows_gets_the_exact_scan_without_w
         assert not cand.sees_few(session, _principal(tenant, "alice"))
         assert cand.sees_few(session, _principal(tenant, "carol"))
     monkeypatch.setattr(cand, "SPARSE", 1)  # now 8 of 14 counts as sparse
-    walks: list[bool] = []
-
-    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        if "<=>" in statement:
-            walks.append("max_walk" in statement)  # the walk's LIMIT; the exact scan has none
-
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        found = _vector(engine, corpus, limit=5)
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
-    assert walks == [False]  # one statement, the exact scan
+    found = _vector(engine, corpus, limit=5)
+    assert vector_statements == ["exact"]
     assert [str(c.memory_id) for c in found] == _exact(engine, corpus, 5)
+
+
+def test_a_new_users_recall_runs_the_exact_scan_once_and_never_walks(
+    client: TestClient, make_key: MakeKey, corpus: dict[str, object], vector_statements: list[str]
+) -> None:
+    carol = make_key(tenant=str(corpus["tenant"]), user="carol")
+    bundle = recall(client, carol, query=QUERY)
+    assert bundle["items"] == []  # everything here is Alice's or Bob's
+    assert vector_statements == ["exact"]  # decided while the query embedded; no second exact scan either
+
+
+@pytest.mark.parametrize(("query", "matches"), [("spare kyes", True), ("neighbour Chenn", True),
+                                                ("pasword manager", True), ("garaje", False)])  # 0.57 to "garage"
+def test_comparing_a_few_rows_one_by_one_gives_the_trigram_indexs_answer(
+    engine: Engine, corpus: dict[str, object], query: str, matches: bool
+) -> None:
+    tenant, now = str(corpus["tenant"]), datetime.now(timezone.utc)
+    with tenant_session(engine, tenant) as session:
+        via_index, one_by_one = (
+            [(str(c.memory_id), c.trigram) for c in
+             cand.trigram_candidates(session, _principal(tenant, "alice"), QueryFilters(), query, now, 20, few)]
+            for few in (False, True)
+        )
+    assert bool(via_index) is matches and set(dict(via_index)) <= corpus["mine"]  # type: ignore[operator]
+    assert one_by_one == via_index  # the same threshold, the same scores, the same order
 
 
 def test_the_lexical_cap_counts_only_rows_that_passed_the_hard_filters(
