@@ -21,8 +21,8 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import (ColumnElement, Float, Integer, Numeric, Select, Text, and_, any_, bindparam, cast, func, literal,
-                        or_, select, text, true)
+from sqlalchemy import (ColumnElement, Integer, Numeric, Select, Text, and_, any_, bindparam, cast, func, literal, or_,
+                        select, text, true)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
@@ -231,13 +231,14 @@ def _trigram_statement(principal: PrincipalContext, filters: QueryFilters, limit
                        few: bool) -> Select:  # type: ignore[type-arg]
     view = scoped_search
     query = bindparam("query", type_=Text)
-    if few:  # from the caller's memories; the function form (not ``<%``) keeps the table-wide index out
-        threshold = cast(func.current_setting("pg_trgm.word_similarity_threshold"), Float)
-        score = func.word_similarity(query, view.c.search_text)
+    if few:  # from the caller's memories, each compared
+        # ``<%`` against an expression, not the column: the table-wide GIN index cannot serve it.
+        unindexed = func.concat(view.c.search_text)
         examined = (
-            select(view.c.memory_id, view.c.version, Memory.revision, score.label("score"))
+            select(view.c.memory_id, view.c.version, Memory.revision,
+                   func.word_similarity(query, view.c.search_text).label("score"))
             .select_from(Memory).join(view, _on_head(view))
-            .where(hard_filters(principal, filters, NOW), score >= threshold)
+            .where(hard_filters(principal, filters, NOW), query.op("<%")(unindexed))
             .subquery("examined")
         )
         return (select(examined).order_by(examined.c.score.desc(), examined.c.revision.desc(), examined.c.memory_id)

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event, func, select, text
+from sqlalchemy.orm import Session
 
 from api.settings import Settings
 from memory.auth import PrincipalContext
-from memory.db import global_session, tenant_session
+from memory.db import global_session, make_engine, tenant_session
 from memory.embeddings import MODEL_NAME, default_embedder
 from memory.models import scoped_search
 from memory.query import QueryFilters
@@ -145,12 +146,19 @@ def test_comparing_a_few_rows_one_by_one_gives_the_trigram_indexs_answer(
     engine: Engine, corpus: dict[str, object], query: str, matches: bool
 ) -> None:
     tenant, now = str(corpus["tenant"]), datetime.now(timezone.utc)
+
+    def trigram(session: Session, few: bool) -> list[tuple[str, float]]:
+        found = cand.trigram_candidates(session, _principal(tenant, "alice"), QueryFilters(), query, now, 20, few)
+        return [(str(c.memory_id), c.trigram) for c in found]
+
+    fresh = make_engine(engine.url.render_as_string(hide_password=False), pool_size=1)
+    try:
+        with tenant_session(fresh, tenant) as session:  # a new connection: pg_trgm is not loaded in it yet
+            one_by_one = trigram(session, few=True)
+    finally:
+        fresh.dispose()
     with tenant_session(engine, tenant) as session:
-        via_index, one_by_one = (
-            [(str(c.memory_id), c.trigram) for c in
-             cand.trigram_candidates(session, _principal(tenant, "alice"), QueryFilters(), query, now, 20, few)]
-            for few in (False, True)
-        )
+        via_index = trigram(session, few=False)
     assert bool(via_index) is matches and set(dict(via_index)) <= corpus["mine"]  # type: ignore[operator]
     assert one_by_one == via_index  # the same threshold, the same scores, the same order
 
