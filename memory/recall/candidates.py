@@ -231,30 +231,27 @@ def _trigram_statement(principal: PrincipalContext, filters: QueryFilters, limit
                        few: bool) -> Select:  # type: ignore[type-arg]
     view = scoped_search
     query = bindparam("query", type_=Text)
+    score = func.word_similarity(query, view.c.search_text).label("score")
     if few:  # from the caller's memories, each compared
         # ``<%`` against an expression, not the column: the table-wide GIN index cannot serve it.
-        unindexed = func.concat(view.c.search_text)
         examined = (
-            select(view.c.memory_id, view.c.version, Memory.revision,
-                   func.word_similarity(query, view.c.search_text).label("score"))
+            select(view.c.memory_id, view.c.version, Memory.revision, score)
             .select_from(Memory).join(view, _on_head(view))
-            .where(hard_filters(principal, filters, NOW), query.op("<%")(unindexed))
+            .where(hard_filters(principal, filters, NOW), query.op("<%")(func.concat(view.c.search_text)))
             .subquery("examined")
         )
-        return (select(examined).order_by(examined.c.score.desc(), examined.c.revision.desc(), examined.c.memory_id)
-                .limit(limit))
-    hits = (
-        select(view.c.tenant_id, view.c.memory_id, view.c.version,
-               func.word_similarity(query, view.c.search_text).label("score"))
-        .where(query.op("<%")(view.c.search_text)).offset(0).subquery("hits")
-    )
-    examined = (
-        select(hits.c.memory_id, hits.c.version, Memory.revision, hits.c.score)
-        .join(Memory, _on_head(hits))
-        .where(hard_filters(principal, filters, NOW))
-        .limit(bindparam("examined", type_=Integer))  # EXAMINED_PER_CANDIDATE * limit
-        .subquery("examined")
-    )
+    else:  # from the index, the first matches that pass the hard filters
+        hits = (
+            select(view.c.tenant_id, view.c.memory_id, view.c.version, score)
+            .where(query.op("<%")(view.c.search_text)).offset(0).subquery("hits")
+        )
+        examined = (
+            select(hits.c.memory_id, hits.c.version, Memory.revision, hits.c.score)
+            .join(Memory, _on_head(hits))
+            .where(hard_filters(principal, filters, NOW))
+            .limit(bindparam("examined", type_=Integer))  # EXAMINED_PER_CANDIDATE * limit
+            .subquery("examined")
+        )
     return (
         select(examined).order_by(examined.c.score.desc(), examined.c.revision.desc(), examined.c.memory_id)
         .limit(limit)
