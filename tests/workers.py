@@ -4,6 +4,7 @@ synchronous tests (TestClient calls, polling) can wait while it works."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -13,6 +14,19 @@ from sqlalchemy import Engine
 from api.settings import Settings
 from api.temporal import connect
 from api.worker import build_worker
+
+
+def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
+    """The environment of a real ``mnemo worker`` process for ``settings``: no stray ``MNEMO_*`` from outside."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
+    env.update(
+        MNEMO_DATABASE_URL=settings.require_database_url(),
+        MNEMO_TEMPORAL_ADDRESS=settings.temporal_address,
+        MNEMO_TEMPORAL_NAMESPACE=settings.temporal_namespace,
+        MNEMO_TASK_QUEUE=settings.task_queue,
+        **extra,
+    )
+    return env
 
 
 class ThreadWorker:

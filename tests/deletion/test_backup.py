@@ -24,6 +24,7 @@ from migrations import alembic_config, upgrade
 from tests.conftest import auth
 from tests.deletion.conftest import completed, wait_for
 from tests.factories import alices_memory, candidate, scratch_database
+from tests.workers import worker_env
 
 MNEMO = str(Path(sys.executable).parent / "mnemo")
 
@@ -35,14 +36,8 @@ def own_database(postgres: PostgresInfo, deletion_settings: Settings) -> Iterato
         settings = deletion_settings.model_copy(
             update={"database_url": url, "task_queue": f"backup-{uuid.uuid4().hex[:8]}"}
         )
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
-        env.update(
-            MNEMO_DATABASE_URL=settings.require_database_url(),
-            MNEMO_TEMPORAL_ADDRESS=settings.temporal_address,
-            MNEMO_TEMPORAL_NAMESPACE=settings.temporal_namespace,
-            MNEMO_TASK_QUEUE=settings.task_queue,
-        )
-        worker = subprocess.Popen([MNEMO, "worker"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        worker = subprocess.Popen([MNEMO, "worker"], env=worker_env(settings), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
         try:
             yield settings
         finally:

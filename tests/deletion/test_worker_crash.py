@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from api.settings import Settings
 from tests.conftest import MakeKey, auth
 from tests.deletion.conftest import completed, wait_for
 from tests.factories import candidate
+from tests.workers import worker_env
 
 MNEMO = str(Path(sys.executable).parent / "mnemo")
 
@@ -28,15 +28,7 @@ def crash_settings(deletion_settings: Settings) -> Settings:
 
 
 def _worker(settings: Settings, log: Path, faults: str = "") -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
-    env.update(
-        MNEMO_DATABASE_URL=settings.require_database_url(),
-        MNEMO_TEMPORAL_ADDRESS=settings.temporal_address,
-        MNEMO_TEMPORAL_NAMESPACE=settings.temporal_namespace,
-        MNEMO_TASK_QUEUE=settings.task_queue,
-        MNEMO_DELETION_BATCH_SIZE="5",
-        MNEMO_DELETION_FAULTS=faults,
-    )
+    env = worker_env(settings, MNEMO_DELETION_BATCH_SIZE="5", MNEMO_DELETION_FAULTS=faults)
     return subprocess.Popen([MNEMO, "worker"], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
 
 

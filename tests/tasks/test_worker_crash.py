@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from api.settings import Settings
 from memory.db import tenant_session
 from tests.conftest import auth
 from tests.tasks.conftest import Team, ThreadWorker, approve, publications, start_task, status_is, wait_for
+from tests.workers import worker_env
 
 
 @pytest.fixture()
@@ -43,15 +43,7 @@ def test_a_worker_killed_mid_step_is_replaced_and_the_task_finishes_once(
     isolated: tuple[Settings, TestClient], engine: Engine, team: Team
 ) -> None:
     queue_settings, api = isolated
-    env = {
-        **os.environ,
-        "MNEMO_DATABASE_URL": queue_settings.require_database_url(),
-        "MNEMO_TEMPORAL_ADDRESS": queue_settings.temporal_address,
-        "MNEMO_TEMPORAL_NAMESPACE": queue_settings.temporal_namespace,
-        "MNEMO_TASK_QUEUE": queue_settings.task_queue,
-        "MNEMO_DATA_DIR": str(queue_settings.data_dir),
-        "MNEMO_TASK_SLOW_STEPS": "generate_charts=120",
-    }
+    env = worker_env(queue_settings, MNEMO_DATA_DIR=str(queue_settings.data_dir), MNEMO_TASK_SLOW_STEPS="generate_charts=120")
     doomed = subprocess.Popen(
         [sys.executable, "-m", "api.cli", "worker"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
