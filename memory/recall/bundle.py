@@ -23,8 +23,9 @@ from sqlalchemy.dialects.postgresql import ARRAY, UUID, Insert, insert
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
+from memory.embeddings import EmbeddingUnavailable
 from memory.enums import Space
-from memory.errors import InvalidInput, MnemoError
+from memory.errors import InvalidInput
 from memory.models import Memory, MemorySearch, MemoryUsage
 from memory.query import NOW, QueryFilters, hard_filters
 from memory.recall import candidates as cand
@@ -47,11 +48,6 @@ def estimate_tokens(content: str) -> int:
 
 EMBEDDING_WAIT_SECONDS = 30.0
 """How long a bundle waits for its query embedding (queued behind others on the one embedding thread)."""
-
-
-class EmbeddingUnavailable(MnemoError):
-    code = "embedding_unavailable"
-    http_status = 503
 
 
 @dataclass(frozen=True)
