@@ -16,10 +16,11 @@ from sqlalchemy.orm import Session
 from memory.audience import SHARED_SPACES
 from memory.auth import PrincipalContext
 from memory.enums import USER_CATEGORIES, Category, Role, SourceLevel, Space, Status
-from memory.errors import Conflict, Forbidden, IdempotencyConflict, InvalidInput, NotFound, VersionConflict
+from memory.errors import Conflict, IdempotencyConflict, InvalidInput, NotFound, VersionConflict
 from memory.epochs import guard_write
 from memory.events import next_revision
 from memory.models import AuditEntry, Memory, Tombstone
+from memory.permissions import MemoryAction, require
 from memory.projection import write_projection
 
 ABSTRACT_CHARS = 200
@@ -131,6 +132,7 @@ def not_tombstoned() -> ColumnElement[bool]:
 
 def _owner_for(principal: PrincipalContext, new: NewMemory) -> str:
     """The owner follows from the space and the credential, never from the request."""
+    require(principal, MemoryAction.CREATE, new.space)
     if new.space in (Space.USER, Space.SESSION):
         if new.category not in USER_CATEGORIES:
             raise InvalidInput(
@@ -151,8 +153,6 @@ def _owner_for(principal: PrincipalContext, new: NewMemory) -> str:
                 code="agent_credential_required",
             )
         return principal.agent_id
-    if not principal.has(Role.ADMIN):
-        raise Forbidden(f"writing {new.space.value} space memories needs the admin role")
     return principal.tenant_id if new.space is Space.TENANT else "system"
 
 
@@ -279,8 +279,7 @@ def history(session: Session, principal: PrincipalContext, memory_id: uuid.UUID)
 def confirm_candidate(session: Session, principal: PrincipalContext, memory_id: uuid.UUID) -> Memory:
     """A memory writer turns a CANDIDATE into ACTIVE; a model's inference about a person never is."""
     memory = head_of(session, principal, memory_id, lock=True)
-    if not principal.has(Role.MEMORY_WRITER):
-        raise Forbidden("confirming a candidate needs the memory_writer role")
+    require(principal, MemoryAction.CONFIRM, memory.space)
     if memory.status != Status.CANDIDATE.value:
         raise Conflict(f"memory {memory_id} is {memory.status}, not CANDIDATE", code="not_a_candidate")
     if memory.source_level == SourceLevel.E4.value and memory.category in {Category.PROFILE, Category.PREFERENCE}:
@@ -302,8 +301,7 @@ def correct_memory(
 ) -> Memory:
     """Supersede the head with a new version in one transaction; a stale expected_version is a 409."""
     head = head_of(session, principal, memory_id, lock=True)
-    if not principal.has(Role.MEMORY_WRITER):
-        raise Forbidden("correcting a memory needs the memory_writer role")
+    require(principal, MemoryAction.CORRECT, head.space)
     guard_write(session, head.tenant_id, head.owner_id, None)
     if head.version != correction.expected_version:
         raise VersionConflict(
@@ -389,8 +387,7 @@ def correct_memory(
 def expire_memory(session: Session, principal: PrincipalContext, memory_id: uuid.UUID) -> Memory:
     """Expire: no longer a basis for answers, but kept (unlike delete) and not a new fact (unlike revise)."""
     memory = head_of(session, principal, memory_id, lock=True)
-    if not principal.has(Role.MEMORY_WRITER):
-        raise Forbidden("expiring a memory needs the memory_writer role")
+    require(principal, MemoryAction.EXPIRE, memory.space)
     if memory.status not in (Status.ACTIVE.value, Status.CANDIDATE.value):
         raise Conflict(f"memory {memory_id} is {memory.status} and cannot expire", code="not_expirable")
     memory.status = Status.EXPIRED.value

@@ -21,6 +21,7 @@ from memory.deletion.scope import Scope, ScopeType, events_in, memories_in
 from memory.enums import Role, Status
 from memory.epochs import bump_epoch
 from memory.errors import Forbidden, IdempotencyConflict, NotFound
+from memory.permissions import MemoryAction, require
 from memory.events import next_revision
 from memory.memories import not_tombstoned, visible_to
 from memory.models import AuditEntry, DeletionJob, DeletionLayer, DeletionProbe, Memory, MemoryEvent, Tombstone
@@ -69,6 +70,7 @@ def resolve_scope(session: Session, principal: PrincipalContext, request: ScopeR
         ).scalar_one_or_none()
         if memory is None:
             raise NotFound(f"memory {request.memory_id} does not exist")
+        require(principal, MemoryAction.DELETE, memory.space)
         return Scope(ScopeType.MEMORY, str(memory.memory_id), memory.owner_id)
     if request.type is ScopeType.EVENT:
         assert request.event_id is not None
