@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     retention_sweep_hours: float = Field(
         default=24.0, gt=0, description="How often the retention Schedule sweeps for expired records"
     )
+    ready_sample_data_tenant: str = Field(
+        default="", description="Tenant whose sample sales data /readyz waits for (set by `mnemo dev` with its demo)"
+    )
     deletion_faults: str = Field(
         default="", description="Fault injection for drills, e.g. hang-after-first-batch:primary_memories"
     )
