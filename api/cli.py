@@ -36,13 +36,18 @@ def dev(
     data_dir: DataDir = Path(".mnemo"),
     port: Annotated[int, typer.Option(help="API port on 127.0.0.1.")] = 8000,
     temporal_port: Annotated[int, typer.Option(help="Temporal frontend port (its UI uses this + 1000).")] = 7233,
-    demo: Annotated[bool, typer.Option(help="Write and recall one demo memory once ready.")] = True,
+    demo: Annotated[
+        bool, typer.Option(help="Load the demo's sales data (ready waits for it), then write and recall a demo memory.")
+    ] = True,
 ) -> None:
-    """Run the whole stack locally: embedded PostgreSQL, Temporal dev server, worker and API."""
+    """Run the whole stack locally: embedded PostgreSQL, Temporal dev server, worker and API, restarted if they crash."""
     from api.demo import run_demo
     from api.devstack.stack import DevOptions, run_dev
+    from api.devstack.supervisor import RestartPolicy
 
-    options = DevOptions(data_dir=data_dir, port=port, temporal_port=temporal_port)
+    settings = Settings()
+    restart = RestartPolicy(limit=settings.dev_restart_limit, window=settings.dev_restart_window_seconds)
+    options = DevOptions(data_dir=data_dir, port=port, temporal_port=temporal_port, demo=demo, restart=restart)
     raise typer.Exit(run_dev(options, run_demo if demo else None))
 
 
