@@ -103,7 +103,8 @@ def _ensure_admin_key(database_url: str, key_path: Path) -> None:
     try:
         with tenant_session(engine, DEFAULT_TENANT) as session:
             key = create_api_key(
-                session, tenant_id=DEFAULT_TENANT, user_id=ADMIN_USER, roles=[role.value for role in Role]
+                session, tenant_id=DEFAULT_TENANT, user_id=ADMIN_USER, roles=[role.value for role in Role],
+                actor="mnemo-dev",
             )
     finally:
         engine.dispose()
