@@ -191,11 +191,19 @@ class DevStack:
         logs = self.data_dir / "logs"
 
         def restart_postgres() -> None:
-            self.postgres.start()
+            try:
+                self.postgres.start()
+            except StackError:
+                self.postgres.stop()  # one that started but never answered must not hold the port for the next try
+                raise
 
         def restart_temporal() -> None:
-            self.temporal.start()
-            self.temporal.wait_ready()
+            try:
+                self.temporal.start()
+                self.temporal.wait_ready()
+            except StackError:
+                self.temporal.stop()
+                raise
 
         def process(name: str, label: str) -> Child:
             return Child(
