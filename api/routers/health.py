@@ -42,6 +42,8 @@ def healthz() -> dict[str, str]:
 
 def _error(exc: BaseException) -> dict[str, Any]:
     first = str(exc).splitlines()[0] if str(exc) else ""
+    if not first and isinstance(exc, TimeoutError):
+        first = f"no answer within {CHECK_TIMEOUT_SECONDS:.0f}s"
     return {"state": "unavailable", "error": f"{type(exc).__name__}: {first}"[:300]}
 
 
@@ -104,7 +106,7 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
     settings: Settings = request.app.state.settings
     checks: dict[str, dict[str, Any]] = {}
     try:
-        checks["database"] = await asyncio.to_thread(_check_database, engine)
+        checks["database"] = await asyncio.wait_for(asyncio.to_thread(_check_database, engine), CHECK_TIMEOUT_SECONDS)
     except Exception as exc:  # noqa: BLE001
         checks["database"] = _error(exc)
     checks["temporal"], client = await _check_temporal(request)
@@ -120,7 +122,9 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
             checks["demo_data"] = {"state": "unknown", "error": "the database is unavailable"}
         else:
             try:
-                checks["demo_data"] = await asyncio.to_thread(_check_sample_data, engine, settings.ready_sample_data_tenant)
+                checks["demo_data"] = await asyncio.wait_for(
+                    asyncio.to_thread(_check_sample_data, engine, settings.ready_sample_data_tenant), CHECK_TIMEOUT_SECONDS
+                )
             except Exception as exc:  # noqa: BLE001
                 checks["demo_data"] = _error(exc)
     ready = all(check["state"] == "ok" for check in checks.values())
