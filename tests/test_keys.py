@@ -86,7 +86,7 @@ def test_keys_create_list_rotate_revoke_through_the_cli(settings: Settings, clie
     assert listed["roles"] == ["approver", "memory_writer"]
     lifetime = datetime.fromisoformat(listed["expires_at"]) - datetime.fromisoformat(listed["created_at"])
     assert abs(lifetime - timedelta(days=30)) < timedelta(minutes=1)
-    assert "secret" not in json.dumps(listed) and old.split("_")[2] not in json.dumps(listed)
+    assert "secret" not in json.dumps(listed) and old.split("_", 2)[2] not in json.dumps(listed)
 
     rotated = _run(["keys", "rotate", _key_id(old)], _env(settings))
     assert rotated.returncode == 0, rotated.stderr
@@ -121,7 +121,7 @@ def test_keys_create_list_rotate_revoke_through_the_cli(settings: Settings, clie
     assert entries[1].detail["replaced_by"] == _key_id(new)
     assert entries[2].detail["reason"] == "left the team"
     for entry in entries:  # ids, roles and instants only
-        assert old.split("_")[2] not in json.dumps(entry.detail) and new.split("_")[2] not in json.dumps(entry.detail)
+        assert old.split("_", 2)[2] not in json.dumps(entry.detail) and new.split("_", 2)[2] not in json.dumps(entry.detail)
 
 
 def test_rotate_with_a_grace_period_keeps_the_old_key_until_it_ends(
