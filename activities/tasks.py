@@ -34,6 +34,7 @@ from activities.stores import (
     PublicationDestination,
     default_destinations,
 )
+from memory.auth import key_is_active
 from memory.db import tenant_session
 from memory.enums import Role
 from memory.errors import MnemoError
@@ -532,14 +533,14 @@ class TaskActivities:
             problems.append("the approved artifact is not the current draft")
         approver_keys = session.execute(
             select(ApiKey.roles).where(
-                ApiKey.tenant_id == req.tenant_id, ApiKey.user_id == approval.decided_by, ApiKey.revoked_at.is_(None)
+                ApiKey.tenant_id == req.tenant_id, ApiKey.user_id == approval.decided_by, key_is_active()
             )
         ).scalars()
         if not any({Role.APPROVER.value, Role.ADMIN.value} & set(roles) for roles in approver_keys):
             problems.append(f"{approval.decided_by} no longer holds the approver role")
         owner_active = session.execute(
             select(ApiKey.key_id).where(
-                ApiKey.tenant_id == req.tenant_id, ApiKey.user_id == task.owner_user_id, ApiKey.revoked_at.is_(None)
+                ApiKey.tenant_id == req.tenant_id, ApiKey.user_id == task.owner_user_id, key_is_active()
             )
         ).first()
         if owner_active is None:

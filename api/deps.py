@@ -8,6 +8,7 @@ from fastapi import Depends, Request
 from sqlalchemy import Engine
 from temporalio.client import Client
 
+from api.errors import TemporalUnavailable
 from api.settings import Settings
 from api.temporal import connect
 
@@ -57,7 +58,10 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 async def get_temporal(request: Request) -> Client:
     """The shared Temporal client, connected on first use (the API starts even while Temporal is down)."""
     if request.app.state.temporal is None:
-        request.app.state.temporal = await connect(request.app.state.settings)
+        try:
+            request.app.state.temporal = await connect(request.app.state.settings)
+        except Exception as exc:  # the SDK raises a plain RuntimeError when it cannot connect
+            raise TemporalUnavailable(f"Temporal is not reachable: {exc}") from exc
     client: Client = request.app.state.temporal
     return client
 

@@ -142,3 +142,66 @@ class StrictJsonMiddleware:
             }
         )
         await send({"type": "http.response.body", "body": payload})
+
+
+# --- a dependency that is down: a typed 503 with Retry-After, never a 500 -------------------------
+
+RETRY_AFTER_SECONDS = 5
+"""What a 503 for a dependency that is down asks the client to wait (``mnemo dev`` restarts one in seconds)."""
+
+_CONNECTION_SQLSTATES = ("57P01", "57P02", "57P03")  # admin / crash shutdown, cannot connect now
+
+
+class TemporalUnavailable(MnemoError):
+    """Temporal could not be reached for a route that needs it."""
+
+    code = "temporal_unavailable"
+    http_status = 503
+
+
+def _unavailable(code: str, message: str) -> JSONResponse:
+    return JSONResponse(
+        status_code=503, content=error_body(code, message), headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
+    )
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    """A lost or refused database connection, as opposed to an error of the statement itself."""
+    import psycopg
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        exc = exc.orig if exc.orig is not None else exc
+    if not isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        return False
+    sqlstate = getattr(exc, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in _CONNECTION_SQLSTATES
+
+
+async def _database_error(_request: Request, exc: Exception) -> JSONResponse:
+    if not _is_connection_error(exc):
+        raise exc
+    return _unavailable("database_unavailable", "the database is unavailable; retry shortly")
+
+
+async def _temporal_error(_request: Request, exc: Exception) -> JSONResponse:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    if isinstance(exc, RPCError) and exc.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+        raise exc
+    message = exc.message if isinstance(exc, MnemoError) else "Temporal is unavailable; retry shortly"
+    return _unavailable("temporal_unavailable", message)
+
+
+def install_unavailable_handlers(app: FastAPI) -> None:
+    """Map a database or Temporal that is down to ``database_unavailable`` / ``temporal_unavailable`` 503s."""
+    import psycopg
+    from sqlalchemy.exc import DBAPIError
+    from temporalio.service import RPCError
+
+    for database_error in (DBAPIError, psycopg.OperationalError, psycopg.InterfaceError):
+        app.add_exception_handler(database_error, _database_error)
+    for temporal_error in (RPCError, TemporalUnavailable):
+        app.add_exception_handler(temporal_error, _temporal_error)

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api.errors import StrictJsonMiddleware, install_error_handlers
+from api.errors import StrictJsonMiddleware, install_error_handlers, install_unavailable_handlers
 from api.routers import deletions, events, health, memories, recall, tasks
 from api.settings import Settings
 from memory.db import make_engine
@@ -33,6 +33,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(StrictJsonMiddleware)
     install_error_handlers(app)
+    install_unavailable_handlers(app)
     app.include_router(health.router)
     app.include_router(events.router)
     app.include_router(memories.router)

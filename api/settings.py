@@ -34,6 +34,15 @@ class Settings(BaseSettings):
     retention_sweep_hours: float = Field(
         default=24.0, gt=0, description="How often the retention Schedule sweeps for expired records"
     )
+    dev_restart_limit: int = Field(
+        default=5, ge=1, le=1_000, description="`mnemo dev` stops the stack when one child crashes this often..."
+    )
+    dev_restart_window_seconds: float = Field(
+        default=60.0, gt=0, description="...within this many seconds (each crash is restarted after a backoff)"
+    )
+    ready_sample_data_tenant: str = Field(
+        default="", description="Tenant whose sample sales data /readyz waits for (set by `mnemo dev` with its demo)"
+    )
     deletion_faults: str = Field(
         default="", description="Fault injection for drills, e.g. hang-after-first-batch:primary_memories"
     )

@@ -3,7 +3,10 @@
 A key looks like ``mnemo_<key id>_<secret>``. Only the SHA-256 of the secret is
 stored: the secret is 32 random bytes, so a slow password hash would add cost
 without adding safety. Identity (tenant, user, agent, roles) is read from the
-key's row, never from anything a request carries.
+key's row, never from anything a request carries. A key may expire
+(``expires_at``) and be revoked now or at a set instant (``revoked_at``, a
+rotation's grace period); listing, revoking and rotating live in
+:mod:`memory.keys`. Every change to a key is written to the tenant's audit log.
 """
 
 from __future__ import annotations
@@ -15,20 +18,24 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import ColumnElement, Engine, and_, or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.db import enter_tenant, global_session
 from memory.enums import Role
 from memory.errors import InvalidInput, Unauthorized
-from memory.models import ApiKey, Principal, Tenant
+from memory.models import ApiKey, AuditEntry, Principal, Tenant
 
 KEY_PREFIX = "mnemo"
 _KEY_FORMAT = re.compile(r"^mnemo_([A-Za-z0-9]{12})_([A-Za-z0-9_-]{43})$")
 _TENANT_FORMAT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _USER_FORMAT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._:-]{0,127}$")
+MIN_LIFETIME = timedelta(minutes=1)
+MAX_LIFETIME = timedelta(days=3650)
 
 
 @dataclass(frozen=True)
@@ -62,30 +69,89 @@ def parse_roles(raw: str) -> list[str]:
     return sorted(set(names))
 
 
+def now() -> datetime:
+    """The instant key validity is judged at (one clock for expiry, revocation and grace periods)."""
+    return datetime.now(UTC)
+
+
+def key_is_active(at: datetime | None = None) -> ColumnElement[bool]:
+    """SQL: the key is neither revoked nor expired at ``at`` (for checks that read keys in bulk)."""
+    at = at or now()
+    return and_(
+        or_(ApiKey.revoked_at.is_(None), ApiKey.revoked_at > at),
+        or_(ApiKey.expires_at.is_(None), ApiKey.expires_at > at),
+    )
+
+
+def audit_key(session: Session, key: ApiKey, action: str, actor: str, **detail: Any) -> None:
+    """One audit-log row for a change to ``key`` (ids, roles and instants, never the secret or its hash).
+
+    The audit log is tenant-scoped (row-level security), so this enters the key's tenant for the rest of
+    the transaction; key rows themselves are global.
+    """
+    enter_tenant(session, key.tenant_id)
+    session.add(
+        AuditEntry(
+            tenant_id=key.tenant_id,
+            actor=actor,
+            action=action,
+            detail={
+                "key_id": key.key_id,
+                "user_id": key.user_id,
+                "agent_id": key.agent_id,
+                "roles": list(key.roles),
+                **{name: value.isoformat() if isinstance(value, datetime) else value for name, value in detail.items()},
+            },
+        )
+    )
+
+
+def check_lifetime(lifetime: timedelta, what: str = "expires_in") -> timedelta:
+    if not MIN_LIFETIME <= lifetime <= MAX_LIFETIME:
+        raise InvalidInput(f"{what} must be between 1 minute and 3650 days", code="invalid_lifetime")
+    return lifetime
+
+
 def create_api_key(
-    session: Session, *, tenant_id: str, user_id: str, roles: list[str], agent_id: str | None = None
+    session: Session,
+    *,
+    tenant_id: str,
+    user_id: str,
+    roles: list[str],
+    agent_id: str | None = None,
+    expires_in: timedelta | None = None,
+    actor: str = "system",
+    rotated_from: str | None = None,
 ) -> str:
-    """Create the tenant and principal if needed, store a new key's hash and return the key (once)."""
+    """Create the tenant and principal if needed, store a new key's hash and return the key (once).
+
+    ``expires_in``: the key is refused with ``key_expired`` after that long (none: until revoked).
+    ``actor`` is who the audit log names as having created it.
+    """
     if not _TENANT_FORMAT.match(tenant_id):
         raise InvalidInput("tenant ids are 1-63 lowercase letters, digits, '-' or '_'", code="invalid_tenant")
     if not _USER_FORMAT.match(user_id):
         raise InvalidInput("user ids are 1-128 letters, digits or . @ _ : -", code="invalid_user")
     roles = parse_roles(",".join(roles))
+    expires_at = now() + check_lifetime(expires_in) if expires_in is not None else None
     session.execute(insert(Tenant).values(tenant_id=tenant_id).on_conflict_do_nothing())
     session.execute(insert(Principal).values(tenant_id=tenant_id, user_id=user_id).on_conflict_do_nothing())
     key_id = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(12))
     secret = secrets.token_urlsafe(32)
-    session.add(
-        ApiKey(
-            key_id=key_id,
-            tenant_id=tenant_id,
-            user_id=user_id,
-            agent_id=agent_id,
-            roles=roles,
-            secret_sha256=_digest(secret),
-        )
+    key = ApiKey(
+        key_id=key_id,
+        tenant_id=tenant_id,
+        user_id=user_id,
+        agent_id=agent_id,
+        roles=roles,
+        secret_sha256=_digest(secret),
+        expires_at=expires_at,
+        rotated_from=rotated_from,
     )
+    session.add(key)
     session.flush()
+    if rotated_from is None:
+        audit_key(session, key, "KEY_CREATED", actor, expires_at=expires_at)
     return f"{KEY_PREFIX}_{key_id}_{secret}"
 
 
@@ -96,8 +162,17 @@ def authenticate(session: Session, presented: str) -> PrincipalContext:
         raise Unauthorized("the API key is malformed; send `Authorization: Bearer mnemo_...`")
     key_id, secret = match.groups()
     row = session.execute(select(ApiKey).where(ApiKey.key_id == key_id)).scalar_one_or_none()
-    if row is None or row.revoked_at is not None or not hmac.compare_digest(row.secret_sha256, _digest(secret)):
+    if row is None or not hmac.compare_digest(row.secret_sha256, _digest(secret)):
         raise Unauthorized("the API key is unknown or revoked")
+    at = now()
+    if row.revoked_at is not None and row.revoked_at <= at:
+        raise Unauthorized("the API key is unknown or revoked")
+    if row.expires_at is not None and row.expires_at <= at:
+        # Only the holder of the secret learns this: a wrong secret gets the sentence above.
+        raise Unauthorized(
+            f"the API key expired at {row.expires_at.isoformat()}; ask an admin for a new one (`mnemo keys rotate`)",
+            code="key_expired",
+        )
     return PrincipalContext(
         tenant_id=row.tenant_id,
         user_id=row.user_id,

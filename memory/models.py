@@ -63,6 +63,10 @@ class ApiKey(Base):
     secret_sha256: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    """Refused from this instant on; a future instant is a rotation's grace period (migration 0010)."""
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    rotated_from: Mapped[str | None] = mapped_column(Text)
+    """The key this one replaced by ``mnemo keys rotate``."""
 
 
 class MemoryEvent(Base):

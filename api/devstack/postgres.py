@@ -196,6 +196,10 @@ class EmbeddedPostgres:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
+    def poll(self) -> int | None:
+        """The server's exit code once it has exited (None while it runs or before it started)."""
+        return self._proc.poll() if self._proc is not None else None
+
     def stop(self) -> None:
         """SIGINT is PostgreSQL's 'fast' shutdown: abort sessions, checkpoint, exit."""
         import signal

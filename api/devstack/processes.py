@@ -97,3 +97,30 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def describe_exit(code: int) -> str:
+    """A child's exit status in words: ``killed by SIGKILL`` or ``exit code 3``."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def last_line(path: Path, limit: int = 8192) -> str | None:
+    """The last non-empty line of a log (read from its end only), cut to 200 characters; None if there is none."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - limit))
+            tail = handle.read().decode(errors="replace")
+    except OSError:
+        return None
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    if not lines:
+        return None
+    line = lines[-1]
+    return line if len(line) <= 200 else line[:199] + "…"

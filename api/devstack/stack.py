@@ -1,9 +1,12 @@
 """``mnemo dev``: the whole stack as child processes this process owns.
 
 Start order: Temporal (in the background) and PostgreSQL, migrations, the admin
-key, then the worker and the API. Stop order is the reverse. A terminal Ctrl-C
-reaches only this supervisor (children run in their own process groups), and
-each child is told by the kernel to exit if the supervisor dies.
+key, the demo's sales data (in the background), then the worker and the API;
+ready once the API's ``/readyz`` says everything it advertises is there. Once
+running, a child that crashes is restarted (``supervisor``). Stop order is the
+reverse. A terminal Ctrl-C reaches only this supervisor (children run in their
+own process groups), and each child is told by the kernel to exit if the
+supervisor dies.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +29,7 @@ import httpx
 
 from api.devstack.postgres import EmbeddedPostgres
 from api.devstack.processes import StackError, free_port, require_free_port, spawn, stop
+from api.devstack.supervisor import Child, RestartPolicy, Supervisor
 from api.devstack.temporal import TemporalDevServer
 from api.settings import Settings
 from memory.auth import create_api_key
@@ -42,6 +47,8 @@ class DevOptions:
     port: int = 8000
     temporal_port: int = 7233
     demo: bool = True
+    """Seed the demo's sales data (readiness waits for it), then write and recall a demo memory."""
+    restart: RestartPolicy = RestartPolicy()
 
     @property
     def temporal_ui_port(self) -> int:
@@ -96,7 +103,8 @@ def _ensure_admin_key(database_url: str, key_path: Path) -> None:
     try:
         with tenant_session(engine, DEFAULT_TENANT) as session:
             key = create_api_key(
-                session, tenant_id=DEFAULT_TENANT, user_id=ADMIN_USER, roles=[role.value for role in Role]
+                session, tenant_id=DEFAULT_TENANT, user_id=ADMIN_USER, roles=[role.value for role in Role],
+                actor="mnemo-dev",
             )
     finally:
         engine.dispose()
@@ -114,6 +122,9 @@ class DevStack:
         )
         self.children: dict[str, subprocess.Popen[bytes]] = {}
         self.settings: Settings | None = None
+        self.supervisor: Supervisor | None = None
+        self._seeding: threading.Thread | None = None
+        self._seed_error: BaseException | None = None
 
     @property
     def api_url(self) -> str:
@@ -157,14 +168,77 @@ class DevStack:
 
         self._step("migrations", lambda: upgrade(database_url))
         self._step("admin key", lambda: _ensure_admin_key(database_url, self.key_path))
+        if self.options.demo:
+            self._seeding = threading.Thread(target=self._seed_demo_data, args=(database_url,), daemon=True)
+            self._seeding.start()
         self._step("Temporal dev server", self.temporal.wait_ready)
-        env = {**os.environ, **self._child_env()}
-        logs = self.data_dir / "logs"
-        self.children["worker"] = spawn([sys.executable, "-m", "api.cli", "worker"], log_path=logs / "worker.log", env=env)
-        self.children["api"] = spawn([sys.executable, "-m", "api.cli", "api"], log_path=logs / "api.log", env=env)
-        self._step("worker and API", self._wait_api_ready)
+        for name in ("worker", "api"):
+            self._spawn(name)
+        self._step("worker and API" + (" (and the demo's sales data)" if self.options.demo else ""), self._wait_api_ready)
         self._write_state()
+        self.supervisor = Supervisor(self._supervised(), self.options.restart, say=say, on_restarted=self._write_state)
         say(f"mnemo dev: ready in {time.monotonic() - began:.1f}s")
+
+    def _spawn(self, name: str) -> None:
+        """Start the worker or the API (``mnemo worker`` / ``mnemo api`` with this stack's settings)."""
+        env = {**os.environ, **self._child_env()}
+        self.children[name] = spawn(
+            [sys.executable, "-m", "api.cli", name], log_path=self.data_dir / "logs" / f"{name}.log", env=env
+        )
+
+    def _supervised(self) -> list[Child]:
+        """Every child, dependencies first, so that one tick restarts PostgreSQL before the API."""
+        logs = self.data_dir / "logs"
+
+        def restart_postgres() -> None:
+            try:
+                self.postgres.start()
+            except StackError:
+                self.postgres.stop()  # one that started but never answered must not hold the port for the next try
+                raise
+
+        def restart_temporal() -> None:
+            try:
+                self.temporal.start()
+                self.temporal.wait_ready()
+            except StackError:
+                self.temporal.stop()
+                raise
+
+        def process(name: str, label: str) -> Child:
+            return Child(
+                name=label,
+                poll=lambda: self.children[name].poll(),
+                restart=lambda: self._spawn(name),
+                pid=lambda: self.children[name].pid,
+                log_path=logs / f"{name}.log",
+            )
+
+        return [
+            Child("PostgreSQL server", self.postgres.poll, restart_postgres, lambda: self.postgres.pid, self.postgres.log_path),
+            Child("Temporal dev server", self.temporal.poll, restart_temporal, lambda: self.temporal.pid, self.temporal.log_path),
+            process("worker", "worker"),
+            process("api", "API"),
+        ]
+
+    def supervise(self) -> None:
+        """One round of supervision: restart what crashed (raises :class:`StackError` to stop the stack)."""
+        assert self.supervisor is not None
+        self.supervisor.tick()
+
+    def _seed_demo_data(self, database_url: str) -> None:
+        """Load the demo tenant's sample sales data once (a thread: readiness waits for it, start-up need not)."""
+        from memory.reportdata import seed_sales
+
+        try:
+            engine = make_engine(database_url, pool_size=1)
+            try:
+                with tenant_session(engine, DEFAULT_TENANT) as session:
+                    seed_sales(session, DEFAULT_TENANT)
+            finally:
+                engine.dispose()
+        except BaseException as exc:  # noqa: BLE001 - reported by the start-up wait, which stops the stack
+            self._seed_error = exc
 
     def _child_env(self) -> dict[str, str]:
         assert self.settings is not None
@@ -175,6 +249,8 @@ class DevStack:
             "MNEMO_API_HOST": "127.0.0.1",
             "MNEMO_API_PORT": str(self.options.port),
             "MNEMO_DATA_DIR": str(self.data_dir),  # task artifacts and publications live here too
+            # /readyz waits for the demo's sales data: a report task started before it has no data.
+            "MNEMO_READY_SAMPLE_DATA_TENANT": DEFAULT_TENANT if self.options.demo else "",
         }
 
     @property
@@ -186,6 +262,8 @@ class DevStack:
         last = "no answer yet"
         while time.monotonic() < deadline:
             self.check_children()
+            if self._seed_error is not None:
+                raise StackError(f"loading the demo's sales data failed: {self._seed_error}")
             try:
                 response = httpx.get(f"{self.api_url}/readyz", timeout=5)
                 if response.status_code == 200:
@@ -197,6 +275,7 @@ class DevStack:
         raise StackError(f"the API was not ready within {timeout:.0f}s ({last}); see {self.data_dir / 'logs'}")
 
     def check_children(self) -> None:
+        """During start-up any exit is fatal (a child that cannot start is not restarted)."""
         for name, proc in self.children.items():
             code = proc.poll()
             if code is not None:
@@ -251,13 +330,14 @@ def run_dev(options: DevOptions, demo: Callable[[str, str], None] | None) -> int
                 say(f"  admin key    {stack.key_path}  (tenant '{DEFAULT_TENANT}', every role)")
                 say(f"  logs         {stack.data_dir / 'logs'}")
                 if demo is not None:
-                    say("")
-                    demo(stack.api_url, stack.key_path.read_text().strip())
+                    # On a thread, so that supervision (main thread only: see supervisor) runs meanwhile.
+                    key = stack.key_path.read_text().strip()
+                    threading.Thread(target=demo, args=(stack.api_url, key), daemon=True, name="demo").start()
                 say("")
                 say("Press Ctrl-C to stop.")
                 while True:
-                    stack.check_children()
-                    time.sleep(0.5)
+                    stack.supervise()
+                    time.sleep(0.2)
             except KeyboardInterrupt:
                 say("\nmnemo dev: stopping…")
                 return 0

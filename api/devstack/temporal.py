@@ -82,6 +82,10 @@ class TemporalDevServer:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
+    def poll(self) -> int | None:
+        """The server's exit code once it has exited (None while it runs or before it started)."""
+        return self._proc.poll() if self._proc is not None else None
+
     def stop(self) -> None:
         if self._proc is not None:
             stop(self._proc, timeout=20)

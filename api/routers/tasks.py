@@ -30,6 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.report.definitions import DEFINITIONS
 from activities.stores import ArtifactStore
 from api.deps import CurrentPrincipal, EngineDep
+from api.errors import TemporalUnavailable
 from api.schemas import ShortText, StrictRequest
 from api.temporal import connect
 from memory.auth import PrincipalContext
@@ -52,11 +53,6 @@ from workflows.report_task import (
 router = APIRouter(tags=["tasks"])
 SHA256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 _TASK_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-
-
-class TemporalUnavailable(MnemoError):
-    code = "temporal_unavailable"
-    http_status = 503
 
 
 # --- request and response models -----------------------------------------------------------------

@@ -107,6 +107,8 @@ class DevRun:
     proc: subprocess.Popen[bytes] = field(init=False)
     started_at: float = field(init=False)
     known_child_pids: dict[str, int] = field(default_factory=dict)
+    demo: bool = False
+    env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -117,9 +119,9 @@ class DevRun:
             "--data-dir", str(self.data_dir),
             "--port", str(self.ports.api),
             "--temporal-port", str(self.ports.temporal),
-            "--no-demo",
+            "--demo" if self.demo else "--no-demo",
         ]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.started_at = time.monotonic()
             self.proc = subprocess.Popen(
@@ -393,3 +395,118 @@ def test_busy_api_port_is_a_one_line_error(tmp_path: Path) -> None:
             assert _processes_mentioning(str(run.data_dir)) == []
         finally:
             run.cleanup()
+
+
+def _child_pid(run: DevRun, name: str) -> int:
+    pids = run.wait_state()["child_pids"]
+    assert isinstance(pids, dict)
+    return int(pids[name])
+
+
+def _kill_and_wait_for_restart(run: DevRun, name: str, crash_line: str, timeout: float = 60.0) -> float:
+    """SIGKILL one child; wait until `mnemo dev` reports the crash, runs a new one and /readyz is 200 again."""
+    old = _child_pid(run, name)
+    began = time.monotonic()
+    os.kill(old, signal.SIGKILL)
+    deadline = began + timeout
+    while time.monotonic() < deadline:
+        assert run.proc.poll() is None, f"`mnemo dev` stopped after the {name} was killed\n{run.diagnostics()}"
+        if crash_line in run.stdout_path.read_text() and _child_pid(run, name) != old:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"the killed {name} was not restarted within {timeout:.0f}s\n{run.diagnostics()}")
+    run.wait_ready()
+    return time.monotonic() - began
+
+
+def _memory(content: str) -> dict[str, object]:
+    return {
+        "category": "EVENT", "space": "USER", "content": content,
+        "source": {"source_id": "e2e", "source_type": "EXPLICIT_USER_STATEMENT", "captured_at": "2026-06-01T09:00:00Z"},
+        "source_level": "E1",
+    }
+
+
+def _wait_task(client: httpx.Client, task_id: str, run: DevRun, timeout: float = 120.0) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    state: dict[str, object] = {}
+    while time.monotonic() < deadline:
+        response = client.get(f"/tasks/{task_id}")
+        assert response.status_code == 200, response.text
+        state = response.json()
+        if state["status"] not in ("CREATED", "READY", "RUNNING"):
+            return state
+        time.sleep(0.3)
+    pytest.fail(f"task {task_id} still {state.get('status')} after {timeout:.0f}s\n{run.diagnostics()}")
+
+
+def test_dev_stack_restarts_crashed_children_and_stops_on_one_that_keeps_crashing(tmp_path: Path) -> None:
+    """kill -9 of each child is healed without losing an acknowledged write; a second crash of the
+    worker within the window (limit 2 here) stops the stack with one line naming it; /readyz waits
+    for the demo's sales data, so a report task started the moment it is 200 has its data."""
+    import psycopg
+
+    run = DevRun(
+        tmp_path / "data", Ports.pick(), tmp_path / "out", "supervised", demo=True,
+        env={"MNEMO_DEV_RESTART_LIMIT": "2", "MNEMO_DEV_RESTART_WINDOW_SECONDS": "600"},
+    )
+    try:
+        ready = run.wait_ready()
+        state = run.wait_state()
+        lines = None
+        conninfo = str(state["database_url"]).replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(conninfo) as conn:
+            (lines,) = conn.execute("SELECT count(*) FROM sales_order_lines WHERE tenant_id = 'default'").fetchone() or (0,)
+        print(f"\n[e2e] supervised: /readyz 200 after {ready:.1f}s with {lines} demo order lines loaded")
+        assert lines == 120_000, "/readyz said ready before the demo's sales data was loaded"
+        checks = httpx.get(f"{run.api_url}/readyz", timeout=10).json()["checks"]
+        assert {name: check["state"] for name, check in checks.items()} == {
+            "database": "ok", "temporal": "ok", "worker": "ok", "demo_data": "ok"
+        }, checks
+
+        key = (run.data_dir / "admin.key").read_text().strip()
+        with httpx.Client(base_url=run.api_url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as client:
+            started = client.post("/tasks", json={
+                "task_type": "monthly-report", "request_intent_id": f"e2e-{uuid.uuid4().hex[:8]}",
+                "goal": {"month": "2026-05", "currency": "CNY"},
+            })
+            assert started.status_code == 201, started.text
+            written = client.post("/memory-candidates", json=_memory("写在任何崩溃之前 before any crash"))
+            assert written.status_code == 201, written.text
+            before = written.json()["memory_id"]
+            task = _wait_task(client, started.json()["task_id"], run)
+            assert task["status"] == "WAITING_FOR_APPROVAL", task
+
+            healed: dict[str, float] = {}
+            healed["worker"] = _kill_and_wait_for_restart(run, "worker", "the worker crashed (killed by SIGKILL")
+            healed["postgres"] = _kill_and_wait_for_restart(
+                run, "postgres", "the PostgreSQL server crashed (killed by SIGKILL"
+            )
+            assert client.get(f"/memories/{before}").status_code == 200, "an acknowledged write was lost"
+            written = client.post("/memory-candidates", json=_memory("写在数据库重启之后 after the database restart"))
+            assert written.status_code == 201, written.text
+            after = written.json()["memory_id"]
+            healed["temporal"] = _kill_and_wait_for_restart(
+                run, "temporal", "the Temporal dev server crashed (killed by SIGKILL"
+            )
+            assert client.get(f"/tasks/{task['task_id']}").json()["status"] == "WAITING_FOR_APPROVAL"
+            healed["api"] = _kill_and_wait_for_restart(run, "api", "the API crashed (killed by SIGKILL")
+            for memory_id in (before, after):
+                assert client.get(f"/memories/{memory_id}").status_code == 200, "an acknowledged write was lost"
+            print("[e2e] healed after kill -9: " + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in healed.items()))
+
+        pids = {name: pid for name, pid in run.known_child_pids.items()}
+        pids.update({name: pid for name, pid in dict(run.wait_state()["child_pids"]).items()})  # type: ignore[arg-type]
+        os.kill(pids["worker"], signal.SIGKILL)  # the worker's second crash within the window: the limit
+        try:
+            code = run.proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"a worker crashing twice did not stop `mnemo dev`\n{run.diagnostics()}")
+        assert code == 1, run.diagnostics()
+        errors = [line for line in run.stderr_path.read_text().splitlines() if line.strip()]
+        assert len(errors) == 1, f"expected one line on stderr\n{run.diagnostics()}"
+        assert "the worker crashed 2 times within 600s" in errors[0] and "killed by SIGKILL" in errors[0], errors
+        _assert_all_gone(run, pids)
+    finally:
+        run.cleanup()
