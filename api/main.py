@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import StrictJsonMiddleware, install_error_handlers, install_unavailable_handlers
-from api.routers import deletions, events, health, memories, recall, tasks
+from api.routers import deletions, events, health, memories, policies, recall, tasks
 from api.settings import Settings
 from memory.db import make_engine
 
@@ -40,4 +40,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(deletions.router)
     app.include_router(tasks.router)
     app.include_router(recall.router)
+    app.include_router(policies.router)
     return app

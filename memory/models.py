@@ -9,6 +9,7 @@ from typing import Any
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -20,6 +21,7 @@ from sqlalchemy import (
     Table,
     Text,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -298,6 +300,17 @@ class RetentionPolicy(Base):
     tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
     target: Mapped[str] = mapped_column(Text, primary_key=True)
     keep_days: Mapped[int] = mapped_column(Integer)
+
+
+class TenantPolicy(Base):
+    """Rules an admin sets for the whole tenant (:mod:`memory.policies`); no row means the defaults."""
+
+    __tablename__ = "tenant_policies"
+
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    separation_of_duties: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_by: Mapped[str] = mapped_column(Text)
 
 
 class AuditEntry(Base):

@@ -129,6 +129,8 @@ class ApprovalDecision:
     user_id: str
     roles: list[str]
     reason: str | None = None
+    owner_may_decide: bool = False
+    """The tenant's policy at decision time (``memory.policies``): False under separation of duties."""
 
 
 @dataclass(frozen=True)
@@ -499,6 +501,12 @@ class ReportTaskWorkflow:
     def _check_decision(self, request: ApprovalDecision) -> None:
         if not APPROVER_ROLES & set(request.roles):
             raise _refuse("forbidden", "approving or rejecting a draft needs the approver role")
+        if self.state is not None and request.user_id == self.s.owner_user_id and not request.owner_may_decide:
+            raise _refuse(
+                "separation_of_duties",
+                "you own this task, so another approver must decide on its draft (the tenant's separation of "
+                "duties policy; an admin can change it with PUT /tenant-policy)",
+            )
         if request.decision not in ("approve", "reject"):
             raise _refuse("invalid_decision", "decision must be 'approve' or 'reject'")
         if request.decision == "reject" and not (request.reason or "").strip():

@@ -37,6 +37,7 @@ from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.enums import Role
 from memory.errors import Conflict, Forbidden, IdempotencyConflict, InvalidInput, MnemoError, NotFound
+from memory.policies import Policy, tenant_policy
 from memory.tasks import keys, store
 from memory.tasks.models import Task
 from workflows import search_attributes
@@ -145,8 +146,8 @@ def _refusal(exc: WorkflowUpdateFailedError) -> MnemoError:
     if not isinstance(cause, ApplicationError):
         return Conflict(f"the task refused the request: {cause}")
     code, message = cause.type or "refused", cause.message
-    if code == "forbidden":
-        return Forbidden(message)
+    if code in ("forbidden", "separation_of_duties"):
+        return Forbidden(message, code=code)
     if code in ("reason_required", "invalid_decision", "invalid_outcome"):
         return InvalidInput(message, code=code)
     return Conflict(message, code=code)
@@ -405,6 +406,7 @@ async def decide(task_id: str, body: DecisionIn, request: Request, principal: Cu
     if body.decision == "reject" and body.reason is None:
         raise InvalidInput("a rejection needs a reason, so the draft can be revised", code="reason_required")
     handle = await _open_handle(request, engine, principal, task_id)
+    policy = await run_in_threadpool(_policy, engine, principal.tenant_id)
     result = await _update(
         handle,
         ReportTaskWorkflow.decide,
@@ -415,9 +417,15 @@ async def decide(task_id: str, body: DecisionIn, request: Request, principal: Cu
             user_id=principal.user_id,
             roles=sorted(principal.roles),
             reason=body.reason,
+            owner_may_decide=not policy.separation_of_duties,
         ),
     )
     return asdict(result)
+
+
+def _policy(engine: Any, tenant_id: str) -> Policy:
+    with tenant_session(engine, tenant_id) as session:
+        return tenant_policy(session, tenant_id)
 
 
 async def _control(

@@ -1,0 +1,37 @@
+"""The tenant's policy (:mod:`memory.policies`): anyone in the tenant reads it, an admin changes it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from fastapi import APIRouter
+from pydantic import BaseModel, StrictBool
+
+from api.deps import CurrentPrincipal, EngineDep
+from api.schemas import StrictRequest
+from memory.db import tenant_session
+from memory.policies import change_policy, tenant_policy
+
+router = APIRouter(tags=["policies"])
+
+
+class PolicyOut(BaseModel):
+    separation_of_duties: bool
+
+
+class PolicyIn(StrictRequest):
+    separation_of_duties: StrictBool
+
+
+@router.get("/tenant-policy")
+def read_policy(principal: CurrentPrincipal, engine: EngineDep) -> PolicyOut:
+    """The rules that apply to your tenant (defaults where an admin changed nothing)."""
+    with tenant_session(engine, principal.tenant_id) as session:
+        return PolicyOut(**asdict(tenant_policy(session, principal.tenant_id)))
+
+
+@router.put("/tenant-policy")
+def put_policy(body: PolicyIn, principal: CurrentPrincipal, engine: EngineDep) -> PolicyOut:
+    """An admin sets the tenant's rules; audited as ``TENANT_POLICY_CHANGED``."""
+    with tenant_session(engine, principal.tenant_id) as session:
+        return PolicyOut(**asdict(change_policy(session, principal, **body.model_dump())))
