@@ -27,6 +27,7 @@ _CODES = {
     "datetime_from_date_parsing": "invalid_timestamp",
     "datetime_type": "invalid_timestamp",
     "timezone_aware": "invalid_timestamp",
+    "timestamp_out_of_range": "timestamp_out_of_range",
     "null_not_allowed": "null_not_allowed",
     "identity_from_credentials": "identity_from_credentials",
 }

@@ -4,9 +4,10 @@ identity fields and timestamps without a time zone are refused with a typed 422.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timezone
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from memory.enums import Category, EventKind, SourceLevel, Space
@@ -16,6 +17,35 @@ IDENTITY_FIELDS = frozenset({"tenant", "tenant_id", "user", "user_id", "caller",
 
 ShortText = Annotated[str, Field(min_length=1, max_length=256)]
 Content = Annotated[str, Field(min_length=1, max_length=100_000)]
+
+EARLIEST = datetime(1900, 1, 1, tzinfo=timezone.utc)
+LATEST = datetime(2200, 1, 1, tzinfo=timezone.utc)
+"""Timestamps in requests lie in [EARLIEST, LATEST), compared in UTC. Python's datetime (and so every read of the
+row) cannot hold what PostgreSQL stores past year 9999 or before year 1 in UTC: 9999-12-31T23:59:59-14:00 was
+accepted and then made every read and recall meeting it a 500. No real memory, event or validity bound lies
+outside two centuries around now; a typo does, and is better refused."""
+
+INT32_MAX = 2**31 - 1
+"""Largest version or position a PostgreSQL ``integer`` column can hold; a larger number is a 422."""
+INT64_MAX = 2**63 - 1
+"""Largest revision, state version or seed a PostgreSQL ``bigint`` (or a Temporal payload) holds."""
+
+
+def _in_range(value: datetime) -> datetime:
+    if not EARLIEST <= value < LATEST:
+        raise PydanticCustomError(
+            "timestamp_out_of_range",
+            "timestamps must lie from 1900-01-01T00:00:00Z up to (not including) 2200-01-01T00:00:00Z",
+        )
+    return value
+
+
+Timestamp = Annotated[
+    AwareDatetime,
+    AfterValidator(_in_range),
+    Field(description="ISO 8601 with a time zone, from 1900-01-01T00:00:00Z up to (not including) 2200-01-01T00:00:00Z"),
+]
+"""Every timestamp of every request: ISO 8601 with a time zone, inside [EARLIEST, LATEST)."""
 
 
 class StrictRequest(BaseModel):
@@ -47,22 +77,22 @@ class StrictRequest(BaseModel):
 class SourceIn(StrictRequest):
     source_id: ShortText
     source_type: ShortText
-    captured_at: AwareDatetime
+    captured_at: Timestamp
     evidence_refs: list[ShortText] = Field(default_factory=list, max_length=50)
 
 
 class ValidityIn(StrictRequest):
-    observed_at: AwareDatetime | None = None
-    effective_from: AwareDatetime | None = None
-    effective_to: AwareDatetime | None = None
-    expires_at: AwareDatetime | None = None
+    observed_at: Timestamp | None = None
+    effective_from: Timestamp | None = None
+    effective_to: Timestamp | None = None
+    expires_at: Timestamp | None = None
 
 
 class EventIn(StrictRequest):
     idempotency_key: ShortText
     kind: EventKind
     payload: dict[str, Any]
-    occurred_at: AwareDatetime
+    occurred_at: Timestamp
     session_id: ShortText | None = None
 
 
@@ -96,7 +126,7 @@ class CandidateIn(StrictRequest):
 
 
 class CorrectionIn(StrictRequest):
-    expected_version: int = Field(ge=1)
+    expected_version: int = Field(ge=1, le=INT32_MAX)
     content: Content | None = None
     abstract: Annotated[str, Field(min_length=1, max_length=1_000)] | None = None
     overview: Annotated[str, Field(min_length=1, max_length=20_000)] | None = None
@@ -324,11 +354,12 @@ class RecallIn(StrictRequest):
     request_constraints: dict[ShortText, ShortText] = Field(default_factory=dict, max_length=20)
     keys: list[ShortText] = Field(default_factory=list, max_length=20)
     min_relevance: float = Field(default=0.05, ge=0, le=1)
-    min_revision: int | None = Field(default=None, ge=0)
+    min_revision: int | None = Field(default=None, ge=0, le=INT64_MAX)
     explain: bool = False
     trace_id: ShortText | None = None
     retrieval: Literal["hybrid", "lexical", "semantic"] = "hybrid"
     """Which candidate sources and relevance signals recall uses: ``hybrid`` (all, the default), ``lexical``
     (exact key, full text and trigram; no query embedding) or ``semantic`` (vector search alone). For ablations
     and diagnosis: every mode runs inside the same hard filters."""
+
 

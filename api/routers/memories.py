@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from api.deps import CurrentPrincipal, EngineDep, PresentedKey
 from api.routers import recall
 from api.schemas import (
+    INT32_MAX,
     CandidateIn,
     CorrectionIn,
     MemoryDetailOut,
@@ -102,7 +103,7 @@ def read_memory(
     memory_id: str,
     principal: CurrentPrincipal,
     engine: EngineDep,
-    version: Annotated[int | None, Query(ge=1)] = None,
+    version: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
 ) -> MemoryDetailOut:
     """The current version (or ``?version=N``) with its provenance and version history."""
     parsed = _memory_id(memory_id)

@@ -30,7 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.report.definitions import DEFINITIONS
 from activities.stores import ArtifactStore
 from api.deps import CurrentPrincipal, EngineDep
-from api.schemas import ShortText, StrictRequest
+from api.schemas import INT64_MAX, ShortText, StrictRequest
 from api.temporal import connect
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
@@ -63,7 +63,9 @@ class TemporalUnavailable(MnemoError):
 
 
 class GoalIn(StrictRequest):
-    month: Annotated[str, Field(pattern=r"^\d{4}-(0[1-9]|1[0-2])$", description="YYYY-MM")]
+    month: Annotated[
+        str, Field(pattern=r"^(19\d\d|2[01]\d\d)-(0[1-9]|1[0-2])$", description="YYYY-MM, years 1900 to 2199 (as timestamps)")
+    ]
     currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
 
 
@@ -87,7 +89,7 @@ class TaskCreatedOut(BaseModel):
 class DecisionIn(StrictRequest):
     decision: Literal["approve", "reject"]
     artifact_sha256: SHA256
-    state_version: int = Field(ge=0)
+    state_version: int = Field(ge=0, le=INT64_MAX)
     reason: Annotated[str, Field(min_length=1, max_length=2_000)] | None = None
 
 
@@ -102,7 +104,7 @@ class ResolveIn(StrictRequest):
 
 class SampleDataIn(StrictRequest):
     lines: int = Field(default=120_000, ge=100, le=500_000)
-    seed: int = Field(default=20260601)
+    seed: int = Field(default=20260601, ge=-INT64_MAX, le=INT64_MAX)
 
 
 # --- the Temporal side ---------------------------------------------------------------------------
