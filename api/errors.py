@@ -1,23 +1,40 @@
-"""Error responses: every 4xx carries a machine code and a human sentence.
+"""Error responses and the request guard: every error carries a machine code and a human sentence.
 
 ``{"error": {"code": "...", "message": "...", "details": {...}}}``; validation
-errors add ``"fields"`` with one entry per problem.
+errors add ``"fields"`` with one entry per problem, an unexpected failure a
+``"request_id"``. Every rule about what a request may look like before it reaches a
+handler lives here (:class:`StrictJsonMiddleware`), and so does the HTTP mapping
+of every error and the 401-before-422 order.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
+import re
+import uuid
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memory.errors import MnemoError
+from memory.errors import MnemoError, Unauthorized
+
+log = logging.getLogger("mnemo.api")
 
 MAX_BODY_BYTES = 1 << 20
+MAX_JSON_DEPTH = 64
+"""Nesting levels of arrays and objects in a JSON body; deeper is a 422 ``nesting_too_deep``."""
+
+_BAD_CHARACTER = re.compile("[\x00\ud800-\udfff]")
+"""NUL (PostgreSQL text cannot hold it) and lone surrogates (not Unicode scalar values: not UTF-8 encodable)."""
 
 _CODES = {
     "extra_forbidden": "unknown_field",
@@ -49,7 +66,51 @@ def _field_problem(error: dict[str, Any]) -> dict[str, Any]:
     return {"field": location, "code": code, "message": message}
 
 
-async def _validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+# --- authentication comes first ------------------------------------------------------------------
+
+
+def _needs_key(route: Any) -> bool:
+    """Whether the route takes an API key: it depends (at any depth) on :func:`api.deps.presented_key`."""
+    if not isinstance(route, APIRoute):
+        return False
+    cached: bool | None = getattr(route, "_mnemo_needs_key", None)
+    if cached is None:
+        from api.deps import presented_key
+
+        cached = False
+        pending = [route.dependant]
+        while pending and not cached:
+            dependant = pending.pop()
+            cached = dependant.call is presented_key
+            pending.extend(dependant.dependencies)
+        route._mnemo_needs_key = cached  # type: ignore[attr-defined]
+    return cached
+
+
+async def _refusal_of_key(request: Request) -> Unauthorized | None:
+    """The 401 a request without a valid key deserves, if its route takes one: answered before any 422.
+
+    Only called on an error path, so the extra key check costs a valid caller nothing.
+    """
+    if not _needs_key(request.scope.get("route")):
+        return None
+    from api.deps import current_principal, key_of
+
+    try:
+        key = key_of(request.headers.get("authorization", ""))
+        await run_in_threadpool(current_principal, key, request.app.state.engine)
+    except Unauthorized as exc:
+        return exc
+    return None
+
+
+# --- handlers ------------------------------------------------------------------------------------
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    refusal = await _refusal_of_key(request) or request.scope.get(REFUSED)
+    if refusal is not None:
+        return await _mnemo_error(request, refusal)
     problems = [_field_problem(error) for error in exc.errors()]
     first = problems[0] if problems else {"code": "invalid_input", "message": "the request is invalid"}
     return JSONResponse(
@@ -59,11 +120,8 @@ async def _validation_error(_request: Request, exc: RequestValidationError) -> J
 
 async def _mnemo_error(_request: Request, exc: MnemoError) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else None
-    return JSONResponse(
-        status_code=exc.http_status,
-        content=error_body(exc.code, exc.message, details=exc.details),
-        headers=headers,
-    )
+    extra: dict[str, Any] = {"fields": exc.fields} if isinstance(exc, Refused) else {"details": exc.details}
+    return JSONResponse(status_code=exc.http_status, content=error_body(exc.code, exc.message, **extra), headers=headers)
 
 
 async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -71,75 +129,200 @@ async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONRes
     return JSONResponse(status_code=exc.status_code, content=error_body(code, str(exc.detail)))
 
 
+async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    """The last resort: an exception nothing expected. Logged with its traceback under a request id; the
+    answer names that id and nothing of the exception (whose text may hold SQL, parameters or content)."""
+    request_id = uuid.uuid4().hex
+    log.error("unhandled %s in %s %s (request %s)", type(exc).__name__, request.method, request.url.path,
+              request_id, exc_info=exc)
+    return JSONResponse(
+        status_code=500,
+        content=error_body(
+            "internal_error",
+            f"the server failed to handle this request; retry, and if it persists report request id {request_id}",
+            request_id=request_id,
+        ),
+        headers={"X-Request-ID": request_id},
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(MnemoError, _mnemo_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, _internal_error)
 
 
-class _DuplicateKey(ValueError):
-    pass
+# --- the request guard ---------------------------------------------------------------------------
+
+
+REFUSED = "mnemo.refused"
+"""Scope key under which :class:`StrictJsonMiddleware` leaves what it refused, for :func:`refuse_guarded`."""
+
+
+class Refused(MnemoError):
+    """A request the guard refuses with a 422: its machine code, sentence and field."""
+
+    http_status = 422
+
+    def __init__(self, code: str, message: str, field: str = "body") -> None:
+        super().__init__(message, code=code)
+        self.fields = [{"field": field, "code": code, "message": message}]
+
+
+async def refuse_guarded(request: Request) -> None:
+    """App-wide dependency, run before every route's own: the 422 the guard found, after the 401 of a request
+    without a valid key to a route that takes one (routing had to happen first to know that)."""
+    problem: Refused | None = request.scope.get(REFUSED)
+    if problem is not None:
+        raise await _refusal_of_key(request) or problem
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     for key, value in pairs:
         if key in seen:
-            raise _DuplicateKey(key)
+            raise Refused("duplicate_key", f"the JSON body repeats the key {key!r}")
         seen[key] = value
     return seen
 
 
+def _not_a_number(name: str) -> float:
+    raise Refused("invalid_number", f"the JSON body contains {name}: only finite numbers are accepted")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        _not_a_number(f"the number {literal[:40]}, beyond the range of a double")
+    return value
+
+
+def _bad_character(where: str, text: str) -> Refused:
+    found = _BAD_CHARACTER.search(text)
+    assert found is not None
+    name = "a NUL character (U+0000)" if found.group() == "\x00" else f"a lone surrogate (U+{ord(found.group()):04X})"
+    return Refused(
+        "invalid_character", f"{where} contains {name}, which cannot be stored; remove it or send valid Unicode",
+        field=where,
+    )
+
+
+def _check_json(document: Any) -> None:
+    """Depth and characters of a parsed body, walked iteratively (the body may be 1 MiB of nesting)."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(document, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, str):
+            if _BAD_CHARACTER.search(value):
+                raise _bad_character(".".join(path) or "body", value)
+        elif isinstance(value, (dict, list)):
+            if len(path) >= MAX_JSON_DEPTH:
+                raise Refused("nesting_too_deep", f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels")
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                where = (*path, str(key))
+                if isinstance(key, str) and _BAD_CHARACTER.search(key):
+                    raise _bad_character(".".join(where) + " (a key)", key)
+                stack.append((item, where))
+
+
+def check_body(body: bytes) -> None:
+    """Refuse (:class:`Refused`) a JSON body PostgreSQL or the models could not take; a non-JSON body passes
+    (FastAPI reports it with its own typed error)."""
+    try:
+        document = json.loads(
+            body or b"null", object_pairs_hook=_reject_duplicates, parse_constant=_not_a_number, parse_float=_finite
+        )
+    except RecursionError:  # not a ValueError; a Refused from the hooks passes through as it is
+        raise Refused("nesting_too_deep", f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError:
+        return
+    _check_json(document)
+
+
+def check_target(scope: Scope) -> None:
+    """Refuse a NUL or lone surrogate in the path or in any query parameter (name or value)."""
+    if _BAD_CHARACTER.search(scope["path"]):
+        raise _bad_character("path", scope["path"])
+    query = scope.get("query_string", b"").decode("latin-1")
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        for text in (name, value):
+            if _BAD_CHARACTER.search(text):
+                raise _bad_character(f"query.{name}", text)
+
+
 class StrictJsonMiddleware:
-    """Rejects JSON bodies with duplicate keys (which ``json.loads`` would silently collapse) or over 1 MiB."""
+    """The request guard, before parsing: bodies over 1 MiB (413) are answered here; duplicate JSON keys (which ``json.loads`` would silently collapse), nesting deeper than 64, NaN,
+    Infinity or out-of-range numbers, and a NUL or lone surrogate in any string of the body, the path or the
+    query are left in the scope for :func:`refuse_guarded` (a 422 after routing, so that a route taking a key
+    answers 401 first), and the handler is given an empty body instead of the refused one."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                await self._reply(send, 413, "body_too_large", f"request bodies are limited to {MAX_BODY_BYTES} bytes")
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        problem: Refused | None = None
         try:
-            json.loads(body or b"null", object_pairs_hook=_reject_duplicates)
-        except _DuplicateKey as exc:
-            await self._reply(send, 422, "duplicate_key", f"the JSON body repeats the key {exc.args[0]!r}")
-            return
-        except ValueError:
-            pass  # not JSON: FastAPI reports it with its own typed error
-
-        delivered = False
-
-        async def replay() -> Message:
-            nonlocal delivered
-            if delivered:
-                return await receive()
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
+            check_target(scope)
+        except Refused as exc:
+            problem = exc
+        replay = receive
+        if scope["method"] in ("POST", "PUT", "PATCH"):
+            body = await _read_body(receive)
+            if body is None:
+                await _reply(send, 413, error_body(
+                    "body_too_large", f"request bodies are limited to {MAX_BODY_BYTES} bytes"))
+                return
+            if problem is None:
+                try:
+                    check_body(body)
+                except Refused as exc:
+                    problem = exc
+            replay = _replayer(b"" if problem is not None else body, receive)
+        if problem is not None:
+            scope[REFUSED] = problem  # type: ignore[literal-required]
         await self.app(scope, replay, send)
 
-    @staticmethod
-    async def _reply(send: Send, status: int, code: str, message: str) -> None:
-        payload = json.dumps(error_body(code, message)).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole body, or None once it exceeds :data:`MAX_BODY_BYTES`."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replayer(body: bytes, receive: Receive) -> Receive:
+    delivered = False
+
+    async def replay() -> Message:
+        nonlocal delivered
+        if delivered:
+            return await receive()
+        delivered = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+async def _reply(send: Send, status: int, content: dict[str, Any]) -> None:
+    payload = json.dumps(content).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})

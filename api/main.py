@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
-from api.errors import StrictJsonMiddleware, install_error_handlers
+from api.errors import StrictJsonMiddleware, install_error_handlers, refuse_guarded
 from api.routers import deletions, events, health, memories, recall, tasks
 from api.settings import Settings
 from memory.db import make_engine
@@ -30,6 +30,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Governed memory and durable tasks for AI agents.",
         lifespan=lifespan,
+        dependencies=[Depends(refuse_guarded)],
     )
     app.add_middleware(StrictJsonMiddleware)
     install_error_handlers(app)

@@ -1,8 +1,15 @@
-"""Malformed input is a typed 422, never a 500: timestamps out of range."""
+"""Malformed input is a typed 422 (or 401) on every route, never a 500 or plain text.
+
+Routes are enumerated from the OpenAPI, so a new route is covered without touching this file.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import re
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -10,16 +17,37 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
 import api.routers.tasks  # noqa: F401 - its request models are StrictRequest subclasses too
+from api.main import create_app
 from api.schemas import StrictRequest
+from api.settings import Settings
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate, event
 
 ALL_ROLES = ("admin", "memory_writer", "approver", "operator", "auditor")
+UNKNOWN_KEY = "mnemo_aaaaaaaaaaaa_" + "x" * 43
+SOME_ID = "00000000-0000-0000-0000-000000000000"
 
 
 @pytest.fixture(scope="module")
 def key(make_key: MakeKey) -> str:
     return make_key(roles=ALL_ROLES)
+
+
+def _operations(client: TestClient) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, methods in client.app.openapi()["paths"].items():  # type: ignore[attr-defined]
+        for method, operation in methods.items():
+            yield method.upper(), path, operation
+
+
+def _url(path: str, **overrides: str) -> str:
+    """The path with every parameter filled in (a well-formed id unless overridden)."""
+    return re.sub(r"\{(\w+)\}", lambda m: overrides.get(m.group(1), SOME_ID), path)
+
+
+def _refused(response: Any, operation: dict[str, Any], status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json", response.text
+    assert response.json()["error"]["code"] == code, response.text
 
 
 # --- timestamps ----------------------------------------------------------------------------------
@@ -109,3 +137,166 @@ def test_a_report_month_outside_the_range_is_refused(client: TestClient, key: st
     body = {"task_type": "monthly-report", "request_intent_id": "m", "goal": {"month": "0000-01", "currency": "EUR"}}
     response = client.post("/tasks", json=body, headers=auth(key))
     assert response.status_code == 422 and response.json()["error"]["fields"][0]["field"] == "goal.month"
+
+
+# --- malformed characters, numbers and nesting, on every route -----------------------------------
+
+BAD_BODIES = {
+    "invalid_character": ['{"x": "a\\u0000b"}', '{"x": ["a\\ud800"]}', '{"\\u0000": 1}', '{"x": {"y": "\\udfff"}}'],
+    "invalid_number": ['{"x": NaN}', '{"x": [Infinity]}', '{"x": -Infinity}', '{"x": 1e400}'],
+    "nesting_too_deep": ['{"x": ' + "[" * 100 + "]" * 100 + "}", "[" * 1000 + "]" * 1000, "[" * 5000],
+}
+
+
+def _post(client: TestClient, method: str, url: str, raw: str, headers: dict[str, str]) -> Any:
+    return client.request(method, url, content=raw.encode("utf-8", "surrogatepass"),
+                          headers={**headers, "content-type": "application/json"})
+
+
+def test_every_body_is_guarded_on_every_route(client: TestClient, key: str) -> None:
+    """Finding 7: a NUL, a lone surrogate, NaN / Infinity / 1e400 or deep nesting anywhere in a body."""
+    covered = 0
+    for method, path, operation in _operations(client):
+        if method not in ("POST", "PUT", "PATCH"):
+            continue
+        for code, bodies in BAD_BODIES.items():
+            for raw in bodies:
+                _refused(_post(client, method, _url(path), raw, auth(key)), operation, 422, code)
+        covered += 1
+    assert covered >= 15
+
+
+def test_every_query_and_path_parameter_is_guarded(client: TestClient, key: str) -> None:
+    """A NUL in any query parameter or path id of any route (e.g. the audit trace_id)."""
+    checked = set()
+    for method, path, operation in _operations(client):
+        headers = auth(key) if operation.get("security") else {}
+        for parameter in operation.get("parameters", []):
+            name = parameter["name"]
+            # (A lone surrogate cannot arrive here: URLs carry UTF-8, and a percent-encoded one decodes to U+FFFD.)
+            if parameter["in"] == "path":
+                response = client.request(method, _url(path, **{name: "a%00b"}), headers=headers)
+            else:
+                response = client.request(method, _url(path), params={name: "a\x00b"}, headers=headers)
+            _refused(response, operation, 422, "invalid_character")
+            checked.add(f"{parameter['in']}.{name}")
+        # A parameter nobody declared is still a string of the request.
+        _refused(client.request(method, _url(path), params={"zz": "\x00"}, headers=headers),
+                 operation, 422, "invalid_character")
+    assert {"query.trace_id", "query.version", "query.deletion_request_id", "path.memory_id", "path.task_id"} <= checked
+
+
+def test_the_findings_exact_requests(client: TestClient, key: str) -> None:
+    """The probe's own reproductions, each a 500 with a plain-text body before."""
+    h = auth(key)
+    assert client.post("/memory-candidates", json=candidate("a\x00b"), headers=h).json()["error"]["code"] == "invalid_character"
+    assert client.post("/memory-query", json={"query": "x", "project_id": "p\x00"}, headers=h).status_code == 422
+    hold = client.post("/retention-holds", json={"user_id": "u\x00", "reason": "legal"}, headers=h)
+    assert hold.json()["error"]["fields"][0]["field"] == "user_id"
+    deletion = {"deletion_request_id": "d\x00", "scope": {"type": "subject", "user_id": "nobody"}}
+    assert client.post("/deletion-requests", json=deletion, headers=h).json()["error"]["code"] == "invalid_character"
+    task = {"task_type": "monthly-report", "request_intent_id": "i\x00", "goal": {"month": "2026-05", "currency": "EUR"}}
+    created = client.post("/tasks", json=task, headers=h)
+    assert created.status_code == 422 and created.json()["error"]["fields"][0]["field"] == "request_intent_id"
+    payload = json.dumps(event("nan")).replace('"role": "user"', '"role": NaN')
+    assert _post(client, "POST", "/memory-events", payload, h).json()["error"]["code"] == "invalid_number"
+    surrogate = json.dumps(event("lone"), ensure_ascii=False).replace("我搬到杭州了", "\\ud800")
+    assert _post(client, "POST", "/memory-events", surrogate, h).json()["error"]["code"] == "invalid_character"
+    written = client.post("/memory-candidates", json=candidate(f"versions {uuid.uuid4()}"), headers=h).json()
+    for version in (2**31, 2**63):
+        response = client.get(f"/memories/{written['memory_id']}", params={"version": version}, headers=h)
+        assert response.status_code == 422, response.text
+    stale = client.patch(f"/memories/{written['memory_id']}", json={"expected_version": 2**31, "content": "c"}, headers=h)
+    assert stale.status_code == 422, stale.text
+
+
+def test_a_refused_body_stores_nothing(client: TestClient, key: str) -> None:
+    marker = f"refused{uuid.uuid4().hex[:8]}"
+    client.post("/memory-candidates", json=candidate(f"{marker} \x00"), headers=auth(key))
+    body = json.dumps(candidate(f"{marker} nan", confidence=0.5)).replace("0.5", "NaN")
+    _post(client, "POST", "/memory-candidates", body, auth(key))
+    assert client.post("/memory-query", json={"query": marker}, headers=auth(key)).json()["items"] == []
+
+
+# --- 401 before any 422 --------------------------------------------------------------------------
+
+
+def test_401_wins_over_every_422_on_every_route(client: TestClient, key: str) -> None:
+    """Finding 11: without a valid key the answer is 401, whatever else is wrong (it was a 422 on recall)."""
+    bad_requests: list[tuple[str, dict[str, Any]]] = [
+        ("unknown field", {"json": {"unknown_field": 1}}),
+        ("wrong type", {"json": {"query": 5, "limit": "many"}}),
+        ("invalid JSON", {"content": b"{not json", "headers": {"content-type": "application/json"}}),
+        ("NUL", {"json": {"x": "\x00"}}),
+        ("deep", {"content": b"[" * 2000, "headers": {"content-type": "application/json"}}),
+        ("NUL in the query", {"params": {"limit": "\x00"}}),
+        ("bad query value", {"params": {"limit": "-1", "version": "x", "owner": "nobody"}}),
+    ]
+    covered = 0
+    for method, path, operation in _operations(client):
+        if not operation.get("security"):
+            continue
+        covered += 1
+        for label, request in bad_requests:
+            if method not in ("POST", "PUT", "PATCH") and ("json" in request or "content" in request):
+                continue
+            for credentials in ({}, auth(UNKNOWN_KEY), {"Authorization": "Basic abc"}):
+                headers = {**request.get("headers", {}), **credentials}
+                response = client.request(
+                    method, _url(path), headers=headers, **{k: v for k, v in request.items() if k != "headers"}
+                )
+                assert response.status_code == 401, f"{method} {path} {label}: {response.text}"
+                assert response.headers["www-authenticate"] == "Bearer"
+                _refused(response, operation, 401, "unauthorized")
+    assert covered >= 25
+
+
+def test_with_a_valid_key_the_same_bad_body_is_a_422(client: TestClient, key: str) -> None:
+    for path in ("/memory-query", "/recall/render", "/memory-candidates"):
+        response = client.post(path, json={"unknown_field": 1}, headers=auth(key))
+        assert response.status_code == 422 and response.json()["error"]["code"] in ("unknown_field", "missing_field")
+
+
+# --- the last resort -----------------------------------------------------------------------------
+
+
+def test_an_unexpected_exception_is_a_json_500_that_shows_nothing_of_it(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app(settings)
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise RuntimeError("(psycopg.errors.DataError) SELECT secret FROM memories WHERE content = 'my diary'")
+
+    with TestClient(app, raise_server_exceptions=False) as client, caplog.at_level(logging.ERROR, "mnemo.api"):
+        response = client.get("/boom")
+    assert response.status_code == 500
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == "internal_error"
+    assert error["request_id"] == response.headers["x-request-id"]
+    assert "SELECT" not in response.text and "diary" not in response.text and "RuntimeError" not in response.text
+    logged = [r for r in caplog.records if error["request_id"] in r.getMessage()]
+    assert logged and logged[0].exc_info is not None  # the traceback is in the log, only there
+
+
+def test_a_task_error_never_shows_an_unexpected_exception_text() -> None:
+    """A failed activity's SQL (and its parameters) became the task's ``error`` shown by GET /tasks/{id}."""
+    from temporalio.exceptions import ActivityError, ApplicationError, RetryState
+
+    from workflows.report_task import _cause_code
+
+    def failed(cause: ApplicationError) -> ActivityError:
+        error = ActivityError("activity error", scheduled_event_id=5, started_event_id=6, identity="w",
+                              activity_type="create_task", activity_id="1", retry_state=RetryState.MAXIMUM_ATTEMPTS_REACHED)
+        error.__cause__ = cause
+        return error
+
+    sql = ApplicationError('(psycopg.DataError) INSERT INTO tasks (tenant_id) VALUES (%(tenant_id)s) '
+                           "[parameters: {'request_intent_id': 'secret'}]", type="DataError")
+    code, message = _cause_code(failed(sql))
+    assert code == "activity_failed" and "DataError" in message and "create_task" in message
+    assert "INSERT" not in message and "secret" not in message
+    refusal = ApplicationError("no sales lines for 2026-05", type="no_data", non_retryable=True)
+    assert _cause_code(failed(refusal)) == ("no_data", "no sales lines for 2026-05")
