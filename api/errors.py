@@ -4,7 +4,7 @@
 errors add ``"fields"`` with one entry per problem, an unexpected failure a
 ``"request_id"``. Every rule about what a request may look like before it reaches a
 handler lives here (:class:`StrictJsonMiddleware`), and so does the HTTP mapping
-of every error and the 401-before-422 order.
+of every error, the 401-before-422 order and the error responses in the OpenAPI.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import logging
 import math
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -23,13 +24,17 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.schemas import without_null
 from memory.errors import MnemoError, Unauthorized
 
 log = logging.getLogger("mnemo.api")
 
 MAX_BODY_BYTES = 1 << 20
+MAX_HEADER_BYTES = 16 * 1024
+"""All request header lines together (``name: value`` + CRLF each); more is a 431."""
 MAX_JSON_DEPTH = 64
 """Nesting levels of arrays and objects in a JSON body; deeper is a 422 ``nesting_too_deep``."""
 
@@ -124,9 +129,44 @@ async def _mnemo_error(_request: Request, exc: MnemoError) -> JSONResponse:
     return JSONResponse(status_code=exc.http_status, content=error_body(exc.code, exc.message, **extra), headers=headers)
 
 
-async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return JSONResponse(status_code=exc.status_code, content=error_body(code, str(exc.detail)))
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path (the router's own Allow names only its first match's),
+    found by asking the routes about each method, as routing would (a probe scope, the request's untouched)."""
+    allowed = []
+    for method in _METHODS:
+        probe = {key: value for key, value in request.scope.items() if key not in ("fastapi", "route")}
+        probe["method"] = method
+        if any(route.matches(probe)[0] == Match.FULL for route in request.app.router.routes):
+            allowed.append(method)
+    return allowed
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        allowed = _allowed_methods(request)
+        headers["Allow"] = ", ".join(allowed)
+        return JSONResponse(
+            status_code=405,
+            content=error_body(
+                "method_not_allowed",
+                f"{request.method} is not served at {request.url.path}; use {' or '.join(allowed) or 'another path'}",
+                allowed=allowed,
+            ),
+            headers=headers,
+        )
+    if exc.status_code == 404:
+        return JSONResponse(
+            status_code=404,
+            content=error_body("not_found", f"there is no endpoint at {request.url.path}; see /docs"),
+            headers=headers or None,
+        )
+    return JSONResponse(
+        status_code=exc.status_code, content=error_body("http_error", str(exc.detail)), headers=headers or None
+    )
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
@@ -252,8 +292,14 @@ def check_target(scope: Scope) -> None:
                 raise _bad_character(f"query.{name}", text)
 
 
+def header_bytes(scope: Scope) -> int:
+    """Bytes of the request's header lines as sent (``name: value`` and CRLF each)."""
+    return sum(len(name) + len(value) + 4 for name, value in scope.get("headers", ()))
+
+
 class StrictJsonMiddleware:
-    """The request guard, before parsing: bodies over 1 MiB (413) are answered here; duplicate JSON keys (which ``json.loads`` would silently collapse), nesting deeper than 64, NaN,
+    """The request guard, before parsing: headers over 16 KiB (431) and bodies over 1 MiB (413) are answered
+    here; duplicate JSON keys (which ``json.loads`` would silently collapse), nesting deeper than 64, NaN,
     Infinity or out-of-range numbers, and a NUL or lone surrogate in any string of the body, the path or the
     query are left in the scope for :func:`refuse_guarded` (a 422 after routing, so that a route taking a key
     answers 401 first), and the handler is given an empty body instead of the refused one."""
@@ -264,6 +310,10 @@ class StrictJsonMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if header_bytes(scope) > MAX_HEADER_BYTES:
+            await _reply(send, 431, error_body(
+                "headers_too_large", f"request headers are limited to {MAX_HEADER_BYTES} bytes in total; send less"))
             return
         problem: Refused | None = None
         try:
@@ -326,3 +376,60 @@ async def _reply(send: Send, status: int, content: dict[str, Any]) -> None:
         }
     )
     await send({"type": "http.response.body", "body": payload})
+
+
+# --- the error responses in the OpenAPI ----------------------------------------------------------
+
+_DESCRIPTIONS = {
+    401: "No valid API key (always answered before any 422)",
+    403: "The key's roles do not allow this",
+    404: "No such object in the caller's tenant (another tenant's object gets the same answer)",
+    409: "Conflicts with the current state (idempotency, a stale version, a closed task, ...)",
+    413: f"Body over {MAX_BODY_BYTES} bytes",
+    422: "The request is invalid: a typed code per problem",
+    431: f"Request headers over {MAX_HEADER_BYTES} bytes in total",
+    500: "An unexpected failure: nothing of it is shown, quote its request_id",
+}
+
+
+def error_statuses(method: str, operation: dict[str, Any]) -> list[int]:
+    """The error statuses an OpenAPI operation may answer with: every one with the error body."""
+    statuses = {422, 431, 500}  # the guard's 422s (a NUL in the query...) and 431 reach every route
+    if method.upper() in ("POST", "PUT", "PATCH"):
+        statuses.add(413)
+    if operation.get("security"):  # it takes an API key (see api.deps.BEARER)
+        statuses |= {401, 403, 404}
+        if method.upper() != "GET":
+            statuses.add(409)
+    if any(parameter.get("in") == "path" for parameter in operation.get("parameters", [])):
+        statuses.add(404)
+    return sorted(statuses)
+
+
+def install_openapi(app: FastAPI, error_model: type[Any]) -> None:
+    """Every operation documents the errors it may answer with, all with ``error_model``'s body (instead of
+    FastAPI's own 422 body, which mnemo never sends); a parameter's schema does not offer ``null``."""
+    generate: Callable[[], dict[str, Any]] = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = generate()
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        document = error_model.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(document.pop("$defs", {}))
+        schemas[error_model.__name__] = document
+        reference = {"$ref": f"#/components/schemas/{error_model.__name__}"}
+        for path in schema.get("paths", {}).values():
+            for method, operation in path.items():
+                for parameter in operation.get("parameters", []):
+                    without_null(parameter.get("schema", {}))
+                for status in error_statuses(method, operation):
+                    operation["responses"][str(status)] = {
+                        "description": _DESCRIPTIONS[status], "content": {"application/json": {"schema": reference}},
+                    }
+        for unused in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(unused, None)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -7,8 +7,9 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from api.errors import StrictJsonMiddleware, install_error_handlers, refuse_guarded
+from api.errors import StrictJsonMiddleware, install_error_handlers, install_openapi, refuse_guarded
 from api.routers import deletions, events, health, memories, recall, tasks
+from api.schemas import ErrorOut
 from api.settings import Settings
 from memory.db import make_engine
 
@@ -34,6 +35,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(StrictJsonMiddleware)
     install_error_handlers(app)
+    install_openapi(app, ErrorOut)
     app.include_router(health.router)
     app.include_router(events.router)
     app.include_router(memories.router)

@@ -48,10 +48,32 @@ Timestamp = Annotated[
 """Every timestamp of every request: ISO 8601 with a time zone, inside [EARLIEST, LATEST)."""
 
 
+def without_null(schema: dict[str, Any]) -> None:
+    """Drop ``null`` (and a ``null`` default) from one JSON schema, in place: for what may be left out but is
+    never null (an optional field of a :class:`StrictRequest`, a query parameter)."""
+    alternatives = schema.get("anyOf")
+    if alternatives and {"type": "null"} in alternatives:
+        rest = [alternative for alternative in alternatives if alternative != {"type": "null"}]
+        del schema["anyOf"]
+        if len(rest) == 1:
+            schema.update(rest[0])
+        else:
+            schema["anyOf"] = rest
+    if "default" in schema and schema["default"] is None:
+        del schema["default"]
+
+
+def _not_nullable(schema: dict[str, Any], _model: type[Any]) -> None:
+    """The OpenAPI of a request model: an optional field may be left out, but null is refused (see
+    :class:`StrictRequest`), so its schema must not offer ``null``."""
+    for field in schema.get("properties", {}).values():
+        without_null(field)
+
+
 class StrictRequest(BaseModel):
     """Base of every request body."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_not_nullable)
     identity_fields: ClassVar[frozenset[str]] = IDENTITY_FIELDS
     """Fields that would claim the caller's identity; a model naming a *target* user narrows this."""
 
@@ -363,3 +385,22 @@ class RecallIn(StrictRequest):
     and diagnosis: every mode runs inside the same hard filters."""
 
 
+class FieldProblem(BaseModel):
+    field: str
+    code: str
+    message: str
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="machine code, e.g. invalid_character, timestamp_out_of_range, unauthorized")
+    message: str = Field(description="what went wrong and what to do")
+    details: dict[str, Any] = Field(default_factory=dict, description="facts of a refusal, e.g. current_version")
+    fields: list[FieldProblem] = Field(default_factory=list, description="a 422's problems, one per field")
+    allowed: list[str] = Field(default_factory=list, description="a 405's methods (also in the Allow header)")
+    request_id: str = Field(default="", description="a 500's id, to quote when reporting it")
+
+
+class ErrorOut(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorDetail

@@ -1,4 +1,4 @@
-"""Malformed input is a typed 422 (or 401) on every route, never a 500 or plain text.
+"""Malformed input is a typed 422 (or 401, or 431) on every route, never a 500 or plain text.
 
 Routes are enumerated from the OpenAPI, so a new route is covered without touching this file.
 """
@@ -48,6 +48,7 @@ def _refused(response: Any, operation: dict[str, Any], status: int, code: str) -
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json", response.text
     assert response.json()["error"]["code"] == code, response.text
+    assert str(status) in operation["responses"], f"{status} is not documented"
 
 
 # --- timestamps ----------------------------------------------------------------------------------
@@ -300,3 +301,88 @@ def test_a_task_error_never_shows_an_unexpected_exception_text() -> None:
     assert "INSERT" not in message and "secret" not in message
     refusal = ApplicationError("no sales lines for 2026-05", type="no_data", non_retryable=True)
     assert _cause_code(failed(refusal)) == ("no_data", "no sales lines for 2026-05")
+
+
+# --- the OpenAPI says what the API does ----------------------------------------------------------
+
+
+def _request_schemas(document: dict[str, Any]) -> set[str]:
+    """Names of the component schemas reachable from some request body."""
+    schemas = document["components"]["schemas"]
+    names: set[str] = set()
+    pending = [op["requestBody"] for _, _, op in _ops(document) if "requestBody" in op]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.split("/")[-1] not in names:
+                names.add(ref.split("/")[-1])
+                pending.append(schemas[ref.split("/")[-1]])
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return names
+
+
+def _ops(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, methods in document["paths"].items():
+        for method, operation in methods.items():
+            yield method, path, operation
+
+
+def test_openapi_never_offers_null_where_null_is_refused(client: TestClient) -> None:
+    document = client.app.openapi()  # type: ignore[attr-defined]
+    names = _request_schemas(document)
+    assert {"CandidateIn", "ValidityIn", "RecallIn", "TaskCreateIn", "HoldIn"} <= names
+    for name in names:
+        for field, schema in document["components"]["schemas"][name].get("properties", {}).items():
+            assert {"type": "null"} not in schema.get("anyOf", []), f"{name}.{field} offers null"
+            assert schema.get("default", "") is not None, f"{name}.{field} defaults to null"
+    for method, path, operation in _ops(document):
+        for parameter in operation.get("parameters", []):
+            assert "null" not in json.dumps(parameter["schema"]), f"{method} {path} {parameter['name']}"
+
+
+def test_openapi_documents_the_error_responses(client: TestClient) -> None:
+    document = client.app.openapi()  # type: ignore[attr-defined]
+    assert "HTTPValidationError" not in json.dumps(document)
+    error = {"$ref": "#/components/schemas/ErrorOut"}
+    for method, path, operation in _ops(document):
+        statuses = {"422", "431", "500"}
+        if operation.get("security"):
+            statuses |= {"401", "403", "404"} | ({"409"} if method != "get" else set())
+        if method in ("post", "put", "patch"):
+            statuses.add("413")
+        assert statuses <= operation["responses"].keys(), f"{method} {path}"
+        for status in statuses:
+            assert operation["responses"][status]["content"]["application/json"]["schema"] == error
+    assert document["paths"]["/memory-query"]["post"]["security"] == [{"HTTPBearer": []}]
+    assert "security" not in document["paths"]["/healthz"]["get"]
+
+
+def test_405_names_the_allowed_methods(client: TestClient) -> None:
+    """Finding 11: a 405 had no Allow header. Every path, every method it does not serve."""
+    served: dict[str, set[str]] = {}
+    for method, path, _ in _operations(client):
+        served.setdefault(path, set()).add(method)
+    for path, methods in served.items():
+        for method in {"GET", "POST", "PUT", "PATCH", "DELETE"} - methods:
+            response = client.request(method, _url(path))
+            assert response.status_code == 405, f"{method} {path}: {response.text}"
+            allowed = set(response.headers["allow"].split(", "))
+            assert allowed - {"HEAD", "OPTIONS"} == methods, f"{method} {path}: Allow {allowed}"
+            assert response.json()["error"]["code"] == "method_not_allowed"
+            assert set(response.json()["error"]["allowed"]) == allowed
+
+
+# --- request headers -----------------------------------------------------------------------------
+
+
+def test_request_headers_are_bounded(client: TestClient, key: str) -> None:
+    """Finding 11: a 1 MB request header was accepted. 16 KiB of header fields in total; more is a 431."""
+    for path in ("/healthz", "/memories/" + SOME_ID):
+        response = client.get(path, headers={**auth(key), "X-Big": "a" * 1_000_000})
+        assert response.status_code == 431 and response.json()["error"]["code"] == "headers_too_large"
+        many = {f"X-Many-{i}": "b" * 200 for i in range(100)}  # no single line is large, together they are
+        assert client.get(path, headers={**auth(key), **many}).status_code == 431
+    assert client.get("/healthz", headers={"X-Fine": "c" * 12_000}).status_code == 200
