@@ -38,6 +38,10 @@ MAX_HEADER_BYTES = 16 * 1024
 MAX_JSON_DEPTH = 64
 """Nesting levels of arrays and objects in a JSON body; deeper is a 422 ``nesting_too_deep``."""
 
+MAX_INTEGER_DIGITS = 4300
+"""Python's own limit on converting a decimal string to int (``sys.get_int_max_str_digits``); a longer one made
+FastAPI answer a bare 400."""
+
 _BAD_CHARACTER = re.compile("[\x00\ud800-\udfff]")
 """NUL (PostgreSQL text cannot hold it) and lone surrogates (not Unicode scalar values: not UTF-8 encodable)."""
 
@@ -238,6 +242,13 @@ def _finite(literal: str) -> float:
     return value
 
 
+def _integer(literal: str) -> int:
+    if len(literal.lstrip("-")) > MAX_INTEGER_DIGITS:  # int() itself refuses them, with a ValueError
+        raise Refused("invalid_number", f"the JSON body contains an integer of {len(literal)} digits; "
+                      f"integers are limited to {MAX_INTEGER_DIGITS} digits")
+    return int(literal)
+
+
 def _bad_character(where: str, text: str) -> Refused:
     found = _BAD_CHARACTER.search(text)
     assert found is not None
@@ -272,10 +283,13 @@ def check_body(body: bytes) -> None:
     (FastAPI reports it with its own typed error)."""
     try:
         document = json.loads(
-            body or b"null", object_pairs_hook=_reject_duplicates, parse_constant=_not_a_number, parse_float=_finite
+            body or b"null", object_pairs_hook=_reject_duplicates, parse_constant=_not_a_number, parse_float=_finite,
+            parse_int=_integer,
         )
     except RecursionError:  # not a ValueError; a Refused from the hooks passes through as it is
         raise Refused("nesting_too_deep", f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except UnicodeDecodeError:  # FastAPI would answer a bare 400 "error parsing the body"
+        raise Refused("invalid_json", "the body is not valid UTF-8 (nor UTF-16 or UTF-32): send JSON in UTF-8") from None
     except ValueError:
         return
     _check_json(document)
