@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.schemas import without_null
+from api.schemas import without_nul, without_null
 from memory.errors import MnemoError, Unauthorized
 
 log = logging.getLogger("mnemo.api")
@@ -422,7 +422,7 @@ def error_statuses(method: str, operation: dict[str, Any]) -> list[int]:
 
 def install_openapi(app: FastAPI, error_model: type[Any]) -> None:
     """Every operation documents the errors it may answer with, all with ``error_model``'s body (instead of
-    FastAPI's own 422 body, which mnemo never sends); a parameter's schema does not offer ``null``."""
+    FastAPI's own 422 body, which mnemo never sends); a parameter's schema offers neither ``null`` nor a NUL."""
     generate: Callable[[], dict[str, Any]] = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -438,6 +438,7 @@ def install_openapi(app: FastAPI, error_model: type[Any]) -> None:
             for method, operation in path.items():
                 for parameter in operation.get("parameters", []):
                     without_null(parameter.get("schema", {}))
+                    without_nul(parameter.get("schema", {}))
                 for status in error_statuses(method, operation):
                     operation["responses"][str(status)] = {
                         "description": _DESCRIPTIONS[status], "content": {"application/json": {"schema": reference}},

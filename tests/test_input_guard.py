@@ -388,3 +388,50 @@ def test_request_headers_are_bounded(client: TestClient, key: str) -> None:
         many = {f"X-Many-{i}": "b" * 200 for i in range(100)}  # no single line is large, together they are
         assert client.get(path, headers={**auth(key), **many}).status_code == 431
     assert client.get("/healthz", headers={"X-Fine": "c" * 12_000}).status_code == 200
+
+
+# --- the schema's types mean what they say -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/memory-query", {"query": "x", "explain": 0}),
+        ("/memory-query", {"query": "x", "limit": "5"}),
+        ("/memory-query", {"query": "x", "limit": True}),
+        ("/memory-query", {"query": "x", "min_relevance": "0.5"}),
+        ("/memory-query", {"query": "x", "min_revision": False}),
+        ("/memory-events", event("zero", occurred_at=0)),
+        ("/memory-candidates", candidate("x", confidence=True)),
+        ("/report-data/sample", {"seed": False}),
+    ],
+)
+def test_no_lax_coercion(client: TestClient, key: str, path: str, body: dict[str, Any]) -> None:
+    """Found by a schemathesis run: 0 was taken for false, "5" and true for 5, 0 for 1970-01-01T00:00:00Z."""
+    response = client.post(path, json=body, headers=auth(key))
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] in ("invalid_value", "invalid_timestamp")
+
+
+def test_json_integers_and_enums_still_parse(client: TestClient, key: str) -> None:
+    """94.0 is an integer in JSON (and JSON Schema); enums and UUIDs arrive as strings."""
+    body = {"query": "x", "limit": 5.0, "categories": ["PROFILE"], "spaces": ["USER"], "min_relevance": 1}
+    assert client.post("/memory-query", json=body, headers=auth(key)).status_code == 200
+    written = client.post("/memory-candidates", json=candidate(f"c {uuid.uuid4()}", confidence=1), headers=auth(key))
+    assert written.status_code == 201, written.text
+    scope = {"type": "memory", "memory_id": written.json()["memory_id"]}
+    deletion = client.post("/deletion-requests", json={"deletion_request_id": f"d-{uuid.uuid4()}", "scope": scope},
+                           headers=auth(key))
+    assert deletion.status_code == 202, deletion.text
+
+
+def test_openapi_uses_json_schema_keywords_and_documents_replays(client: TestClient) -> None:
+    document = client.app.openapi()  # type: ignore[attr-defined]
+    text = json.dumps(document)
+    assert '"ge":' not in text and '"le":' not in text  # pydantic's names, not JSON Schema's
+    for path in ("/memory-events", "/memory-candidates", "/tasks"):
+        assert {"200", "201"} <= document["paths"][path]["post"]["responses"].keys(), path
+    recall = document["components"]["schemas"]["RecallIn"]["properties"]
+    assert recall["min_revision"]["maximum"] == 2**53 - 1 and recall["keys"]["items"]["pattern"] == "^[^\\u0000]*$"
+    stamp = document["components"]["schemas"]["SourceIn"]["properties"]["captured_at"]
+    assert stamp["format"] == "date-time" and stamp["pattern"] == "^(19|20|21)\\d\\d-"

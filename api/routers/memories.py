@@ -63,7 +63,11 @@ def _written(memory: Memory, replayed: bool) -> WriteOut:
     )
 
 
-@router.post("/memory-candidates", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/memory-candidates",
+    status_code=status.HTTP_201_CREATED,
+    responses={200: {"model": WriteOut, "description": "A replay of the same idempotency key and body: the first result"}},
+)
 def submit_candidate(body: CandidateIn, principal: CurrentPrincipal, engine: EngineDep, response: Response) -> WriteOut:
     """Submit a memory. It is ACTIVE at once for a memory writer with E1–E3 evidence, else a CANDIDATE."""
     new = memories.NewMemory(

@@ -30,7 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.report.definitions import DEFINITIONS
 from activities.stores import ArtifactStore
 from api.deps import CurrentPrincipal, EngineDep
-from api.schemas import INT64_MAX, ShortText, StrictRequest
+from api.schemas import MAX_SAFE_INTEGER, Integer, ShortText, StrictRequest
 from api.temporal import connect
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
@@ -74,8 +74,8 @@ class TaskCreateIn(StrictRequest):
     request_intent_id: ShortText
     goal: GoalIn
     destination: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")] = "reports"
-    approval_deadline_seconds: int = Field(default=3 * 86_400, ge=60, le=90 * 86_400)
-    approval_reminder_seconds: int = Field(default=86_400, ge=60, le=90 * 86_400)
+    approval_deadline_seconds: Integer = Field(default=3 * 86_400, ge=60, le=90 * 86_400)
+    approval_reminder_seconds: Integer = Field(default=86_400, ge=60, le=90 * 86_400)
 
 
 class TaskCreatedOut(BaseModel):
@@ -89,7 +89,7 @@ class TaskCreatedOut(BaseModel):
 class DecisionIn(StrictRequest):
     decision: Literal["approve", "reject"]
     artifact_sha256: SHA256
-    state_version: int = Field(ge=0, le=INT64_MAX)
+    state_version: Integer = Field(ge=0, le=MAX_SAFE_INTEGER)
     reason: Annotated[str, Field(min_length=1, max_length=2_000)] | None = None
 
 
@@ -103,8 +103,8 @@ class ResolveIn(StrictRequest):
 
 
 class SampleDataIn(StrictRequest):
-    lines: int = Field(default=120_000, ge=100, le=500_000)
-    seed: int = Field(default=20260601, ge=-INT64_MAX, le=INT64_MAX)
+    lines: Integer = Field(default=120_000, ge=100, le=500_000)
+    seed: Integer = Field(default=20260601, ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)
 
 
 # --- the Temporal side ---------------------------------------------------------------------------
@@ -299,7 +299,11 @@ def _require(principal: PrincipalContext, role: Role, action: str) -> None:
 # --- endpoints -----------------------------------------------------------------------------------
 
 
-@router.post("/tasks", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/tasks",
+    status_code=status.HTTP_201_CREATED,
+    responses={200: {"model": TaskCreatedOut, "description": "A replay of the same request_intent_id: the task it started"}},
+)
 async def create_task(
     body: TaskCreateIn, request: Request, principal: CurrentPrincipal, engine: EngineDep, response: Response
 ) -> TaskCreatedOut:
