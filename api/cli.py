@@ -96,6 +96,7 @@ def api() -> None:
     """Serve the HTTP API (uvicorn) on MNEMO_API_HOST:MNEMO_API_PORT."""
     import uvicorn
 
+    from api.httpserver import BoundedHttpToolsProtocol
     from api.main import create_app
 
     settings = Settings()
@@ -106,6 +107,7 @@ def api() -> None:
         host=settings.api_host,
         port=settings.api_port,
         log_level=settings.log_level,
+        http=BoundedHttpToolsProtocol,  # httptools with a bounded request head (431)
     )
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 from temporalio.client import Client
 
@@ -25,13 +26,24 @@ async def get_engine(request: Request) -> Engine:
 EngineDep = Annotated[Engine, Depends(get_engine)]
 
 
-async def presented_key(request: Request) -> str:
-    """The API key of ``Authorization: Bearer <key>``, not yet checked (identity comes only from it)."""
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
+BEARER = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer mnemo_...`")
+"""Only to document the key in the OpenAPI (``security`` on every operation that takes one); the header is
+read and refused by :func:`key_of` with mnemo's own error body."""
+
+
+def key_of(authorization: str) -> str:
+    """The API key of an ``Authorization: Bearer <key>`` header value, not yet checked."""
+    scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("send your API key as `Authorization: Bearer mnemo_...`")
     return token.strip()
+
+
+async def presented_key(
+    request: Request, _documented: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None
+) -> str:
+    """The API key of ``Authorization: Bearer <key>``, not yet checked (identity comes only from it)."""
+    return key_of(request.headers.get("authorization", ""))
 
 
 PresentedKey = Annotated[str, Depends(presented_key)]

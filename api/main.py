@@ -5,10 +5,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
-from api.errors import StrictJsonMiddleware, install_error_handlers, install_unavailable_handlers
+from api.errors import (
+    StrictJsonMiddleware,
+    install_error_handlers,
+    install_openapi,
+    install_unavailable_handlers,
+    refuse_guarded,
+)
 from api.routers import deletions, events, health, memories, policies, recall, tasks
+from api.schemas import ErrorOut
 from api.settings import Settings
 from memory.db import make_engine
 
@@ -30,10 +37,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Governed memory and durable tasks for AI agents.",
         lifespan=lifespan,
+        dependencies=[Depends(refuse_guarded)],
     )
     app.add_middleware(StrictJsonMiddleware)
     install_error_handlers(app)
     install_unavailable_handlers(app)
+    install_openapi(app, ErrorOut)
     app.include_router(health.router)
     app.include_router(events.router)
     app.include_router(memories.router)

@@ -171,9 +171,17 @@ def _refuse(code: str, message: str) -> ApplicationError:
 
 
 def _cause_code(exc: ActivityError) -> tuple[str, str]:
+    """The task's ``error`` for a failed activity. A refusal the activity raised on purpose (non-retryable)
+    says what it means; anything else is an exception nobody expected, whose text may hold SQL, its
+    parameters or content: the task names only its type (the worker's log has the traceback)."""
     cause = exc.cause
     if isinstance(cause, ApplicationError):
-        return cause.type or "activity_failed", cause.message
+        if cause.non_retryable:
+            return cause.type or "activity_failed", cause.message
+        return "activity_failed", (
+            f"the {exc.activity_type or 'activity'} step failed unexpectedly ({cause.type or 'error'}) "
+            "and ran out of retries; the worker's log has the details"
+        )
     return "activity_failed", str(cause or exc)
 
 

@@ -14,6 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal
 from api.routers.memories import _memory_id
@@ -35,7 +36,7 @@ from memory.deletion.barrier import ScopeRequest, request_deletion
 from memory.deletion.jobs import JobStatus, view_job
 from memory.deletion.scope import ScopeType
 from memory.enums import Role
-from memory.errors import Forbidden, NotFound
+from memory.errors import Conflict, Forbidden, NotFound
 from memory.events import request_digest
 from memory.models import DeletionJob
 from workflows.deletion import DeletionInput, DeletionWorkflow
@@ -206,7 +207,19 @@ async def resume_deletion(job_id: str, request: Request, principal: CurrentPrinc
             return view_job(session, principal.tenant_id, parsed).job
 
     job = await run_in_threadpool(load)
-    await _signal_job(request, job, "resume")
+    not_resumable = Conflict(
+        f"deletion job {job.job_id} is {job.status}: only a job in failed_requires_action can be resumed",
+        code="not_resumable",
+        details={"status": job.status},
+    )
+    if job.status != JobStatus.FAILED_REQUIRES_ACTION.value:
+        raise not_resumable
+    try:
+        await _signal_job(request, job, "resume")
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:  # its workflow closed meanwhile
+            raise not_resumable from exc
+        raise
     return {"job_id": str(job.job_id), "status": job.status, "signal": "resume"}
 
 

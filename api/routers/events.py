@@ -12,7 +12,11 @@ from memory.events import NewEvent, record_event, request_digest
 router = APIRouter(tags=["events"])
 
 
-@router.post("/memory-events", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/memory-events",
+    status_code=status.HTTP_201_CREATED,
+    responses={200: {"model": EventOut, "description": "A replay of the same idempotency key and body: the first result"}},
+)
 def submit_event(body: EventIn, principal: CurrentPrincipal, engine: EngineDep, response: Response) -> EventOut:
     """Store an event once. Replaying the same body returns the first result (200); another body is a 409."""
     new = NewEvent(

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from api.deps import CurrentPrincipal, EngineDep, PresentedKey
 from api.routers import recall
 from api.schemas import (
+    INT32_MAX,
     CandidateIn,
     CorrectionIn,
     MemoryDetailOut,
@@ -62,7 +63,11 @@ def _written(memory: Memory, replayed: bool) -> WriteOut:
     )
 
 
-@router.post("/memory-candidates", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/memory-candidates",
+    status_code=status.HTTP_201_CREATED,
+    responses={200: {"model": WriteOut, "description": "A replay of the same idempotency key and body: the first result"}},
+)
 def submit_candidate(body: CandidateIn, principal: CurrentPrincipal, engine: EngineDep, response: Response) -> WriteOut:
     """Submit a memory. It is ACTIVE at once for a memory writer with E1–E3 evidence, else a CANDIDATE."""
     new = memories.NewMemory(
@@ -102,7 +107,7 @@ def read_memory(
     memory_id: str,
     principal: CurrentPrincipal,
     engine: EngineDep,
-    version: Annotated[int | None, Query(ge=1)] = None,
+    version: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
 ) -> MemoryDetailOut:
     """The current version (or ``?version=N``) with its provenance and version history."""
     parsed = _memory_id(memory_id)

@@ -31,7 +31,7 @@ from activities.report.definitions import DEFINITIONS
 from activities.stores import ArtifactStore
 from api.deps import CurrentPrincipal, EngineDep
 from api.errors import TemporalUnavailable
-from api.schemas import ShortText, StrictRequest
+from api.schemas import MAX_SAFE_INTEGER, Integer, ShortText, StrictRequest
 from api.temporal import connect
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
@@ -60,7 +60,9 @@ _TASK_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f
 
 
 class GoalIn(StrictRequest):
-    month: Annotated[str, Field(pattern=r"^\d{4}-(0[1-9]|1[0-2])$", description="YYYY-MM")]
+    month: Annotated[
+        str, Field(pattern=r"^(19\d\d|2[01]\d\d)-(0[1-9]|1[0-2])$", description="YYYY-MM, years 1900 to 2199 (as timestamps)")
+    ]
     currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
 
 
@@ -69,8 +71,8 @@ class TaskCreateIn(StrictRequest):
     request_intent_id: ShortText
     goal: GoalIn
     destination: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")] = "reports"
-    approval_deadline_seconds: int = Field(default=3 * 86_400, ge=60, le=90 * 86_400)
-    approval_reminder_seconds: int = Field(default=86_400, ge=60, le=90 * 86_400)
+    approval_deadline_seconds: Integer = Field(default=3 * 86_400, ge=60, le=90 * 86_400)
+    approval_reminder_seconds: Integer = Field(default=86_400, ge=60, le=90 * 86_400)
 
 
 class TaskCreatedOut(BaseModel):
@@ -84,7 +86,7 @@ class TaskCreatedOut(BaseModel):
 class DecisionIn(StrictRequest):
     decision: Literal["approve", "reject"]
     artifact_sha256: SHA256
-    state_version: int = Field(ge=0)
+    state_version: Integer = Field(ge=0, le=MAX_SAFE_INTEGER)
     reason: Annotated[str, Field(min_length=1, max_length=2_000)] | None = None
 
 
@@ -98,8 +100,8 @@ class ResolveIn(StrictRequest):
 
 
 class SampleDataIn(StrictRequest):
-    lines: int = Field(default=120_000, ge=100, le=500_000)
-    seed: int = Field(default=20260601)
+    lines: Integer = Field(default=120_000, ge=100, le=500_000)
+    seed: Integer = Field(default=20260601, ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)
 
 
 # --- the Temporal side ---------------------------------------------------------------------------
@@ -294,7 +296,11 @@ def _require(principal: PrincipalContext, role: Role, action: str) -> None:
 # --- endpoints -----------------------------------------------------------------------------------
 
 
-@router.post("/tasks", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/tasks",
+    status_code=status.HTTP_201_CREATED,
+    responses={200: {"model": TaskCreatedOut, "description": "A replay of the same request_intent_id: the task it started"}},
+)
 async def create_task(
     body: TaskCreateIn, request: Request, principal: CurrentPrincipal, engine: EngineDep, response: Response
 ) -> TaskCreatedOut:

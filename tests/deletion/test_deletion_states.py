@@ -104,3 +104,17 @@ def test_a_retention_hold_blocks_the_purge_but_not_the_barrier(
     assert released.status_code == 200
     assert released.json()["released_at"] is not None
     assert wait_for(api, key, job, completed)["fully_deleted"] is True
+
+
+def test_resuming_a_job_that_needs_no_resume_is_a_409(api: TestClient, make_key: MakeKey) -> None:
+    """Issue 12, finding 7: resuming a completed job signalled its closed workflow and answered 500."""
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    key = make_key(tenant=tenant)
+    operator = make_key(tenant=tenant, user="sre", roles=("operator",))
+    job = _delete_one(api, key, "已经删完的记忆")
+    wait_for(api, key, job, completed)
+    response = api.post(f"/memory-deletions/{job}/resume", headers=auth(operator))
+    assert response.status_code == 409, response.text
+    error = response.json()["error"]
+    assert error["code"] == "not_resumable" and error["details"] == {"status": "completed"}
+    assert api.get(f"/memory-deletions/{job}", headers=auth(key)).json()["status"] == "completed"
