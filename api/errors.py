@@ -128,7 +128,10 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 
 
 async def _mnemo_error(_request: Request, exc: MnemoError) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else None
+    headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else {}
+    retry_after = exc.details.get("retry_after_seconds")
+    if retry_after is not None:  # a 429 or 503 that knows when to come back says so
+        headers["Retry-After"] = str(max(1, round(retry_after)))
     extra: dict[str, Any] = {"fields": exc.fields} if isinstance(exc, Refused) else {"details": exc.details}
     return JSONResponse(status_code=exc.http_status, content=error_body(exc.code, exc.message, **extra), headers=headers)
 
@@ -471,6 +474,17 @@ def _unavailable(code: str, message: str) -> JSONResponse:
     )
 
 
+_STATEMENT_TIMEOUT = "57014"  # query_canceled: statement_timeout (memory.db.make_engine) or a cancel
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        exc = exc.orig
+    return getattr(exc, "sqlstate", None)
+
+
 def _is_connection_error(exc: BaseException) -> bool:
     """A lost or refused database connection, as opposed to an error of the statement itself."""
     import psycopg
@@ -487,6 +501,10 @@ def _is_connection_error(exc: BaseException) -> bool:
 
 
 async def _database_error(_request: Request, exc: Exception) -> JSONResponse:
+    if _sqlstate(exc) == _STATEMENT_TIMEOUT:
+        return _unavailable(
+            "statement_timeout", "the database took too long on this request and it was cancelled; retry shortly"
+        )
     if not _is_connection_error(exc):
         raise exc
     return _unavailable("database_unavailable", "the database is unavailable; retry shortly")

@@ -14,6 +14,7 @@ from api.errors import (
     install_unavailable_handlers,
     refuse_guarded,
 )
+from api.limits import TenantLimiter
 from api.routers import deletions, events, health, memories, policies, recall, tasks
 from api.schemas import ErrorOut
 from api.settings import Settings
@@ -27,7 +28,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.settings = settings
-        app.state.engine = make_engine(database_url, pool_size=settings.db_pool_size)
+        app.state.engine = make_engine(
+            database_url, pool_size=settings.db_pool_size, statement_timeout_seconds=settings.statement_timeout_seconds
+        )
+        app.state.recall_limiter = TenantLimiter(settings.tenant_recall_concurrency)
         app.state.temporal = None  # connected on first use, so the API starts even while Temporal is down
         yield
         app.state.engine.dispose()

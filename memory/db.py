@@ -18,8 +18,12 @@ from sqlalchemy.orm import Session
 APP_ROLE = "mnemo_app"
 
 
-def make_engine(url: str, *, pool_size: int = 10) -> Engine:
-    """An engine whose every connection acts as the RLS-bound application role."""
+def make_engine(url: str, *, pool_size: int = 10, statement_timeout_seconds: float | None = None) -> Engine:
+    """An engine whose every connection acts as the RLS-bound application role.
+
+    ``statement_timeout_seconds``: a statement running longer is cancelled (the API's bound: a slow
+    statement must not hold a pooled connection that other tenants' requests wait for).
+    """
     engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
 
     @event.listens_for(engine, "connect")
@@ -31,6 +35,8 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
             # (~180 ms at 100k memories) instead of walking the HNSW index (~1 ms). Plan each execution
             # for its own values; prepared statements still save the parsing.
             cursor.execute("SET plan_cache_mode = force_custom_plan")
+            if statement_timeout_seconds is not None:
+                cursor.execute(f"SET statement_timeout = {int(statement_timeout_seconds * 1000)}")
         dbapi_connection.commit()
 
     return engine

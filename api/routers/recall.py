@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.deps import CurrentPrincipal, EngineDep, PresentedKey, current_principal, get_temporal
+from api.limits import TenantLimiter
 from api.schemas import RecallIn
 from memory.auth import PrincipalContext, authenticated_session
 from memory.db import tenant_session
@@ -114,7 +115,8 @@ async def build(body: RecallIn, key: str, engine: Engine, request: Request) -> d
 
     def run() -> dict[str, Any]:
         now = datetime.now(timezone.utc)
-        with authenticated_session(engine, key) as (session, principal):
+        limiter: TenantLimiter = request.app.state.recall_limiter
+        with authenticated_session(engine, key) as (session, principal), limiter.slot(principal.tenant_id):
             vector = None
             # Loaded once per process, by the first authenticated caller that needs it.
             embedder = default_embedder() if semantic else None
