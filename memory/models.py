@@ -251,7 +251,10 @@ class Tombstone(Base):
 
 
 class DeletionProbe(Base):
-    """Transient: what verification searches for. Purged when its job completes."""
+    """Transient: what verification searches for. Purged when its job completes.
+
+    Keyed by the SHA-256 of the text, never the text: a long random text overflows a B-tree row (migration 0010).
+    """
 
     __tablename__ = "deletion_probes"
     __table_args__ = (
@@ -260,7 +263,8 @@ class DeletionProbe(Base):
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
     job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
-    probe: Mapped[str] = mapped_column(Text, primary_key=True)
+    probe_sha256: Mapped[str] = mapped_column(Text, primary_key=True)
+    probe: Mapped[str] = mapped_column(Text)
 
 
 class RebuildBlock(Base):

@@ -7,6 +7,7 @@ no read or recall returns the targets, and a writer holding the old epoch is ref
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from dataclasses import dataclass
@@ -102,6 +103,11 @@ def _probe_texts(texts: list[str]) -> list[str]:
     return list(probes)[:MAX_PROBES]
 
 
+def probe_digest(probe: str) -> str:
+    """A probe's key: its SHA-256, because the text itself can be longer than a B-tree row (migration 0010)."""
+    return hashlib.sha256(probe.encode()).hexdigest()
+
+
 def _strings(value: object) -> list[str]:
     if isinstance(value, str):
         return [value]
@@ -164,7 +170,7 @@ def request_deletion(
     texts = [t for row in rows for t in (row.content, row.abstract, row.key) if t]
     texts += [s for payload in events for s in _strings(payload)]
     for probe in _probe_texts(texts):
-        session.add(DeletionProbe(tenant_id=tenant, job_id=job_id, probe=probe))
+        session.add(DeletionProbe(tenant_id=tenant, job_id=job_id, probe_sha256=probe_digest(probe), probe=probe))
 
     session.execute(
         insert(Tombstone)
@@ -195,4 +201,4 @@ def request_deletion(
     return Accepted(get_job(session, tenant, job_id), created=True)
 
 
-__all__ = ["Accepted", "ScopeRequest", "request_deletion", "resolve_scope"]
+__all__ = ["Accepted", "ScopeRequest", "probe_digest", "request_deletion", "resolve_scope"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -58,8 +59,19 @@ class Layer(StrEnum):
 PURGE_LAYERS = tuple(layer for layer in Layer if layer is not Layer.VERIFICATION_PROBES)
 
 
+MAX_READABLE_WORKFLOW_ID_BYTES = 255
+"""Temporal refuses workflow ids over 1,000 bytes; a request id may be 1,024 (256 four-byte characters)."""
+
+
 def workflow_id(tenant_id: str, deletion_request_id: str) -> str:
-    return f"deletion-{tenant_id}-{deletion_request_id}"
+    """``deletion-{tenant}-{request}``; for a request id too long for that, ``deletion~{tenant}-{sha256}``.
+
+    A job whose id Temporal refused stayed ``accepted`` forever. The long form has a prefix the short
+    one never has, so no request id can name another request's workflow."""
+    readable = f"deletion-{tenant_id}-{deletion_request_id}"
+    if len(readable.encode()) <= MAX_READABLE_WORKFLOW_ID_BYTES:
+        return readable
+    return f"deletion~{tenant_id}-{hashlib.sha256(deletion_request_id.encode()).hexdigest()}"
 
 
 def get_job(session: Session, tenant_id: str, job_id: uuid.UUID, *, lock: bool = False) -> DeletionJob:

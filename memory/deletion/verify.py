@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import and_, func, literal, or_, select
+from sqlalchemy import ColumnElement, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
@@ -28,6 +28,13 @@ from memory.models import DeletionJob, DeletionProbe, Memory, MemoryEvent, Memor
 from memory.recall.bundle import RecallRequest, build_bundle
 from memory.recall.plan import Intent, make_plan
 from memory.text import lexemes, normalize, tsquery_any
+
+
+TSQUERY_CHUNK = 500
+"""Lexemes per ``tsquery``: one of a long probe's ~100,000 lexemes exceeded PostgreSQL's stack depth."""
+
+RECALL_PROBE_CHARS = 2_000
+"""The longest query ``/memory-query`` accepts: the owner's recall is asked what the owner could ask."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,6 @@ def verify(session: Session, job: DeletionJob) -> Verification:
         probe_tokens = lexemes(probe)
         if not probe_tokens:
             continue
-        query = func.to_tsquery("simple", tsquery_any(probe_tokens))
         hits["tenant_wide_lexical"] += session.execute(
             select(func.count())
             .select_from(MemorySearch)
@@ -77,20 +83,27 @@ def verify(session: Session, job: DeletionJob) -> Verification:
             .where(
                 MemorySearch.tenant_id == job.tenant_id,
                 covered,
-                or_(MemorySearch.tokens.op("@@")(query), literal(normalize(probe)).op("<%")(MemorySearch.search_text)),
+                or_(_any_lexeme(probe_tokens), literal(normalize(probe)).op("<%")(MemorySearch.search_text)),
             )
         ).scalar_one()
         hits["tenant_wide_text"] += session.execute(
             select(func.count()).select_from(Memory).where(covered, Memory.content.contains(probe))
         ).scalar_one()
         hits["vector"] += _vector_hits(session, job.tenant_id, covered, probe)
-        recalled = _recalled_by_owner(session, owner, probe)
+        recalled = _recalled_by_owner(session, owner, probe[:RECALL_PROBE_CHARS])
         if recalled:
             hits["owner_recall"] += session.execute(
                 select(func.count()).select_from(Memory).where(covered, Memory.memory_id.in_(recalled))
             ).scalar_one()
     found = {name: count for name, count in hits.items() if count}
     return Verification(clean=not found, probes=len(probes), hits=found)
+
+
+def _any_lexeme(probe_tokens: list[str]) -> ColumnElement[bool]:
+    """The projection holds any of the probe's lexemes: the full-text operator, over bounded ``tsquery`` chunks."""
+    unique = list(dict.fromkeys(probe_tokens))
+    chunks = [unique[start : start + TSQUERY_CHUNK] for start in range(0, len(unique), TSQUERY_CHUNK)]
+    return or_(*(MemorySearch.tokens.op("@@")(func.to_tsquery("simple", tsquery_any(chunk))) for chunk in chunks))
 
 
 def _recalled_by_owner(session: Session, owner: PrincipalContext, probe: str) -> list[uuid.UUID]:
