@@ -238,6 +238,24 @@ class DeletionLayer(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
+class DeletionOutbox(Base):
+    """A job whose workflow must still be started: written by the barrier, deleted once Temporal has it.
+
+    See :mod:`memory.deletion.outbox` (migration 0010)."""
+
+    __tablename__ = "deletion_outbox"
+    __table_args__ = (
+        ForeignKeyConstraint(["tenant_id", "job_id"], ["deletion_jobs.tenant_id", "deletion_jobs.job_id"]),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    enqueued_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    attempts: Mapped[int] = mapped_column(Integer, server_default="0")
+    last_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
 class Tombstone(Base):
     __tablename__ = "tombstones"
 

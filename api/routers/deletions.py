@@ -11,11 +11,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
-from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.client import WorkflowHandle
 
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal
+from api.outbox import start_job
 from api.routers.memories import _memory_id
 from api.schemas import (
     DeletionAcceptedOut,
@@ -38,7 +37,7 @@ from memory.enums import Role
 from memory.errors import Forbidden, NotFound
 from memory.events import request_digest
 from memory.models import DeletionJob
-from workflows.deletion import DeletionInput, DeletionWorkflow
+from workflows.deletion import DeletionWorkflow
 
 router = APIRouter(tags=["deletion"])
 
@@ -54,33 +53,15 @@ def _scope_request(body: DeletionRequestIn) -> ScopeRequest:
     return ScopeRequest(ScopeType.SUBJECT, user_id=scope.user_id)
 
 
-async def _schedule(request: Request, settings: Settings, job: DeletionJob) -> list[str]:
-    """Start the job's workflow unless it is done; a start that already happened is not an error."""
-    if job.status == JobStatus.COMPLETED.value:
+async def _schedule(request: Request, settings: Settings, engine: EngineDep, job: DeletionJob) -> list[str]:
+    """Start the job's workflow now if Temporal is there; if not, it stays in the outbox for the workers' drain."""
+    error = await start_job(lambda: get_temporal(request), engine, settings, job)
+    if error is None:
         return []
-    try:
-        client: Client = await get_temporal(request)
-        await client.start_workflow(
-            DeletionWorkflow.run,
-            DeletionInput(
-                tenant_id=job.tenant_id,
-                job_id=str(job.job_id),
-                retry_wait_seconds=settings.deletion_retry_wait_seconds,
-                heartbeat_timeout_seconds=settings.deletion_heartbeat_timeout_seconds,
-            ),
-            id=job.workflow_id,
-            task_queue=settings.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-        )
-    except WorkflowAlreadyStartedError:
-        pass
-    except Exception as exc:  # noqa: BLE001 - the barrier holds; say so and how to finish
-        return [
-            f"the barrier is committed but the purge could not be scheduled ({type(exc).__name__}); "
-            "repeat this request with the same deletion_request_id to schedule it"
-        ]
-    return []
+    return [
+        f"the barrier is committed; the purge could not be started yet ({error.split(':', 1)[0]}) and is queued: "
+        "it starts as soon as Temporal is reachable, without this request being repeated"
+    ]
 
 
 async def _accept(
@@ -100,7 +81,7 @@ async def _accept(
     started = time.perf_counter()
     job = await run_in_threadpool(barrier)
     committed = time.perf_counter()
-    warnings = await _schedule(request, settings, job)
+    warnings = await _schedule(request, settings, engine, job)
     # How long the barrier transaction took, and the workflow start after it (both inside this request).
     response.headers["Server-Timing"] = (
         f"barrier;dur={(committed - started) * 1000:.1f}, schedule;dur={(time.perf_counter() - committed) * 1000:.1f}"

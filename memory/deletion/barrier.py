@@ -1,8 +1,11 @@
 """The deletion barrier: one transaction, committed before the API answers 202.
 
 It bumps the subject's deletion epoch, writes tombstones, marks every covered
-memory version DELETED and stores the verification probes. From its commit on,
-no read or recall returns the targets, and a writer holding the old epoch is refused.
+memory version DELETED, does the same for every memory whose evidence is only
+the deleted records (transitively: :func:`memory.deletion.layers.hide_orphans`,
+the purge's own rule) and stores the verification probes. From its commit on,
+no read or recall returns the targets or what was derived only from them, and a
+writer holding the old epoch is refused.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.deletion.jobs import Layer, get_job, workflow_id
-from memory.deletion.scope import Scope, ScopeType, events_in, memories_in
+from memory.deletion import outbox
+from memory.deletion.layers import hide_orphans
+from memory.deletion.scope import Scope, ScopeType, events_in, linked_refs, memories_in
 from memory.enums import Role, Status
 from memory.epochs import bump_epoch
 from memory.errors import Forbidden, IdempotencyConflict, NotFound
@@ -185,6 +190,8 @@ def request_deletion(
         .on_conflict_do_nothing()
     )
     session.execute(update(Memory).where(covered).values(status=Status.DELETED.value))
+    derived = hide_orphans(session, job, linked_refs(session, scope, tenant, revision), revision)
+    outbox.enqueue(session, tenant, job_id)
     for position, layer in enumerate(Layer):
         session.add(DeletionLayer(tenant_id=tenant, job_id=job_id, layer=layer.value, position=position, status="pending"))
     session.add(
@@ -194,7 +201,8 @@ def request_deletion(
             action="DELETION_REQUESTED",
             memory_id=uuid.UUID(scope.target_id) if scope.type is ScopeType.MEMORY else None,
             job_id=job_id,
-            detail={"scope_type": scope.type.value, "covered_versions": len(rows), "epoch": epoch},
+            detail={"scope_type": scope.type.value, "covered_versions": len(rows), "derived_hidden": len(derived),
+                    "epoch": epoch},
         )
     )
     session.flush()

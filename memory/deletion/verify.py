@@ -3,7 +3,8 @@
 Each probe (the original texts and their clauses) is searched lexically (full
 text and trigram) and through recall as the owner, and tenant-wide with no
 visibility or status filter as an administrator would; storage is also checked
-directly (unscrubbed rows, projection rows, lexeme postings, vectors); each probe is also
+directly (unscrubbed rows, projection rows, lexeme postings, vectors, and the same for the
+memories deleted because they were derived only from the job's records); each probe is also
 searched by its embedding. A hit on anything the job
 covers fails it. The result names where hits were, never the probe text: it is
 recorded in workflow history.
@@ -20,7 +21,7 @@ from sqlalchemy import ColumnElement, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
-from memory.deletion.layers import scope_of
+from memory.deletion.layers import derived_deleted_by, scope_of
 from memory.deletion.scope import events_in, memories_in
 from memory.embeddings import default_embedder
 from memory.errors import InvalidInput
@@ -61,6 +62,15 @@ def verify(session: Session, job: DeletionJob) -> Verification:
         select(func.count())
         .select_from(MemoryLexeme)
         .where(MemoryLexeme.tenant_id == job.tenant_id, MemoryLexeme.memory_id.in_(covered_ids))
+    ).scalar_one()
+    derived = derived_deleted_by(job)
+    hits["unscrubbed_derived"] = session.execute(
+        select(func.count()).select_from(Memory).where(derived, or_(Memory.purged_at.is_(None), Memory.content != ""))
+    ).scalar_one()
+    hits["derived_projection_rows"] = session.execute(
+        select(func.count())
+        .select_from(MemorySearch)
+        .where(MemorySearch.tenant_id == job.tenant_id, MemorySearch.memory_id.in_(select(Memory.memory_id).where(derived)))
     ).scalar_one()
     if scope.type.value != "memory":
         hits["unscrubbed_events"] = session.execute(
