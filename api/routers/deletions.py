@@ -12,10 +12,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from temporalio.client import WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal
 from api.outbox import start_job
 from api.routers.memories import _memory_id
+from api.routers.tasks import TemporalUnavailable
 from api.schemas import (
     DeletionAcceptedOut,
     DeletionJobOut,
@@ -31,7 +33,7 @@ from memory import memories, retention
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.deletion.barrier import ScopeRequest, request_deletion
-from memory.deletion.jobs import JobStatus, view_job
+from memory.deletion.jobs import JobStatus, NotResumable, check_resumable, readable_job, view_job
 from memory.deletion.scope import ScopeType
 from memory.enums import Role
 from memory.errors import Forbidden, NotFound
@@ -128,23 +130,14 @@ async def delete_memory(
     return await _accept(request, response, settings, principal, engine, body)
 
 
-def _may_see_job(principal: PrincipalContext, job: DeletionJob) -> bool:
-    return (
-        principal.user_id in (job.requested_by, job.subject_user_id)
-        or principal.has(Role.ADMIN)
-        or principal.has(Role.OPERATOR)
-    )
-
-
 @router.get("/memory-deletions/{job_id}")
 def read_deletion(job_id: str, principal: CurrentPrincipal, engine: EngineDep) -> DeletionJobOut:
     """Per-layer status, remaining copies and completion evidence. Only ``completed`` means fully deleted."""
     parsed = _job_id(job_id)
     with tenant_session(engine, principal.tenant_id) as session:
+        readable_job(session, principal, parsed)  # the 404 of a missing job, before anything else is read
         view = view_job(session, principal.tenant_id, parsed)
     job = view.job
-    if not _may_see_job(principal, job):
-        raise NotFound(f"deletion job {job_id} does not exist")
     completed = job.status == JobStatus.COMPLETED.value
     return DeletionJobOut(
         job_id=job.job_id,
@@ -177,17 +170,32 @@ async def _signal_job(request: Request, job: DeletionJob, signal: str) -> None:
 
 @router.post("/memory-deletions/{job_id}/resume")
 async def resume_deletion(job_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> dict[str, str]:
-    """After fixing what stopped a job (failed_requires_action), continue it from its checkpoints."""
+    """After fixing what stopped a job (failed_requires_action), continue it from its checkpoints.
+
+    A job in any other state is a 409 ``not_resumable`` naming its status: it is done, still running
+    on its own, or waiting for a hold to be released."""
     if not (principal.has(Role.OPERATOR) or principal.has(Role.ADMIN)):
         raise Forbidden("resuming a deletion job needs the operator role")
     parsed = _job_id(job_id)
 
     def load() -> DeletionJob:
         with tenant_session(engine, principal.tenant_id) as session:
-            return view_job(session, principal.tenant_id, parsed).job
+            job = readable_job(session, principal, parsed)
+            check_resumable(job)
+            return job
 
     job = await run_in_threadpool(load)
-    await _signal_job(request, job, "resume")
+    try:
+        await _signal_job(request, job, "resume")
+    except RPCError as exc:
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            raise NotResumable(
+                f"deletion job {job.job_id} is {job.status} but its workflow is no longer running ({exc.message})",
+                details={"status": job.status},
+            ) from exc
+        raise TemporalUnavailable(f"Temporal did not take the resume signal: {exc.message}") from exc
+    except RuntimeError as exc:  # the client could not connect
+        raise TemporalUnavailable(f"Temporal is not reachable: {exc}") from exc
     return {"job_id": str(job.job_id), "status": job.status, "signal": "resume"}
 
 
