@@ -12,6 +12,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -43,10 +44,15 @@ def down_api(queue: Settings) -> Iterator[TestClient]:
         yield client
 
 
-def _write(api: TestClient, key: str, content: str) -> str:
-    response = api.post("/memory-candidates", json=candidate(content), headers=auth(key))
+def _write(api: TestClient, key: str, content: str, **overrides: Any) -> str:
+    response = api.post("/memory-candidates", json=candidate(content, **overrides), headers=auth(key))
     assert response.status_code == 201, response.text
     return str(response.json()["memory_id"])
+
+
+def _citing(*refs: str) -> dict[str, Any]:
+    return {"source_id": "extraction-7", "source_type": "MODEL_EXTRACTION", "captured_at": "2026-06-01T09:00:00Z",
+            "evidence_refs": list(refs)}
 
 
 def _cite(engine: Engine, tenant: str, memory_id: str, *refs: str) -> None:
@@ -118,6 +124,9 @@ def test_a_deletion_accepted_while_temporal_is_down_completes_once_a_worker_is_t
     derived = _write(down_api, key, "摘要：保险箱密码")
     _cite(engine, tenant, derived, f"memory:{target}")
     first = _delete_while_down(down_api, key, target)
+    # Written after the barrier by a writer that still cites the target, and one citing only that: the purge's rule.
+    late = _write(down_api, key, "迟到的摘要：保险箱", source=_citing(f"memory:{target}"))
+    late_of_late = _write(down_api, key, "迟到摘要的摘要", source=_citing(f"memory:{late}"))
     with tenant_session(engine, tenant) as session:
         queued = session.execute(select(DeletionOutbox)).scalars().all()
     assert [(str(row.job_id), row.attempts) for row in queued] == [(first, 1)]
@@ -137,8 +146,12 @@ def test_a_deletion_accepted_while_temporal_is_down_completes_once_a_worker_is_t
         worker.wait(30)
     assert body["fully_deleted"] is True
     layers = {layer["layer"]: layer for layer in body["layers"]}
-    assert layers["derived_memories"]["evidence"]["derived_deleted"] == 1
+    assert layers["derived_memories"]["evidence"]["derived_deleted"] == 3
+    for memory_id in (derived, late, late_of_late):
+        assert down_api.get(f"/memories/{memory_id}", headers=auth(key)).status_code == 404
     with tenant_session(engine, tenant) as session:
         assert session.execute(select(DeletionOutbox)).first() is None
-        rows = session.execute(select(Memory.content, Memory.status).where(Memory.memory_id == uuid.UUID(derived))).all()
-    assert rows == [("", "DELETED")]
+        rows = session.execute(
+            select(Memory.content, Memory.status).where(Memory.memory_id.in_([uuid.UUID(m) for m in (derived, late, late_of_late)]))
+        ).all()
+    assert rows == [("", "DELETED")] * 3
