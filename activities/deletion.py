@@ -23,6 +23,7 @@ from memory.deletion.jobs import (
     get_job,
     record_layer,
     reset_failed_layers,
+    subject_user,
     transition,
     view_job,
 )
@@ -116,16 +117,17 @@ class DeletionActivities:
         """Active retention/legal holds on the subject: none → running; any → blocked_by_retention."""
         with shielded_session(self.engine, ref.tenant_id) as session:
             job = get_job(session, ref.tenant_id, uuid.UUID(ref.job_id), lock=True)
+            subject = subject_user(session, job)  # a hold is on a user's data: shared memories have no such subject
             holds = [
                 str(hold)
                 for hold in session.execute(
                     select(RetentionHold.hold_id).where(
                         RetentionHold.tenant_id == ref.tenant_id,
-                        RetentionHold.user_id == job.subject_user_id,
+                        RetentionHold.user_id == subject,
                         RetentionHold.released_at.is_(None),
                     )
                 ).scalars()
-            ]
+            ] if subject is not None else []
             if holds:
                 transition(session, job, JobStatus.BLOCKED_BY_RETENTION, error="a retention or legal hold covers this subject")
             else:

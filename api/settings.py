@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     deletion_heartbeat_timeout_seconds: float = Field(
         default=30.0, gt=0, description="A purge activity silent this long is retried (e.g. on another worker)"
     )
+    outbox_drain_seconds: float = Field(
+        default=5.0, gt=0, description="How often a worker starts deletion workflows queued while Temporal was down"
+    )
     retention_sweep_hours: float = Field(
         default=24.0, gt=0, description="How often the retention Schedule sweeps for expired records"
     )

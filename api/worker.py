@@ -19,6 +19,7 @@ from activities.retention import RetentionActivities
 from activities.stores import PublicationDestination, default_destinations
 from activities.tasks import FaultPlan as TaskFaultPlan
 from activities.tasks import TaskActivities
+from api.outbox import drain_forever
 from api.settings import Settings
 from api.temporal import connect, ensure_embedding_schedule, ensure_retention_schedule
 from memory.db import make_engine
@@ -87,6 +88,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 deletion_batch_size=settings.deletion_batch_size,
                 faults=FaultPlan.from_spec(settings.deletion_faults),
             ):
-                await stop.wait()
+                # Deletions accepted while Temporal was down start now, and whenever one is queued later.
+                await drain_forever(client, engine, settings, stop)
     finally:
         engine.dispose()

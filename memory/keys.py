@@ -111,10 +111,13 @@ def revoke_key(session: Session, key_id: str, *, actor: str, reason: str | None 
     return _info(key, at)
 
 
-def revoke_keys(session: Session, tenant_id: str, user_id: str, *, actor: str, reason: str | None = None) -> list[str]:
+def revoke_keys(
+    session: Session, tenant_id: str, user_id: str, *, actor: str, reason: str | None = None, keep: str | None = None
+) -> list[str]:
     """Revoke every key of one user of one tenant that is not revoked yet (in grace included); their ids.
 
-    For a subject deletion: once it is accepted, the subject's keys must no longer write. Each key
+    For a subject deletion: once it is accepted, the subject's keys must no longer write (``keep``:
+    the key of a person deleting themselves, so they can follow their job to its proof). Each key
     gets its own ``KEY_REVOKED`` audit row; run it in the transaction of the change that causes it.
     """
     at = now()
@@ -126,7 +129,7 @@ def revoke_keys(session: Session, tenant_id: str, user_id: str, *, actor: str, r
     ).scalars().all()
     revoked = []
     for key in keys:
-        if _state(key, at) == "revoked":
+        if _state(key, at) == "revoked" or key.key_id == keep:
             continue
         key.revoked_at = at
         audit_key(session, key, "KEY_REVOKED", actor, reason=reason)

@@ -244,6 +244,24 @@ class DeletionLayer(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
+class DeletionOutbox(Base):
+    """A job whose workflow must still be started: written by the barrier, deleted once Temporal has it.
+
+    See :mod:`memory.deletion.outbox` (migration 0012)."""
+
+    __tablename__ = "deletion_outbox"
+    __table_args__ = (
+        ForeignKeyConstraint(["tenant_id", "job_id"], ["deletion_jobs.tenant_id", "deletion_jobs.job_id"]),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    enqueued_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    attempts: Mapped[int] = mapped_column(Integer, server_default="0")
+    last_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
 class Tombstone(Base):
     __tablename__ = "tombstones"
 
@@ -257,7 +275,10 @@ class Tombstone(Base):
 
 
 class DeletionProbe(Base):
-    """Transient: what verification searches for. Purged when its job completes."""
+    """Transient: what verification searches for. Purged when its job completes.
+
+    Keyed by the SHA-256 of the text, never the text: a long random text overflows a B-tree row (migration 0012).
+    """
 
     __tablename__ = "deletion_probes"
     __table_args__ = (
@@ -266,7 +287,8 @@ class DeletionProbe(Base):
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
     job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
-    probe: Mapped[str] = mapped_column(Text, primary_key=True)
+    probe_sha256: Mapped[str] = mapped_column(Text, primary_key=True)
+    probe: Mapped[str] = mapped_column(Text)
 
 
 class RebuildBlock(Base):

@@ -82,16 +82,29 @@ def stem(word: str) -> str:
     return str(stemmer.stemWord(word))
 
 
+MAX_LEXEME_CHARS = 256
+"""A lexeme is cut to this many characters (at most 1,024 UTF-8 bytes), in documents and queries alike.
+
+A posting's B-tree key holds the lexeme beside its audience (a session id of up to 1,024 bytes):
+one random "word" of 2,000 letters made that key overflow the page limit (2,704 bytes) and the
+write fail. Cut the same way on both sides, a long word still matches itself."""
+
+
+def _lexeme(token: str) -> str:
+    return stem(token)[:MAX_LEXEME_CHARS]
+
+
 def lexemes(text: str) -> list[str]:
-    """What the full-text index holds and queries match: :func:`tokens`, English words stemmed."""
-    return [stem(token) for token in tokens(text)]
+    """What the full-text index holds and queries match: :func:`tokens`, English words stemmed, cut to
+    :data:`MAX_LEXEME_CHARS`."""
+    return [_lexeme(token) for token in tokens(text)]
 
 
 def search_terms(query: str) -> list[str]:
     """Unique query lexemes in order, without stop words (all of them when the query is only stop words)."""
     unique = list(dict.fromkeys(tokens(query)))
     informative = [term for term in unique if term not in STOPWORDS] or unique
-    return list(dict.fromkeys(stem(term) for term in informative))
+    return list(dict.fromkeys(_lexeme(term) for term in informative))
 
 
 STOP_LEXEMES = frozenset(stem(word) for word in STOPWORDS)

@@ -11,13 +11,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
-from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal
+from api.outbox import start_job
 from api.routers.memories import _memory_id
+from api.routers.tasks import TemporalUnavailable
 from api.schemas import (
     DeletionAcceptedOut,
     DeletionJobOut,
@@ -33,13 +33,13 @@ from memory import memories, retention
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.deletion.barrier import ScopeRequest, request_deletion
-from memory.deletion.jobs import JobStatus, view_job
+from memory.deletion.jobs import JobStatus, NotResumable, check_resumable, readable_job, view_job
 from memory.deletion.scope import ScopeType
 from memory.enums import Role
 from memory.errors import Conflict, Forbidden, NotFound
 from memory.events import request_digest
 from memory.models import DeletionJob
-from workflows.deletion import DeletionInput, DeletionWorkflow
+from workflows.deletion import DeletionWorkflow
 
 router = APIRouter(tags=["deletion"])
 
@@ -55,33 +55,15 @@ def _scope_request(body: DeletionRequestIn) -> ScopeRequest:
     return ScopeRequest(ScopeType.SUBJECT, user_id=scope.user_id)
 
 
-async def _schedule(request: Request, settings: Settings, job: DeletionJob) -> list[str]:
-    """Start the job's workflow unless it is done; a start that already happened is not an error."""
-    if job.status == JobStatus.COMPLETED.value:
+async def _schedule(request: Request, settings: Settings, engine: EngineDep, job: DeletionJob) -> list[str]:
+    """Start the job's workflow now if Temporal is there; if not, it stays in the outbox for the workers' drain."""
+    error = await start_job(lambda: get_temporal(request), engine, settings, job)
+    if error is None:
         return []
-    try:
-        client: Client = await get_temporal(request)
-        await client.start_workflow(
-            DeletionWorkflow.run,
-            DeletionInput(
-                tenant_id=job.tenant_id,
-                job_id=str(job.job_id),
-                retry_wait_seconds=settings.deletion_retry_wait_seconds,
-                heartbeat_timeout_seconds=settings.deletion_heartbeat_timeout_seconds,
-            ),
-            id=job.workflow_id,
-            task_queue=settings.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-        )
-    except WorkflowAlreadyStartedError:
-        pass
-    except Exception as exc:  # noqa: BLE001 - the barrier holds; say so and how to finish
-        return [
-            f"the barrier is committed but the purge could not be scheduled ({type(exc).__name__}); "
-            "repeat this request with the same deletion_request_id to schedule it"
-        ]
-    return []
+    return [
+        f"the barrier is committed; the purge could not be started yet ({error.split(':', 1)[0]}) and is queued: "
+        "it starts as soon as Temporal is reachable, without this request being repeated"
+    ]
 
 
 async def _accept(
@@ -101,7 +83,7 @@ async def _accept(
     started = time.perf_counter()
     job = await run_in_threadpool(barrier)
     committed = time.perf_counter()
-    warnings = await _schedule(request, settings, job)
+    warnings = await _schedule(request, settings, engine, job)
     # How long the barrier transaction took, and the workflow start after it (both inside this request).
     response.headers["Server-Timing"] = (
         f"barrier;dur={(committed - started) * 1000:.1f}, schedule;dur={(time.perf_counter() - committed) * 1000:.1f}"
@@ -148,23 +130,14 @@ async def delete_memory(
     return await _accept(request, response, settings, principal, engine, body)
 
 
-def _may_see_job(principal: PrincipalContext, job: DeletionJob) -> bool:
-    return (
-        principal.user_id in (job.requested_by, job.subject_user_id)
-        or principal.has(Role.ADMIN)
-        or principal.has(Role.OPERATOR)
-    )
-
-
 @router.get("/memory-deletions/{job_id}")
 def read_deletion(job_id: str, principal: CurrentPrincipal, engine: EngineDep) -> DeletionJobOut:
     """Per-layer status, remaining copies and completion evidence. Only ``completed`` means fully deleted."""
     parsed = _job_id(job_id)
     with tenant_session(engine, principal.tenant_id) as session:
+        readable_job(session, principal, parsed)  # the 404 of a missing job, before anything else is read
         view = view_job(session, principal.tenant_id, parsed)
     job = view.job
-    if not _may_see_job(principal, job):
-        raise NotFound(f"deletion job {job_id} does not exist")
     completed = job.status == JobStatus.COMPLETED.value
     return DeletionJobOut(
         job_id=job.job_id,
@@ -197,29 +170,32 @@ async def _signal_job(request: Request, job: DeletionJob, signal: str) -> None:
 
 @router.post("/memory-deletions/{job_id}/resume")
 async def resume_deletion(job_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> dict[str, str]:
-    """After fixing what stopped a job (failed_requires_action), continue it from its checkpoints."""
+    """After fixing what stopped a job (failed_requires_action), continue it from its checkpoints.
+
+    A job in any other state is a 409 ``not_resumable`` naming its status: it is done, still running
+    on its own, or waiting for a hold to be released."""
     if not (principal.has(Role.OPERATOR) or principal.has(Role.ADMIN)):
         raise Forbidden("resuming a deletion job needs the operator role")
     parsed = _job_id(job_id)
 
     def load() -> DeletionJob:
         with tenant_session(engine, principal.tenant_id) as session:
-            return view_job(session, principal.tenant_id, parsed).job
+            job = readable_job(session, principal, parsed)
+            check_resumable(job)
+            return job
 
     job = await run_in_threadpool(load)
-    not_resumable = Conflict(
-        f"deletion job {job.job_id} is {job.status}: only a job in failed_requires_action can be resumed",
-        code="not_resumable",
-        details={"status": job.status},
-    )
-    if job.status != JobStatus.FAILED_REQUIRES_ACTION.value:
-        raise not_resumable
     try:
         await _signal_job(request, job, "resume")
     except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:  # its workflow closed meanwhile
-            raise not_resumable from exc
-        raise
+        if exc.status is RPCStatusCode.NOT_FOUND:
+            raise NotResumable(
+                f"deletion job {job.job_id} is {job.status} but its workflow is no longer running ({exc.message})",
+                details={"status": job.status},
+            ) from exc
+        raise TemporalUnavailable(f"Temporal did not take the resume signal: {exc.message}") from exc
+    except RuntimeError as exc:  # the client could not connect
+        raise TemporalUnavailable(f"Temporal is not reachable: {exc}") from exc
     return {"job_id": str(job.job_id), "status": job.status, "signal": "resume"}
 
 

@@ -1,12 +1,16 @@
 """The deletion barrier: one transaction, committed before the API answers 202.
 
 It bumps the subject's deletion epoch, writes tombstones, marks every covered
-memory version DELETED and stores the verification probes. From its commit on,
-no read or recall returns the targets, and a writer holding the old epoch is refused.
+memory version DELETED, does the same for every memory whose evidence is only
+the deleted records (transitively: :func:`memory.deletion.layers.hide_orphans`,
+the purge's own rule) and stores the verification probes. From its commit on,
+no read or recall returns the targets or what was derived only from them, and a
+writer holding the old epoch is refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from dataclasses import dataclass
@@ -16,15 +20,18 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
+from memory.deletion import outbox
 from memory.deletion.jobs import Layer, get_job, workflow_id
-from memory.deletion.scope import Scope, ScopeType, events_in, memories_in
+from memory.deletion.layers import hide_orphans
+from memory.deletion.scope import Scope, ScopeType, events_in, linked_refs, memories_in
 from memory.enums import Role, Status
 from memory.epochs import bump_epoch
 from memory.errors import Forbidden, IdempotencyConflict, NotFound
-from memory.permissions import MemoryAction, require
 from memory.events import next_revision
+from memory.keys import revoke_keys
 from memory.memories import not_tombstoned, visible_to
 from memory.models import AuditEntry, DeletionJob, DeletionLayer, DeletionProbe, Memory, MemoryEvent, Tombstone
+from memory.permissions import MemoryAction, require
 
 MAX_PROBES = 200
 _CLAUSE = re.compile(r"[^。！？!?；;\n.]+")
@@ -104,6 +111,11 @@ def _probe_texts(texts: list[str]) -> list[str]:
     return list(probes)[:MAX_PROBES]
 
 
+def probe_digest(probe: str) -> str:
+    """A probe's key: its SHA-256, because the text itself can be longer than a B-tree row (migration 0012)."""
+    return hashlib.sha256(probe.encode()).hexdigest()
+
+
 def _strings(value: object) -> list[str]:
     if isinstance(value, str):
         return [value]
@@ -166,7 +178,7 @@ def request_deletion(
     texts = [t for row in rows for t in (row.content, row.abstract, row.key) if t]
     texts += [s for payload in events for s in _strings(payload)]
     for probe in _probe_texts(texts):
-        session.add(DeletionProbe(tenant_id=tenant, job_id=job_id, probe=probe))
+        session.add(DeletionProbe(tenant_id=tenant, job_id=job_id, probe_sha256=probe_digest(probe), probe=probe))
 
     session.execute(
         insert(Tombstone)
@@ -181,6 +193,16 @@ def request_deletion(
         .on_conflict_do_nothing()
     )
     session.execute(update(Memory).where(covered).values(status=Status.DELETED.value))
+    derived = hide_orphans(session, job, linked_refs(session, scope, tenant, revision), revision)
+    outbox.enqueue(session, tenant, job_id)
+    # A subject deletion forgets the person: their keys must not write new data about them afterwards.
+    # A person deleting themselves keeps the key they asked with, to follow the job to its proof.
+    revoked = (
+        revoke_keys(session, tenant, scope.subject, actor=principal.user_id,
+                    reason=f"subject deletion {deletion_request_id}",
+                    keep=principal.key_id if principal.user_id == scope.subject else None)
+        if scope.type is ScopeType.SUBJECT else []
+    )
     for position, layer in enumerate(Layer):
         session.add(DeletionLayer(tenant_id=tenant, job_id=job_id, layer=layer.value, position=position, status="pending"))
     session.add(
@@ -190,11 +212,12 @@ def request_deletion(
             action="DELETION_REQUESTED",
             memory_id=uuid.UUID(scope.target_id) if scope.type is ScopeType.MEMORY else None,
             job_id=job_id,
-            detail={"scope_type": scope.type.value, "covered_versions": len(rows), "epoch": epoch},
+            detail={"scope_type": scope.type.value, "covered_versions": len(rows), "derived_hidden": len(derived),
+                    "epoch": epoch, "keys_revoked": len(revoked)},
         )
     )
     session.flush()
     return Accepted(get_job(session, tenant, job_id), created=True)
 
 
-__all__ = ["Accepted", "ScopeRequest", "request_deletion", "resolve_scope"]
+__all__ = ["Accepted", "ScopeRequest", "probe_digest", "request_deletion", "resolve_scope"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -11,8 +12,11 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from memory.auth import PrincipalContext
+from memory.deletion.scope import PERSONAL_SPACES
+from memory.enums import Role
 from memory.errors import Conflict, NotFound
-from memory.models import AuditEntry, DeletionJob, DeletionLayer
+from memory.models import AuditEntry, DeletionJob, DeletionLayer, Memory
 
 
 class JobStatus(StrEnum):
@@ -40,6 +44,30 @@ class InvalidTransition(Conflict):
     code = "invalid_transition"
 
 
+class NotResumable(Conflict):
+    code = "not_resumable"
+
+
+_NOT_RESUMABLE = {
+    JobStatus.COMPLETED: "there is nothing left to resume",
+    JobStatus.BLOCKED_BY_RETENTION: "it waits for a retention or legal hold on its subject; releasing the hold resumes it",
+    JobStatus.ACCEPTED: "it has not stopped (its purge is starting, or queued until Temporal is reachable)",
+    JobStatus.RUNNING: "it has not stopped",
+    JobStatus.RETRY_WAIT: "it has not stopped (it retries on its own after a transient failure)",
+}
+
+
+def check_resumable(job: DeletionJob) -> None:
+    """Only a job in failed_requires_action waits for an operator; resuming any other is a typed 409."""
+    status = JobStatus(job.status)
+    if status is not JobStatus.FAILED_REQUIRES_ACTION:
+        raise NotResumable(
+            f"deletion job {job.job_id} is {status.value}: {_NOT_RESUMABLE[status]}; "
+            "resume continues only a job in failed_requires_action",
+            details={"status": status.value},
+        )
+
+
 class Layer(StrEnum):
     """Every place a deleted record can have a copy, in purge order.
 
@@ -58,8 +86,24 @@ class Layer(StrEnum):
 PURGE_LAYERS = tuple(layer for layer in Layer if layer is not Layer.VERIFICATION_PROBES)
 
 
+MAX_READABLE_WORKFLOW_ID_BYTES = 255
+"""Temporal refuses workflow ids over 1,000 bytes; a request id may be 1,024 (256 four-byte characters)."""
+
+
 def workflow_id(tenant_id: str, deletion_request_id: str) -> str:
-    return f"deletion-{tenant_id}-{deletion_request_id}"
+    """``deletion-{tenant}-{request}``; for a request id too long for that, ``deletion~{tenant}-{sha256}``.
+
+    A job whose id Temporal refused stayed ``accepted`` forever. The long form has a prefix the short
+    one never has, so no request id can name another request's workflow."""
+    readable = f"deletion-{tenant_id}-{deletion_request_id}"
+    if len(readable.encode()) <= MAX_READABLE_WORKFLOW_ID_BYTES:
+        return readable
+    return f"deletion~{tenant_id}-{hashlib.sha256(deletion_request_id.encode()).hexdigest()}"
+
+
+def _missing(job_id: uuid.UUID) -> NotFound:
+    """The one answer for a job that does not exist and for one the caller may not see (canonical id in both)."""
+    return NotFound(f"deletion job {job_id} does not exist")
 
 
 def get_job(session: Session, tenant_id: str, job_id: uuid.UUID, *, lock: bool = False) -> DeletionJob:
@@ -68,8 +112,39 @@ def get_job(session: Session, tenant_id: str, job_id: uuid.UUID, *, lock: bool =
         statement = statement.with_for_update()
     job = session.execute(statement).scalar_one_or_none()
     if job is None:
-        raise NotFound(f"deletion job {job_id} does not exist")
+        raise _missing(job_id)
     return job
+
+
+def subject_user(session: Session, job: DeletionJob) -> str | None:
+    """The user whose data the job deletes, or ``None`` when it deletes shared or agent data.
+
+    ``subject_user_id`` is the owner whose deletion epoch the job bumped. For a TENANT memory that
+    owner is the tenant id, for a SYSTEM memory ``"system"``, for an AGENT memory the agent id: none
+    of them is a user, though a user may have the same id (it read such jobs as their subject).
+    Events, sessions and subjects always belong to a user.
+    """
+    if job.scope_type != "memory":
+        return job.subject_user_id
+    space = session.execute(
+        select(Memory.space)
+        .where(Memory.tenant_id == job.tenant_id, Memory.memory_id == uuid.UUID(job.scope["memory_id"]))
+        .limit(1)
+    ).scalar_one_or_none()
+    return job.subject_user_id if space in PERSONAL_SPACES else None
+
+
+def readable_job(session: Session, principal: PrincipalContext, job_id: uuid.UUID) -> DeletionJob:
+    """The job, for who requested it, the user whose data it deletes, an admin or an operator; else the 404 of a missing job."""
+    job = get_job(session, principal.tenant_id, job_id)
+    if (
+        principal.has(Role.ADMIN)
+        or principal.has(Role.OPERATOR)
+        or principal.user_id == job.requested_by
+        or principal.user_id == subject_user(session, job)
+    ):
+        return job
+    raise _missing(job_id)
 
 
 def transition(session: Session, job: DeletionJob, to: JobStatus, *, error: str | None = None) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import cast, delete, exists, func, select, update
+from sqlalchemy import ColumnElement, and_, cast, delete, exists, func, select, update
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, insert
 from sqlalchemy.orm import Session
 from sqlalchemy.types import Text
@@ -92,44 +92,69 @@ def purge_source_events(session: Session, job: DeletionJob, batch: int) -> Batch
     return BatchResult(len(rows), len(rows) < batch, {"events_scrubbed": len(rows)})
 
 
-def purge_derived_memories(session: Session, job: DeletionJob, batch: int) -> BatchResult:
-    """Memories built from the deleted records: gone if that was all their evidence, else re-derived.
+@dataclass(frozen=True)
+class Derived:
+    """A current memory whose evidence points into a deletion, and whether anything else supports it."""
 
-    A memory that keeps independent evidence gets a new version without the deleted
-    links, as a CANDIDATE: its text may have used the deleted facts, so it must be
-    confirmed again before recall uses it.
+    head: Memory
+    orphaned: bool
+    """Every one of its ``evidence_refs`` is a deleted record: the memory goes with them."""
+
+
+def _evidence_only_in(links: list[str]) -> ColumnElement[bool]:
+    """The rule, in one place: all of a memory's evidence links are among ``links`` (:func:`derived_from`
+    asks only about memories citing at least one of them)."""
+    return Memory.evidence_refs.op("<@")(cast(links, JSONB))
+
+
+def derived_from(
+    session: Session, tenant_id: str, links: list[str], *, orphaned_only: bool = False,
+    limit: int | None = None, lock: bool = False,
+) -> list[Derived]:
+    """Current (not superseded, not deleted) memories citing any of ``links`` as evidence.
+
+    The barrier hides the orphaned ones in its own transaction (:func:`hide_orphans`); the purge deletes
+    them and re-derives the others (:func:`purge_derived_memories`). Both ask this function, so the two
+    can never disagree about which memory goes.
     """
-    scope, revision = scope_of(job), job.barrier_revision
-    links = linked_refs(session, scope, job.tenant_id, revision)
     if not links:
-        return BatchResult(0, True)
-    covered_ids = select(Memory.memory_id).where(memories_in(scope, job.tenant_id, revision))
-    heads = session.execute(
-        select(Memory)
-        .where(
-            Memory.tenant_id == job.tenant_id,
-            Memory.status.notin_([Status.SUPERSEDED.value, Status.DELETED.value]),
-            Memory.memory_id.notin_(covered_ids),
-            Memory.evidence_refs.op("?|")(cast(links, ARRAY(Text))),
-        )
-        .limit(batch)
-        .with_for_update(skip_locked=True)
-    ).scalars().all()
-    deleted = rederived = 0
-    link_set = set(links)
-    for head in heads:
-        kept = [ref for ref in head.evidence_refs if ref not in link_set]
-        if not kept:
-            _delete_derived(session, job, head)
-            deleted += 1
-        else:
-            _rederive(session, head, kept)
-            rederived += 1
-    session.flush()
-    return BatchResult(deleted, len(heads) < batch, {"derived_deleted": deleted, "derived_rederived": rederived})
+        return []
+    orphaned = _evidence_only_in(links)
+    statement = select(Memory, orphaned.label("orphaned")).where(
+        Memory.tenant_id == tenant_id,
+        Memory.status.notin_([Status.SUPERSEDED.value, Status.DELETED.value]),
+        Memory.evidence_refs.op("?|")(cast(links, ARRAY(Text))),
+    )
+    if orphaned_only:
+        statement = statement.where(orphaned)
+    if limit is not None:
+        statement = statement.limit(limit)
+    if lock:
+        statement = statement.with_for_update(of=Memory, skip_locked=True)
+    return [Derived(row.Memory, bool(row.orphaned)) for row in session.execute(statement)]
 
 
-def _delete_derived(session: Session, job: DeletionJob, head: Memory) -> None:
+def hide_orphans(session: Session, job: DeletionJob, links: list[str], revision: int) -> list[uuid.UUID]:
+    """Tombstone and mark DELETED every memory whose evidence is only deleted records, transitively.
+
+    A memory derived only from a memory hidden here is itself left with nothing but deleted evidence,
+    so each round adds the memories it hid to the deleted links, until a round finds none. Content is
+    scrubbed later, by the purge; from this transaction's commit on, no read or recall returns them.
+    """
+    deleted = list(dict.fromkeys(links))
+    hidden: list[uuid.UUID] = []
+    while True:
+        orphans = derived_from(session, job.tenant_id, deleted, orphaned_only=True)
+        if not orphans:
+            return hidden
+        for orphan in orphans:
+            _hide(session, job, orphan.head, revision)
+            hidden.append(orphan.head.memory_id)
+            deleted.append(evidence_link("memory", orphan.head.memory_id))
+        session.flush()
+
+
+def _hide(session: Session, job: DeletionJob, head: Memory, revision: int) -> None:
     session.execute(
         insert(Tombstone)
         .values(
@@ -138,17 +163,87 @@ def _delete_derived(session: Session, job: DeletionJob, head: Memory) -> None:
             target_id=str(head.memory_id),
             owner_user_id=head.owner_id,
             job_id=job.job_id,
-            revision=next_revision(session),
+            revision=revision,
         )
         .on_conflict_do_nothing()
     )
     session.execute(
         update(Memory)
         .where(Memory.tenant_id == head.tenant_id, Memory.memory_id == head.memory_id)
-        .values(status=Status.DELETED.value, content="", abstract="", overview=None, key=None,
-                evidence_refs=cast([], JSONB), purged_at=func.now())
+        .values(status=Status.DELETED.value)
     )
-    delete_projection(session, head.tenant_id, [head.memory_id])
+
+
+def derived_deleted_by(job: DeletionJob) -> ColumnElement[bool]:
+    """Memory rows this job deleted because they were derived from its scope (not the scope's own rows)."""
+    scope = scope_of(job)
+    return and_(
+        Memory.tenant_id == job.tenant_id,
+        cast(Memory.memory_id, Text).in_(
+            select(Tombstone.target_id).where(
+                Tombstone.tenant_id == job.tenant_id, Tombstone.job_id == job.job_id, Tombstone.target_type == "memory"
+            )
+        ),
+        ~memories_in(scope, job.tenant_id, job.barrier_revision),
+    )
+
+
+def deleted_links(session: Session, job: DeletionJob) -> list[str]:
+    """Evidence links to what this job deletes: its scope's records and the memories derived only from them."""
+    scope = scope_of(job)
+    derived = session.execute(select(Memory.memory_id).where(derived_deleted_by(job)).distinct()).scalars()
+    links = linked_refs(session, scope, job.tenant_id, job.barrier_revision)
+    return list(dict.fromkeys([*links, *(evidence_link("memory", m) for m in derived)]))
+
+
+def purge_derived_memories(session: Session, job: DeletionJob, batch: int) -> BatchResult:
+    """Memories built from the deleted records: gone if that was all their evidence, else re-derived.
+
+    The barrier already hid the orphaned ones (:func:`hide_orphans`); here their content is scrubbed.
+    A memory citing a deleted record that the barrier did not hide (it keeps independent evidence, or
+    it was written after the barrier) is handled by the same rule: orphaned, it is deleted (its own
+    derived memories follow in the next batch); else it gets a new version without the deleted links,
+    as a CANDIDATE: its text may have used the deleted facts, so it must be confirmed again before
+    recall uses it.
+    """
+    unscrubbed = session.execute(
+        select(Memory)
+        .where(derived_deleted_by(job), Memory.purged_at.is_(None))
+        .limit(batch)
+        .with_for_update(skip_locked=True)
+    ).scalars().all()
+    scrubbed_ids = {row.memory_id for row in unscrubbed}
+    for row in unscrubbed:
+        _scrub(row)
+    if scrubbed_ids:
+        session.flush()
+        delete_projection(session, job.tenant_id, scrubbed_ids)
+    links = deleted_links(session, job)
+    found = derived_from(session, job.tenant_id, links, limit=batch, lock=True)
+    deleted = rederived = 0
+    link_set = set(links)
+    for derived in found:
+        if derived.orphaned:
+            _hide(session, job, derived.head, next_revision(session))
+            deleted += 1
+        else:
+            _rederive(session, derived.head, [ref for ref in derived.head.evidence_refs if ref not in link_set])
+            rederived += 1
+    session.flush()
+    done = len(unscrubbed) < batch and len(found) < batch and deleted == 0
+    # A memory hidden here is counted when the next batch scrubs it, as the barrier's are.
+    return BatchResult(len(scrubbed_ids), done,
+                       {"derived_deleted": len(scrubbed_ids), "derived_rederived": rederived})
+
+
+def _scrub(row: Memory) -> None:
+    row.status = Status.DELETED.value
+    row.content = ""
+    row.abstract = ""
+    row.overview = None
+    row.key = None
+    row.evidence_refs = []
+    row.purged_at = func.now()
 
 
 def _rederive(session: Session, head: Memory, kept: list[str]) -> None:
@@ -188,13 +283,7 @@ def purge_primary_memories(session: Session, job: DeletionJob, batch: int) -> Ba
     ).scalars().all()
     hashes = [_sha256(row.content) for row in rows]
     for row in rows:
-        row.status = Status.DELETED.value
-        row.content = ""
-        row.abstract = ""
-        row.overview = None
-        row.key = None
-        row.evidence_refs = []
-        row.purged_at = func.now()
+        _scrub(row)
     session.flush()
     return BatchResult(len(rows), len(rows) < batch, {"versions_scrubbed": len(rows), "content_sha256": hashes[:20]})
 
@@ -266,4 +355,5 @@ PURGERS: dict[Layer, Callable[[Session, DeletionJob, int], BatchResult]] = {
     Layer.VERIFICATION_PROBES: purge_probes,
 }
 
-__all__ = ["PURGERS", "BatchResult", "evidence_link", "scope_of"]
+__all__ = ["PURGERS", "BatchResult", "Derived", "deleted_links", "derived_deleted_by", "derived_from", "evidence_link", "hide_orphans",
+           "scope_of"]

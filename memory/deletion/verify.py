@@ -3,7 +3,8 @@
 Each probe (the original texts and their clauses) is searched lexically (full
 text and trigram) and through recall as the owner, and tenant-wide with no
 visibility or status filter as an administrator would; storage is also checked
-directly (unscrubbed rows, projection rows, lexeme postings, vectors); each probe is also
+directly (unscrubbed rows, projection rows, lexeme postings, vectors, and the same for the
+memories deleted because they were derived only from the job's records); each probe is also
 searched by its embedding. A hit on anything the job
 covers fails it. The result names where hits were, never the probe text: it is
 recorded in workflow history.
@@ -16,11 +17,11 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import and_, func, literal, or_, select
+from sqlalchemy import ColumnElement, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
-from memory.deletion.layers import scope_of
+from memory.deletion.layers import derived_deleted_by, scope_of
 from memory.deletion.scope import events_in, memories_in
 from memory.embeddings import default_embedder
 from memory.errors import InvalidInput
@@ -28,6 +29,13 @@ from memory.models import DeletionJob, DeletionProbe, Memory, MemoryEvent, Memor
 from memory.recall.bundle import RecallRequest, build_bundle
 from memory.recall.plan import Intent, make_plan
 from memory.text import lexemes, normalize, tsquery_any
+
+
+TSQUERY_CHUNK = 500
+"""Lexemes per ``tsquery``: one of a long probe's ~100,000 lexemes exceeded PostgreSQL's stack depth."""
+
+RECALL_PROBE_CHARS = 2_000
+"""The longest query ``/memory-query`` accepts: the owner's recall is asked what the owner could ask."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,15 @@ def verify(session: Session, job: DeletionJob) -> Verification:
         .select_from(MemoryLexeme)
         .where(MemoryLexeme.tenant_id == job.tenant_id, MemoryLexeme.memory_id.in_(covered_ids))
     ).scalar_one()
+    derived = derived_deleted_by(job)
+    hits["unscrubbed_derived"] = session.execute(
+        select(func.count()).select_from(Memory).where(derived, or_(Memory.purged_at.is_(None), Memory.content != ""))
+    ).scalar_one()
+    hits["derived_projection_rows"] = session.execute(
+        select(func.count())
+        .select_from(MemorySearch)
+        .where(MemorySearch.tenant_id == job.tenant_id, MemorySearch.memory_id.in_(select(Memory.memory_id).where(derived)))
+    ).scalar_one()
     if scope.type.value != "memory":
         hits["unscrubbed_events"] = session.execute(
             select(func.count())
@@ -69,7 +86,6 @@ def verify(session: Session, job: DeletionJob) -> Verification:
         probe_tokens = lexemes(probe)
         if not probe_tokens:
             continue
-        query = func.to_tsquery("simple", tsquery_any(probe_tokens))
         hits["tenant_wide_lexical"] += session.execute(
             select(func.count())
             .select_from(MemorySearch)
@@ -77,20 +93,27 @@ def verify(session: Session, job: DeletionJob) -> Verification:
             .where(
                 MemorySearch.tenant_id == job.tenant_id,
                 covered,
-                or_(MemorySearch.tokens.op("@@")(query), literal(normalize(probe)).op("<%")(MemorySearch.search_text)),
+                or_(_any_lexeme(probe_tokens), literal(normalize(probe)).op("<%")(MemorySearch.search_text)),
             )
         ).scalar_one()
         hits["tenant_wide_text"] += session.execute(
             select(func.count()).select_from(Memory).where(covered, Memory.content.contains(probe))
         ).scalar_one()
         hits["vector"] += _vector_hits(session, job.tenant_id, covered, probe)
-        recalled = _recalled_by_owner(session, owner, probe)
+        recalled = _recalled_by_owner(session, owner, probe[:RECALL_PROBE_CHARS])
         if recalled:
             hits["owner_recall"] += session.execute(
                 select(func.count()).select_from(Memory).where(covered, Memory.memory_id.in_(recalled))
             ).scalar_one()
     found = {name: count for name, count in hits.items() if count}
     return Verification(clean=not found, probes=len(probes), hits=found)
+
+
+def _any_lexeme(probe_tokens: list[str]) -> ColumnElement[bool]:
+    """The projection holds any of the probe's lexemes: the full-text operator, over bounded ``tsquery`` chunks."""
+    unique = list(dict.fromkeys(probe_tokens))
+    chunks = [unique[start : start + TSQUERY_CHUNK] for start in range(0, len(unique), TSQUERY_CHUNK)]
+    return or_(*(MemorySearch.tokens.op("@@")(func.to_tsquery("simple", tsquery_any(chunk))) for chunk in chunks))
 
 
 def _recalled_by_owner(session: Session, owner: PrincipalContext, probe: str) -> list[uuid.UUID]:

@@ -15,7 +15,7 @@ from memory.db import tenant_session
 from memory.enums import Category, SourceLevel, Space
 from memory.epochs import StaleEpoch, current_epoch
 from memory.memories import NewMemory, Source, create_memory
-from memory.models import Memory, MemoryEvent, MemoryLexeme, MemorySearch, RebuildBlock
+from memory.models import AuditEntry, Memory, MemoryEvent, MemoryLexeme, MemorySearch, RebuildBlock
 from tests.conftest import MakeKey, auth
 from tests.deletion.conftest import completed, wait_for
 from tests.factories import candidate, event
@@ -119,7 +119,8 @@ def test_subject_deletion_purges_every_layer_and_later_writes_are_new_data(
         headers=auth(admin),
     )
     assert accepted.status_code == 202, accepted.text
-    assert _recall(api, alice, "爱丽丝的私事") == []
+    # An admin deleted her: her keys went with her data, at once (they no longer read or write about her).
+    assert api.post("/memory-query", json={"query": "爱丽丝的私事"}, headers=auth(alice)).status_code == 401
     body = wait_for(api, admin, accepted.json()["job_id"], completed)
     layers = {layer["layer"]: layer for layer in body["layers"]}
     assert layers["primary_memories"]["removed"] == 18  # 16 + 1 session memory + 1 superseded version
@@ -134,6 +135,12 @@ def test_subject_deletion_purges_every_layer_and_later_writes_are_new_data(
         assert session.execute(select(func.count()).select_from(MemoryLexeme)).scalar_one() == 0
         assert session.execute(select(MemoryEvent.payload).where(MemoryEvent.user_id == "alice")).scalars().all() == [{}] * 3
 
+    refused = api.post("/memory-candidates", json=candidate("删除之后用旧钥匙写的"), headers=auth(alice))
+    assert refused.status_code == 401, refused.text
+    with tenant_session(engine, tenant) as session:
+        audited = session.execute(select(AuditEntry.detail).where(AuditEntry.action == "KEY_REVOKED")).scalars().all()
+    assert [detail.get("reason") for detail in audited] == ["subject deletion gdpr-alice"]
+    alice = make_key(tenant=tenant, user="alice")  # a key issued afterwards writes new data
     fresh = _write(api, alice, "删除之后的新记忆")
     assert _recall(api, alice, "新记忆") == [fresh]
 
@@ -173,6 +180,7 @@ def test_derived_memories_are_deleted_or_rederived_and_source_events_marked(
 def test_a_writer_holding_an_old_epoch_cannot_write_back(api: TestClient, make_key: MakeKey, engine: Engine) -> None:
     tenant = f"t-{uuid.uuid4().hex[:10]}"
     key = make_key(tenant=tenant, user="carol")
+    other_key = make_key(tenant=tenant, user="carol")
     _write(api, key, "卡罗尔的旧记忆")
     with tenant_session(engine, tenant) as session:
         held = current_epoch(session, tenant, "carol")  # e.g. an extraction activity starting now
@@ -191,8 +199,10 @@ def test_a_writer_holding_an_old_epoch_cannot_write_back(api: TestClient, make_k
         with tenant_session(engine, tenant) as session:
             create_memory(session, carol, late, held_epoch=held)
     assert refused.value.details == {"held_epoch": held, "current_epoch": held + 1}
+    # Deleting herself, carol keeps the key she asked with (to follow the job); her other keys are revoked.
     wait_for(api, key, accepted["job_id"], completed)
     assert _recall(api, key, "卡罗尔") == []
+    assert api.post("/memory-query", json={"query": "卡罗尔"}, headers=auth(other_key)).status_code == 401
 
 
 def test_expire_revise_and_delete_are_different_operations(api: TestClient, make_key: MakeKey, engine: Engine) -> None:
