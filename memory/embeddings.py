@@ -195,8 +195,9 @@ class Embedder:
             self._starts += 1
         return self._child
 
-    def _call(self, kind: bytes, texts: Sequence[str]) -> list[list[float]]:
-        prepared = [self._prepare(text) for text in texts]
+    def _call(self, kind: bytes, texts: Sequence[str], limit: int = MAX_CHARS) -> list[list[float]]:
+        """``limit``: characters of each prepared text the engine reads (after NFKC, which may lengthen it)."""
+        prepared = [self._prepare(text)[:limit] for text in texts]
         threads = 1 if len(prepared) == 1 else self._batch_threads
         with self._lock:
             child = self._running()
@@ -225,7 +226,7 @@ class Embedder:
 
     def embed_query(self, text: str) -> list[float]:
         """The vector of a search query (``query: ``), compared against memory vectors from :meth:`embed`."""
-        return self._call(wire.QUERY, [text[:QUERY_MAX_CHARS]])[0]
+        return self._call(wire.QUERY, [text], QUERY_MAX_CHARS)[0]
 
     def embed_one(self, text: str) -> list[float]:
         """A search query's vector (recall, deletion probes): the same as :meth:`embed_query`."""

@@ -29,7 +29,15 @@ from activities.embedding import EmbedBatchInput, EmbeddingActivities
 from api.settings import Settings
 from api.temporal import connect
 from memory.db import tenant_session
-from memory.embeddings import MODEL_NAME, Embedder, EngineCrashed, default_embedder, engine_text, unembeddable
+from memory.embeddings import (
+    MODEL_NAME,
+    QUERY_MAX_CHARS,
+    Embedder,
+    EngineCrashed,
+    default_embedder,
+    engine_text,
+    unembeddable,
+)
 from memory.models import MemorySearch
 from tests.conftest import MakeKey, auth
 from tests.recall.conftest import write
@@ -210,3 +218,12 @@ def test_a_tenant_whose_backlog_fails_does_not_hold_back_the_others(
     with tenant_session(engine, healthy) as session:
         [row] = session.execute(select(MemorySearch).where(MemorySearch.memory_id == uuid.UUID(memory_id))).scalars()
         assert row.embedding is not None and row.embedding_model == MODEL_NAME
+
+
+def test_a_query_is_embedded_from_its_first_characters_after_normalisation() -> None:
+    """The engine reads QUERY_MAX_CHARS of a query once NFKC has lengthened it: 100 × U+FDFA (1,800 characters
+    after NFKC) cost ~3 s a query before; the lexical sources still read the whole query."""
+    embedder = default_embedder()
+    head = engine_text(CRASHER)[:QUERY_MAX_CHARS]
+    assert len(engine_text(CRASHER)) == 1_800 and embedder.embed_query(CRASHER) == embedder.embed_query(head)
+    assert embedder.embed_query(CRASHER) != embedder.embed_query(head[:-10])
