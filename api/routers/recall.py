@@ -40,8 +40,13 @@ EMBEDDING_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-e
 
 
 class SourceUnavailable(MnemoError):
+    """A source the plan requires (the live task state) cannot be read now: a 503 with Retry-After."""
+
     code = "required_source_unavailable"
     http_status = 503
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, details={"retry_after_seconds": 5})
 
 
 class RevisionNotReached(Conflict):
