@@ -157,7 +157,7 @@ async def build(body: RecallIn, key: str, engine: Engine, request: Request) -> d
             vector.cancel()  # a request that failed before needing it gives its place in the queue back
 
 
-@router.post("/recall/render")
+@router.post("/recall/render", responses={429: {"description": "tenant_busy"}})
 async def render_bundle(body: RecallIn, key: PresentedKey, engine: EngineDep, request: Request) -> dict[str, Any]:
     """The bundle as prompt text (XML-like sections, provenance and score on each hit); "" when empty."""
     bundle = await build(body, key, engine, request)
