@@ -404,8 +404,11 @@ _DESCRIPTIONS = {
     409: "Conflicts with the current state (idempotency, a stale version, a closed task, ...)",
     413: f"Body over {MAX_BODY_BYTES} bytes",
     422: "The request is invalid: a typed code per problem",
+    429: "Too many requests of the caller's tenant in flight (tenant_busy): retry after Retry-After",
     431: f"Request headers over {MAX_HEADER_BYTES} bytes in total",
     500: "An unexpected failure: nothing of it is shown, quote its request_id",
+    503: "A dependency is down or too slow (database_unavailable, statement_timeout, temporal_unavailable, "
+         "embedding_unavailable, ...): retry after Retry-After",
 }
 
 
@@ -415,11 +418,14 @@ def error_statuses(method: str, operation: dict[str, Any]) -> list[int]:
     if method.upper() in ("POST", "PUT", "PATCH"):
         statuses.add(413)
     if operation.get("security"):  # it takes an API key (see api.deps.BEARER)
-        statuses |= {401, 403, 404}
+        # 503: every such operation reads the key from the database, which can be down or time out.
+        statuses |= {401, 403, 404, 503}
         if method.upper() != "GET":
             statuses.add(409)
     if any(parameter.get("in") == "path" for parameter in operation.get("parameters", [])):
         statuses.add(404)
+    # A route that declares a 429 itself (a per-tenant limit) gets it with the error body too.
+    statuses |= {429} & {int(status) for status in operation.get("responses", {}) if status.isdigit()}
     return sorted(statuses)
 
 

@@ -35,7 +35,20 @@ def create_hold(session: Session, principal: PrincipalContext, user_id: str, rea
     session.add(hold)
     session.flush()
     session.refresh(hold)
+    _audit_hold(session, principal, hold, "RETENTION_HOLD_CREATED")
     return hold
+
+
+def _audit_hold(session: Session, principal: PrincipalContext, hold: RetentionHold, action: str) -> None:
+    """Holds are admin actions and are audited like keys and policies: who, which hold, on whom, why."""
+    session.add(
+        AuditEntry(
+            tenant_id=principal.tenant_id, actor=principal.user_id, action=action,
+            detail={"hold_id": str(hold.hold_id), "user_id": hold.user_id, "reason": hold.reason,
+                    "key_id": principal.key_id},
+        )
+    )
+    session.flush()
 
 
 def release_hold(session: Session, principal: PrincipalContext, hold_id: uuid.UUID) -> RetentionHold:
@@ -51,6 +64,8 @@ def release_hold(session: Session, principal: PrincipalContext, hold_id: uuid.UU
         hold.released_at = func.now()
         session.flush()
         session.refresh(hold)
+        # Only the release that lifts the hold is an action; repeating it changes nothing and is not audited again.
+        _audit_hold(session, principal, hold, "RETENTION_HOLD_RELEASED")
     return hold
 
 

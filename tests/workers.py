@@ -6,11 +6,16 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
+from api.main import create_app
 from api.settings import Settings
 from api.temporal import connect
 from api.worker import build_worker
@@ -67,3 +72,16 @@ class ThreadWorker:
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(60)
+
+
+@contextmanager
+def api_with_worker(settings: Settings, engine: Engine, name: str) -> Iterator[TestClient]:
+    """An API and a real worker on a task queue of their own (``name-xxxxxxxx``): tasks reach an approval
+    and publish, deletions purge, whichever other workers the session runs."""
+    own = settings.model_copy(update={"task_queue": f"{name}-{uuid.uuid4().hex[:8]}"})
+    worker = ThreadWorker(own, engine, own.task_queue, data_dir=own.data_dir).start()
+    try:
+        with TestClient(create_app(own)) as client:
+            yield client
+    finally:
+        worker.stop()

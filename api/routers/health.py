@@ -12,8 +12,11 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from typing import Literal
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from sqlalchemy import Engine, text
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -100,7 +103,24 @@ async def _check_worker(client: Client, task_queue: str) -> dict[str, Any]:
     return state
 
 
-@router.get("/readyz")
+class CheckOut(BaseModel):
+    """One dependency's state; ``error`` (and ``tenant`` for the demo data) only when it is not ok."""
+
+    state: Literal["ok", "unavailable", "loading", "unknown"]
+    error: str = ""
+    tenant: str = ""
+
+
+class ReadinessOut(BaseModel):
+    ready: bool
+    checks: dict[str, CheckOut]
+
+
+@router.get(
+    "/readyz",
+    response_model=ReadinessOut,
+    responses={503: {"model": ReadinessOut, "description": "Not ready: each check that is not ok says why (Retry-After)"}},
+)
 async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
     """Each dependency with its state; 200 only when all of them are ``ok``."""
     settings: Settings = request.app.state.settings

@@ -143,7 +143,7 @@ def correct_memory(memory_id: str, body: CorrectionIn, principal: CurrentPrincip
     return MemoryOut.of(memory)
 
 
-@router.post("/memory-query", response_model=dict[str, Any])
+@router.post("/memory-query", response_model=dict[str, Any], responses={429: {"description": "tenant_busy"}})
 async def query_memories(body: RecallIn, key: PresentedKey, engine: EngineDep, request: Request) -> JSONResponse:
     """Recall: a memory bundle (plan, hard filters, hybrid candidates, explained scores, conflicts, budget).
 

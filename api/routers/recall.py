@@ -53,10 +53,22 @@ class RevisionNotReached(Conflict):
     code = "revision_not_reached"
 
 
+def _task_owner(engine: Engine, tenant_id: str, task_id: str) -> str | None:
+    from memory.tasks.store import task_owner
+
+    with tenant_session(engine, tenant_id) as session:
+        return task_owner(session, tenant_id, task_id)
+
+
 async def _task_state(request: Request, principal: PrincipalContext, task_id: str) -> dict[str, Any]:
     """The live task from its workflow's query; the caller must own it (else the same 404 as a missing task)."""
     from workflows.report_task import ReportTaskWorkflow
 
+    # The read model first: another user's task is refused without asking Temporal, so it answers
+    # like a missing one and no slower (issue 12, finding 11). No row yet: the live state decides below.
+    owner = await run_in_threadpool(_task_owner, request.app.state.engine, principal.tenant_id, task_id)
+    if owner is not None and owner != principal.user_id:
+        raise NotFound(f"task {task_id} does not exist")
     try:
         client = await get_temporal(request)
         state = await client.get_workflow_handle(workflow_id(principal.tenant_id, task_id)).query(
@@ -150,7 +162,7 @@ async def build(body: RecallIn, key: str, engine: Engine, request: Request) -> d
             vector.cancel()  # a request that failed before needing it gives its place in the queue back
 
 
-@router.post("/recall/render")
+@router.post("/recall/render", responses={429: {"description": "tenant_busy"}})
 async def render_bundle(body: RecallIn, key: PresentedKey, engine: EngineDep, request: Request) -> dict[str, Any]:
     """The bundle as prompt text (XML-like sections, provenance and score on each hit); "" when empty."""
     bundle = await build(body, key, engine, request)

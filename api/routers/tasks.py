@@ -288,6 +288,32 @@ def _readable(principal: PrincipalContext, owner_user_id: str | None, task_id: s
         raise NotFound(f"task {task_id} does not exist")
 
 
+def _owner_in_read_model(engine: Any, tenant_id: str, task_id: str) -> str | None:
+    with tenant_session(engine, tenant_id) as session:
+        return store.task_owner(session, tenant_id, task_id)
+
+
+async def _gate(engine: Any, principal: PrincipalContext, task_id: str, *, control: bool = False) -> None:
+    """Refuse a task the caller may not see from the read model, before any Temporal call.
+
+    Another user's task must be indistinguishable from a missing one (issue 12, finding 11): the same 404
+    body, and no extra round trip to Temporal that would make it slower than a random id. A task with no
+    row yet (its first activity has not run) goes on to Temporal like a missing one, and the owner check
+    there (the live state, the workflow's validators) decides. ``control``: the owner and operators (and
+    admins) may pause, resume and cancel, and readers (approvers, auditors) see it and so get the 403.
+    """
+    owner = await run_in_threadpool(_owner_in_read_model, engine, principal.tenant_id, task_id)
+    if owner is None or owner == principal.user_id:
+        return
+    if control and any(principal.has(role) for role in CONTROL_ANY_TASK):
+        return
+    _readable(principal, owner, task_id)
+
+
+CONTROL_ANY_TASK = (Role.OPERATOR, Role.ADMIN)
+"""Who may control another user's task (the workflow's ``OPERATOR_ROLES``)."""
+
+
 def _require(principal: PrincipalContext, role: Role, action: str) -> None:
     if not principal.has(role):
         raise Forbidden(f"{action} needs the {role.value} role")
@@ -388,12 +414,17 @@ def list_tasks(
 @router.get("/tasks/{task_id}")
 async def get_task(task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> dict[str, Any]:
     """Live state from the workflow while it runs; the read model once it has closed."""
-    view = await _task_view(request, engine, principal, _task_id(task_id))
+    task_id = _task_id(task_id)
+    await _gate(engine, principal, task_id)
+    view = await _task_view(request, engine, principal, task_id)
     _readable(principal, view.get("owner_user_id"), task_id)
     return view
 
 
-async def _open_handle(request: Request, engine: Any, principal: PrincipalContext, task_id: str) -> WorkflowHandle[Any, Any]:
+async def _open_handle(
+    request: Request, engine: Any, principal: PrincipalContext, task_id: str, *, control: bool = False
+) -> WorkflowHandle[Any, Any]:
+    await _gate(engine, principal, _task_id(task_id), control=control)
     client = await _temporal(request)
     handle = client.get_workflow_handle(keys.workflow_id(principal.tenant_id, _task_id(task_id)))
     described = await _describe(handle)
@@ -437,10 +468,16 @@ def _policy(engine: Any, tenant_id: str) -> Policy:
 async def _control(
     update: Any, task_id: str, body: ControlIn | None, request: Request, principal: CurrentPrincipal, engine: Any
 ) -> dict[str, Any]:
-    handle = await _open_handle(request, engine, principal, task_id)
-    state: TaskState = await _update(
-        handle, update, ControlRequest(principal.user_id, sorted(principal.roles), body.reason if body else None)
-    )
+    handle = await _open_handle(request, engine, principal, task_id, control=True)
+    try:
+        state: TaskState = await _update(
+            handle, update, ControlRequest(principal.user_id, sorted(principal.roles), body.reason if body else None)
+        )
+    except Forbidden as exc:
+        # Only reachable before the read model has the task: a caller who cannot see it hears a missing task.
+        if not any(principal.has(role) for role in READ_ANY_TASK):
+            raise NotFound(f"task {task_id} does not exist") from exc
+        raise
     return _from_live(state, None)
 
 

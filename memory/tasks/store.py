@@ -73,6 +73,15 @@ def get_task(session: Session, tenant_id: str, task_id: str, *, lock: bool = Fal
     return task
 
 
+def task_owner(session: Session, tenant_id: str, task_id: str) -> str | None:
+    """The owner of the task as the read model knows it, or None when it has no row (missing, another
+    tenant's, or started but not recorded yet). One indexed read, so access can be decided before Temporal."""
+    owner: str | None = session.execute(
+        select(Task.owner_user_id).where(Task.tenant_id == tenant_id, Task.task_id == task_id)
+    ).scalar_one_or_none()
+    return owner
+
+
 def insert_task(session: Session, new: NewTask) -> Task:
     """Insert the task as READY at state_version 1, or return the row a first try already wrote."""
     check_transition(TaskStatus.CREATED, TaskStatus.READY)

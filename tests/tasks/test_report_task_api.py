@@ -188,7 +188,8 @@ def test_cancel_while_waiting_for_approval_publishes_nothing(
 ) -> None:
     task_id = start_task(client, team.owner)["task_id"]
     view = wait_for(client, team.owner, task_id, status_is("WAITING_FOR_APPROVAL"))
-    assert client.post(f"/tasks/{task_id}/cancel", headers=auth(team.other_user)).status_code == 403
+    # A colleague who cannot see the task hears a missing one (issue 12, finding 11; it was a 403).
+    assert client.post(f"/tasks/{task_id}/cancel", headers=auth(team.other_user)).status_code == 404
     cancelled = client.post(f"/tasks/{task_id}/cancel", json={"reason": "not needed"}, headers=auth(team.owner))
     assert cancelled.status_code == 200, cancelled.text
     assert cancelled.json()["status"] == "CANCELLED"

@@ -1,0 +1,188 @@
+"""A generated probe of every route with an id in its path (issue 12, deliver 3): another tenant's object,
+and another user's private object, answer exactly as a random id does.
+
+For each route a factory makes a real object of its kind as user alice of tenant A (a memory, a deletion
+job, a retention hold, a task, its artifact and its operation). Then the route is called with the real ids
+and with random ids by (a) alice of tenant B, holding every role (so no role check answers before the
+lookup), and (b) bob of tenant A, holding none. The two answers must be identical, status and body (the
+ids and the request id aside), and the status the one written in :data:`EXPECTED`: a 404, or the 403 of a
+role check that comes before any lookup. The route list comes from the app itself: a new route with a
+path id that is not in :data:`ROUTES` fails :func:`test_every_route_with_a_path_id_is_probed`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+
+from api.main import create_app
+from api.settings import Settings
+from memory.db import tenant_session
+from memory.reportdata import seed_sales
+from tests.conftest import MakeKey, auth, poll
+from tests.factories import candidate
+from tests.workers import api_with_worker
+
+EVERY_ROLE = ("admin", "memory_writer", "approver", "operator", "auditor")
+
+
+@dataclass(frozen=True)
+class World:
+    """Tenant A's objects (ids by path parameter) and the keys of the three users."""
+
+    ids: dict[str, dict[str, str]]
+    alice: str
+    stranger: str
+    colleague: str
+
+
+# route -> (kind of object whose ids fill the path, body sent)
+ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
+    ("POST", "/memory-candidates/{memory_id}/confirm"): ("memory", None),
+    ("GET", "/memories/{memory_id}"): ("memory", None),
+    ("PATCH", "/memories/{memory_id}"): ("memory", {"expected_version": 1, "content": "rewritten"}),
+    ("DELETE", "/memories/{memory_id}"): ("memory", None),
+    ("POST", "/memories/{memory_id}/expire"): ("memory", None),
+    ("GET", "/memory-deletions/{job_id}"): ("deletion_job", None),
+    ("POST", "/memory-deletions/{job_id}/resume"): ("deletion_job", None),
+    ("POST", "/retention-holds/{hold_id}/release"): ("hold", None),
+    ("GET", "/tasks/{task_id}"): ("task", None),
+    ("POST", "/tasks/{task_id}/approvals"): ("task", "approval"),  # type: ignore[dict-item]
+    ("POST", "/tasks/{task_id}/pause"): ("task", None),
+    ("POST", "/tasks/{task_id}/resume"): ("task", None),
+    ("POST", "/tasks/{task_id}/cancel"): ("task", None),
+    ("POST", "/tasks/{task_id}/operations/{operation_id}/resolve"): ("operation", {"outcome": "published", "note": "n"}),
+    ("GET", "/tasks/{task_id}/artifacts/{sha256}"): ("artifact", None),
+    ("GET", "/tasks/{task_id}/timeline"): ("task", None),
+}
+
+ROLE_FIRST = {
+    # Role checks that come before the object is looked up: a roleless caller hears them for any id.
+    ("POST", "/memory-deletions/{job_id}/resume"),
+    ("POST", "/retention-holds/{hold_id}/release"),
+    ("POST", "/tasks/{task_id}/approvals"),
+    ("POST", "/tasks/{task_id}/operations/{operation_id}/resolve"),
+}
+EXPECTED = {
+    "stranger": {route: 404 for route in ROUTES},
+    "colleague": {route: 403 if route in ROLE_FIRST else 404 for route in ROUTES},
+}
+
+
+def _path_routes() -> set[tuple[str, str]]:
+    """From the OpenAPI, which lists every operation (this FastAPI nests included routers in app.routes);
+    no route of the app is hidden from the schema."""
+    app = create_app(Settings(database_url="postgresql+psycopg://unused@127.0.0.1:1/unused"))
+    return {
+        (method.upper(), path)
+        for path, operations in app.openapi()["paths"].items()
+        if "{" in path
+        for method in operations
+    }
+
+
+def test_every_route_with_a_path_id_is_probed() -> None:
+    assert _path_routes() == set(ROUTES), "add the new route (and a factory for its object) to ROUTES"
+
+
+@pytest.fixture(scope="module")
+def api(settings: Settings, engine: Engine) -> Iterator[TestClient]:
+    """The API with a worker on a queue of its own, so tasks reach an approval and publish."""
+    with api_with_worker(settings, engine, "isolation") as client:
+        yield client
+
+
+def _task(api: TestClient, owner: str) -> dict[str, Any]:
+    body = {"task_type": "monthly-report", "request_intent_id": uuid.uuid4().hex, "goal": {"month": "2026-06", "currency": "CNY"}}
+    created = api.post("/tasks", json=body, headers=auth(owner))
+    assert created.status_code == 201, created.text
+    return poll(api, owner, f"/tasks/{created.json()['task_id']}", lambda v: v["status"] == "WAITING_FOR_APPROVAL", 60)
+
+
+@pytest.fixture(scope="module")
+def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
+    tenant_a, tenant_b = f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}"
+    alice = make_key(tenant=tenant_a, user="alice", roles=("memory_writer",))
+    admin = make_key(tenant=tenant_a, user="root", roles=("admin",))
+    approver = make_key(tenant=tenant_a, user="amy", roles=("approver",))
+    with tenant_session(engine, tenant_a) as session:
+        seed_sales(session, tenant_a, total=2_400)
+    # A model's inference stays a CANDIDATE, so confirm has something to confirm.
+    memory = api.post("/memory-candidates", json=candidate("alice's note", source_level="E4"), headers=auth(alice))
+    assert memory.status_code == 201, memory.text
+    doomed = api.post("/memory-candidates", json=candidate("to be forgotten"), headers=auth(alice)).json()["memory_id"]
+    job = api.delete(f"/memories/{doomed}", headers=auth(alice))
+    assert job.status_code == 202, job.text
+    hold = api.post("/retention-holds", json={"user_id": "carol", "reason": "litigation"}, headers=auth(admin))
+    assert hold.status_code == 201, hold.text
+    waiting = _task(api, alice)
+    published = _task(api, alice)
+    decision = {"decision": "approve", "artifact_sha256": published["pending_approval"]["artifact_sha256"],
+                "state_version": published["state_version"]}
+    assert api.post(f"/tasks/{published['task_id']}/approvals", json=decision, headers=auth(approver)).status_code == 200
+    done = poll(api, alice, f"/tasks/{published['task_id']}", lambda v: v["status"] == "SUCCEEDED", 60)
+    return World(
+        ids={
+            "memory": {"memory_id": memory.json()["memory_id"]},
+            "deletion_job": {"job_id": job.json()["job_id"]},
+            "hold": {"hold_id": hold.json()["hold_id"]},
+            "task": {"task_id": waiting["task_id"], "sha256": waiting["draft_sha256"],
+                     "state_version": str(waiting["state_version"])},
+            "artifact": {"task_id": waiting["task_id"], "sha256": waiting["draft_sha256"]},
+            "operation": {"task_id": done["task_id"], "operation_id": done["operations"][0]["operation_id"]},
+        },
+        alice=alice,
+        stranger=make_key(tenant=tenant_b, user="alice", roles=EVERY_ROLE),
+        colleague=make_key(tenant=tenant_a, user="bob", roles=()),
+    )
+
+
+def _random_ids(ids: dict[str, str]) -> dict[str, str]:
+    fresh = {name: str(uuid.uuid4()) for name in ids}
+    if "sha256" in ids:
+        fresh["sha256"] = uuid.uuid4().hex * 2
+    if "state_version" in ids:
+        fresh["state_version"] = ids["state_version"]
+    return fresh
+
+
+def _call(api: TestClient, key: str, method: str, path: str, ids: dict[str, str], body: Any) -> tuple[int, str]:
+    if body == "approval":
+        body = {"decision": "approve", "artifact_sha256": ids["sha256"], "state_version": int(ids["state_version"])}
+    response = api.request(method, path.format(**ids), json=body, headers=auth(key))
+    payload = response.json()
+    payload.get("error", {}).pop("request_id", None)
+    text = str(payload)
+    for name, value in ids.items():
+        if name != "state_version":
+            text = text.replace(value, f"<{name}>")
+    return response.status_code, text
+
+
+@pytest.mark.parametrize("caller", sorted(EXPECTED))
+@pytest.mark.parametrize(("method", "path"), sorted(ROUTES), ids=lambda value: str(value))
+def test_another_tenants_or_users_object_answers_like_a_random_id(
+    api: TestClient, world: World, caller: str, method: str, path: str
+) -> None:
+    kind, body = ROUTES[(method, path)]
+    key = getattr(world, caller)
+    real, random = world.ids[kind], _random_ids(world.ids[kind])
+    theirs = _call(api, key, method, path, real, body)
+    nothing = _call(api, key, method, path, random, body)
+    assert theirs == nothing, (caller, theirs, nothing)
+    assert theirs[0] == EXPECTED[caller][(method, path)], theirs
+
+
+def test_the_probes_changed_nothing(api: TestClient, world: World) -> None:
+    """Runs after the probes (file order): alice's objects are as she left them."""
+    memory = api.get(f"/memories/{world.ids['memory']['memory_id']}", headers=auth(world.alice))
+    assert memory.status_code == 200 and memory.json()["status"] == "CANDIDATE" and memory.json()["version"] == 1
+    task = api.get(f"/tasks/{world.ids['task']['task_id']}", headers=auth(world.alice)).json()
+    assert task["status"] == "WAITING_FOR_APPROVAL" and task["pause_requested"] is False
+    assert str(task["state_version"]) == world.ids["task"]["state_version"]

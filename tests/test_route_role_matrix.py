@@ -1,0 +1,167 @@
+"""Every role-gated endpoint beyond memory writes × every role, against a table written out here
+(issue 12, deliver 3; memory writes are tests/test_role_matrix.py).
+
+The callers are users of the tenant other than the objects' owner (alice), each with one role (or none).
+A 403 must leave everything as it was; any other answer means the role let the caller through (a 409 from
+a check that comes after the role check counts: the allowed callers are sent requests that change nothing
+where the action would be destructive, e.g. approving a stale hash, resuming a job that needs no resume).
+The table is literal, not read from the code, so a change of the rules fails here until it is decided.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, text
+
+from memory.db import tenant_session
+from memory.reportdata import seed_sales
+from tests.conftest import MakeKey, auth, poll
+from tests.factories import candidate
+from tests.workers import api_with_worker
+
+ROLES = ("", "memory_writer", "approver", "operator", "auditor", "admin")
+R = ("approver", "operator", "auditor", "admin")  # read any task of the tenant
+
+# endpoint -> the status each role gets (403 refused; 404 a task the caller may not see; else let through)
+TABLE: dict[str, dict[str, int]] = {
+    "GET /tasks?owner=all":                 {"": 403, "memory_writer": 403, **{r: 200 for r in R}},
+    "GET /tasks/{id} (another's)":          {"": 404, "memory_writer": 404, **{r: 200 for r in R}},
+    "GET /tasks/{id}/timeline (another's)": {"": 404, "memory_writer": 404, **{r: 200 for r in R}},
+    "POST /tasks/{id}/approvals":           {"": 403, "memory_writer": 403, "approver": 409, "operator": 403,
+                                             "auditor": 403, "admin": 409},
+    "POST /tasks/{id}/pause":               {"": 404, "memory_writer": 404, "approver": 403, "operator": 409,
+                                             "auditor": 403, "admin": 409},
+    "POST /tasks/{id}/resume":              {"": 404, "memory_writer": 404, "approver": 403, "operator": 409,
+                                             "auditor": 403, "admin": 409},
+    "POST /tasks/{id}/cancel":              {"": 404, "memory_writer": 404, "approver": 403, "operator": 200,
+                                             "auditor": 403, "admin": 200},
+    "POST /tasks/{id}/operations/{op}/resolve": {"": 403, "memory_writer": 403, "approver": 403, "operator": 409,
+                                                 "auditor": 403, "admin": 409},
+    "POST /report-data/sample":             {"": 403, "memory_writer": 403, "approver": 403, "operator": 200,
+                                             "auditor": 403, "admin": 200},
+    "POST /memory-deletions/{id}/resume":   {"": 403, "memory_writer": 403, "approver": 403, "operator": 409,
+                                             "auditor": 403, "admin": 409},
+    "POST /retention-holds":                {**{r: 403 for r in ROLES}, "admin": 201},
+    "POST /retention-holds/{id}/release":   {**{r: 403 for r in ROLES}, "admin": 200},
+    "GET /recall/audit":                    {"": 403, "memory_writer": 403, "approver": 403, "operator": 200,
+                                             "auditor": 200, "admin": 200},
+    "PUT /tenant-policy":                   {**{r: 403 for r in ROLES}, "admin": 200},
+    "POST /deletion-requests (another user's subject)": {**{r: 403 for r in ROLES}, "admin": 202},
+}
+
+
+@dataclass
+class Tenant:
+    tenant: str
+    alice: str
+    keys: dict[str, str]
+    task: dict[str, Any]
+    job_id: str
+
+
+@pytest.fixture(scope="module")
+def api(settings: Any, engine: Engine) -> Iterator[TestClient]:
+    with api_with_worker(settings, engine, "role-table") as client:
+        yield client
+
+
+def _task(api: TestClient, owner: str) -> dict[str, Any]:
+    body = {"task_type": "monthly-report", "request_intent_id": uuid.uuid4().hex, "goal": {"month": "2026-06", "currency": "CNY"}}
+    created = api.post("/tasks", json=body, headers=auth(owner))
+    assert created.status_code == 201, created.text
+    return poll(api, owner, f"/tasks/{created.json()['task_id']}", lambda v: v["status"] == "WAITING_FOR_APPROVAL", 60)
+
+
+@pytest.fixture(scope="module")
+def tenant(api: TestClient, make_key: MakeKey, engine: Engine) -> Tenant:
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    alice = make_key(tenant=name, user="alice", roles=("memory_writer",))
+    with tenant_session(engine, name) as session:
+        seed_sales(session, name, total=2_400)
+    memory = api.post("/memory-candidates", json=candidate("alice's note"), headers=auth(alice)).json()["memory_id"]
+    job = api.delete(f"/memories/{memory}", headers=auth(alice))
+    assert job.status_code == 202, job.text
+    keys = {role: make_key(tenant=name, user=f"user-{role or 'none'}", roles=(role,) if role else ()) for role in ROLES}
+    return Tenant(name, alice, keys, _task(api, alice), job.json()["job_id"])
+
+
+def _snapshot(engine: Engine, tenant: str) -> dict[str, Any]:
+    """What any of these endpoints could change, read straight from the database."""
+    queries = {
+        "tasks": "SELECT task_id, status, state_version FROM tasks ORDER BY task_id",
+        "holds": "SELECT hold_id, released_at FROM retention_holds ORDER BY hold_id",
+        "jobs": "SELECT job_id, status FROM deletion_jobs ORDER BY job_id",
+        "policy": "SELECT separation_of_duties, updated_at FROM tenant_policies",
+        "sales": "SELECT count(*) FROM sales_order_lines",
+    }
+    with tenant_session(engine, tenant) as session:
+        return {name: [tuple(row) for row in session.execute(text(sql)).all()] for name, sql in queries.items()}
+
+
+Call = Callable[[TestClient, Tenant, str], Any]
+
+
+def _calls(t: Tenant, state: dict[str, str]) -> dict[str, Call]:
+    task = t.task
+    stale = {"decision": "approve", "artifact_sha256": "0" * 64, "state_version": task["state_version"]}
+
+    def hold(api: TestClient, t: Tenant, key: str) -> Any:
+        return api.post(f"/retention-holds/{state['hold_id']}/release", headers=auth(key))
+
+    def cancel(api: TestClient, t: Tenant, key: str) -> Any:
+        return api.post(f"/tasks/{state['cancel_task_id']}/cancel", headers=auth(key))
+
+    return {
+        "GET /tasks?owner=all": lambda api, t, key: api.get("/tasks?owner=all", headers=auth(key)),
+        "GET /tasks/{id} (another's)": lambda api, t, key: api.get(f"/tasks/{task['task_id']}", headers=auth(key)),
+        "GET /tasks/{id}/timeline (another's)":
+            lambda api, t, key: api.get(f"/tasks/{task['task_id']}/timeline", headers=auth(key)),
+        "POST /tasks/{id}/approvals":
+            lambda api, t, key: api.post(f"/tasks/{task['task_id']}/approvals", json=stale, headers=auth(key)),
+        "POST /tasks/{id}/pause": lambda api, t, key: api.post(f"/tasks/{task['task_id']}/pause", headers=auth(key)),
+        "POST /tasks/{id}/resume": lambda api, t, key: api.post(f"/tasks/{task['task_id']}/resume", headers=auth(key)),
+        "POST /tasks/{id}/cancel": cancel,
+        "POST /tasks/{id}/operations/{op}/resolve": lambda api, t, key: api.post(
+            f"/tasks/{task['task_id']}/operations/{uuid.uuid4()}/resolve", json={"outcome": "published", "note": "n"},
+            headers=auth(key)),
+        "POST /report-data/sample": lambda api, t, key: api.post("/report-data/sample", json={"lines": 2_400},
+                                                                  headers=auth(key)),
+        "POST /memory-deletions/{id}/resume":
+            lambda api, t, key: api.post(f"/memory-deletions/{t.job_id}/resume", headers=auth(key)),
+        "POST /retention-holds": lambda api, t, key: api.post(
+            "/retention-holds", json={"user_id": "carol", "reason": "litigation"}, headers=auth(key)),
+        "POST /retention-holds/{id}/release": hold,
+        "GET /recall/audit": lambda api, t, key: api.get("/recall/audit", headers=auth(key)),
+        "PUT /tenant-policy": lambda api, t, key: api.put("/tenant-policy", json={"separation_of_duties": True},
+                                                          headers=auth(key)),
+        "POST /deletion-requests (another user's subject)": lambda api, t, key: api.post(
+            "/deletion-requests", json={"deletion_request_id": uuid.uuid4().hex, "scope": {"type": "subject", "user_id": "dave"}},
+            headers=auth(key)),
+    }
+
+
+@pytest.mark.parametrize("endpoint", list(TABLE))
+def test_route_role_table(api: TestClient, tenant: Tenant, engine: Engine, endpoint: str) -> None:
+    state: dict[str, str] = {}
+    call = _calls(tenant, state)[endpoint]
+    # The refused first, then the let-through (whose answers may change something): a 403 must change nothing.
+    for role in sorted(ROLES, key=lambda r: TABLE[endpoint][r] != 403):
+        expected = TABLE[endpoint][role]
+        if endpoint == "POST /retention-holds/{id}/release":  # a hold to release, put by an admin
+            hold = api.post("/retention-holds", json={"user_id": "carol", "reason": "audit"},
+                            headers=auth(tenant.keys["admin"]))
+            state["hold_id"] = hold.json()["hold_id"]
+        if endpoint == "POST /tasks/{id}/cancel":  # cancelling works: each caller let through cancels a task of its own
+            state["cancel_task_id"] = tenant.task["task_id"] if expected in (403, 404) else _task(api, tenant.alice)["task_id"]
+        before = _snapshot(engine, tenant.tenant) if expected == 403 else None
+        response = call(api, tenant, tenant.keys[role])
+        assert response.status_code == expected, (endpoint, role or "no role", response.text[:300])
+        if expected == 403:
+            assert response.json()["error"]["code"] == "forbidden", response.text
+            assert _snapshot(engine, tenant.tenant) == before, (endpoint, role)
