@@ -24,6 +24,12 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path(".mnemo"), description="Data directory of `mnemo dev` (embedded mode)")
     log_level: str = Field(default="info", description="Log level: debug, info, warning, error")
     db_pool_size: int = Field(default=10, ge=1, le=100, description="Connections per process in the pool")
+    worker_activity_slots: int = Field(
+        default=8,
+        ge=1,
+        le=100,
+        description="Activities one worker runs at once (its threads); more wait in Temporal's queue, not in the worker",
+    )
     statement_timeout_seconds: float = Field(
         default=15.0, gt=0, le=3_600, description="An API statement running longer is cancelled (503 statement_timeout)"
     )
