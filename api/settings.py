@@ -36,6 +36,10 @@ class Settings(BaseSettings):
     tenant_recall_concurrency: int = Field(
         default=4, ge=1, le=1_000, description="Recalls of one tenant in flight per API process; more get a 429"
     )
+    query_embedding_engines: int = Field(
+        default=2, ge=1, le=16,
+        description="Engine child processes for query embeddings per API process; one tenant uses one at a time",
+    )
     deletion_batch_size: int = Field(default=500, ge=1, le=10_000, description="Rows per purge batch (checkpoint)")
     deletion_retry_wait_seconds: float = Field(
         default=30.0, gt=0, description="First wait in retry_wait after a purge layer failed; grows per round"
