@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextvars
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
@@ -25,3 +27,31 @@ def shielded_session(engine: Engine, tenant_id: str) -> Iterator[Session]:
     with shield:
         with tenant_session(engine, tenant_id) as session:
             yield session
+
+
+@contextmanager
+def heartbeating(every_seconds: float = 5.0) -> Iterator[None]:
+    """Heartbeat from a helper thread while the block runs (one statement that cannot heartbeat itself).
+
+    Without it an activity that is one long transaction has only its start-to-close timeout: when
+    its worker is killed, Temporal waits that long (10 minutes for a deletion's verification) before
+    another attempt. ``bench/chaos.py`` found deletion jobs ``running`` 10 minutes after a worker
+    kill for that reason. With a heartbeat timeout the attempt is retried once the heartbeats stop.
+    """
+    if not activity.in_activity():
+        yield
+        return
+    stop = threading.Event()
+    context = contextvars.copy_context()  # the activity's context, entered by the helper thread
+
+    def beat() -> None:
+        while not stop.wait(every_seconds):
+            context.run(activity.heartbeat)
+
+    helper = threading.Thread(target=beat, name="mnemo-heartbeat", daemon=True)
+    helper.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        helper.join()

@@ -15,7 +15,7 @@ from sqlalchemy import Engine, select
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.db import shielded_session
+from activities.db import heartbeating, shielded_session
 from memory.deletion.jobs import (
     PURGE_LAYERS,
     JobStatus,
@@ -192,7 +192,7 @@ class DeletionActivities:
     def finish(self, ref: JobRef) -> VerifyOutcome:
         """Verify; only if nothing is found, drop the probes and complete. Otherwise fail loudly."""
         job_id = uuid.UUID(ref.job_id)
-        with shielded_session(self.engine, ref.tenant_id) as session:
+        with heartbeating(), shielded_session(self.engine, ref.tenant_id) as session:
             job = get_job(session, ref.tenant_id, job_id, lock=True)
             result = verify(session, job)
             if result.clean:

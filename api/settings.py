@@ -24,11 +24,21 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path(".mnemo"), description="Data directory of `mnemo dev` (embedded mode)")
     log_level: str = Field(default="info", description="Log level: debug, info, warning, error")
     db_pool_size: int = Field(default=10, ge=1, le=100, description="Connections per process in the pool")
+    worker_activity_slots: int = Field(
+        default=8,
+        ge=1,
+        le=100,
+        description="Activities one worker runs at once (its threads); more wait in Temporal's queue, not in the worker",
+    )
     statement_timeout_seconds: float = Field(
         default=15.0, gt=0, le=3_600, description="An API statement running longer is cancelled (503 statement_timeout)"
     )
     tenant_recall_concurrency: int = Field(
         default=4, ge=1, le=1_000, description="Recalls of one tenant in flight per API process; more get a 429"
+    )
+    query_embedding_engines: int = Field(
+        default=2, ge=1, le=16,
+        description="Engine child processes for query embeddings per API process; one tenant uses one at a time",
     )
     deletion_batch_size: int = Field(default=500, ge=1, le=10_000, description="Rows per purge batch (checkpoint)")
     deletion_retry_wait_seconds: float = Field(

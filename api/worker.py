@@ -44,7 +44,19 @@ def build_worker(
     data_dir: Path | None = None,
     destinations: dict[str, PublicationDestination] | None = None,
     task_faults: TaskFaultPlan | None = None,
+    activity_slots: int | None = None,
 ) -> Worker:
+    """A worker for every mnemo workflow and activity on ``task_queue``.
+
+    ``activity_slots`` bounds the activities the worker accepts at once; by default it is the
+    executor's thread count. Every mnemo activity is synchronous, so one accepted beyond the
+    executor's threads waits in the executor's queue, where it cannot heartbeat: with the SDK's
+    default of 100 slots and a handful of threads, 200 concurrent report tasks had steps time out
+    on their heartbeat before they ever started (issue 12). Bounded, the surplus stays in
+    Temporal's task queue, where no timeout runs but schedule-to-start, and another worker may
+    take it.
+    """
+    slots = activity_slots if activity_slots is not None else getattr(executor, "_max_workers", None)
     projection = ProjectionActivities(engine)
     deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults)
     retention = RetentionActivities(engine)
@@ -69,17 +81,21 @@ def build_worker(
             *EmbeddingActivities(engine).all(),
         ],
         activity_executor=executor,
+        max_concurrent_activities=slots,
     )
 
 
 async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
     """Poll until ``stop`` is set, then shut down through the SDK (in-flight tasks finish) and return."""
-    engine = make_engine(settings.require_database_url(), pool_size=settings.db_pool_size)
+    # One connection per activity thread, plus the outbox drain's.
+    engine = make_engine(
+        settings.require_database_url(), pool_size=max(settings.db_pool_size, settings.worker_activity_slots + 1)
+    )
     client = await connect(settings)
     await ensure_retention_schedule(client, settings.task_queue, timedelta(hours=settings.retention_sweep_hours))
     await ensure_embedding_schedule(client, settings.task_queue)
     try:
-        with ThreadPoolExecutor(max_workers=settings.db_pool_size) as executor:
+        with ThreadPoolExecutor(max_workers=settings.worker_activity_slots) as executor:
             async with build_worker(
                 client,
                 engine,
@@ -87,6 +103,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 executor,
                 deletion_batch_size=settings.deletion_batch_size,
                 faults=FaultPlan.from_spec(settings.deletion_faults),
+                activity_slots=settings.worker_activity_slots,
             ):
                 # Deletions accepted while Temporal was down start now, and whenever one is queued later.
                 await drain_forever(client, engine, settings, stop)

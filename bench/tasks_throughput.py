@@ -7,14 +7,24 @@ dataset, then measures in one run:
 2. one report task alone: each step's engine cycle (checkpoint to checkpoint) minus the
    step function's own compute time (run directly, in-process, on the same inputs) —
    the per-step orchestration overhead, set against the baseline round trip;
-3. N concurrent report tasks (default 200), each approved as soon as it waits: tasks/second.
+3. N concurrent report tasks (default 200), each approved as soon as it waits: how many
+   succeed, how many step attempts were retried (a heartbeat timeout, say), each task's
+   duration (start to SUCCEEDED, p50/p95), each step's engine cycle under load (p50/p95),
+   tasks/second.
 
-Run: ``.venv/bin/python bench/tasks_throughput.py [--tasks 200] [--lines 2400]``
+``--compare`` runs phase 3 twice in the same run on the same stack, first with the worker as it
+was before issue 12 (the SDK's default of 100 activity slots in front of the executor's few
+threads: an activity accepted beyond the threads waits in the executor's queue, unable to
+heartbeat), then as ``build_worker`` builds it now (slots = threads). Both use the same
+executor, step heartbeat timeout (``--heartbeat``, the workflow's default 30 s) and data.
+
+Run: ``.venv/bin/python bench/tasks_throughput.py [--tasks 200] [--lines 2400] [--compare]``
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import asyncio
 import statistics
 import sys
@@ -117,14 +127,19 @@ async def _approve_when_waiting(s: Stack, client: Client, pending: set[str]) -> 
         await asyncio.sleep(0.05)
 
 
-async def _run_tasks(s: Stack, client: Client, queue: str, count: int, label: str) -> tuple[float, list[Any]]:
+async def _run_tasks(
+    s: Stack, client: Client, queue: str, count: int, label: str, heartbeat: float = 30.0
+) -> tuple[float, list[Any]]:
     ids = [task_id_for(s.tenant, "alice", f"{label}-{n}") for n in range(count)]
     began = time.perf_counter()
     handles = await asyncio.gather(
         *[
             client.start_workflow(
                 ReportTaskWorkflow.run,
-                ReportTaskInput(s.tenant, task_id, "alice", "monthly-report", {"month": "2026-06", "currency": "CNY"}, f"{label}-{n}"),
+                ReportTaskInput(
+                    s.tenant, task_id, "alice", "monthly-report", {"month": "2026-06", "currency": "CNY"}, f"{label}-{n}",
+                    step_heartbeat_seconds=heartbeat,
+                ),
                 id=workflow_id(s.tenant, task_id),
                 task_queue=queue,
             )
@@ -179,40 +194,107 @@ def _direct_compute(s: Stack, task_id: str, repeats: int = 3) -> dict[str, float
     return timings
 
 
-async def measure(s: Stack, tasks: int) -> None:
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
+
+
+def _load_figures(s: Stack, label: str, tasks: int, elapsed: float, results: list[Any]) -> dict[str, Any]:
+    """What one load phase did, from the read model: retries, task durations, step cycles."""
+    ids = [task_id_for(s.tenant, "alice", f"{label}-{n}") for n in range(tasks)]
+    succeeded = sum(1 for r in results if not isinstance(r, BaseException) and r.status == "SUCCEEDED")
+    failures = [r for r in results if isinstance(r, BaseException) or r.status != "SUCCEEDED"]
+    with tenant_session(s.engine, s.tenant) as session:
+        retried, failed_attempts = session.execute(
+            text(
+                "SELECT count(*) FILTER (WHERE temporal_attempt > 1), count(*) FILTER (WHERE status <> 'SUCCEEDED') "
+                "FROM task_attempts WHERE task_id = ANY(:ids)"
+            ),
+            {"ids": ids},
+        ).one()
+        durations = [
+            row[0]
+            for row in session.execute(
+                text(
+                    "SELECT extract(epoch FROM max(created_at) - min(created_at)) FROM task_checkpoints "
+                    "WHERE task_id = ANY(:ids) GROUP BY task_id"
+                ),
+                {"ids": ids},
+            )
+        ]
+    cycles: dict[str, list[float]] = {step: [] for step in COMPUTE_STEPS}
+    for task_id in ids:
+        for step, seconds in _step_cycles(s, task_id).items():
+            if step in cycles:
+                cycles[step].append(seconds)
+    return {
+        "label": label, "tasks": tasks, "succeeded": succeeded, "failures": failures, "elapsed": elapsed,
+        "retried": retried, "failed_attempts": failed_attempts, "durations": [float(d) for d in durations],
+        "cycles": cycles, "load": os.getloadavg()[0],
+    }
+
+
+def _print_load(f: dict[str, Any], title: str) -> None:
+    print(f"\n== {f['tasks']} concurrent report tasks: {title} ==")
+    if f["failures"]:
+        print(f"not succeeded: {len(f['failures'])} (first: {f['failures'][0]!r})")
+    print(
+        f"succeeded {f['succeeded']}/{f['tasks']}; step attempts retried (Temporal attempt > 1) {f['retried']}, "
+        f"attempts not succeeded {f['failed_attempts']}"
+    )
+    d = f["durations"]
+    print(f"task duration (first to last checkpoint): p50 {_pct(d, 0.5):.1f} s, p95 {_pct(d, 0.95):.1f} s, max {max(d):.1f} s")
+    print(f"{'step':<18} {'cycle p50':>10} {'cycle p95':>10}")
+    for step, values in f["cycles"].items():
+        print(f"{step:<18} {_pct(values, 0.5):>9.2f}s {_pct(values, 0.95):>9.2f}s")
+    print(f"wall time {f['elapsed']:.1f} s → {f['succeeded'] / f['elapsed']:.2f} tasks/s; load average {f['load']:.2f}")
+
+
+async def measure(s: Stack, tasks: int, compare: bool, threads: int, heartbeat: float) -> None:
     client = await Client.connect(s.address, namespace="mnemo")
     queue = f"bench-{uuid.uuid4().hex[:6]}"
+    phases: list[tuple[str, int | None]] = [("before", 100)] if compare else []
+    phases.append(("now", None))
     # Activity threads beyond a few only contend for the GIL on a small machine (2 cores here).
-    with ThreadPoolExecutor(max_workers=4) as executor:
+    with ThreadPoolExecutor(max_workers=threads) as executor:
         baseline_worker = Worker(
             client, task_queue=queue + "-noop", workflows=[RoundTrips], activities=[noop],
             activity_executor=executor, workflow_runner=UnsandboxedWorkflowRunner(),
         )
-        worker = build_worker(
-            client, s.engine, queue, executor, data_dir=s.data_dir, destinations=default_destinations(s.data_dir)
-        )
-        async with baseline_worker, worker:
+        loads = []
+        async with baseline_worker:
             rounds = 50
             await client.execute_workflow(RoundTrips.run, 5, id=f"warm-{uuid.uuid4()}", task_queue=queue + "-noop")
             began = time.perf_counter()
             await client.execute_workflow(RoundTrips.run, rounds, id=f"rt-{uuid.uuid4()}", task_queue=queue + "-noop")
             round_trip = (time.perf_counter() - began) / rounds
             print(f"baseline measured ({round_trip * 1000:.1f} ms)", flush=True)
+            for index, (label, slots) in enumerate(phases):
+                phase_queue = f"{queue}-{label}"
+                # "before": the SDK's default slots (100) in front of the executor's threads, as build_worker was.
+                worker = build_worker(
+                    client, s.engine, phase_queue, executor, data_dir=s.data_dir,
+                    destinations=default_destinations(s.data_dir), activity_slots=slots,
+                )
+                async with worker:
+                    if index == len(phases) - 1:
+                        await _run_tasks(s, client, phase_queue, 1, "warm-up")  # imports, pools and caches
+                        alone, [single] = await _run_tasks(s, client, phase_queue, 1, "alone")
+                        cycles = _step_cycles(s, single.task_id)
+                        direct = _direct_compute(s, single.task_id)
+                        print(f"single task measured ({alone:.2f} s)", flush=True)
+                    elif index == 0:
+                        await _run_tasks(s, client, phase_queue, 1, f"warm-up-{label}")
+                    print(f"starting {tasks} tasks ({label}: {slots or threads} activity slots, {threads} threads)", flush=True)
+                    elapsed, results = await _run_tasks(s, client, phase_queue, tasks, f"load-{label}", heartbeat)
+                    loads.append((label, slots, _load_figures(s, f"load-{label}", tasks, elapsed, results)))
 
-            await _run_tasks(s, client, queue, 1, "warm-up")  # imports, pools and caches, not measured
-            alone, [single] = await _run_tasks(s, client, queue, 1, "alone")
-            cycles = _step_cycles(s, single.task_id)
-            direct = _direct_compute(s, single.task_id)
-            print(f"single task measured ({alone:.2f} s); starting {tasks} tasks", flush=True)
-
-            elapsed, results = await _run_tasks(s, client, queue, tasks, "load")
-
-    succeeded = sum(1 for r in results if not isinstance(r, BaseException) and r.status == "SUCCEEDED")
-    failures = [r for r in results if isinstance(r, BaseException) or r.status != "SUCCEEDED"]
     with tenant_session(s.engine, s.tenant) as session:
-        published = session.execute(
-            text("SELECT count(*) FROM task_operations WHERE status = 'SUCCEEDED'")
-        ).scalar_one()
+        published, duplicates = session.execute(
+            text(
+                "SELECT count(*), count(*) - count(DISTINCT task_id) FROM task_operations WHERE status = 'SUCCEEDED'"
+            )
+        ).one()
     print("\n== baseline (same run) ==")
     print(f"bare activity round trip (no-op activity, sequential): {round_trip * 1000:.1f} ms")
     print("\n== one report task alone ==")
@@ -225,21 +307,29 @@ async def measure(s: Stack, tasks: int) -> None:
         print(f"{step:<18} {cycles[step] * 1000:>10.1f}ms {direct[step] * 1000:>10.1f}ms {overhead * 1000:>8.1f}ms {overhead / round_trip:>11.1f}×")
     mean = statistics.mean(overheads)
     print(f"mean per-step orchestration overhead: {mean * 1000:.1f} ms = {mean / round_trip:.1f}× a bare activity round trip")
-    print(f"\n== {tasks} concurrent report tasks ==")
-    if failures:
-        print(f"not succeeded: {len(failures)} (first: {failures[0]!r})")
-    print(f"succeeded {succeeded}/{tasks}; publications recorded {published} (incl. the warm-up and single tasks)")
-    print(f"wall time {elapsed:.1f} s → {succeeded / elapsed:.2f} tasks/s")
+    for label, slots, figures in loads:
+        title = f"{label}, {slots or threads} activity slots on {threads} threads, step heartbeat timeout {heartbeat:g} s"
+        _print_load(figures, title)
+    if len(loads) == 2:
+        (_, _, b), (_, _, n) = loads
+        print(
+            f"\nnow / before: task p95 {_pct(n['durations'], 0.95) / _pct(b['durations'], 0.95):.2f}×, "
+            f"throughput {(n['succeeded'] / n['elapsed']) / (b['succeeded'] / b['elapsed']):.2f}×"
+        )
+    print(f"publications recorded {published}, duplicates {duplicates} (all phases, warm-ups included)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--lines", type=int, default=2_400, help="sales lines in the benchmark's dataset")
+    parser.add_argument("--compare", action="store_true", help="first a load phase with the old unbounded slots")
+    parser.add_argument("--threads", type=int, default=4, help="activity threads of the worker")
+    parser.add_argument("--heartbeat", type=float, default=30.0, help="step heartbeat timeout, seconds")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mnemo-bench-") as tmp, stack(Path(tmp), args.lines) as s:
         print(f"stack ready: Temporal {s.address}, {args.lines} sales lines, {args.tasks} tasks")
-        asyncio.run(measure(s, args.tasks))
+        asyncio.run(measure(s, args.tasks, args.compare, args.threads, args.heartbeat))
 
 
 if __name__ == "__main__":

@@ -64,7 +64,11 @@ class DeletionWorkflow:
                 removed[layer] = removed.get(layer, 0) + count
             self._resume = False  # a resume signalled once the job is failed_requires_action must count
             outcome = await workflow.execute_activity_method(
-                DeletionActivities.finish, self._ref, start_to_close_timeout=timedelta(minutes=10)
+                DeletionActivities.finish,
+                self._ref,
+                start_to_close_timeout=timedelta(minutes=10),
+                # A killed worker's verification is retried once its heartbeats stop, not after 10 minutes.
+                heartbeat_timeout=timedelta(seconds=self._request.heartbeat_timeout_seconds),
             )
             if outcome.clean:
                 return DeletionResult(JobStatus.COMPLETED.value, removed)

@@ -8,7 +8,7 @@ pool. A required source that cannot be read is an error, never a partial bundle.
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any
 
@@ -18,11 +18,12 @@ from starlette.concurrency import run_in_threadpool
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.deps import CurrentPrincipal, EngineDep, PresentedKey, current_principal, get_temporal
-from api.limits import TenantLimiter
+from api.limits import FairQueue, TenantLimiter
 from api.schemas import RecallIn
+from api.settings import Settings
 from memory.auth import PrincipalContext, authenticated_session
 from memory.db import tenant_session
-from memory.embeddings import default_embedder
+from memory.embeddings import Embedder, default_embedder
 from memory.enums import Role
 from memory.errors import Conflict, Forbidden, MnemoError, NotFound
 from memory.recall import audit
@@ -35,8 +36,20 @@ from memory.tasks.keys import workflow_id
 router = APIRouter(tags=["recall"])
 
 MIN_REVISION_WAIT_SECONDS = 2.0
-EMBEDDING_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-embed")
-"""Query embeddings run here, one at a time (the model is not re-entrant), beside the database work."""
+QUERY_ENGINES = Settings().query_embedding_engines
+EMBEDDING_QUEUE = FairQueue("mnemo-embed", lanes=QUERY_ENGINES)
+"""Query embeddings run here, beside the database work: tenants in turn, one engine child per lane,
+one running embedding per tenant (see :class:`api.limits.FairQueue`)."""
+_lane_engines: dict[int, Embedder] = {}
+
+
+def _embed_on_lane(lane: int, text: str) -> list[float]:
+    """Lane 0 uses the process's embedder (shared with the other query paths); each other lane its own child."""
+    if lane == 0:
+        return default_embedder().embed_one(text)
+    if lane not in _lane_engines:
+        _lane_engines[lane] = Embedder()  # only this lane's thread creates and uses it
+    return _lane_engines[lane].embed_one(text)
 
 
 class SourceUnavailable(MnemoError):
@@ -139,7 +152,7 @@ async def build(body: RecallIn, key: str, engine: Engine, request: Request) -> d
             embedder = default_embedder() if semantic else None
             if embedder is not None:
                 # Awaited by the pipeline after its lexical sources: the two overlap.
-                vector = EMBEDDING_THREAD.submit(embedder.embed_one, body.query)
+                vector = EMBEDDING_QUEUE.submit(principal.tenant_id, _embed_on_lane, body.query)
                 submitted.append(vector)
             filters = allowed_scope(principal, categories=tuple(body.categories), spaces=tuple(body.spaces),
                                     project_id=body.project_id, session_id=body.session_id, purpose=body.purpose)
