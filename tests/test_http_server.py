@@ -3,34 +3,20 @@
 from __future__ import annotations
 
 import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 
-from api.devstack.processes import free_port
-from api.httpserver import MAX_HEAD_BYTES, BoundedHttpToolsProtocol
+from api.httpserver import MAX_HEAD_BYTES
 from api.main import create_app
 from api.settings import Settings
+from tests.workers import served
 
 
 @pytest.fixture(scope="module")
 def server(settings: Settings) -> Iterator[int]:
-    port = free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, http=BoundedHttpToolsProtocol,
-                            log_level="warning")
-    running = uvicorn.Server(config)
-    thread = threading.Thread(target=running.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not running.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield port
-    running.should_exit = True
-    thread.join(10)
+    with served(create_app(settings)) as port:
+        yield port
 
 
 def _exchange(port: int, head: bytes, chunk: int = 64 * 1024) -> bytes:

@@ -27,6 +27,7 @@ from memory.db import tenant_session
 from memory.reportdata import seed_sales
 from tests.conftest import MakeKey, auth, poll
 from tests.factories import candidate
+from tests.tasks.conftest import start_task, status_is, wait_for
 from tests.workers import api_with_worker
 
 EVERY_ROLE = ("admin", "memory_writer", "approver", "operator", "auditor")
@@ -99,10 +100,8 @@ def api(settings: Settings, engine: Engine) -> Iterator[TestClient]:
 
 
 def _task(api: TestClient, owner: str) -> dict[str, Any]:
-    body = {"task_type": "monthly-report", "request_intent_id": uuid.uuid4().hex, "goal": {"month": "2026-06", "currency": "CNY"}}
-    created = api.post("/tasks", json=body, headers=auth(owner))
-    assert created.status_code == 201, created.text
-    return poll(api, owner, f"/tasks/{created.json()['task_id']}", lambda v: v["status"] == "WAITING_FOR_APPROVAL", 60)
+    """A report task of ``owner``'s, waiting for approval."""
+    return wait_for(api, owner, start_task(api, owner)["task_id"], status_is("WAITING_FOR_APPROVAL"))
 
 
 @pytest.fixture(scope="module")

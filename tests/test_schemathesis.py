@@ -16,8 +16,6 @@ no example database, so a run is repeatable.
 from __future__ import annotations
 
 import os
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +23,6 @@ from typing import Any
 import pytest
 import requests
 import schemathesis
-import uvicorn
 from sqlalchemy import Engine
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
@@ -39,13 +36,12 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from api.devstack.processes import free_port
-from api.httpserver import BoundedHttpToolsProtocol
 from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session
 from memory.reportdata import seed_sales
 from tests.conftest import MakeKey
-from tests.workers import ThreadWorker
+from tests.workers import ThreadWorker, served
 
 SCALE = int(os.environ.get("MNEMO_SCHEMATHESIS_SCALE", "1"))
 """A deeper run by hand: MNEMO_SCHEMATHESIS_SCALE=10 sends ten times as many cases (CI runs 1)."""
@@ -111,19 +107,8 @@ def own_settings(settings: Settings, engine: Engine) -> Iterator[Settings]:
 
 @pytest.fixture(scope="module")
 def server(own_settings: Settings) -> Iterator[str]:
-    port = free_port()
-    config = uvicorn.Config(create_app(own_settings), host="127.0.0.1", port=port, http=BoundedHttpToolsProtocol,
-                            log_level="warning")
-    running = uvicorn.Server(config)
-    thread = threading.Thread(target=running.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not running.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    running.should_exit = True
-    thread.join(10)
+    with served(create_app(own_settings)) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")

@@ -6,15 +6,20 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+import uvicorn
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
+from api.devstack.processes import free_port
+from api.httpserver import BoundedHttpToolsProtocol
 from api.main import create_app
 from api.settings import Settings
 from api.temporal import connect
@@ -85,3 +90,22 @@ def api_with_worker(settings: Settings, engine: Engine, name: str) -> Iterator[T
             yield client
     finally:
         worker.stop()
+
+
+@contextmanager
+def served(app: FastAPI) -> Iterator[int]:
+    """``app`` behind a real uvicorn with ``mnemo api``'s protocol, in a thread of this process; its port."""
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, http=BoundedHttpToolsProtocol, log_level="warning")
+    running = uvicorn.Server(config)
+    thread = threading.Thread(target=running.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not running.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield port
+    finally:
+        running.should_exit = True
+        thread.join(10)
