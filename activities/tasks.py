@@ -20,8 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, create_engine, func, select
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -35,7 +36,7 @@ from activities.stores import (
     default_destinations,
 )
 from memory.auth import key_is_active
-from memory.db import tenant_session
+from memory.db import is_connection_failure, tenant_session
 from memory.enums import Role
 from memory.errors import MnemoError
 from memory.models import ApiKey
@@ -47,9 +48,17 @@ S = TaskStatus
 
 @dataclass(frozen=True)
 class FaultPlan:
-    """Fault injection for tests and demos: steps that stall (heartbeating) before they run."""
+    """Fault injection for tests and demos.
+
+    ``slow_steps``: steps that stall (heartbeating) before they run. ``unreachable_database``: the
+    first N attempts of a step find the database refusing connections (a real connection to a
+    closed port, the error an outage raises). ``broken_steps``: the first N attempts of a step raise
+    an unexpected exception, as a bug would.
+    """
 
     slow_steps: dict[str, float] = field(default_factory=dict)
+    unreachable_database: dict[str, int] = field(default_factory=dict)
+    broken_steps: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls) -> FaultPlan:
@@ -315,8 +324,29 @@ class TaskActivities:
 
     @activity.defn(name="task_run_step")
     def run_step(self, req: RunStepInput) -> RunStepResult:
-        """Run a compute step once per (task, step, input version); a retry after success returns the stored output."""
+        """Run a compute step once per (task, step, input version); a retry after success returns the stored output.
+
+        An unreachable database is an outage, not a failure of the step: the attempt is retried
+        (the workflow's step retry policy has no attempt limit) and does not count towards
+        ``store.STEP_ATTEMPT_LIMIT``, which only the step's own failures use up.
+        """
+        try:
+            return self._run_step(req)
+        except Exception as exc:
+            if is_connection_failure(exc):
+                raise ApplicationError(
+                    f"the database is unreachable during the {req.step_id} step; it is retried once the database is back",
+                    type="database_unavailable",
+                ) from exc
+            if not isinstance(exc, ApplicationError) and activity.info().attempt >= store.STEP_ATTEMPT_BACKSTOP:
+                raise _unexpected(req.step_id, activity.info().attempt, exc) from exc
+            raise
+
+    def _run_step(self, req: RunStepInput) -> RunStepResult:
         key = keys.step_key(req.task_id, req.step_id, req.input_version)
+        attempt_number = activity.info().attempt
+        if attempt_number <= self.faults.unreachable_database.get(req.step_id, 0):
+            _connect_to_closed_port(self.engine)
         with self._tx(req.tenant_id) as session:
             done = store.succeeded_step(session, req.tenant_id, key)
             if done is not None and done.output is not None:
@@ -335,18 +365,23 @@ class TaskActivities:
             )
         try:
             _stall(self.faults.slow_steps.get(req.step_id, 0.0))
+            if attempt_number <= self.faults.broken_steps.get(req.step_id, 0):
+                raise RuntimeError(f"injected bug in {req.step_id}, attempt {attempt_number}")
             outcome = implementation(req.task_type, req.step_id)(self._context(req))
             metas = []
             for produced in outcome.artifacts:
                 sha = self.artifacts.put(produced.content)
                 metas.append(store.ArtifactMeta(sha, produced.name, produced.kind, produced.media_type, len(produced.content)))
         except Exception as exc:
-            code = exc.code if isinstance(exc, StepFailed) else type(exc).__name__
-            with _db(self.engine, req.tenant_id) as session:
+            outage = is_connection_failure(exc)
+            code = exc.code if isinstance(exc, StepFailed) else store.OUTAGE if outage else type(exc).__name__
+            with _db(self.engine, req.tenant_id) as session:  # during an outage this raises too: retried
                 store.finish_attempt(session, req.tenant_id, attempt.attempt_id, status="FAILED", error={"code": code, "message": str(exc)})
-                store.record_step_failure(session, req.tenant_id, req.task_id, req.step_id, req.input_version)
+                failures = store.record_step_failure(session, req.tenant_id, req.task_id, req.step_id, req.input_version)
             if isinstance(exc, StepFailed):
                 raise ApplicationError(exc.message, type=exc.code, non_retryable=True) from exc
+            if not outage and failures >= store.STEP_ATTEMPT_LIMIT:
+                raise _unexpected(req.step_id, failures, exc) from exc
             raise
         output_digest = keys.digest(outcome.output)
         with self._tx(req.tenant_id) as session:
@@ -724,6 +759,28 @@ def _db(engine: Engine, tenant_id: str) -> Iterator[Session]:
 def _heartbeat() -> None:
     if activity.in_activity():
         activity.heartbeat()
+
+
+def _unexpected(step_id: str, attempts: int, exc: Exception) -> ApplicationError:
+    """The step's last failure: its exception's text may hold SQL or content, so only its type is named."""
+    return ApplicationError(
+        f"the {step_id} step failed {attempts} times ({type(exc).__name__}); the worker's log has the details",
+        type="activity_failed",
+        non_retryable=True,
+    )
+
+
+def _connect_to_closed_port(engine: Engine) -> None:
+    """Fault injection: connect to the database's host on a port nobody listens on (connection refused)."""
+    with socket.socket() as probe:  # a port that was free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dead = create_engine(engine.url.set(host="127.0.0.1", port=port), poolclass=NullPool)
+    try:
+        with dead.connect():
+            pass
+    finally:
+        dead.dispose()
 
 
 def _stall(seconds: float) -> None:

@@ -28,6 +28,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.schemas import without_nul, without_null
+from memory.db import is_connection_failure
 from memory.errors import MnemoError, Unauthorized
 
 log = logging.getLogger("mnemo.api")
@@ -464,9 +465,6 @@ def install_openapi(app: FastAPI, error_model: type[Any]) -> None:
 RETRY_AFTER_SECONDS = 5
 """What a 503 for a dependency that is down asks the client to wait (``mnemo dev`` restarts one in seconds)."""
 
-_CONNECTION_SQLSTATES = ("57P01", "57P02", "57P03")  # admin / crash shutdown, cannot connect now
-
-
 class TemporalUnavailable(MnemoError):
     """Temporal could not be reached for a route that needs it."""
 
@@ -491,27 +489,12 @@ def _sqlstate(exc: BaseException) -> str | None:
     return getattr(exc, "sqlstate", None)
 
 
-def _is_connection_error(exc: BaseException) -> bool:
-    """A lost or refused database connection, as opposed to an error of the statement itself."""
-    import psycopg
-    from sqlalchemy.exc import DBAPIError
-
-    if isinstance(exc, DBAPIError):
-        if exc.connection_invalidated:
-            return True
-        exc = exc.orig if exc.orig is not None else exc
-    if not isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
-        return False
-    sqlstate = getattr(exc, "sqlstate", None)
-    return sqlstate is None or sqlstate.startswith("08") or sqlstate in _CONNECTION_SQLSTATES
-
-
 async def _database_error(_request: Request, exc: Exception) -> JSONResponse:
     if _sqlstate(exc) == _STATEMENT_TIMEOUT:
         return _unavailable(
             "statement_timeout", "the database took too long on this request and it was cancelled; retry shortly"
         )
-    if not _is_connection_error(exc):
+    if not is_connection_failure(exc):
         raise exc
     return _unavailable("database_unavailable", "the database is unavailable; retry shortly")
 

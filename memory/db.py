@@ -60,3 +60,25 @@ def global_session(engine: Engine) -> Iterator[Session]:
     """A transaction with no tenant context: sees only the global tables (tenants, API keys)."""
     with Session(engine, expire_on_commit=False) as session, session.begin():
         yield session
+
+
+_CONNECTION_SQLSTATES = ("57P01", "57P02", "57P03")  # admin / crash shutdown, cannot connect now
+
+
+def is_connection_failure(exc: BaseException) -> bool:
+    """A lost or refused database connection, as opposed to an error of the statement itself.
+
+    The API answers it with a 503 and report steps retry it without counting an attempt: an outage
+    says nothing about the request or the step.
+    """
+    import psycopg
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        exc = exc.orig if exc.orig is not None else exc
+    if not isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        return False
+    sqlstate = getattr(exc, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in _CONNECTION_SQLSTATES

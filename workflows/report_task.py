@@ -74,6 +74,8 @@ class ReportTaskInput:
     approval: ApprovalPolicy = ApprovalPolicy()
     reconcile: ReconcilePolicy = ReconcilePolicy()
     step_heartbeat_seconds: float = 30.0
+    step_retry_max_interval_seconds: float = 10.0
+    """The longest wait between attempts of a step (tests shorten it); outages retry without limit."""
 
 
 @dataclass
@@ -358,7 +360,13 @@ class ReportTaskWorkflow:
                 ),
                 start_to_close_timeout=timedelta(minutes=10),
                 heartbeat_timeout=timedelta(seconds=self.inp.step_heartbeat_seconds),
-                retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=5),
+                # No attempt limit here: run_step fails for good after STEP_ATTEMPT_LIMIT failures of the
+                # step itself, while attempts that met an unreachable database go on until it is back.
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(milliseconds=500),
+                    maximum_interval=timedelta(seconds=max(0.5, self.inp.step_retry_max_interval_seconds)),
+                    maximum_attempts=0,
+                ),
             )
         except ActivityError as exc:
             raise TaskFailed(*_cause_code(exc)) from exc

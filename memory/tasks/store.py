@@ -278,7 +278,18 @@ def record_step_success(
     )
 
 
-def record_step_failure(session: Session, tenant_id: str, task_id: str, step_id: str, input_version: str) -> None:
+STEP_ATTEMPT_LIMIT = 5
+"""A step that failed this many times on its own (not for an outage) fails its task."""
+
+STEP_ATTEMPT_BACKSTOP = 50
+"""Temporal attempts, outages included, after which an error outside the step's recorded attempts is final."""
+
+OUTAGE = "database_unavailable"
+"""The error code of an attempt that met an unreachable database: it does not count towards the limit."""
+
+
+def record_step_failure(session: Session, tenant_id: str, task_id: str, step_id: str, input_version: str) -> int:
+    """Mark the step FAILED; return how many of its attempts failed on their own (outages not counted)."""
     session.execute(
         update(TaskStep)
         .where(
@@ -289,6 +300,18 @@ def record_step_failure(session: Session, tenant_id: str, task_id: str, step_id:
             TaskStep.status != "SUCCEEDED",
         )
         .values(status="FAILED", updated_at=func.now())
+    )
+    return int(
+        session.execute(
+            select(func.count()).where(
+                TaskAttempt.tenant_id == tenant_id,
+                TaskAttempt.task_id == task_id,
+                TaskAttempt.step_id == step_id,
+                TaskAttempt.input_version == input_version,
+                TaskAttempt.status == "FAILED",
+                TaskAttempt.error["code"].astext != OUTAGE,
+            )
+        ).scalar_one()
     )
 
 

@@ -1,0 +1,99 @@
+"""An outage is not a failure of the step: a report step waits out an unreachable database.
+
+Issue 12: ``bench/chaos.py`` killed PostgreSQL during a mixed load and one report task of 45
+failed. Its step had five attempts 0.5 s apart with backoff, about 8 s in all, and every attempt
+met the database still restarting. Now a step's attempts that meet a refused connection are
+retried without limit, and only failures of the step itself count towards
+``store.STEP_ATTEMPT_LIMIT``, which a bug still reaches.
+
+Each test runs its own worker with a fault plan (a connection to a closed port is the real
+error an outage raises) and waits for the task to settle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from sqlalchemy import Engine, text
+from temporalio.client import Client
+
+from activities.stores import default_destinations
+from activities.tasks import FaultPlan
+from api.settings import Settings
+from api.worker import build_worker
+from memory.db import tenant_session
+from memory.reportdata import seed_sales
+from memory.tasks.keys import task_id_for, workflow_id
+from memory.tasks.store import STEP_ATTEMPT_LIMIT
+from tests.conftest import MakeKey
+from workflows.report_task import ReportTaskInput, ReportTaskWorkflow
+
+SETTLED = ("WAITING_FOR_APPROVAL", "FAILED")
+
+
+async def _settle(settings: Settings, engine: Engine, make_key: MakeKey, faults: FaultPlan) -> dict[str, Any]:
+    """Run one task on a worker with ``faults`` until it waits for approval or fails: its row and load_data's attempts."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    make_key(tenant=tenant)
+    with tenant_session(engine, tenant) as session:
+        seed_sales(session, tenant, total=600)
+    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    queue = f"outage-{uuid.uuid4().hex[:8]}"
+    task_id = task_id_for(tenant, "alice", "outage")
+    with ThreadPoolExecutor(max_workers=2) as executor:
+        worker = build_worker(
+            client, engine, queue, executor, data_dir=settings.data_dir,
+            destinations=default_destinations(settings.data_dir), task_faults=faults,
+        )
+        async with worker:
+            handle = await client.start_workflow(
+                ReportTaskWorkflow.run,
+                ReportTaskInput(tenant, task_id, "alice", "monthly-report", {"month": "2026-06", "currency": "CNY"},
+                                "outage", step_retry_max_interval_seconds=0.5),
+                id=workflow_id(tenant, task_id),
+                task_queue=queue,
+            )
+            deadline = asyncio.get_running_loop().time() + 60
+            status = None
+            while status not in SETTLED and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.2)
+                with tenant_session(engine, tenant) as session:
+                    status = session.execute(text("SELECT status FROM tasks")).scalar_one_or_none()
+            if status not in SETTLED:
+                await handle.terminate("test over")
+    with tenant_session(engine, tenant) as session:
+        row = session.execute(text("SELECT status, error FROM tasks")).one()
+        attempts = session.execute(
+            text("SELECT status, temporal_attempt FROM task_attempts WHERE step_id = 'load_data' ORDER BY attempt_number")
+        ).all()
+    return {"status": row.status, "error": row.error, "attempts": [(a.status, a.temporal_attempt) for a in attempts]}
+
+
+async def test_a_step_waits_out_an_unreachable_database(settings: Settings, engine: Engine, make_key: MakeKey) -> None:
+    """More refused attempts than the step's attempt limit, and the task still goes on."""
+    outage = STEP_ATTEMPT_LIMIT + 3
+    run = await _settle(settings, engine, make_key, FaultPlan(unreachable_database={"load_data": outage}))
+    assert run["status"] == "WAITING_FOR_APPROVAL", run
+    assert run["attempts"] == [("SUCCEEDED", outage + 1)]  # the refused attempts never reached the database
+
+
+async def test_a_broken_step_still_fails_its_task_after_the_limit(settings: Settings, engine: Engine, make_key: MakeKey) -> None:
+    """The control: a step that fails on its own fails the task after STEP_ATTEMPT_LIMIT attempts, naming only the type."""
+    run = await _settle(settings, engine, make_key, FaultPlan(broken_steps={"load_data": 99}))
+    assert run["status"] == "FAILED", run
+    assert run["attempts"] == [("FAILED", n) for n in range(1, STEP_ATTEMPT_LIMIT + 1)]
+    assert run["error"]["code"] == "activity_failed"
+    assert f"failed {STEP_ATTEMPT_LIMIT} times (RuntimeError)" in run["error"]["message"]
+    assert "injected bug" not in run["error"]["message"]
+
+
+async def test_outage_attempts_do_not_use_up_the_limit(settings: Settings, engine: Engine, make_key: MakeKey) -> None:
+    """An outage first, then a bug: the bug still gets its STEP_ATTEMPT_LIMIT attempts."""
+    faults = FaultPlan(unreachable_database={"load_data": 3}, broken_steps={"load_data": 3 + STEP_ATTEMPT_LIMIT - 1})
+    run = await _settle(settings, engine, make_key, faults)
+    assert run["status"] == "WAITING_FOR_APPROVAL", run
+    statuses = [status for status, _ in run["attempts"]]
+    assert statuses == ["FAILED"] * (STEP_ATTEMPT_LIMIT - 1) + ["SUCCEEDED"]
