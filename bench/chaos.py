@@ -11,7 +11,7 @@ a deletion once it got its 202 (the job id), a task once it got its 201.
 
 ``--kills`` (default 50) kills, one at a time: a random target, SIGKILL, then the clock runs
 until ``/readyz`` is 200 again (every dependency back, workers polling) — the recovery time —
-then a random pause of ``--pause`` seconds (default 1–4) before the next. When the kills are
+then a random pause of ``--pause`` seconds (default 1-4) before the next. When the kills are
 over the load stops, every task and deletion is given ``--settle`` seconds (default 300) to
 finish, and the verdict is printed:
 
@@ -31,13 +31,15 @@ finish, and the verdict is printed:
 limit is raised to 1,000 for the run so that a run of unlucky draws on one target does not end it
 (the crash-loop stop itself is tested in tests/test_supervisor.py).
 
-Run: ``.venv/bin/python bench/chaos.py [--kills 50] [--seed 7]``; a quick run: ``--kills 8``.
+Run: ``.venv/bin/python -m bench.chaos [--kills 50] [--seed 7]``; a quick run: ``--kills 8``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
 import json
 import os
 import random
@@ -54,17 +56,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import text
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from recall_latency import make_key, percentile, say  # noqa: E402
-
-from api.devstack.processes import free_port, port_is_free  # noqa: E402
+from api.devstack.processes import free_port
+from bench.corpus import candidate
+from bench.harness import free_temporal_port, make_key, percentile, say, seed_sales_data
+from memory.db import make_engine, tenant_session
 
 TARGETS = ["worker", "api", "temporal", "postgres"]
 TENANT = "chaos"
-CAPTURED = "2026-06-01T09:00:00Z"
 RETRY = (429, 500, 502, 503, 504)
 
 
@@ -103,11 +103,7 @@ async def writer(api: str, key: str, ledger: Ledger, stop: asyncio.Event, seed: 
     async with httpx.AsyncClient(base_url=api, headers={"Authorization": f"Bearer {key}"}, timeout=30) as client:
         while not stop.is_set():
             marker = f"chaosmark{uuid.uuid4().hex[:12]}"
-            body = {
-                "category": "PROFILE", "space": "USER", "content": f"{marker} 住在上海 note {rng.randrange(1000)}",
-                "source_level": "E2", "idempotency_key": marker,
-                "source": {"source_id": marker, "source_type": "EXPLICIT_USER_STATEMENT", "captured_at": CAPTURED},
-            }
+            body = candidate(f"{marker} 住在上海 note {rng.randrange(1000)}", marker, idempotency_key=marker)
             response = await _send(client, ledger, "write", "POST", "/memory-candidates", (200, 201), stop, json=body)
             if response is not None:
                 ledger.written[response.json()["memory_id"]] = body["content"]
@@ -172,28 +168,28 @@ async def _ready(api: str, timeout: float, restarted: Any = None) -> float | Non
     return None
 
 
+def _has_new_pid(data_dir: Path, target: str, pid: int) -> bool:
+    """Whether the supervisor has restarted ``target`` (its pid in stack.json is no longer ``pid``)."""
+    try:
+        return bool(_state(data_dir)["child_pids"][target] != pid)
+    except (OSError, ValueError, KeyError):
+        return False
+
+
 async def killer(api: str, data_dir: Path, kills: int, pause: tuple[float, float], rng: random.Random,
                  recoveries: dict[str, list[float]], dev: subprocess.Popen[bytes]) -> None:
     for n in range(kills):
         target = rng.choice(TARGETS)
         pid = _state(data_dir)["child_pids"][target]
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         killed = time.monotonic()
-
-        def restarted() -> bool:
-            # /readyz alone would miss a dead worker (its check looks 90 s back): a new pid is required too.
-            try:
-                return bool(_state(data_dir)["child_pids"][target] != pid)
-            except (OSError, ValueError, KeyError):
-                return False
-
-        ok = await _ready(api, 180, restarted)
+        # /readyz alone would miss a dead worker (its check looks 90 s back): a new pid is required too.
+        ok = await _ready(api, 180, functools.partial(_has_new_pid, data_dir, target, pid))
         recovered = time.monotonic() - killed if ok is not None and dev.poll() is None else None
         if dev.poll() is not None or recovered is None:
-            raise SystemExit(f"kill {n + 1} ({target}, pid {pid}): the stack did not recover (mnemo dev exit {dev.poll()})")
+            raise SystemExit(f"kill {n + 1} ({target}, pid {pid}): the stack did not recover "
+                             f"(mnemo dev exit {dev.poll()})")
         recoveries[target].append(recovered)
         say(f"  kill {n + 1}/{kills}: {target} (pid {pid}) → restarted and ready again after {recovered:.1f} s")
         await asyncio.sleep(rng.uniform(*pause))
@@ -217,8 +213,8 @@ async def verify(api: str, key: str, ledger: Ledger) -> dict[str, Any]:
             marker = ledger.written[memory_id].split()[0]
             found = await _send(client, ledger, "verify", "POST", "/memory-query", (200,),
                                 json={"query": marker, "limit": 50, "min_relevance": 0})
-            text = found.text if found is not None else ""
-            if (got is not None and got.status_code == 200) or memory_id in text or marker in text:
+            answer = found.text if found is not None else ""
+            if (got is not None and got.status_code == 200) or memory_id in answer or marker in answer:
                 recalled.append(memory_id)
     return {"lost": lost, "recalled": recalled, "deletions": statuses}
 
@@ -253,12 +249,7 @@ async def run(args: argparse.Namespace, data_dir: Path, api: str, dev: subproces
     url = state["database_url"]
     owner = make_key(url, TENANT, "owner", ["memory_writer", "operator"])
     approver_key = make_key(url, TENANT, "approver", ["approver"])
-    from memory.db import make_engine, tenant_session
-    from memory.reportdata import seed_sales
-
-    engine = make_engine(url, pool_size=1)
-    with tenant_session(engine, TENANT) as session:
-        seed_sales(session, TENANT, total=600)
+    seed_sales_data(url, TENANT, lines=600)
     ledger = Ledger()
     finished: dict[str, str] = {}
     stop, done = asyncio.Event(), asyncio.Event()
@@ -282,13 +273,14 @@ async def run(args: argparse.Namespace, data_dir: Path, api: str, dev: subproces
     done.set()
     await approving
     verdict = await verify(api, owner, ledger)
-    with tenant_session(engine, TENANT) as session:
-        from sqlalchemy import text
-
-        operations = session.execute(text(
-            "SELECT count(*) - count(DISTINCT task_id) FROM task_operations WHERE status = 'SUCCEEDED'"
-        )).scalar_one()
-    engine.dispose()
+    engine = make_engine(url, pool_size=1)
+    try:
+        with tenant_session(engine, TENANT) as session:
+            operations = session.execute(text(
+                "SELECT count(*) - count(DISTINCT task_id) FROM task_operations WHERE status = 'SUCCEEDED'"
+            )).scalar_one()
+    finally:
+        engine.dispose()
     publications = _publications(data_dir)
     all_recoveries = [v for values in recoveries.values() for v in values]
     succeeded = sum(1 for t in ledger.tasks if finished.get(t) == "SUCCEEDED")
@@ -299,20 +291,22 @@ async def run(args: argparse.Namespace, data_dir: Path, api: str, dev: subproces
         f"{sum(ledger.retries.values())}; unexpected answers {len(ledger.unexpected)}"
         + (f" (first: {ledger.unexpected[0]})" if ledger.unexpected else ""))
     say(f"acknowledged writes {len(ledger.written)}; lost: {len(verdict['lost'])}")
-    say(f"duplicate side effects: publications beyond one per task {sum(c - 1 for c in publications.values() if c > 1)}, "
+    extra_publications = sum(c - 1 for c in publications.values() if c > 1)
+    say(f"duplicate side effects: publications beyond one per task {extra_publications}, "
         f"succeeded publish operations beyond one per task {operations}")
     say(f"tasks finished: {succeeded}/{len(ledger.tasks)} SUCCEEDED "
         f"({100 * succeeded / max(1, len(ledger.tasks)):.0f} %; statuses {dict(Counter(finished.values()))}); "
         f"publications {sum(publications.values())}")
-    say(f"deletions completed: {completed}/{len(ledger.deleted)} ({100 * completed / max(1, len(ledger.deleted)):.0f} %; "
-        f"{dict(verdict['deletions'])})")
+    say(f"deletions completed: {completed}/{len(ledger.deleted)} "
+        f"({100 * completed / max(1, len(ledger.deleted)):.0f} %; {dict(verdict['deletions'])})")
     say(f"deleted content recalled or read: {len(verdict['recalled'])}")
     say(f"recovery time (kill → /readyz 200): p50 {percentile(all_recoveries, 0.5):.1f} s, "
         f"p95 {percentile(all_recoveries, 0.95):.1f} s, max {max(all_recoveries):.1f} s")
     for target in TARGETS:
         if recoveries[target]:
             values = recoveries[target]
-            say(f"  {target:<9} n={len(values):<3} p50 {percentile(values, 0.5):.1f} s  p95 {percentile(values, 0.95):.1f} s")
+            say(f"  {target:<9} n={len(values):<3} p50 {percentile(values, 0.5):.1f} s  "
+                f"p95 {percentile(values, 0.95):.1f} s")
 
 
 def main() -> None:
@@ -326,9 +320,7 @@ def main() -> None:
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="mnemo-chaos-"))
     port = free_port()
-    temporal_port = free_port()
-    while not (port_is_free(temporal_port) and port_is_free(temporal_port + 1000)):
-        temporal_port = free_port()
+    temporal_port = free_temporal_port()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")},
            "MNEMO_DEV_RESTART_LIMIT": "1000"}
     log = (data_dir / "dev.log").open("wb")

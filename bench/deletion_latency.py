@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 -- the fullwidth colon belongs to the Chinese memory text
 """Deletion latency on the real embedded stack: DELETE → barrier, and DELETE → verified purge.
 
 Starts the same stack as ``mnemo dev`` (PostgreSQL, Temporal, worker, API) in a
@@ -10,32 +11,20 @@ reports p50/p95 of:
   timestamps ``barrier_at`` → ``completed_at``, so polling adds no bias);
 - as the baseline, measured in the same run: a plain write (POST /memory-candidates).
 
-Usage: ``.venv/bin/python bench/deletion_latency.py [--n 200]``
+Usage: ``.venv/bin/python -m bench.deletion_latency [--n 200]``
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import httpx
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from api.devstack.processes import free_port  # noqa: E402
-from api.devstack.stack import DevOptions, DevStack  # noqa: E402
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
+from bench.corpus import candidate
+from bench.harness import dev_stack, libpq_url, percentile, say
 
 
 def summary(name: str, values_ms: list[float]) -> str:
@@ -50,24 +39,13 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200)
     args = parser.parse_args()
 
-    data_dir = Path(tempfile.mkdtemp(prefix="mnemo-bench-"))
-    temporal_port = free_port()
-    while not all(_free(p) for p in (temporal_port, temporal_port + 1000)):
-        temporal_port = free_port()
-    stack = DevStack(DevOptions(data_dir=data_dir, port=free_port(), temporal_port=temporal_port, demo=False))
-    stack.start()
-    try:
+    with dev_stack("mnemo-bench-") as stack:
         key = stack.key_path.read_text().strip()
         client = httpx.Client(base_url=stack.api_url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
         write_ms, ids = [], []
         for n in range(args.n):
-            body = {
-                "category": "PROFILE",
-                "space": "USER",
-                "content": f"基准测试记忆 {n}：用户在第{n}个项目里偏好周报用表格",
-                "source": {"source_id": f"bench-{n}", "source_type": "BENCH", "captured_at": "2026-06-01T00:00:00Z"},
-                "source_level": "E2",
-            }
+            body = candidate(f"基准测试记忆 {n}：用户在第{n}个项目里偏好周报用表格", f"bench-{n}", source_type="BENCH",
+                             captured_at="2026-06-01T00:00:00Z")
             started = time.perf_counter()
             response = client.post("/memory-candidates", json=body)
             write_ms.append((time.perf_counter() - started) * 1000)
@@ -86,7 +64,7 @@ def main() -> None:
                 leaks += 1
 
         assert stack.settings is not None and stack.settings.database_url is not None
-        conninfo = stack.settings.database_url.replace("postgresql+psycopg://", "postgresql://")
+        conninfo = libpq_url(stack.settings.database_url)
         deadline = time.monotonic() + 600
         with psycopg.connect(conninfo) as conn:
             while True:
@@ -109,20 +87,17 @@ def main() -> None:
             ).fetchone()  # type: ignore[misc]
         wall = (last_completion - first_barrier).total_seconds()
 
-        print(f"mnemo deletion benchmark: {args.n} memories, one DELETE at a time, 2-core machine")
-        print(summary("baseline: POST /memory-candidates", write_ms))
-        print(summary("barrier transaction (Server-Timing)", barrier_ms))
-        print(summary("DELETE request (barrier + schedule)", request_ms))
-        print(summary("barrier → verified purge complete", purge_ms))
-        print(
+        say(f"mnemo deletion benchmark: {args.n} memories, one DELETE at a time, 2-core machine")
+        say(summary("baseline: POST /memory-candidates", write_ms))
+        say(summary("barrier transaction (Server-Timing)", barrier_ms))
+        say(summary("DELETE request (barrier + schedule)", request_ms))
+        say(summary("barrier → verified purge complete", purge_ms))
+        say(
             f"barrier / write ratio (p50): {statistics.median(barrier_ms) / statistics.median(write_ms):.2f}; "
             f"DELETE request / write ratio (p50): {statistics.median(request_ms) / statistics.median(write_ms):.2f}; "
             f"reads that still saw a deleted memory right after its DELETE: {leaks}"
         )
-        print(f"throughput: {len(jobs) / wall:.1f} verified deletions/s over {wall:.1f} s")
-    finally:
-        stack.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
+        say(f"throughput: {len(jobs) / wall:.1f} verified deletions/s over {wall:.1f} s")
 
 
 def _server_timing(header: str, name: str) -> float:
@@ -132,12 +107,6 @@ def _server_timing(header: str, name: str) -> float:
         if label == name:
             return float(duration)
     raise ValueError(f"no {name} in Server-Timing: {header}")
-
-
-def _free(port: int) -> bool:
-    from api.devstack.processes import port_is_free
-
-    return port_is_free(port)
 
 
 if __name__ == "__main__":

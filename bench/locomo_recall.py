@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 -- U+00D7, the multiplication sign, is what the printed ratios (and docs/benchmarks.md) use
 """LoCoMo evidence recall@k through mnemo's real ingest and recall paths (scored as the paper's Table 3).
 
 LoCoMo (Maharana et al., ACL 2024; data CC BY-NC 4.0, read from ``--data``, never
@@ -25,7 +26,7 @@ What this does, for any file in the LoCoMo format:
    counts 1, evidence strings are compared verbatim after dropping parentheses),
    averaged per category and overall, adversarial questions (category 5) included.
 
-Usage: ``.venv/bin/python bench/locomo_recall.py --data PATH [--k 5,10,25,50] [--json OUT]``
+Usage: ``.venv/bin/python -m bench.locomo_recall --data PATH [--k 5,10,25,50] [--json OUT]``
 """
 
 from __future__ import annotations
@@ -34,22 +35,19 @@ import argparse
 import json
 import os
 import re
-import shutil
-import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import make_key, say, services
 
 DRAGON = {5: 0.567, 10: 0.662, 25: 0.767, 50: 0.827}
 """The paper's Table 3: DRAGON retriever, dialog turns as the retrieval unit."""
@@ -63,10 +61,6 @@ WORKERS = 3
 CANDIDATES_PER_K = 4
 """Each candidate source proposes 4× the memories asked for (200 for k = 50, the API's maximum): ranking can
 only reorder what the sources found, and on LoCoMo a pool of 200 per source holds ~95 % of the evidence."""
-
-
-def say(message: str) -> None:
-    print(message, flush=True)
 
 
 # ---------------------------------------------------------------- the data ---
@@ -85,7 +79,7 @@ def sessions(conversation: dict[str, Any]) -> list[tuple[str, str, list[dict[str
 def parse_date(text: str) -> datetime | None:
     for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%Y-%m-%d %H:%M", "%Y-%m-%d"):
         try:
-            return datetime.strptime(text.strip(), fmt).replace(tzinfo=timezone.utc)
+            return datetime.strptime(text.strip(), fmt).replace(tzinfo=UTC)
         except ValueError:
             continue
     return None
@@ -112,62 +106,7 @@ def recall_at(retrieved: list[str], evidence: list[str], k: int) -> float:
     return sum(1 for e in evidence if e in top) / len(evidence)
 
 
-# --------------------------------------------------------------- the stack ---
-
-
-class Services:
-    """The API URL, a database URL for keys and progress, and how to stop what we started."""
-
-    def __init__(self) -> None:
-        self.stack: Any = None
-        self.data_dir: Path | None = None
-        self.api_url = ""
-        self.database_url = ""
-
-    def start(self) -> None:
-        from api.settings import Settings
-
-        settings = Settings()
-        if settings.database_url:
-            self.database_url = settings.database_url
-            self.api_url = os.environ.get("MNEMO_API_URL", f"http://{settings.api_host}:{settings.api_port}")
-            say(f"using the running services: API {self.api_url}")
-            return
-        from api.devstack.processes import free_port, port_is_free
-        from api.devstack.stack import DevOptions, DevStack
-
-        data_dir = self.data_dir = Path(tempfile.mkdtemp(prefix="mnemo-locomo-"))
-        temporal_port = free_port()
-        while not all(port_is_free(p) for p in (temporal_port, temporal_port + 1000)):
-            temporal_port = free_port()
-        self.stack = DevStack(DevOptions(data_dir=data_dir, port=free_port(), temporal_port=temporal_port, demo=False))
-        self.stack.start()
-        assert self.stack.settings is not None and self.stack.settings.database_url is not None
-        self.database_url = self.stack.settings.database_url
-        self.api_url = self.stack.api_url
-
-    def stop(self) -> None:
-        """Stop the stack we started and remove its temporary data directory (the running services are left alone)."""
-        if self.stack is not None:
-            self.stack.stop()
-        if self.data_dir is not None:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-
-def make_keys(database_url: str, tenants: list[str]) -> dict[str, str]:
-    """One memory_writer key per conversation tenant."""
-    from memory.auth import create_api_key
-    from memory.db import make_engine, tenant_session
-
-    engine = make_engine(database_url, pool_size=1)
-    try:
-        keys = {}
-        for tenant in tenants:
-            with tenant_session(engine, tenant) as session:
-                keys[tenant] = create_api_key(session, tenant_id=tenant, user_id="locomo", roles=["memory_writer"])
-        return keys
-    finally:
-        engine.dispose()
+# ------------------------------------------------------------- the vectors ---
 
 
 def vector_progress(database_url: str, tenants: list[str]) -> tuple[int, int]:
@@ -240,7 +179,7 @@ def post(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any
 
 
 def ingest(client: httpx.Client, sample_id: str, conversation: dict[str, Any], progress: Progress) -> None:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for session_name, date, turns in sessions(conversation):
         when = parse_date(date) or now
         for turn in turns:
@@ -291,11 +230,12 @@ def score(results: list[dict[str, Any]], ks: list[int]) -> dict[str, Any]:
         values = [recall_at(r["retrieved"], r["evidence"], k) for r in results]
         overall[str(k)] = sum(values) / len(values) if values else 0.0
         by_cat: dict[str, list[float]] = defaultdict(list)
-        for r, v in zip(results, values):
+        for r, v in zip(results, values, strict=True):
             by_cat[str(r["category"])].append(v)
         for cat, vs in by_cat.items():
             per_category[cat][str(k)] = sum(vs) / len(vs)
-    return {"overall": overall, "per_category": dict(sorted(per_category.items())), "counts": dict(sorted(counts.items()))}
+    return {"overall": overall, "per_category": dict(sorted(per_category.items())),
+            "counts": dict(sorted(counts.items()))}
 
 
 def table(title: str, scored: dict[str, Any], ks: list[int]) -> list[str]:
@@ -319,7 +259,8 @@ def main() -> None:
     args = parser.parse_args()
     ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
     if not ks or ks[0] < 1 or ks[-1] > MAX_LIMIT:
-        raise SystemExit(f"--k values must be between 1 and {MAX_LIMIT} (POST /memory-query returns at most {MAX_LIMIT})")
+        raise SystemExit(f"--k values must be between 1 and {MAX_LIMIT} "
+                         f"(POST /memory-query returns at most {MAX_LIMIT})")
     samples = json.loads(args.data.read_text())
     if isinstance(samples, dict):
         samples = [samples]
@@ -332,12 +273,13 @@ def main() -> None:
     n_questions = sum(len(s.get("qa", [])) for s in samples)
     say(f"LoCoMo recall: {len(samples)} conversations, {n_turns} turns, {n_questions} questions, k = {ks}")
 
-    services = Services()
-    services.start()
-    began = time.monotonic()
-    try:
-        keys = make_keys(services.database_url, list(tenants.values()))
-        clients = {sid: httpx.Client(base_url=services.api_url, timeout=120,
+    with services("mnemo-locomo-") as svc:
+        if svc.stack is None:
+            say(f"using the running services: API {svc.api_url}")
+        began = time.monotonic()
+        keys = {tenant: make_key(svc.sqlalchemy_url, tenant, "locomo", ["memory_writer"])
+                for tenant in tenants.values()}
+        clients = {sid: httpx.Client(base_url=svc.api_url, timeout=120,
                                      headers={"Authorization": f"Bearer {keys[tenant]}"})
                    for sid, tenant in tenants.items()}
 
@@ -353,11 +295,11 @@ def main() -> None:
         say("vectors: waiting for the worker's EmbeddingSweep workflow to embed every memory")
         t0, last = time.monotonic(), 0.0
         while True:
-            done, total = vector_progress(services.database_url, list(tenants.values()))
+            done, total = vector_progress(svc.sqlalchemy_url, list(tenants.values()))
             if done >= total:
                 break
-            if services.stack is not None:
-                services.stack.check_children()
+            if svc.stack is not None:
+                svc.stack.check_children()
             if time.monotonic() - last >= 15:
                 last = time.monotonic()
                 elapsed = last - t0
@@ -385,17 +327,17 @@ def main() -> None:
 
         run_parallel([(lambda i=i, sid=sid, qa=qa: ask(i, sid, qa)) for i, (sid, qa) in enumerate(questions)])
         query_s = time.monotonic() - t0
-    finally:
-        services.stop()
 
     scored = {mode: score(results[mode], ks) for mode in MODES}
     lines = [
         f"LoCoMo evidence recall@k: {len(questions)} questions over {len(samples)} conversations ({n_turns} turns), "
         f"{os.cpu_count()} cores; ingest {ingest_s:.0f}s, vectors +{embed_s:.0f}s, "
-        f"queries {query_s:.0f}s ({len(MODES) * len(questions) / query_s:.1f} req/s); total {time.monotonic() - began:.0f}s",
+        f"queries {query_s:.0f}s ({len(MODES) * len(questions) / query_s:.1f} req/s); "
+        f"total {time.monotonic() - began:.0f}s",
     ]
     for mode in MODES:
-        lines += [""] + table(f"{MODE_LABEL[mode]} (bundles cut by the token budget: {truncated[mode]})", scored[mode], ks)
+        title = f"{MODE_LABEL[mode]} (bundles cut by the token budget: {truncated[mode]})"
+        lines += ["", *table(title, scored[mode], ks)]
     lines += ["", f"  {'DRAGON (paper, Table 3)':<24}" + "".join(
         f"{100 * DRAGON[k]:9.1f}" if k in DRAGON else f"{'-':>9}" for k in ks)]
     lines.append(f"  {'hybrid - DRAGON':<24}" + "".join(

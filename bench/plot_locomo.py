@@ -1,6 +1,6 @@
-"""Chart of LoCoMo evidence recall@k from ``bench/locomo_recall.py --json`` output.
+"""Chart of LoCoMo evidence recall@k from ``python -m bench.locomo_recall --json`` output.
 
-Usage: ``.venv/bin/python bench/plot_locomo.py RESULT.json [--before BEFORE.json] [--out docs/locomo_recall.png]``
+Usage: ``.venv/bin/python -m bench.plot_locomo RESULT.json [--before BEFORE.json] [--out docs/locomo_recall.png]``
 
 Bars per k: the paper's DRAGON, mnemo hybrid (the real recall path), and the
 BM25-only and vector-only ablations of the same run; ``--before`` adds the hybrid
@@ -16,7 +16,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def main() -> None:

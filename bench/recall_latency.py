@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001, RUF002 -- the multiplication sign of the printed ratios, sigma of the noise, fullwidth CJK parentheses
 """Recall latency at scale: p50/p95/p99 of POST /memory-query against a bare pgvector top-k query, same rows, same run.
 
 What it does, per corpus size N (``--sizes``, default 10k, 100k, 1M memories in the benchmark tenant):
@@ -43,7 +44,7 @@ What it does, per corpus size N (``--sizes``, default 10k, 100k, 1M memories in 
 A size whose load would not finish within ``--budget-minutes`` (projected from the
 rows/s measured so far) is reported as not measured, with the reason.
 
-Usage: ``.venv/bin/python bench/recall_latency.py [--sizes 10000,100000,1000000] [--queries 300]``
+Usage: ``.venv/bin/python -m bench.recall_latency [--sizes 10000,100000,1000000] [--queries 300]``
 With ``MNEMO_DATABASE_URL`` set it uses those services (``MNEMO_API_URL``, default
 http://127.0.0.1:8000, must be a running API on that database) instead of starting
 the embedded stack — it writes benchmark tenants into that database.
@@ -54,19 +55,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import re
-import shutil
 import statistics
-import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -74,11 +70,11 @@ import httpx
 import numpy as np
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from memory.embeddings import MODEL_NAME, Embedder  # noqa: E402
-from memory.memories import _abstract  # noqa: E402
-from memory.text import lexemes, normalize  # noqa: E402
+from bench.corpus import CATEGORIES, base_texts, questions
+from bench.harness import make_key, percentiles, say, services
+from memory.embeddings import MODEL_NAME, Embedder
+from memory.memories import abstract_for
+from memory.text import lexemes, normalize
 
 TENANT = "bench"
 USER = "u0"
@@ -86,106 +82,12 @@ OTHER_USERS = {"u1": "another user, ~{n:,} of the tenant's memories", "newcomer"
 """Callers who see little of the big tenant: u1 is one of the nine users who share its 5 %; the newcomer owns nothing
 (format: the description, ``n`` = u1's memories)."""
 OTHER_TENANTS = ("bench-other-1", "bench-other-2")
-HEAVY_INDEXES = ("memory_search_embedding", "memory_search_tokens", "memory_search_trgm", "memory_search_embedding_model",
+HEAVY_INDEXES = ("memory_search_embedding", "memory_search_tokens", "memory_search_trgm",
+                 "memory_search_embedding_model",
                  "memory_lexemes_pkey", "memory_lexemes_memory")
 CONSTRAINT_INDEXES = {"memory_lexemes_pkey": "memory_lexemes"}
 """Heavy indexes that back a constraint: dropped and re-added as the constraint (its definition from the migration)."""
 TOP_K = 20
-
-# --------------------------------------------------------------------------- texts
-
-_ZH_NAMES = ["张伟", "王芳", "李娜", "刘洋", "陈静", "杨帆", "赵磊", "黄敏", "周杰", "吴婷", "徐鹏", "孙悦"]
-_EN_NAMES = ["Alice", "Bob", "Carol", "David", "Emma", "Frank", "Grace", "Henry", "Iris", "Jack", "Kate", "Leo"]
-_CITIES_ZH = ["上海", "杭州", "北京", "深圳", "成都", "南京", "苏州", "武汉", "西安", "广州", "厦门", "青岛"]
-_CITIES_EN = ["Shanghai", "Hangzhou", "Berlin", "London", "Tokyo", "Singapore", "Paris", "Seattle", "Toronto", "Sydney"]
-_PROJECTS = ["Apollo", "Hermes", "Orion", "Atlas", "Nova", "Phoenix", "Zephyr", "Titan", "Vega", "Lynx", "Kepler"]
-_TOPICS_ZH = ["周报", "季度预算", "用户调研", "发布计划", "数据迁移", "性能优化", "招聘面试", "客户回访", "合同审批",
-              "安全审计", "成本分析", "培训材料", "竞品分析", "产品路线图", "服务器扩容", "报销流程"]
-_TOPICS_EN = ["weekly report", "quarterly budget", "user research", "release plan", "data migration",
-              "performance tuning", "hiring interviews", "customer follow-up", "contract review", "security audit",
-              "cost analysis", "training material", "competitor analysis", "product roadmap", "on-call rotation"]
-_FOODS_ZH = ["火锅", "寿司", "咖啡", "奶茶", "川菜", "粤菜", "拉面", "素食", "烧烤", "饺子"]
-_FOODS_EN = ["ramen", "espresso", "green tea", "vegetarian food", "sushi", "tacos", "dim sum", "pasta", "oat milk latte"]
-_TOOLS = ["Excel", "Notion", "Jira", "Slack", "飞书", "钉钉", "Figma", "VS Code", "PostgreSQL", "Grafana", "Tableau"]
-_FORMATS_ZH = ["表格", "要点列表", "纯文本", "Markdown", "图表", "一页纸摘要"]
-_DAYS_ZH = ["周一", "周二", "周三", "周四", "周五", "周末"]
-_DAYS_EN = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "weekend"]
-
-_TEMPLATES: list[Callable[[random.Random], str]] = [
-    lambda r: f"用户住在{r.choice(_CITIES_ZH)}，每天坐地铁通勤大约{r.randint(20, 90)}分钟",
-    lambda r: f"用户偏好{r.choice(_TOPICS_ZH)}用{r.choice(_FORMATS_ZH)}呈现，不要超过{r.randint(1, 5)}页",
-    lambda r: f"{r.choice(_ZH_NAMES)}负责{r.choice(_PROJECTS)}项目的{r.choice(_TOPICS_ZH)}，截止日期是{r.randint(1, 12)}月{r.randint(1, 28)}日",
-    lambda r: f"用户喜欢吃{r.choice(_FOODS_ZH)}，对{r.choice(['花生', '海鲜', '乳糖', '麸质', '芒果'])}过敏",
-    lambda r: f"每{r.choice(_DAYS_ZH)}上午{r.randint(8, 11)}点和{r.choice(_ZH_NAMES)}开{r.choice(_TOPICS_ZH)}例会",
-    lambda r: f"用户上个月从{r.choice(_CITIES_ZH)}搬到了{r.choice(_CITIES_ZH)}，新公司在{r.choice(['滨江', '浦东', '南山', '朝阳', '高新区'])}",
-    lambda r: f"{r.choice(_PROJECTS)}项目的{r.choice(_TOPICS_ZH)}预算是{r.randint(5, 500)}万元，需要{r.choice(_ZH_NAMES)}审批",
-    lambda r: f"用户习惯用{r.choice(_TOOLS)}整理{r.choice(_TOPICS_ZH)}，讨厌冗长的邮件",
-    lambda r: f"The user lives in {r.choice(_CITIES_EN)} and commutes by {r.choice(['bike', 'train', 'car', 'bus'])} every day",
-    lambda r: f"The user prefers the {r.choice(_TOPICS_EN)} as a {r.choice(['table', 'bullet list', 'short memo', 'chart'])}, at most {r.randint(1, 5)} pages",
-    lambda r: f"{r.choice(_EN_NAMES)} owns the {r.choice(_TOPICS_EN)} for project {r.choice(_PROJECTS)}, due on {r.choice(_DAYS_EN)}",
-    lambda r: f"The user is allergic to {r.choice(['peanuts', 'shellfish', 'lactose', 'gluten'])} and loves {r.choice(_FOODS_EN)}",
-    lambda r: f"{r.choice(_EN_NAMES)} reviews the {r.choice(_TOPICS_EN)} every {r.choice(_DAYS_EN)} at {r.randint(8, 17)}:00",
-    lambda r: f"The {r.choice(_TOPICS_EN)} budget for {r.choice(_PROJECTS)} is {r.randint(10, 900)}k USD, approved by {r.choice(_EN_NAMES)}",
-    lambda r: f"The user switched from {r.choice(_TOOLS)} to {r.choice(_TOOLS)} for the {r.choice(_TOPICS_EN)} last {r.choice(['week', 'month', 'quarter'])}",
-    lambda r: f"用户的{r.choice(_PROJECTS)} project 每周用 {r.choice(_TOOLS)} 写 {r.choice(_TOPICS_EN)}",
-    lambda r: f"{r.choice(_EN_NAMES)} 说 {r.choice(_TOPICS_ZH)} 的 deadline 改到 {r.choice(_DAYS_EN)} 了",
-    lambda r: f"用户在 {r.choice(_CITIES_EN)} 出差期间喜欢喝 {r.choice(_FOODS_EN)}，会议安排在{r.choice(_DAYS_ZH)}",
-    lambda r: f"{r.choice(_PROJECTS)} 的 {r.choice(_TOPICS_EN)} 由{r.choice(_ZH_NAMES)}负责，用 {r.choice(_TOOLS)} 跟踪进度",
-    lambda r: f"Remember: {r.choice(_ZH_NAMES)} prefers {r.choice(_FORMATS_ZH)} for the {r.choice(_TOPICS_EN)}",
-]
-_CATEGORIES = ["PROFILE", "PREFERENCE", "ENTITY", "EVENT"]
-
-QUESTIONS = [
-    "用户住在哪个城市？", "我现在住在哪里", "周报应该用什么格式", "我对什么食物过敏", "每周的例会是什么时候",
-    "Apollo项目的预算是多少", "谁负责数据迁移", "用户最近搬家了吗", "我喜欢吃什么", "用户用什么工具整理周报",
-    "杭州的新公司在哪个区", "合同审批需要谁同意", "性能优化的截止日期", "季度预算需要谁审批", "我通勤要多久",
-    "Where does the user live?", "How should I format the weekly report?", "What is the user allergic to?",
-    "Who owns the release plan for Orion?", "When is the security audit review?", "What is the budget for Nova?",
-    "Which tool does the user use now?", "How does the user commute?", "What food does the user like?",
-    "who approved the quarterly budget", "what changed about the data migration deadline",
-    "Orion 项目的 weekly report 谁负责", "用户出差时喜欢喝什么 coffee", "Phoenix 的 deadline 是哪天",
-    "用 Jira 跟踪的 project 有哪些", "Alice 负责哪个项目", "上海 commute 多久", "Kepler budget 多少万元",
-    "What did Grace say about the 周报?", "用户 prefers 什么 format", "security audit 的负责人是谁",
-]
-
-
-def base_texts(n: int, seed: int = 7) -> list[str]:
-    """``n`` distinct, varied memory texts (zh / en / mixed), deterministic for a seed."""
-    rng = random.Random(seed)
-    seen: dict[str, None] = {}
-    while len(seen) < n:
-        seen.setdefault(rng.choice(_TEMPLATES)(rng), None)
-    return list(seen)
-
-
-def questions(n: int, seed: int = 11) -> list[str]:
-    """``n`` query strings cycling over the realistic questions (shuffled, deterministic)."""
-    rng = random.Random(seed)
-    out: list[str] = []
-    while len(out) < n:
-        batch = QUESTIONS[:]
-        rng.shuffle(batch)
-        out.extend(batch)
-    return out[:n]
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def say(message: str) -> None:
-    print(message, flush=True)
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
-
-
-def pct(values: Sequence[float]) -> dict[str, float]:
-    return {"p50": percentile(values, 0.5), "p95": percentile(values, 0.95), "p99": percentile(values, 0.99),
-            "mean": statistics.fmean(values), "n": len(values)}
-
 
 def embed_all(embedder: Embedder, texts: Sequence[str], label: str, batch: int = 64) -> np.ndarray:
     started = time.monotonic()
@@ -198,55 +100,6 @@ def embed_all(embedder: Embedder, texts: Sequence[str], label: str, batch: int =
             done = min(i + batch, len(texts))
             say(f"    {label}: {done}/{len(texts)} embedded ({done / (last - started):.1f} texts/s)")
     return np.asarray(out, dtype=np.float32)
-
-
-@dataclass
-class Services:
-    api_url: str
-    conninfo: str  # libpq, superuser (bulk load, bare path)
-    sqlalchemy_url: str
-    temporal_address: str = "127.0.0.1:7233"
-    temporal_namespace: str = "mnemo"
-
-
-@contextmanager
-def services(prefix: str) -> Iterator[Services]:
-    """The MNEMO_* services when MNEMO_DATABASE_URL is set, else the embedded stack in a temp dir (removed after)."""
-    url = os.environ.get("MNEMO_DATABASE_URL")
-    if url:
-        yield Services(os.environ.get("MNEMO_API_URL", "http://127.0.0.1:8000"),
-                       url.replace("postgresql+psycopg://", "postgresql://"), url,
-                       os.environ.get("MNEMO_TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-                       os.environ.get("MNEMO_TEMPORAL_NAMESPACE", "mnemo"))
-        return
-    from api.devstack.processes import free_port, port_is_free
-    from api.devstack.stack import DevOptions, DevStack
-
-    data_dir = Path(tempfile.mkdtemp(prefix=prefix))
-    temporal_port = free_port()
-    while not (port_is_free(temporal_port) and port_is_free(temporal_port + 1000)):
-        temporal_port = free_port()
-    stack = DevStack(DevOptions(data_dir=data_dir, port=free_port(), temporal_port=temporal_port, demo=False))
-    try:
-        stack.start()
-        assert stack.settings is not None and stack.settings.database_url is not None
-        db = stack.settings.database_url
-        yield Services(stack.api_url, db.replace("postgresql+psycopg://", "postgresql://"), db, stack.temporal.address)
-    finally:
-        stack.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
-
-
-def make_key(sqlalchemy_url: str, tenant: str, user: str, roles: list[str]) -> str:
-    from memory.auth import create_api_key
-    from memory.db import make_engine, tenant_session
-
-    engine = make_engine(sqlalchemy_url, pool_size=1)
-    try:
-        with tenant_session(engine, tenant) as session:
-            return create_api_key(session, tenant_id=tenant, user_id=user, roles=roles)
-    finally:
-        engine.dispose()
 
 
 # --------------------------------------------------------------------------- bulk load
@@ -281,9 +134,9 @@ class Loader:
         toks = f"{self.base_tokens[b]} {i}"
         search_text, token_text = f"{one} {one}", f"{toks} {toks}"
         if check:  # the cache must give exactly what memory.projection derives from the row
-            searchable = " ".join(p for p in (None, _abstract(content, None), None, content) if p)
+            searchable = " ".join(p for p in (None, abstract_for(content, None), None, content) if p)
             assert (search_text, token_text) == (normalize(searchable), " ".join(lexemes(searchable))), content
-            assert _abstract(content, None) == content, content  # the abstract column holds the content
+            assert abstract_for(content, None) == content, content  # the abstract column holds the content
         return search_text, token_text
 
     def _rows(self, tenant: str, start: int, count: int, revision0: int, now: datetime) -> Iterator[tuple[Any, ...]]:
@@ -304,7 +157,8 @@ class Loader:
             yield (tenant, uuid.uuid4(), b, content, status, owner, expires, revision)
 
     def count_existing(self) -> None:
-        """Rows an earlier run left in these services (``MNEMO_DATABASE_URL`` reused): grown from, never loaded twice."""
+        """Rows an earlier run left in these services (``MNEMO_DATABASE_URL`` reused): grown from, never loaded
+        twice."""
         with psycopg.connect(self.conninfo) as conn:
             rows = conn.execute("SELECT tenant_id, count(*) FROM memories WHERE tenant_id = ANY(%s) GROUP BY tenant_id",
                                 ([TENANT, *OTHER_TENANTS],)).fetchall()
@@ -312,7 +166,8 @@ class Loader:
 
     def indexes_present(self) -> bool:
         with psycopg.connect(self.conninfo) as conn:
-            found = conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = ANY(%s)", (list(HEAVY_INDEXES),)).fetchone()
+            found = conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = ANY(%s)",
+                                 (list(HEAVY_INDEXES),)).fetchone()
         return found is not None and found[0] == len(HEAVY_INDEXES)
 
     def grow(self, tenant: str, target: int) -> float:
@@ -322,8 +177,8 @@ class Loader:
         if count <= 0:
             return 0.0
         started = time.monotonic()
-        now = datetime.now(timezone.utc)
-        captured = datetime(2026, 5, 1, tzinfo=timezone.utc)
+        now = datetime.now(UTC)
+        captured = datetime(2026, 5, 1, tzinfo=UTC)
         with psycopg.connect(self.conninfo, autocommit=False) as conn:
             from pgvector.psycopg import register_vector
 
@@ -343,19 +198,21 @@ class Loader:
             while done < count:
                 part = [next(rows) for _ in range(min(chunk, count - done))]
                 idx = np.fromiter((r[2] for r in part), dtype=np.int64, count=len(part))
-                vecs = self.vectors[idx] + self.rng.normal(0.0, self.noise, (len(part), self.vectors.shape[1])).astype(np.float32)
+                noise = self.rng.normal(0.0, self.noise, (len(part), self.vectors.shape[1])).astype(np.float32)
+                vecs = self.vectors[idx] + noise
                 vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
                 self.cosines.extend(np.einsum("ij,ij->i", vecs[:200], self.vectors[idx[:200]]).tolist())
                 with conn.cursor() as cur:
                     with cur.copy(f"COPY memories ({', '.join(MEMORY_COLUMNS)}) FROM STDIN") as copy:
                         for tenant_id, memory_id, b, content, status, owner, expires, revision in part:
-                            category = _CATEGORIES[b % len(_CATEGORIES)]
+                            category = CATEGORIES[b % len(CATEGORIES)]
                             copy.write_row((tenant_id, memory_id, 1, status, category, "USER", owner,
                                             content, content, f"bench-{revision}", "BENCH", captured,
                                             "[]", "E2", 0.9, expires, "{}", owner, revision))
                     with cur.copy(f"COPY {SEARCH_STAGE} FROM STDIN (FORMAT BINARY)") as copy:
                         copy.set_types(["uuid", "text", "text", "vector", "int8"])
-                        for n, ((tenant_id, memory_id, b, content, status, owner, expires, revision), vec) in enumerate(zip(part, vecs)):
+                        rows_and_vectors = enumerate(zip(part, vecs, strict=True))
+                        for n, ((_, memory_id, b, content, _, _, _, revision), vec) in rows_and_vectors:
                             search_text, token_text = self._projection(b, revision, content, n % 500 == 0)
                             copy.write_row((memory_id, search_text, token_text, vec, revision))
                 done += len(part)
@@ -366,7 +223,8 @@ class Loader:
             conn.execute(
                 "INSERT INTO memory_search (tenant_id, memory_id, version, search_text, tokens, embedding, "
                 "embedding_model, source_revision, embedding_revision) "
-                f"SELECT %s, memory_id, 1, search_text, to_tsvector('simple', token_text), embedding, %s, revision, revision "
+                "SELECT %s, memory_id, 1, search_text, to_tsvector('simple', token_text), embedding, %s, "
+                "revision, revision "
                 f"FROM {SEARCH_STAGE}",
                 (tenant, MODEL_NAME),
             )
@@ -485,14 +343,16 @@ def measure(api: httpx.Client, conn: psycopg.Connection[Any], embedder: Embedder
         items += len(bundle["items"]) + len(bundle["knowledge"])
         hits += found
         if len(api_ms) >= min_queries and time.monotonic() - began > max_seconds:
-            say(f"    stopping after {len(api_ms)} measured queries: the --max-measure-seconds cap ({max_seconds:.0f}s)")
+            say(f"    stopping after {len(api_ms)} measured queries: "
+                f"the --max-measure-seconds cap ({max_seconds:.0f}s)")
             break
         if time.monotonic() - last > 15:
             last = time.monotonic()
             say(f"    {n + 1 - warmup}/{len(qs) - warmup} measured; API p50 so far {statistics.median(api_ms):.1f} ms")
     measured = len(api_ms)
     return {
-        "api": pct(api_ms), "bare": pct(bare_ms), "bare_embed": pct(bare_embed_ms), "bare_sql": pct(bare_sql_ms),
+        "api": percentiles(api_ms), "bare": percentiles(bare_ms), "bare_embed": percentiles(bare_embed_ms),
+        "bare_sql": percentiles(bare_sql_ms),
         "items_per_bundle": items / measured, "bare_rows": hits / measured,
     }
 
@@ -515,48 +375,52 @@ def measure_other_user(api: httpx.Client, qs: list[str], warmup: int) -> dict[st
     fewer than ``FEW_VISIBLE`` memories with the exact scan at once (the walk read 20,000 rows first:
     ~0.6 s); u1 sees more than that and still walks."""
     ms = [call_api(api, q)[0] for q in qs][warmup:]
-    return {"api": pct(ms), "queries": len(ms)}
+    return {"api": percentiles(ms), "queries": len(ms)}
 
 
 def profile(sqlalchemy_url: str, embedder: Embedder, qs: list[str]) -> dict[str, float]:
     """Mean ms per stage of the recall pipeline, in-process, on the same database (same functions as the API)."""
     from memory.auth import PrincipalContext
     from memory.db import make_engine, tenant_session
+    from memory.query import QueryFilters
     from memory.recall import audit
     from memory.recall import candidates as cand
     from memory.recall.bundle import RecallRequest, build_bundle, mark_used, reread
     from memory.recall.plan import Intent, make_plan
-    from memory.query import QueryFilters
 
     engine = make_engine(sqlalchemy_url, pool_size=1)
     principal = PrincipalContext(tenant_id=TENANT, user_id=USER, agent_id=None, roles=frozenset({"memory_writer"}),
                                  key_id="bench")
     stages: dict[str, list[float]] = {}
 
-    def timed(name: str, fn: Callable[[], Any]) -> Any:
+    def timed(name: str, fn: Callable[..., Any], *args: Any) -> Any:
         started = time.perf_counter()
-        out = fn()
+        out = fn(*args)
         stages.setdefault(name, []).append((time.perf_counter() - started) * 1000)
         return out
+
+    def record_use(s: Any, principal: PrincipalContext, q: str, outcome: Any, now: datetime) -> None:
+        audit.record_bundle(s, principal, q, outcome.bundle, outcome.filtered, None)
+        mark_used(s, TENANT, outcome.selected, now)
 
     filters = QueryFilters()
     plan = make_plan(Intent.ANSWER)
     try:
         for q in qs:
-            vector = timed("embed query", lambda: embedder.embed_one(q))
-            now = datetime.now(timezone.utc)
+            vector = timed("embed query", embedder.embed_one, q)
+            now = datetime.now(UTC)
             with tenant_session(engine, TENANT) as s:
                 terms = cand.search_terms(q)
-                ft = timed("fulltext candidates", lambda: cand.fulltext_candidates(s, principal, filters, terms, now, 20))
-                tg = timed("trigram candidates", lambda: cand.trigram_candidates(s, principal, filters, q, now, 20))
+                ft = timed("fulltext candidates", cand.fulltext_candidates, s, principal, filters, terms, now, 20)
+                tg = timed("trigram candidates", cand.trigram_candidates, s, principal, filters, q, now, 20)
                 text_vector = cand.vector_text(vector)
-                vc = timed("vector candidates", lambda: cand.vector_candidates(s, principal, filters, text_vector, embedder.name, now, 20))
+                vc = timed("vector candidates", cand.vector_candidates, s, principal, filters, text_vector,
+                           embedder.name, now, 20)
                 found = cand.merge(ft, tg, vc)
-                timed("re-read", lambda: reread(s, principal, filters, found, text_vector, embedder.name, now))
+                timed("re-read", reread, s, principal, filters, found, text_vector, embedder.name, now)
                 request = RecallRequest(query=q, plan=plan, filters=filters, query_vector=vector, model=embedder.name)
-                outcome = timed("whole build_bundle", lambda: build_bundle(s, principal, request, now))
-                timed("audit + usage write", lambda: (audit.record_bundle(s, principal, q, outcome.bundle, outcome.filtered, None),
-                                                      mark_used(s, TENANT, outcome.selected, now)))
+                outcome = timed("whole build_bundle", build_bundle, s, principal, request, now)
+                timed("audit + usage write", record_use, s, principal, q, outcome, now)
     finally:
         engine.dispose()
     return {name: statistics.fmean(v) for name, v in stages.items()}
@@ -575,9 +439,11 @@ def explain_vector(conninfo: str, embedder: Embedder, q: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10000,100000,1000000", help="comma-separated memories in the benchmark tenant")
+    parser.add_argument("--sizes", default="10000,100000,1000000",
+                        help="comma-separated memories in the benchmark tenant")
     parser.add_argument("--base-texts", type=int, default=1000, help="texts embedded for real")
-    parser.add_argument("--noise", type=float, default=0.02, help="per-dimension σ of the perturbation of reused vectors")
+    parser.add_argument("--noise", type=float, default=0.02,
+                        help="per-dimension σ of the perturbation of reused vectors")
     parser.add_argument("--queries", type=int, default=300, help="measured requests per size")
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--max-measure-seconds", type=float, default=240.0,
@@ -585,7 +451,8 @@ def main() -> None:
     parser.add_argument("--min-queries", type=int, default=50)
     parser.add_argument("--profile-queries", type=int, default=30)
     parser.add_argument("--other-user-queries", type=int, default=60,
-                        help=f"API-only requests as each of {', '.join(OTHER_USERS)}: callers who see little of the tenant")
+                        help=f"API-only requests as each of {', '.join(OTHER_USERS)}: "
+                             "callers who see little of the tenant")
     parser.add_argument("--maintenance-work-mem", default="4GB")
     parser.add_argument("--budget-minutes", type=float, default=30.0,
                         help="skip a size whose projected load + index build would end the run after this")
@@ -596,7 +463,8 @@ def main() -> None:
     results: dict[str, Any] = {"sizes": {}, "not_measured": {}, "machine": f"{os.cpu_count()} cores"}
 
     with services("mnemo-bench-recall-") as svc:
-        say(f"recall latency benchmark: sizes {sizes}, {args.base_texts} real base texts, {args.queries} measured queries")
+        say(f"recall latency benchmark: sizes {sizes}, {args.base_texts} real base texts, "
+            f"{args.queries} measured queries")
         key = make_key(svc.sqlalchemy_url, TENANT, USER, ["memory_writer"])
         other_keys = {user: make_key(svc.sqlalchemy_url, TENANT, user, ["memory_writer"]) for user in OTHER_USERS}
         for tenant in OTHER_TENANTS:
@@ -625,14 +493,17 @@ def main() -> None:
             total_rows = size + 2 * other
             elapsed_min = (time.monotonic() - run_started) / 60
             if rows_per_second and index_rows_per_second and previous:
-                # Measuring: at least warm-up + min + profiled requests, each assumed to grow linearly with N from the last size.
+                # Measuring: at least warm-up + min + profiled requests, each assumed to grow linearly with N
+                # from the last size.
                 per_query = previous[1]["api"]["p50"] / 1000 * size / previous[0]
                 measuring = (args.warmup + args.min_queries + args.profile_queries) * per_query
                 projected = (total_new / rows_per_second + total_rows / index_rows_per_second + measuring) / 60
                 if elapsed_min + projected > args.budget_minutes:
-                    reason = (f"projected {projected:.0f} min: load at {rows_per_second:,.0f} rows/s and index build at "
+                    reason = (f"projected {projected:.0f} min: load at {rows_per_second:,.0f} rows/s "
+                              f"and index build at "
                               f"{index_rows_per_second:,.0f} rows/s as measured at {previous[0]:,}, plus "
-                              f"{args.warmup} + {args.min_queries} + {args.profile_queries} requests at ~{per_query:.1f} s each (the API p50 at {previous[0]:,} "
+                              f"{args.warmup} + {args.min_queries} + {args.profile_queries} requests "
+                              f"at ~{per_query:.1f} s each (the API p50 at {previous[0]:,} "
                               f"scaled linearly with N) would end the run at {elapsed_min + projected:.0f} min, past "
                               f"the {args.budget_minutes:.0f}-minute budget")
                     say(f"  ✗ {size:,}: not measured — {reason}")

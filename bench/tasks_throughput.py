@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 -- U+00D7, the multiplication sign, is what the printed ratios (and docs/benchmarks.md) use
 """Report-task throughput and per-step orchestration overhead, on the real stack.
 
 Starts its own embedded PostgreSQL and Temporal dev server, seeds a small sales
@@ -18,16 +19,16 @@ threads: an activity accepted beyond the threads waits in the executor's queue, 
 heartbeat), then as ``build_worker`` builds it now (slots = threads). Both use the same
 executor, step heartbeat timeout (``--heartbeat``, the workflow's default 30 s) and data.
 
-Run: ``.venv/bin/python bench/tasks_throughput.py [--tasks 200] [--lines 2400] [--compare]``
+Run: ``.venv/bin/python -m bench.tasks_throughput [--tasks 200] [--lines 2400] [--compare]``
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import asyncio
+import itertools
+import os
 import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -44,20 +45,17 @@ from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateR
 from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from activities.report.registry import StepContext, implementation  # noqa: E402
-from activities.stores import ArtifactStore, default_destinations  # noqa: E402
-from api.devstack.postgres import EmbeddedPostgres  # noqa: E402
-from api.devstack.processes import free_port  # noqa: E402
-from api.devstack.temporal import TemporalDevServer  # noqa: E402
-from api.worker import build_worker  # noqa: E402
-from memory.auth import create_api_key  # noqa: E402
-from memory.db import make_engine, tenant_session  # noqa: E402
-from memory.reportdata import seed_sales  # noqa: E402
-from memory.tasks.keys import task_id_for, workflow_id  # noqa: E402
-from migrations import upgrade  # noqa: E402
-from workflows.report_task import ApprovalDecision, ReportTaskInput, ReportTaskWorkflow  # noqa: E402
+from activities.report.registry import StepContext, implementation
+from activities.stores import ArtifactStore, default_destinations
+from api.devstack.postgres import EmbeddedPostgres
+from api.devstack.processes import free_port
+from api.devstack.temporal import TemporalDevServer
+from api.worker import build_worker
+from bench.harness import make_key, percentile, say, seed_sales_data
+from memory.db import make_engine, tenant_session
+from memory.tasks.keys import task_id_for, workflow_id
+from migrations import upgrade
+from workflows.report_task import ApprovalDecision, ReportTaskInput, ReportTaskWorkflow
 
 COMPUTE_STEPS = ["load_data", "validate_data", "calculate_metrics", "generate_charts", "generate_draft"]
 
@@ -96,10 +94,9 @@ def stack(workdir: Path, lines: int) -> Any:
         temporal.wait_ready()
         engine = make_engine(info.url(), pool_size=20)
         tenant = "bench"
-        with tenant_session(engine, tenant) as session:
-            create_api_key(session, tenant_id=tenant, user_id="alice", roles=["memory_writer"])
-            create_api_key(session, tenant_id=tenant, user_id="bob", roles=["approver"])
-            seed_sales(session, tenant, total=lines)
+        make_key(info.url(), tenant, "alice", ["memory_writer"])
+        make_key(info.url(), tenant, "bob", ["approver"])
+        seed_sales_data(info.url(), tenant, lines)
         yield Stack(engine, temporal.address, workdir / "data", tenant)
         engine.dispose()
     finally:
@@ -137,7 +134,8 @@ async def _run_tasks(
             client.start_workflow(
                 ReportTaskWorkflow.run,
                 ReportTaskInput(
-                    s.tenant, task_id, "alice", "monthly-report", {"month": "2026-06", "currency": "CNY"}, f"{label}-{n}",
+                    s.tenant, task_id, "alice", "monthly-report", {"month": "2026-06", "currency": "CNY"},
+                    f"{label}-{n}",
                     step_heartbeat_seconds=heartbeat,
                 ),
                 id=workflow_id(s.tenant, task_id),
@@ -159,10 +157,11 @@ def _step_cycles(s: Stack, task_id: str) -> dict[str, float]:
     """Seconds from the previous checkpoint to each step's success checkpoint (the engine's full cycle)."""
     with tenant_session(s.engine, s.tenant) as session:
         rows = session.execute(
-            text("SELECT reason, created_at FROM task_checkpoints WHERE task_id = :t ORDER BY state_version"), {"t": task_id}
+            text("SELECT reason, created_at FROM task_checkpoints WHERE task_id = :t ORDER BY state_version"),
+            {"t": task_id},
         ).all()
     cycles = {}
-    for (_, before), (reason, after) in zip(rows, rows[1:], strict=False):
+    for (_, before), (reason, after) in itertools.pairwise(rows):
         if reason.startswith("step_succeeded:"):
             cycles[reason.split(":", 1)[1]] = (after - before).total_seconds()
     return cycles
@@ -173,7 +172,8 @@ def _direct_compute(s: Stack, task_id: str, repeats: int = 3) -> dict[str, float
     with tenant_session(s.engine, s.tenant) as session:
         outputs = dict(
             session.execute(
-                text("SELECT step_id, output FROM task_steps WHERE task_id = :t AND status = 'SUCCEEDED'"), {"t": task_id}
+                text("SELECT step_id, output FROM task_steps WHERE task_id = :t AND status = 'SUCCEEDED'"),
+                {"t": task_id},
             ).all()
         )
     store = ArtifactStore(s.data_dir / "artifacts")
@@ -181,7 +181,8 @@ def _direct_compute(s: Stack, task_id: str, repeats: int = 3) -> dict[str, float
     for step in COMPUTE_STEPS:
         ctx = StepContext(
             s.tenant, task_id, "monthly-report", {"month": "2026-06", "currency": "CNY"}, "v1",
-            {k: v for k, v in outputs.items() if COMPUTE_STEPS.index(k) < COMPUTE_STEPS.index(step)} if step in COMPUTE_STEPS else {},
+            {k: v for k, v in outputs.items() if COMPUTE_STEPS.index(k) < COMPUTE_STEPS.index(step)}
+            if step in COMPUTE_STEPS else {},
             {}, lambda: tenant_session(s.engine, s.tenant), store.get, lambda: None,
         )
         fn = implementation("monthly-report", step)
@@ -192,11 +193,6 @@ def _direct_compute(s: Stack, task_id: str, repeats: int = 3) -> dict[str, float
             samples.append(time.perf_counter() - began)
         timings[step] = statistics.median(samples)
     return timings
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
 
 
 def _load_figures(s: Stack, label: str, tasks: int, elapsed: float, results: list[Any]) -> dict[str, Any]:
@@ -235,19 +231,20 @@ def _load_figures(s: Stack, label: str, tasks: int, elapsed: float, results: lis
 
 
 def _print_load(f: dict[str, Any], title: str) -> None:
-    print(f"\n== {f['tasks']} concurrent report tasks: {title} ==")
+    say(f"\n== {f['tasks']} concurrent report tasks: {title} ==")
     if f["failures"]:
-        print(f"not succeeded: {len(f['failures'])} (first: {f['failures'][0]!r})")
-    print(
+        say(f"not succeeded: {len(f['failures'])} (first: {f['failures'][0]!r})")
+    say(
         f"succeeded {f['succeeded']}/{f['tasks']}; step attempts retried (Temporal attempt > 1) {f['retried']}, "
         f"attempts not succeeded {f['failed_attempts']}"
     )
     d = f["durations"]
-    print(f"task duration (first to last checkpoint): p50 {_pct(d, 0.5):.1f} s, p95 {_pct(d, 0.95):.1f} s, max {max(d):.1f} s")
-    print(f"{'step':<18} {'cycle p50':>10} {'cycle p95':>10}")
+    say(f"task duration (first to last checkpoint): p50 {percentile(d, 0.5):.1f} s, "
+        f"p95 {percentile(d, 0.95):.1f} s, max {max(d):.1f} s")
+    say(f"{'step':<18} {'cycle p50':>10} {'cycle p95':>10}")
     for step, values in f["cycles"].items():
-        print(f"{step:<18} {_pct(values, 0.5):>9.2f}s {_pct(values, 0.95):>9.2f}s")
-    print(f"wall time {f['elapsed']:.1f} s → {f['succeeded'] / f['elapsed']:.2f} tasks/s; load average {f['load']:.2f}")
+        say(f"{step:<18} {percentile(values, 0.5):>9.2f}s {percentile(values, 0.95):>9.2f}s")
+    say(f"wall time {f['elapsed']:.1f} s → {f['succeeded'] / f['elapsed']:.2f} tasks/s; load average {f['load']:.2f}")
 
 
 async def measure(s: Stack, tasks: int, compare: bool, threads: int, heartbeat: float) -> None:
@@ -268,7 +265,7 @@ async def measure(s: Stack, tasks: int, compare: bool, threads: int, heartbeat: 
             began = time.perf_counter()
             await client.execute_workflow(RoundTrips.run, rounds, id=f"rt-{uuid.uuid4()}", task_queue=queue + "-noop")
             round_trip = (time.perf_counter() - began) / rounds
-            print(f"baseline measured ({round_trip * 1000:.1f} ms)", flush=True)
+            say(f"baseline measured ({round_trip * 1000:.1f} ms)")
             for index, (label, slots) in enumerate(phases):
                 phase_queue = f"{queue}-{label}"
                 # "before": the SDK's default slots (100) in front of the executor's threads, as build_worker was.
@@ -282,10 +279,10 @@ async def measure(s: Stack, tasks: int, compare: bool, threads: int, heartbeat: 
                         alone, [single] = await _run_tasks(s, client, phase_queue, 1, "alone")
                         cycles = _step_cycles(s, single.task_id)
                         direct = _direct_compute(s, single.task_id)
-                        print(f"single task measured ({alone:.2f} s)", flush=True)
+                        say(f"single task measured ({alone:.2f} s)")
                     elif index == 0:
                         await _run_tasks(s, client, phase_queue, 1, f"warm-up-{label}")
-                    print(f"starting {tasks} tasks ({label}: {slots or threads} activity slots, {threads} threads)", flush=True)
+                    say(f"starting {tasks} tasks ({label}: {slots or threads} activity slots, {threads} threads)")
                     elapsed, results = await _run_tasks(s, client, phase_queue, tasks, f"load-{label}", heartbeat)
                     loads.append((label, slots, _load_figures(s, f"load-{label}", tasks, elapsed, results)))
 
@@ -295,28 +292,31 @@ async def measure(s: Stack, tasks: int, compare: bool, threads: int, heartbeat: 
                 "SELECT count(*), count(*) - count(DISTINCT task_id) FROM task_operations WHERE status = 'SUCCEEDED'"
             )
         ).one()
-    print("\n== baseline (same run) ==")
-    print(f"bare activity round trip (no-op activity, sequential): {round_trip * 1000:.1f} ms")
-    print("\n== one report task alone ==")
-    print(f"end to end incl. approval + publish: {alone:.2f} s")
-    print(f"{'step':<18} {'engine cycle':>12} {'step compute':>12} {'overhead':>10} {'÷ round trip':>12}")
+    say("\n== baseline (same run) ==")
+    say(f"bare activity round trip (no-op activity, sequential): {round_trip * 1000:.1f} ms")
+    say("\n== one report task alone ==")
+    say(f"end to end incl. approval + publish: {alone:.2f} s")
+    say(f"{'step':<18} {'engine cycle':>12} {'step compute':>12} {'overhead':>10} {'÷ round trip':>12}")
     overheads = []
     for step in COMPUTE_STEPS:
         overhead = cycles[step] - direct[step]
         overheads.append(overhead)
-        print(f"{step:<18} {cycles[step] * 1000:>10.1f}ms {direct[step] * 1000:>10.1f}ms {overhead * 1000:>8.1f}ms {overhead / round_trip:>11.1f}×")
+        say(f"{step:<18} {cycles[step] * 1000:>10.1f}ms {direct[step] * 1000:>10.1f}ms "
+            f"{overhead * 1000:>8.1f}ms {overhead / round_trip:>11.1f}×")
     mean = statistics.mean(overheads)
-    print(f"mean per-step orchestration overhead: {mean * 1000:.1f} ms = {mean / round_trip:.1f}× a bare activity round trip")
+    say(f"mean per-step orchestration overhead: {mean * 1000:.1f} ms = "
+        f"{mean / round_trip:.1f}× a bare activity round trip")
     for label, slots, figures in loads:
-        title = f"{label}, {slots or threads} activity slots on {threads} threads, step heartbeat timeout {heartbeat:g} s"
+        title = (f"{label}, {slots or threads} activity slots on {threads} threads, "
+                 f"step heartbeat timeout {heartbeat:g} s")
         _print_load(figures, title)
     if len(loads) == 2:
         (_, _, b), (_, _, n) = loads
-        print(
-            f"\nnow / before: task p95 {_pct(n['durations'], 0.95) / _pct(b['durations'], 0.95):.2f}×, "
+        say(
+            f"\nnow / before: task p95 {percentile(n['durations'], 0.95) / percentile(b['durations'], 0.95):.2f}×, "
             f"throughput {(n['succeeded'] / n['elapsed']) / (b['succeeded'] / b['elapsed']):.2f}×"
         )
-    print(f"publications recorded {published}, duplicates {duplicates} (all phases, warm-ups included)")
+    say(f"publications recorded {published}, duplicates {duplicates} (all phases, warm-ups included)")
 
 
 def main() -> None:
@@ -328,7 +328,7 @@ def main() -> None:
     parser.add_argument("--heartbeat", type=float, default=30.0, help="step heartbeat timeout, seconds")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mnemo-bench-") as tmp, stack(Path(tmp), args.lines) as s:
-        print(f"stack ready: Temporal {s.address}, {args.lines} sales lines, {args.tasks} tasks")
+        say(f"stack ready: Temporal {s.address}, {args.lines} sales lines, {args.tasks} tasks")
         asyncio.run(measure(s, args.tasks, args.compare, args.threads, args.heartbeat))
 
 

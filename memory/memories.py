@@ -163,7 +163,7 @@ def initial_status(principal: PrincipalContext, level: SourceLevel) -> Status:
     return Status.CANDIDATE
 
 
-def _abstract(content: str, abstract: str | None) -> str:
+def abstract_for(content: str, abstract: str | None) -> str:
     if abstract:
         return abstract
     line = " ".join(content.split())
@@ -211,7 +211,7 @@ def create_memory(
         key=new.key,
         project_id=new.project_id,
         session_id=new.session_id,
-        abstract=_abstract(new.content, new.abstract),
+        abstract=abstract_for(new.content, new.abstract),
         overview=new.overview,
         content=new.content,
         source_id=new.source.source_id,
@@ -328,7 +328,7 @@ def correct_memory(
         abstract = correction.abstract or head.abstract
         overview = correction.overview if correction.overview is not None else head.overview
     else:  # new content: summaries of the old content no longer describe it
-        abstract = _abstract(content, correction.abstract)
+        abstract = abstract_for(content, correction.abstract)
         overview = correction.overview
     session.execute(
         update(Memory)
