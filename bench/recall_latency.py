@@ -526,7 +526,7 @@ def profile(sqlalchemy_url: str, embedder: Embedder, qs: list[str]) -> dict[str,
     from memory.recall import candidates as cand
     from memory.recall.bundle import RecallRequest, build_bundle, mark_used, reread
     from memory.recall.plan import Intent, make_plan
-    from memory.query import QueryFilters
+    from memory.visibility import QueryFilters
 
     engine = make_engine(sqlalchemy_url, pool_size=1)
     principal = PrincipalContext(tenant_id=TENANT, user_id=USER, agent_id=None, roles=frozenset({"memory_writer"}),

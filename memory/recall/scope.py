@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from memory.auth import PrincipalContext
 from memory.enums import Category, Space
-from memory.query import QueryFilters
+from memory.visibility import QueryFilters
 
 
 def allowed_scope(
@@ -20,6 +20,6 @@ def allowed_scope(
     session_id: str | None = None,
     purpose: str | None = None,
 ) -> QueryFilters:
-    """The principal is the wall (``visible_to`` in :func:`memory.query.hard_filters`); these only narrow it."""
+    """The principal is the wall (``visible_to`` in :func:`memory.visibility.hard_filters`); these only narrow it."""
     del principal  # identity is applied by the hard filters themselves, never taken from the request
     return QueryFilters(categories, spaces, project_id, session_id, purpose)

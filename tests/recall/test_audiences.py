@@ -22,7 +22,7 @@ from sqlalchemy import Engine, event, select, text
 from memory.auth import PrincipalContext, authenticate
 from memory.db import global_session, tenant_session
 from memory.models import Memory
-from memory.query import NOW, QueryFilters, hard_filters
+from memory.visibility import NOW, QueryFilters, hard_filters
 from memory.recall import candidates as cand
 from memory.text import search_terms
 from tests.conftest import MakeKey

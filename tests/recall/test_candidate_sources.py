@@ -23,7 +23,7 @@ from memory.auth import PrincipalContext
 from memory.db import global_session, make_engine, tenant_session
 from memory.embeddings import MODEL_NAME, default_embedder
 from memory.models import scoped_search
-from memory.query import QueryFilters
+from memory.visibility import QueryFilters
 from memory.recall import candidates as cand
 from memory.text import search_terms
 from tests.conftest import MakeKey, auth
