@@ -16,7 +16,7 @@ from api.errors import (
 )
 from api.limits import EmbeddingLanes, TenantLimiter
 from api.routers import deletions, events, health, memories, policies, recall, tasks
-from api.schemas import ErrorOut
+from api.schemas.common import ErrorOut
 from api.settings import Settings
 from memory.db import make_engine
 

@@ -17,10 +17,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal, parse_id, require_role
 from api.errors import TemporalUnavailable
 from api.outbox import start_job
-from api.schemas import (
+from api.schemas.deletions import (
     DeletionAcceptedOut,
     DeletionJobOut,
     DeletionRequestIn,
+    DeletionResumedOut,
     HoldIn,
     HoldOut,
     LayerOut,
@@ -161,7 +162,7 @@ async def _signal_job(request: Request, job: DeletionJob, signal: str) -> None:
 @router.post("/memory-deletions/{job_id}/resume")
 async def resume_deletion(
     job_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep
-) -> dict[str, str]:
+) -> DeletionResumedOut:
     """After fixing what stopped a job (failed_requires_action), continue it from its checkpoints.
 
     A job in any other state is a 409 ``not_resumable`` naming its status: it is done, still running
@@ -187,7 +188,7 @@ async def resume_deletion(
         raise TemporalUnavailable(f"Temporal did not take the resume signal: {exc.message}") from exc
     except RuntimeError as exc:  # the client could not connect
         raise TemporalUnavailable(f"Temporal is not reachable: {exc}") from exc
-    return {"job_id": str(job.job_id), "status": job.status, "signal": "resume"}
+    return DeletionResumedOut(job_id=str(job.job_id), status=job.status, signal="resume")
 
 
 def _hold_out(hold: object) -> HoldOut:

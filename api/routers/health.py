@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
 from sqlalchemy import Engine, text
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -23,6 +22,7 @@ from temporalio.client import Client
 
 from api.deps import EngineDep, SettingsDep, get_temporal
 from api.errors import RETRY_AFTER_SECONDS, TemporalUnavailable
+from api.schemas.health import HealthOut, ReadinessOut
 from api.temporal import namespace_ready
 from memory.db import tenant_session
 
@@ -36,9 +36,9 @@ NOT_READY = "Not ready: each check that is not ok says why (Retry-After)"
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+def healthz() -> HealthOut:
     """The process is up (no dependency checked)."""
-    return {"status": "ok"}
+    return HealthOut(status="ok")
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
@@ -99,19 +99,6 @@ async def _check_worker(client: Client, task_queue: str) -> dict[str, Any]:
     if state["state"] != "ok":
         state["error"] = f"no worker is polling the task queue {task_queue!r}"
     return state
-
-
-class CheckOut(BaseModel):
-    """One dependency's state; ``error`` (and ``tenant`` for the demo data) only when it is not ok."""
-
-    state: Literal["ok", "unavailable", "loading", "unknown"]
-    error: str = ""
-    tenant: str = ""
-
-
-class ReadinessOut(BaseModel):
-    ready: bool
-    checks: dict[str, CheckOut]
 
 
 @router.get(

@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 
 from api.deps import CurrentPrincipal, EngineDep, parse_id
-from api.schemas import (
-    INT32_MAX,
+from api.schemas.common import INT32_MAX, replay_of
+from api.schemas.memories import (
     CandidateIn,
     CorrectionIn,
     MemoryDetailOut,
@@ -58,7 +58,7 @@ def _written(memory: Memory, replayed: bool) -> WriteOut:
 @router.post(
     "/memory-candidates",
     status_code=status.HTTP_201_CREATED,
-    responses={200: {"model": WriteOut, "description": "A replay of the same idempotency key and body: the first result"}},
+    responses=replay_of(WriteOut),
 )
 def submit_candidate(body: CandidateIn, principal: CurrentPrincipal, engine: EngineDep, response: Response) -> WriteOut:
     """Submit a memory. It is ACTIVE at once for a memory writer with E1-E3 evidence, else a CANDIDATE."""

@@ -25,7 +25,7 @@ from api.deps import (
     current_principal,
     require_role,
 )
-from api.schemas import RecallIn
+from api.schemas.recall import AuditEventOut, AuditEventsOut, BundleOut, RecallIn, RenderOut
 from api.task_state import live_task_state
 from memory.auth import authenticated_session
 from memory.db import tenant_session
@@ -77,15 +77,15 @@ async def _bundle(
     return await run_in_threadpool(run)
 
 
-@router.post("/memory-query", response_model=dict[str, Any], responses=BUSY)
+@router.post("/memory-query", response_model=BundleOut, responses=BUSY)
 async def query_memories(
     body: RecallIn, key: PresentedKey, engine: EngineDep, limiter: RecallLimiterDep, lanes: EmbeddingLanesDep,
     request: Request,
 ) -> JSONResponse:
     """Recall: a memory bundle (plan, hard filters, hybrid candidates, explained scores, conflicts, budget).
 
-    Returned as a ready JSONResponse: the bundle holds only JSON types already, and FastAPI's generic
-    encoder walking it again cost ~1 ms a request.
+    Returned as a ready JSONResponse (:class:`BundleOut` documents it): the bundle holds only JSON types
+    already, and FastAPI's generic encoder walking it again cost ~1 ms a request.
     """
     return JSONResponse(await _bundle(body, key, engine, limiter, lanes, request))
 
@@ -94,10 +94,10 @@ async def query_memories(
 async def render_bundle(
     body: RecallIn, key: PresentedKey, engine: EngineDep, limiter: RecallLimiterDep, lanes: EmbeddingLanesDep,
     request: Request,
-) -> dict[str, Any]:
+) -> RenderOut:
     """The bundle as prompt text (XML-like sections, provenance and score on each hit); "" when empty."""
     bundle = await _bundle(body, key, engine, limiter, lanes, request)
-    return {"text": render(bundle), "trace_id": bundle["trace_id"], "snapshot_revision": bundle["snapshot_revision"]}
+    return RenderOut(text=render(bundle), trace_id=bundle["trace_id"], snapshot_revision=bundle["snapshot_revision"])
 
 
 @router.get("/recall/audit")
@@ -106,9 +106,11 @@ def bundle_audit(
     engine: EngineDep,
     trace_id: Annotated[str | None, Query(max_length=256)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-) -> dict[str, Any]:
+) -> AuditEventsOut:
     """MEMORY_BUNDLE_BUILT events of the caller's tenant (admin, auditor or operator): ids, versions, reasons."""
     require_role(principal, Role.ADMIN, Role.AUDITOR, Role.OPERATOR, to="reading recall audit events")
     with tenant_session(engine, principal.tenant_id) as session:
         events = audit.bundle_events(session, principal.tenant_id, trace_id, limit)
-    return {"events": [{"audit_id": e.audit_id, "at": e.at.isoformat(), "actor": e.actor, **e.detail} for e in events]}
+    return AuditEventsOut(
+        events=[AuditEventOut(audit_id=e.audit_id, at=e.at.isoformat(), actor=e.actor, **e.detail) for e in events]
+    )
