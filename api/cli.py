@@ -324,9 +324,11 @@ def restore(
 
 
 def _service_settings(data_dir: Path) -> Settings:
-    """Production settings from the environment, or those of the running ``mnemo dev`` in ``data_dir``."""
-    if os.environ.get("MNEMO_DATABASE_URL"):
-        return Settings()
+    """Production settings from the environment (``MNEMO_DATABASE_URL`` set), or those of the running
+    ``mnemo dev`` in ``data_dir``."""
+    settings = Settings()
+    if settings.database_url:
+        return settings
     from api.devstack.processes import StackError
     from api.devstack.stack import read_state
 

@@ -1,7 +1,10 @@
-"""FastAPI dependencies: the engine, the Temporal client and the authenticated principal."""
+"""FastAPI dependencies and the checks every router shares: the engine, the settings, the Temporal client,
+the app's recall limits, the authenticated principal, its roles (:func:`require_role`) and path ids
+(:func:`parse_id`)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated
 
 from fastapi import Depends, Request, Security
@@ -10,12 +13,13 @@ from sqlalchemy import Engine
 from temporalio.client import Client
 
 from api.errors import TemporalUnavailable
+from api.limits import EmbeddingLanes, TenantLimiter
 from api.settings import Settings
 from api.temporal import connect
-
 from memory.auth import PrincipalContext, authenticate
 from memory.db import global_session
-from memory.errors import Unauthorized
+from memory.enums import Role
+from memory.errors import Forbidden, NotFound, Unauthorized
 
 
 async def get_engine(request: Request) -> Engine:
@@ -68,7 +72,12 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
 async def get_temporal(request: Request) -> Client:
-    """The shared Temporal client, connected on first use (the API starts even while Temporal is down)."""
+    """The app's Temporal client, connected on first use (the API starts even while Temporal is down).
+
+    Temporal that cannot be reached is a 503 ``temporal_unavailable`` saying so. A route that must
+    answer its 404s and 409s before it needs Temporal calls this when it does; others take
+    :data:`TemporalDep`.
+    """
     if request.app.state.temporal is None:
         try:
             request.app.state.temporal = await connect(request.app.state.settings)
@@ -79,3 +88,36 @@ async def get_temporal(request: Request) -> Client:
 
 
 TemporalDep = Annotated[Client, Depends(get_temporal)]
+
+
+async def get_recall_limiter(request: Request) -> TenantLimiter:
+    limiter: TenantLimiter = request.app.state.recall_limiter
+    return limiter
+
+
+RecallLimiterDep = Annotated[TenantLimiter, Depends(get_recall_limiter)]
+
+
+async def get_embedding_lanes(request: Request) -> EmbeddingLanes:
+    lanes: EmbeddingLanes = request.app.state.embedding_lanes
+    return lanes
+
+
+EmbeddingLanesDep = Annotated[EmbeddingLanes, Depends(get_embedding_lanes)]
+
+
+def parse_id(raw: str, what: str) -> uuid.UUID:
+    """A path id: a malformed one is just an id that does not exist, the same 404 (``{what} {raw} does not
+    exist``), never a 422."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise NotFound(f"{what} {raw} does not exist") from None
+
+
+def require_role(principal: PrincipalContext, *roles: Role, to: str) -> None:
+    """A 403 ``{to} needs the {roles} role`` unless the principal has one of ``roles`` (an admin has every role)."""
+    if not any(principal.has(role) for role in roles):
+        names = [role.value for role in roles]
+        spoken = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+        raise Forbidden(f"{to} needs the {spoken} role")

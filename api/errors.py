@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.schemas import without_nul, without_null
+from api.schemas.common import without_nul, without_null
 from memory.db import is_connection_failure
 from memory.errors import MnemoError, Unauthorized
 
@@ -134,7 +134,8 @@ async def _mnemo_error(_request: Request, exc: MnemoError) -> JSONResponse:
     if retry_after is not None:  # a 429 or 503 that knows when to come back says so
         headers["Retry-After"] = str(max(1, round(retry_after)))
     extra: dict[str, Any] = {"fields": exc.fields} if isinstance(exc, Refused) else {"details": exc.details}
-    return JSONResponse(status_code=exc.http_status, content=error_body(exc.code, exc.message, **extra), headers=headers)
+    content = error_body(exc.code, exc.message, **extra)
+    return JSONResponse(status_code=exc.http_status, content=content, headers=headers)
 
 
 _METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
@@ -293,7 +294,9 @@ def check_body(body: bytes) -> None:
     except RecursionError:  # not a ValueError; a Refused from the hooks passes through as it is
         raise Refused("nesting_too_deep", f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels") from None
     except UnicodeDecodeError:  # FastAPI would answer a bare 400 "error parsing the body"
-        raise Refused("invalid_json", "the body is not valid UTF-8 (nor UTF-16 or UTF-32): send JSON in UTF-8") from None
+        raise Refused(
+            "invalid_json", "the body is not valid UTF-8 (nor UTF-16 or UTF-32): send JSON in UTF-8"
+        ) from None
     except ValueError:
         return
     _check_json(document)

@@ -6,7 +6,8 @@ recall waited up to 20 s. Recalls of a tenant beyond ``MNEMO_TENANT_RECALL_CONCU
 in this process are refused at once with a 429 ``tenant_busy`` and ``Retry-After`` instead of
 queueing behind each other; the query embedding reads at most
 :data:`memory.embeddings.QUERY_MAX_CHARS`, and every API statement has a timeout
-(``MNEMO_STATEMENT_TIMEOUT_SECONDS``, a 503 ``statement_timeout``).
+(``MNEMO_STATEMENT_TIMEOUT_SECONDS``, a 503 ``statement_timeout``). Query embeddings take turns by
+tenant on the app's :class:`EmbeddingLanes`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from memory.embeddings import MODEL_NAME, Embedder
 from memory.errors import MnemoError
 
 RETRY_AFTER_SECONDS = 1
@@ -75,10 +77,12 @@ class FairQueue:
         self._queues: dict[str, deque[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]]] = {}
         self._turns: deque[str] = deque()  # tenants with work, in the order they are served
         self._running: set[str] = set()
-        self._threads = [
-            threading.Thread(target=self._serve, args=(lane,), name=f"{name}-{lane}", daemon=True) for lane in range(lanes)
+        self._closed = False
+        self.threads = [
+            threading.Thread(target=self._serve, args=(lane,), name=f"{name}-{lane}", daemon=True)
+            for lane in range(lanes)
         ]
-        for thread in self._threads:
+        for thread in self.threads:
             thread.start()
 
     def submit(self, tenant_id: str, fn: Callable[..., T], *args: Any) -> Future[T]:
@@ -92,9 +96,25 @@ class FairQueue:
             self._lock.notify_all()
         return future
 
-    def _next(self) -> tuple[str, Future[Any], Callable[..., Any], tuple[Any, ...]]:
+    def close(self) -> None:
+        """Cancel the jobs still queued and stop the lanes once their running jobs are done."""
+        with self._lock:
+            self._closed = True
+            for queue in self._queues.values():
+                for future, _fn, _args in queue:
+                    future.cancel()
+            self._queues.clear()
+            self._turns.clear()
+            self._lock.notify_all()
+        for thread in self.threads:
+            thread.join()
+
+    def _next(self) -> tuple[str, Future[Any], Callable[..., Any], tuple[Any, ...]] | None:
+        """The next job in turn, waiting for one; None once the queue is closed."""
         with self._lock:
             while True:
+                if self._closed:
+                    return None
                 tenant_id = next((t for t in self._turns if t not in self._running), None)
                 if tenant_id is not None:
                     break
@@ -110,15 +130,50 @@ class FairQueue:
             return tenant_id, future, fn, args
 
     def _serve(self, lane: int) -> None:
-        while True:
-            tenant_id, future, fn, args = self._next()
+        while (job := self._next()) is not None:
+            tenant_id, future, fn, args = job
             try:
                 if future.set_running_or_notify_cancel():  # else cancelled while queued: its request failed first
                     try:
                         future.set_result(fn(lane, *args))
-                    except BaseException as exc:  # noqa: BLE001 - handed to the waiting request
+                    except BaseException as exc:  # handed to the waiting request
                         future.set_exception(exc)
             finally:
                 with self._lock:
                     self._running.discard(tenant_id)
                     self._lock.notify_all()
+
+
+class EmbeddingLanes:
+    """The query embeddings of one app: a :class:`FairQueue` whose every lane has an engine child of its own.
+
+    Built from the app's settings (``query_embedding_engines`` lanes) when the app starts and closed
+    with it: the lanes stop and their engine children exit. A lane starts its engine on its first job,
+    and only that lane's thread uses it.
+    """
+
+    model = MODEL_NAME
+
+    def __init__(self, lanes: int) -> None:
+        self._engines: dict[int, Embedder] = {}
+        self.queue = FairQueue("mnemo-embed", lanes=lanes)
+
+    def submit(self, tenant_id: str, text: str) -> Future[list[float]]:
+        """The query vector of ``text``, computed in the tenant's turn."""
+        return self.queue.submit(tenant_id, self._embed, text)
+
+    def _embed(self, lane: int, text: str) -> list[float]:
+        if lane not in self._engines:
+            self._engines[lane] = Embedder()
+        return self._engines[lane].embed_one(text)
+
+    @property
+    def engine_pids(self) -> list[int]:
+        """The running engine children (for tests and drills)."""
+        return [pid for engine in self._engines.values() if (pid := engine.pid) is not None]
+
+    def close(self) -> None:
+        self.queue.close()
+        for engine in self._engines.values():
+            engine.close()
+        self._engines.clear()

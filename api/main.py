@@ -14,9 +14,9 @@ from api.errors import (
     install_unavailable_handlers,
     refuse_guarded,
 )
-from api.limits import TenantLimiter
+from api.limits import EmbeddingLanes, TenantLimiter
 from api.routers import deletions, events, health, memories, policies, recall, tasks
-from api.schemas import ErrorOut
+from api.schemas.common import ErrorOut
 from api.settings import Settings
 from memory.db import make_engine
 
@@ -32,9 +32,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             database_url, pool_size=settings.db_pool_size, statement_timeout_seconds=settings.statement_timeout_seconds
         )
         app.state.recall_limiter = TenantLimiter(settings.tenant_recall_concurrency)
+        app.state.embedding_lanes = EmbeddingLanes(settings.query_embedding_engines)
         app.state.temporal = None  # connected on first use, so the API starts even while Temporal is down
-        yield
-        app.state.engine.dispose()
+        try:
+            yield
+        finally:
+            app.state.embedding_lanes.close()  # its lanes stop and their engine children exit
+            app.state.engine.dispose()
 
     app = FastAPI(
         title="mnemo",

@@ -382,11 +382,11 @@ def profile(sqlalchemy_url: str, embedder: Embedder, qs: list[str]) -> dict[str,
     """Mean ms per stage of the recall pipeline, in-process, on the same database (same functions as the API)."""
     from memory.auth import PrincipalContext
     from memory.db import make_engine, tenant_session
-    from memory.query import QueryFilters
     from memory.recall import audit
     from memory.recall import candidates as cand
     from memory.recall.bundle import RecallRequest, build_bundle, mark_used, reread
     from memory.recall.plan import Intent, make_plan
+    from memory.visibility import QueryFilters
 
     engine = make_engine(sqlalchemy_url, pool_size=1)
     principal = PrincipalContext(tenant_id=TENANT, user_id=USER, agent_id=None, roles=frozenset({"memory_writer"}),

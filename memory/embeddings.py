@@ -35,10 +35,10 @@ import time
 import unicodedata
 import uuid
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
@@ -46,8 +46,8 @@ from sqlalchemy.orm import Session
 from memory import embedding_child as wire
 from memory.enums import Status
 from memory.errors import MnemoError
-from memory.memories import not_tombstoned
 from memory.models import EMBEDDING_DIMENSIONS, Memory, MemorySearch
+from memory.visibility import not_tombstoned
 
 log = logging.getLogger(__name__)
 
@@ -330,7 +330,7 @@ def _write_if_current(session: Session, tenant_id: str, item: PendingVector, val
         .values(**values)
         .execution_options(synchronize_session=False)
     )
-    return bool(result.rowcount)
+    return bool(result.rowcount)  # type: ignore[attr-defined]  # an UPDATE's result is a CursorResult
 
 
 def store_vectors(
@@ -344,7 +344,8 @@ def store_vectors(
     """
     written = sum(
         _write_if_current(
-            session, tenant_id, item, {"embedding": vector, "embedding_model": model, "embedding_revision": item.revision}
+            session, tenant_id, item,
+            {"embedding": vector, "embedding_model": model, "embedding_revision": item.revision},
         )
         for item, vector in items
     )

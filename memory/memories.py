@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from sqlalchemy import ColumnElement, Text, and_, cast, exists, false, or_, select, text, update
+from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
-from memory.audience import SHARED_SPACES
 from memory.auth import PrincipalContext
 from memory.enums import USER_CATEGORIES, Category, Role, SourceLevel, Space, Status
-from memory.errors import Conflict, IdempotencyConflict, InvalidInput, NotFound, VersionConflict
 from memory.epochs import guard_write
+from memory.errors import Conflict, IdempotencyConflict, InvalidInput, NotFound, VersionConflict
 from memory.events import next_revision
-from memory.models import AuditEntry, Memory, Tombstone
+from memory.models import AuditEntry, Memory
 from memory.permissions import MemoryAction, require
 from memory.projection import write_projection
+from memory.visibility import not_tombstoned, visible_to
 
 ABSTRACT_CHARS = 200
 """L0 is a one-line abstract (~100 tokens); when the caller sends none we cut the content."""
@@ -85,51 +85,6 @@ class WriteResult:
     replayed: bool = False
 
 
-def visible_to(principal: PrincipalContext) -> ColumnElement[bool]:
-    """Which memories a principal may see at all, whatever their status: the scope wall."""
-    agent_clause: ColumnElement[bool] = (
-        and_(Memory.space == Space.AGENT.value, Memory.owner_id == principal.agent_id)
-        if principal.agent_id is not None
-        else false()
-    )
-    return and_(
-        Memory.tenant_id == principal.tenant_id,
-        or_(
-            Memory.space.in_(SHARED_SPACES),
-            and_(Memory.space.in_([Space.USER.value, Space.SESSION.value]), Memory.owner_id == principal.user_id),
-            agent_clause,
-        ),
-    )
-
-
-def not_tombstoned() -> ColumnElement[bool]:
-    """No tombstone covers the row: the deletion barrier, checked on every read and recall.
-
-    A memory tombstone covers every version forever; a subject or session tombstone covers
-    what was written up to its revision (later writes are new data).
-    """
-    personal = Memory.space.in_([Space.USER.value, Space.SESSION.value])
-    return ~exists().where(
-        Tombstone.tenant_id == Memory.tenant_id,
-        or_(
-            and_(Tombstone.target_type == "memory", Tombstone.target_id == cast(Memory.memory_id, Text)),
-            and_(
-                Tombstone.target_type == "subject",
-                Tombstone.target_id == Memory.owner_id,
-                Tombstone.revision >= Memory.revision,
-                personal,
-            ),
-            and_(
-                Tombstone.target_type == "session",
-                Tombstone.target_id == Memory.session_id,
-                Tombstone.owner_user_id == Memory.owner_id,
-                Tombstone.revision >= Memory.revision,
-                personal,
-            ),
-        ),
-    )
-
-
 def _owner_for(principal: PrincipalContext, new: NewMemory) -> str:
     """The owner follows from the space and the credential, never from the request."""
     require(principal, MemoryAction.CREATE, new.space)
@@ -157,7 +112,7 @@ def _owner_for(principal: PrincipalContext, new: NewMemory) -> str:
 
 
 def initial_status(principal: PrincipalContext, level: SourceLevel) -> Status:
-    """ACTIVE at once for a memory writer with E1–E3 evidence; a model's inference (E4) never is."""
+    """ACTIVE at once for a memory writer with E1-E3 evidence; a model's inference (E4) never is."""
     if principal.has(Role.MEMORY_WRITER) and level is not SourceLevel.E4:
         return Status.ACTIVE
     return Status.CANDIDATE
@@ -407,7 +362,7 @@ def _db_now(session: Session) -> datetime:
     """Transaction time from the database, so every row of one write carries the same instant."""
     value = session.execute(text("SELECT now()")).scalar_one()
     assert isinstance(value, datetime)
-    return value.astimezone(timezone.utc)
+    return value.astimezone(UTC)
 
 
 __all__ = [
@@ -424,5 +379,4 @@ __all__ = [
     "history",
     "initial_status",
     "version_of",
-    "visible_to",
 ]

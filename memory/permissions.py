@@ -1,6 +1,6 @@
 """Who may do what to a memory: one table, consulted by every write path.
 
-Visibility (:func:`memory.memories.visible_to`) decides whether a caller may know a memory
+Visibility (:func:`memory.visibility.visible_to`) decides whether a caller may know a memory
 exists (if not: a 404); this table decides, for a memory they can see, whether their roles allow
 the action (if not: a 403). Issue 12 found the write paths deciding this each on their own: a key
 with no roles deleted a tenant-wide memory, and a ``memory_writer`` corrected, expired and
@@ -40,8 +40,10 @@ _PERSONAL = {
     MemoryAction.EXPIRE: Role.MEMORY_WRITER,
     MemoryAction.DELETE: None,
 }
-_AGENT = {**{action: Role.MEMORY_WRITER for action in MemoryAction}, MemoryAction.CREATE: None}
-_SHARED = {action: Role.ADMIN for action in MemoryAction}
+_AGENT: dict[MemoryAction, Role | None] = {
+    **{action: Role.MEMORY_WRITER for action in MemoryAction}, MemoryAction.CREATE: None
+}
+_SHARED: dict[MemoryAction, Role | None] = {action: Role.ADMIN for action in MemoryAction}
 
 REQUIRED_ROLE: dict[Space, dict[MemoryAction, Role | None]] = {
     Space.USER: _PERSONAL,

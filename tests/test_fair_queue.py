@@ -76,3 +76,23 @@ def test_with_two_lanes_one_tenant_holds_one_lane_and_another_starts_at_once() -
     assert [n for n, _ in running] == ["a0"]
     gate.set()
     assert [f.result(10) for f in [first, *backlog]] == ["a0", "a1", "a2", "a3"]
+
+
+def test_closing_cancels_the_queued_jobs_and_stops_the_lanes() -> None:
+    queue = FairQueue("test-fair-4", lanes=2)
+    gate, started = threading.Event(), threading.Event()
+
+    def slow(_lane: int) -> str:
+        started.set()
+        gate.wait(10)
+        return "done"
+
+    running = queue.submit("t", slow)
+    assert started.wait(10)
+    queued = queue.submit("t", slow)  # behind its tenant's running job
+    closer = threading.Thread(target=queue.close)
+    closer.start()
+    gate.set()
+    closer.join(10)
+    assert not closer.is_alive() and not any(thread.is_alive() for thread in queue.threads)
+    assert running.result(10) == "done" and queued.cancelled()

@@ -1,12 +1,12 @@
 """Deletion: a barrier inside the request, then a DeletionWorkflow purging every layer.
 
-Also expiry (a different operation with a different result) and retention holds.
+Also retention holds, which keep a deletion's barrier but hold back its purge. Expiry, a different
+operation with a different result, is a memory's (api/routers/memories.py).
 """
 
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
@@ -14,29 +14,27 @@ from fastapi.concurrency import run_in_threadpool
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal
+from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal, parse_id, require_role
+from api.errors import TemporalUnavailable
 from api.outbox import start_job
-from api.routers.memories import _memory_id
-from api.routers.tasks import TemporalUnavailable
-from api.schemas import (
+from api.schemas.deletions import (
     DeletionAcceptedOut,
     DeletionJobOut,
     DeletionRequestIn,
+    DeletionResumedOut,
     HoldIn,
     HoldOut,
     LayerOut,
-    MemoryOut,
     MemoryScopeIn,
 )
 from api.settings import Settings
-from memory import memories, retention
+from memory import retention
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.deletion.barrier import ScopeRequest, request_deletion
 from memory.deletion.jobs import JobStatus, NotResumable, check_resumable, readable_job, view_job
 from memory.deletion.scope import ScopeType
 from memory.enums import Role
-from memory.errors import Conflict, Forbidden, NotFound
 from memory.events import request_digest
 from memory.models import DeletionJob
 from workflows.deletion import DeletionWorkflow
@@ -122,7 +120,7 @@ async def delete_memory(
     deletion_request_id: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
 ) -> DeletionAcceptedOut:
     """Delete one memory (every version). Repeating the call returns the same job."""
-    parsed = _memory_id(memory_id)
+    parsed = parse_id(memory_id, "memory")
     body = DeletionRequestIn(
         deletion_request_id=deletion_request_id or f"memory-{parsed}-{principal.user_id}",
         scope=MemoryScopeIn(type="memory", memory_id=parsed),
@@ -133,7 +131,7 @@ async def delete_memory(
 @router.get("/memory-deletions/{job_id}")
 def read_deletion(job_id: str, principal: CurrentPrincipal, engine: EngineDep) -> DeletionJobOut:
     """Per-layer status, remaining copies and completion evidence. Only ``completed`` means fully deleted."""
-    parsed = _job_id(job_id)
+    parsed = parse_id(job_id, "deletion job")
     with tenant_session(engine, principal.tenant_id) as session:
         readable_job(session, principal, parsed)  # the 404 of a missing job, before anything else is read
         view = view_job(session, principal.tenant_id, parsed)
@@ -155,13 +153,6 @@ def read_deletion(job_id: str, principal: CurrentPrincipal, engine: EngineDep) -
     )
 
 
-def _job_id(raw: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise NotFound(f"deletion job {raw} does not exist") from None
-
-
 async def _signal_job(request: Request, job: DeletionJob, signal: str) -> None:
     client = await get_temporal(request)
     handle: WorkflowHandle[DeletionWorkflow, object] = client.get_workflow_handle(job.workflow_id)
@@ -169,14 +160,15 @@ async def _signal_job(request: Request, job: DeletionJob, signal: str) -> None:
 
 
 @router.post("/memory-deletions/{job_id}/resume")
-async def resume_deletion(job_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> dict[str, str]:
+async def resume_deletion(
+    job_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep
+) -> DeletionResumedOut:
     """After fixing what stopped a job (failed_requires_action), continue it from its checkpoints.
 
     A job in any other state is a 409 ``not_resumable`` naming its status: it is done, still running
     on its own, or waiting for a hold to be released."""
-    if not (principal.has(Role.OPERATOR) or principal.has(Role.ADMIN)):
-        raise Forbidden("resuming a deletion job needs the operator role")
-    parsed = _job_id(job_id)
+    require_role(principal, Role.OPERATOR, to="resuming a deletion job")
+    parsed = parse_id(job_id, "deletion job")
 
     def load() -> DeletionJob:
         with tenant_session(engine, principal.tenant_id) as session:
@@ -196,16 +188,7 @@ async def resume_deletion(job_id: str, request: Request, principal: CurrentPrinc
         raise TemporalUnavailable(f"Temporal did not take the resume signal: {exc.message}") from exc
     except RuntimeError as exc:  # the client could not connect
         raise TemporalUnavailable(f"Temporal is not reachable: {exc}") from exc
-    return {"job_id": str(job.job_id), "status": job.status, "signal": "resume"}
-
-
-@router.post("/memories/{memory_id}/expire")
-def expire_memory(memory_id: str, principal: CurrentPrincipal, engine: EngineDep) -> MemoryOut:
-    """Expire: stop using the memory as a basis for answers. Unlike DELETE it stays (and can be audited);
-    unlike PATCH it adds no new fact."""
-    with tenant_session(engine, principal.tenant_id) as session:
-        memory = memories.expire_memory(session, principal, _memory_id(memory_id))
-    return MemoryOut.of(memory)
+    return DeletionResumedOut(job_id=str(job.job_id), status=job.status, signal="resume")
 
 
 def _hold_out(hold: object) -> HoldOut:
@@ -222,10 +205,7 @@ def create_hold(body: HoldIn, principal: CurrentPrincipal, engine: EngineDep) ->
 
 @router.post("/retention-holds/{hold_id}/release")
 async def release_hold(hold_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> HoldOut:
-    try:
-        parsed = uuid.UUID(hold_id)
-    except ValueError:
-        raise NotFound(f"retention hold {hold_id} does not exist") from None
+    parsed = parse_id(hold_id, "retention hold")
 
     def release() -> tuple[HoldOut, list[DeletionJob]]:
         with tenant_session(engine, principal.tenant_id) as session:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from api.deps import CurrentPrincipal, EngineDep
-from api.schemas import EventIn, EventOut
+from api.schemas.common import replay_of
+from api.schemas.events import EventIn, EventOut
 from memory.db import tenant_session
 from memory.events import NewEvent, record_event, request_digest
 
@@ -15,7 +16,7 @@ router = APIRouter(tags=["events"])
 @router.post(
     "/memory-events",
     status_code=status.HTTP_201_CREATED,
-    responses={200: {"model": EventOut, "description": "A replay of the same idempotency key and body: the first result"}},
+    responses=replay_of(EventOut),
 )
 def submit_event(body: EventIn, principal: CurrentPrincipal, engine: EngineDep, response: Response) -> EventOut:
     """Store an event once. Replaying the same body returns the first result (200); another body is a 409."""

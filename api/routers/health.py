@@ -12,21 +12,18 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from typing import Literal
-
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
 from sqlalchemy import Engine, text
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from api.deps import EngineDep
-from api.errors import RETRY_AFTER_SECONDS
-from api.settings import Settings
-from api.temporal import connect, namespace_ready
+from api.deps import EngineDep, SettingsDep, get_temporal
+from api.errors import RETRY_AFTER_SECONDS, TemporalUnavailable
+from api.schemas.health import HealthOut, ReadinessOut
+from api.temporal import namespace_ready
 from memory.db import tenant_session
 
 router = APIRouter(tags=["health"])
@@ -35,12 +32,13 @@ CHECK_TIMEOUT_SECONDS = 5.0
 POLLER_FRESH_SECONDS = 90.0
 """A poller seen this recently counts as a live worker: an idle worker's long poll is renewed about every
 60 s, and Temporal lists a dead worker's pollers for minutes, so the time is what tells them apart."""
+NOT_READY = "Not ready: each check that is not ok says why (Retry-After)"
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+def healthz() -> HealthOut:
     """The process is up (no dependency checked)."""
-    return {"status": "ok"}
+    return HealthOut(status="ok")
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
@@ -69,11 +67,11 @@ def _check_sample_data(engine: Engine, tenant_id: str) -> dict[str, Any]:
 
 async def _check_temporal(request: Request) -> tuple[dict[str, Any], Client | None]:
     try:
-        if request.app.state.temporal is None:
-            request.app.state.temporal = await asyncio.wait_for(connect(request.app.state.settings), CHECK_TIMEOUT_SECONDS)
-        client: Client = request.app.state.temporal
+        client = await asyncio.wait_for(get_temporal(request), CHECK_TIMEOUT_SECONDS)
         await asyncio.wait_for(namespace_ready(client), CHECK_TIMEOUT_SECONDS)
-    except Exception as exc:  # noqa: BLE001 - any failure is reported, none is hidden
+    except TemporalUnavailable as exc:  # the check names what the client said, as a 503 would not
+        return _error(exc.__cause__ or exc), None
+    except Exception as exc:  # any failure is reported, none is hidden
         return _error(exc), None
     return {"state": "ok"}, client
 
@@ -103,31 +101,17 @@ async def _check_worker(client: Client, task_queue: str) -> dict[str, Any]:
     return state
 
 
-class CheckOut(BaseModel):
-    """One dependency's state; ``error`` (and ``tenant`` for the demo data) only when it is not ok."""
-
-    state: Literal["ok", "unavailable", "loading", "unknown"]
-    error: str = ""
-    tenant: str = ""
-
-
-class ReadinessOut(BaseModel):
-    ready: bool
-    checks: dict[str, CheckOut]
-
-
 @router.get(
     "/readyz",
     response_model=ReadinessOut,
-    responses={503: {"model": ReadinessOut, "description": "Not ready: each check that is not ok says why (Retry-After)"}},
+    responses={503: {"model": ReadinessOut, "description": NOT_READY}},
 )
-async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
+async def readyz(request: Request, engine: EngineDep, settings: SettingsDep) -> JSONResponse:
     """Each dependency with its state; 200 only when all of them are ``ok``."""
-    settings: Settings = request.app.state.settings
     checks: dict[str, dict[str, Any]] = {}
     try:
         checks["database"] = await asyncio.wait_for(asyncio.to_thread(_check_database, engine), CHECK_TIMEOUT_SECONDS)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # reported as the check's error
         checks["database"] = _error(exc)
     checks["temporal"], client = await _check_temporal(request)
     if client is None:
@@ -135,17 +119,16 @@ async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
     else:
         try:
             checks["worker"] = await _check_worker(client, settings.task_queue)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # reported as the check's error
             checks["worker"] = _error(exc)
     if settings.ready_sample_data_tenant:
         if checks["database"]["state"] != "ok":
             checks["demo_data"] = {"state": "unknown", "error": "the database is unavailable"}
         else:
             try:
-                checks["demo_data"] = await asyncio.wait_for(
-                    asyncio.to_thread(_check_sample_data, engine, settings.ready_sample_data_tenant), CHECK_TIMEOUT_SECONDS
-                )
-            except Exception as exc:  # noqa: BLE001
+                sample_data = asyncio.to_thread(_check_sample_data, engine, settings.ready_sample_data_tenant)
+                checks["demo_data"] = await asyncio.wait_for(sample_data, CHECK_TIMEOUT_SECONDS)
+            except Exception as exc:  # reported as the check's error
                 checks["demo_data"] = _error(exc)
     ready = all(check["state"] == "ok" for check in checks.values())
     headers = None if ready else {"Retry-After": str(RETRY_AFTER_SECONDS)}

@@ -1,22 +1,19 @@
-"""Memories: candidates, confirmation, reads, corrections and recall (the memory bundle)."""
+"""Memories: candidates, confirmation, reads, corrections and expiry (recall is api/routers/recall.py)."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response, status
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Query, Response, status
 
-from api.deps import CurrentPrincipal, EngineDep, PresentedKey
-from api.routers import recall
-from api.schemas import (
-    INT32_MAX,
+from api.deps import CurrentPrincipal, EngineDep, parse_id
+from api.schemas.common import INT32_MAX, replay_of
+from api.schemas.memories import (
     CandidateIn,
     CorrectionIn,
     MemoryDetailOut,
     MemoryOut,
-    RecallIn,
     SourceIn,
     ValidityIn,
     VersionSummary,
@@ -24,7 +21,6 @@ from api.schemas import (
 )
 from memory import memories
 from memory.db import tenant_session
-from memory.errors import NotFound
 from memory.events import request_digest
 from memory.models import Memory
 
@@ -32,11 +28,7 @@ router = APIRouter(tags=["memories"])
 
 
 def _memory_id(raw: str) -> uuid.UUID:
-    """A malformed id is just an id that does not exist: the same 404, never a 422."""
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise NotFound(f"memory {raw} does not exist") from None
+    return parse_id(raw, "memory")
 
 
 def _source(source: SourceIn) -> memories.Source:
@@ -66,10 +58,10 @@ def _written(memory: Memory, replayed: bool) -> WriteOut:
 @router.post(
     "/memory-candidates",
     status_code=status.HTTP_201_CREATED,
-    responses={200: {"model": WriteOut, "description": "A replay of the same idempotency key and body: the first result"}},
+    responses=replay_of(WriteOut),
 )
 def submit_candidate(body: CandidateIn, principal: CurrentPrincipal, engine: EngineDep, response: Response) -> WriteOut:
-    """Submit a memory. It is ACTIVE at once for a memory writer with E1–E3 evidence, else a CANDIDATE."""
+    """Submit a memory. It is ACTIVE at once for a memory writer with E1-E3 evidence, else a CANDIDATE."""
     new = memories.NewMemory(
         category=body.category,
         space=body.space,
@@ -143,11 +135,10 @@ def correct_memory(memory_id: str, body: CorrectionIn, principal: CurrentPrincip
     return MemoryOut.of(memory)
 
 
-@router.post("/memory-query", response_model=dict[str, Any], responses={429: {"description": "tenant_busy"}})
-async def query_memories(body: RecallIn, key: PresentedKey, engine: EngineDep, request: Request) -> JSONResponse:
-    """Recall: a memory bundle (plan, hard filters, hybrid candidates, explained scores, conflicts, budget).
-
-    Returned as a ready JSONResponse: the bundle holds only JSON types already, and FastAPI's generic
-    encoder walking it again cost ~1 ms a request.
-    """
-    return JSONResponse(await recall.build(body, key, engine, request))
+@router.post("/memories/{memory_id}/expire")
+def expire_memory(memory_id: str, principal: CurrentPrincipal, engine: EngineDep) -> MemoryOut:
+    """Expire: stop using the memory as a basis for answers. Unlike DELETE it stays (and can be audited);
+    unlike PATCH it adds no new fact."""
+    with tenant_session(engine, principal.tenant_id) as session:
+        memory = memories.expire_memory(session, principal, _memory_id(memory_id))
+    return MemoryOut.of(memory)

@@ -5,22 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from fastapi import APIRouter
-from pydantic import BaseModel, StrictBool
 
 from api.deps import CurrentPrincipal, EngineDep
-from api.schemas import StrictRequest
+from api.schemas.policies import PolicyIn, PolicyOut
 from memory.db import tenant_session
 from memory.policies import change_policy, tenant_policy
 
 router = APIRouter(tags=["policies"])
-
-
-class PolicyOut(BaseModel):
-    separation_of_duties: bool
-
-
-class PolicyIn(StrictRequest):
-    separation_of_duties: StrictBool
 
 
 @router.get("/tenant-policy")

@@ -29,12 +29,12 @@ from memory.epochs import bump_epoch
 from memory.errors import Forbidden, IdempotencyConflict, NotFound
 from memory.events import next_revision
 from memory.keys import revoke_keys
-from memory.memories import not_tombstoned, visible_to
 from memory.models import AuditEntry, DeletionJob, DeletionLayer, DeletionProbe, Memory, MemoryEvent, Tombstone
 from memory.permissions import MemoryAction, require
+from memory.visibility import not_tombstoned, visible_to
 
 MAX_PROBES = 200
-_CLAUSE = re.compile(r"[^。！？!?；;\n.]+")
+_CLAUSE = re.compile(r"[^。！？!?；;\n.]+")  # noqa: RUF001 - Chinese text ends its clauses with fullwidth marks
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,9 @@ def request_deletion(
         if scope.type is ScopeType.SUBJECT else []
     )
     for position, layer in enumerate(Layer):
-        session.add(DeletionLayer(tenant_id=tenant, job_id=job_id, layer=layer.value, position=position, status="pending"))
+        session.add(
+            DeletionLayer(tenant_id=tenant, job_id=job_id, layer=layer.value, position=position, status="pending")
+        )
     session.add(
         AuditEntry(
             tenant_id=tenant,

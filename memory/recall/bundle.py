@@ -27,7 +27,6 @@ from memory.embeddings import EmbeddingUnavailable
 from memory.enums import Space
 from memory.errors import InvalidInput
 from memory.models import Memory, MemorySearch, MemoryUsage
-from memory.query import NOW, QueryFilters, hard_filters
 from memory.recall import candidates as cand
 from memory.recall.conflicts import resolve, stale_against_task
 from memory.recall.filters import filtered_by_reason
@@ -36,6 +35,7 @@ from memory.recall.preferences import effective_preferences, stored_preferences
 from memory.recall.ranking import stable_rank
 from memory.recall.scoring import Evidence, Scored, score_pool
 from memory.text import normalize, tokens
+from memory.visibility import NOW, QueryFilters, hard_filters
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _WORD = re.compile(r"[^\W\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
@@ -137,8 +137,10 @@ def _reread_statement(principal: PrincipalContext, filters: QueryFilters, with_c
                       else_=null())
     return (
         select(Memory, cosine.label("cosine"), MemoryUsage.active_count, MemoryUsage.last_used_at)
-        .outerjoin(MemorySearch, and_(MemorySearch.tenant_id == Memory.tenant_id, MemorySearch.memory_id == Memory.memory_id))
-        .outerjoin(MemoryUsage, and_(MemoryUsage.tenant_id == Memory.tenant_id, MemoryUsage.memory_id == Memory.memory_id))
+        .outerjoin(MemorySearch,
+                   and_(MemorySearch.tenant_id == Memory.tenant_id, MemorySearch.memory_id == Memory.memory_id))
+        .outerjoin(MemoryUsage,
+                   and_(MemoryUsage.tenant_id == Memory.tenant_id, MemoryUsage.memory_id == Memory.memory_id))
         .where(
             Memory.tenant_id == principal.tenant_id,
             # One array parameter, not an IN list of pairs: the statement text is the same for any number of

@@ -1,7 +1,7 @@
 """Candidate sources: exact key, full text, trigram and vector, each capped, each inside the hard filters.
 
 Every source query joins the current projection row to its memory version and
-carries :func:`memory.query.hard_filters`, so a row the caller may not use is
+carries :func:`memory.visibility.hard_filters`, so a row the caller may not use is
 never returned, whatever its similarity. A vector is used only while it was
 computed from the memory's current revision (the projection carries the source
 revision; recall re-validates it against the source row here).
@@ -21,18 +21,32 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import (ColumnElement, Integer, Numeric, Select, Text, and_, any_, bindparam, cast, func, literal, or_,
-                        select, text, true)
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Numeric,
+    Select,
+    Text,
+    and_,
+    any_,
+    bindparam,
+    cast,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+    true,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from memory.audience import audiences_of
 from memory.auth import PrincipalContext
 from memory.enums import Status
-from memory.memories import visible_to
 from memory.models import Memory, MemoryLexeme, MemorySearch, scoped_search
-from memory.query import NOW, QueryFilters, hard_filters
 from memory.text import normalize, search_terms, tsquery_any
+from memory.visibility import NOW, QueryFilters, hard_filters, visible_to
 
 __all__ = ["search_terms"]  # re-exported: the sources' own query terms
 
@@ -117,7 +131,7 @@ trigram source takes the first matches of its index, in table order."""
 
 MAX_QUERY_LEXEMES = 32
 """Query lexemes the full-text source walks at most (the first ones; a query rarely has more): with the
-at-least-``limit`` per term, it bounds the rows examined at 32 × ``limit`` per audience of the caller
+at-least-``limit`` per term, it bounds the rows examined at 32 x ``limit`` per audience of the caller
 (two to four, :func:`memory.audience.audiences_of`) whatever the query."""
 
 
@@ -159,8 +173,9 @@ def _fulltext_statement(principal: PrincipalContext, filters: QueryFilters, limi
     ``tokens`` come from its lexemes, so both sides are split the same way.
     """
     postings = MemoryLexeme.__table__
+    lexemes = func.to_tsvector("simple", bindparam("lexemes", type_=Text))
     split = select(
-        func.unnest(func.tsvector_to_array(func.to_tsvector("simple", bindparam("lexemes", type_=Text)))).label("lexeme")
+        func.unnest(func.tsvector_to_array(lexemes)).label("lexeme")
     ).limit(bindparam("max_lexemes", type_=Integer)).subquery("split")
     # The budget is split over the lexemes PostgreSQL made of the terms (it splits "a_b", Python does not).
     per_term = func.greatest(bindparam("limit", type_=Integer),
@@ -312,7 +327,7 @@ def _nearest(
 
 
 FEW_VISIBLE = 1_000
-"""Below this many visible memories the exact scan is cheap: 1,000 distances to compute and sort, ~10–30 ms
+"""Below this many visible memories the exact scan is cheap: 1,000 distances to compute and sort, ~10-30 ms
 at worst, cold (:func:`sees_few`)."""
 SPARSE = 20
 """More than this many of the tenant's indexed rows for each row the caller sees: a walk finds one of theirs
@@ -336,8 +351,10 @@ def _sees_few_statement(principal: PrincipalContext) -> Select:  # type: ignore[
                .where(visible_to(principal), Memory.status == Status.ACTIVE.value)
                .limit(few).subquery("visible"))
     seen = select(func.count().label("rows")).select_from(visible).subquery("seen")
-    indexed = select(literal(1).label("one")).select_from(scoped_search).limit(seen.c.rows * sparse + 1).subquery("indexed")
-    return select(and_(seen.c.rows < few, select(func.count()).select_from(indexed).scalar_subquery() > seen.c.rows * sparse))
+    indexed = (select(literal(1).label("one")).select_from(scoped_search)
+               .limit(seen.c.rows * sparse + 1).subquery("indexed"))
+    indexed_rows = select(func.count()).select_from(indexed).scalar_subquery()
+    return select(and_(seen.c.rows < few, indexed_rows > seen.c.rows * sparse))
 
 
 @lru_cache(maxsize=256)

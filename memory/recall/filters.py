@@ -1,6 +1,6 @@
 """Hard filters and the explain counts of what they removed.
 
-The filters themselves are :func:`memory.query.hard_filters` (visibility, ACTIVE,
+The filters themselves are :func:`memory.visibility.hard_filters` (visibility, ACTIVE,
 the deletion barrier, validity window, expiry, purpose, session/project scope):
 every candidate query carries them in its WHERE clause, so nothing that fails
 one is ever scored. :func:`filtered_by_reason` only *counts* the caller's own
@@ -14,41 +14,32 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, case, func, literal, or_, select
+from sqlalchemy import ColumnElement, and_, case, func, literal, select
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
-from memory.enums import Space, Status
-from memory.memories import not_tombstoned, visible_to
+from memory.enums import Status
 from memory.models import Memory, MemorySearch
-from memory.query import QueryFilters, hard_filters
-
-__all__ = ["filtered_by_reason", "hard_filters"]
+from memory.visibility import (
+    QueryFilters,
+    hard_filters,
+    in_project,
+    in_session,
+    not_tombstoned,
+    purpose_allowed,
+    visible_to,
+)
 
 
 def _reason(filters: QueryFilters, now: ColumnElement[datetime]) -> ColumnElement[str]:
-    purpose_ok = or_(
-        func.cardinality(Memory.allowed_purposes) == 0,
-        literal(filters.purpose).op("=")(func.any(Memory.allowed_purposes)) if filters.purpose else literal(False),
-    )
-    session_ok = (
-        or_(Memory.space != Space.SESSION.value, Memory.session_id == filters.session_id)
-        if filters.session_id is not None
-        else Memory.space != Space.SESSION.value
-    )
-    project_ok = (
-        or_(Memory.project_id.is_(None), Memory.project_id == filters.project_id)
-        if filters.project_id is not None
-        else literal(True)
-    )
     return case(
         (Memory.status != Status.ACTIVE.value, func.lower(Memory.status)),
         (and_(Memory.effective_from.is_not(None), Memory.effective_from > now), literal("not_yet_effective")),
         (and_(Memory.effective_to.is_not(None), Memory.effective_to <= now), literal("no_longer_effective")),
         (and_(Memory.expires_at.is_not(None), Memory.expires_at <= now), literal("expired")),
-        (~purpose_ok, literal("purpose_not_allowed")),
-        (~session_ok, literal("other_session")),
-        (~project_ok, literal("other_project")),
+        (~purpose_allowed(filters), literal("purpose_not_allowed")),
+        (~in_session(filters), literal("other_session")),
+        (~in_project(filters), literal("other_project")),
         else_=literal("category_or_space"),
     )
 
@@ -65,7 +56,8 @@ def filtered_by_reason(
     rows = session.execute(
         select(reason, func.count())
         .select_from(Memory)
-        .join(MemorySearch, and_(MemorySearch.tenant_id == Memory.tenant_id, MemorySearch.memory_id == Memory.memory_id))
+        .join(MemorySearch,
+              and_(MemorySearch.tenant_id == Memory.tenant_id, MemorySearch.memory_id == Memory.memory_id))
         .where(
             MemorySearch.tenant_id == principal.tenant_id,
             visible_to(principal),

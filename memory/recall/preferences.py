@@ -20,8 +20,8 @@ from sqlalchemy.orm import Session
 from memory.auth import PrincipalContext
 from memory.enums import Category, SourceLevel, Space
 from memory.models import Memory
-from memory.query import NOW, QueryFilters, hard_filters
 from memory.recall.conflicts import decide
+from memory.visibility import NOW, QueryFilters, hard_filters
 
 PRODUCT_DEFAULTS: Mapping[str, str] = {"response.output_format": "markdown"}
 """What applies when nobody said anything."""
@@ -39,13 +39,15 @@ class Preferences:
 def stored_preferences(
     session: Session, principal: PrincipalContext, filters: QueryFilters, now: datetime, limit: int
 ) -> list[Memory]:
-    """The caller's keyed PREFERENCE memories (profile facts go through ranking and conflicts) that pass every hard filter, by key then revision."""
+    """The caller's keyed PREFERENCE memories that pass every hard filter, by key then revision.
+
+    Profile facts go through ranking and conflicts instead."""
     return list(session.execute(_preferences_statement(principal, filters, limit), {"now": now}).scalars())
 
 
 @lru_cache(maxsize=256)
 def _preferences_statement(principal: PrincipalContext, filters: QueryFilters, limit: int) -> Select:  # type: ignore[type-arg]
-    """Built once per caller, filter set and limit; the instant is a parameter (see :data:`memory.query.NOW`)."""
+    """Built once per caller, filter set and limit; the instant is a parameter (see :data:`memory.visibility.NOW`)."""
     return (
         select(Memory)
         .where(
@@ -102,8 +104,9 @@ def effective_preferences(stored: Sequence[Memory], request_constraints: Mapping
         for key, (value, ref) in sorted(layers.get(scope, {}).items()):
             previous = prefs.sources.get(key)
             if previous is not None and prefs.effective[key] != value:
+                reason = "CURRENT_REQUEST_OVERRIDE" if scope == "CURRENT_REQUEST" else "SCOPE_OVERRIDE"
                 prefs.decisions.append({
-                    "key": key, "reason": "CURRENT_REQUEST_OVERRIDE" if scope == "CURRENT_REQUEST" else "SCOPE_OVERRIDE",
+                    "key": key, "reason": reason,
                     "winner": scope, "suppressed": previous["source"],
                     "suppressed_ref": {k: v for k, v in previous.items() if k != "source"} or None,
                     "persistent_change": False,

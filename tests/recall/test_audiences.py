@@ -12,7 +12,7 @@ import importlib
 import json
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -22,9 +22,9 @@ from sqlalchemy import Engine, event, select, text
 from memory.auth import PrincipalContext, authenticate
 from memory.db import global_session, tenant_session
 from memory.models import Memory
-from memory.query import NOW, QueryFilters, hard_filters
 from memory.recall import candidates as cand
 from memory.text import search_terms
+from memory.visibility import NOW, QueryFilters, hard_filters
 from tests.conftest import MakeKey
 from tests.recall.conftest import write
 
@@ -58,7 +58,7 @@ def spaces(client: TestClient, make_key: MakeKey, engine: Engine) -> dict[str, A
 
 def _fulltext(engine: Engine, tenant: str, principal: PrincipalContext, filters: QueryFilters) -> set[str]:
     with tenant_session(engine, tenant) as session:
-        found = cand.fulltext_candidates(session, principal, filters, search_terms(WORD), datetime.now(timezone.utc), 20)
+        found = cand.fulltext_candidates(session, principal, filters, search_terms(WORD), datetime.now(UTC), 20)
     return {str(c.memory_id) for c in found}
 
 
@@ -66,7 +66,7 @@ def _visible(engine: Engine, tenant: str, principal: PrincipalContext, filters: 
     """What the hard filters let the caller use at all: the truth the audiences must not narrow."""
     with tenant_session(engine, tenant) as session:
         rows = session.execute(select(Memory.memory_id).where(hard_filters(principal, filters, NOW)),
-                               {"now": datetime.now(timezone.utc)}).scalars()
+                               {"now": datetime.now(UTC)}).scalars()
         return {str(memory_id) for memory_id in rows}
 
 
@@ -86,7 +86,8 @@ def test_the_walk_finds_every_visible_match_in_every_space(
     principal = spaces["principals"][caller]
     filters = QueryFilters(session_id=session_id)
     found = _fulltext(engine, spaces["tenant"], principal, filters)
-    want = {spaces["notes"][name] for name in expected - {"bobs"}} | (set(spaces["bobs"]) if "bobs" in expected else set())
+    bobs = set(spaces["bobs"]) if "bobs" in expected else set()
+    want = {spaces["notes"][name] for name in expected - {"bobs"}} | bobs
     assert found == want
     assert found == _visible(engine, spaces["tenant"], principal, filters)
 

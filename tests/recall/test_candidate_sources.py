@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -23,9 +23,9 @@ from memory.auth import PrincipalContext
 from memory.db import global_session, make_engine, tenant_session
 from memory.embeddings import MODEL_NAME, default_embedder
 from memory.models import scoped_search
-from memory.query import QueryFilters
 from memory.recall import candidates as cand
 from memory.text import search_terms
+from memory.visibility import QueryFilters
 from tests.conftest import MakeKey, auth
 from tests.recall.conftest import embed_tenant, recall, write
 
@@ -43,7 +43,8 @@ ALICE_TEXTS = [
 
 
 def _principal(tenant: str, user: str) -> PrincipalContext:
-    return PrincipalContext(tenant_id=tenant, user_id=user, agent_id=None, roles=frozenset({"memory_writer"}), key_id="test")
+    return PrincipalContext(tenant_id=tenant, user_id=user, agent_id=None, roles=frozenset({"memory_writer"}),
+                            key_id="test")
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +66,10 @@ def corpus(client: TestClient, make_key: MakeKey, recall_worker: None, recall_se
             "vector": default_embedder().embed_one(QUERY)}
 
 
-def _vector(engine: Engine, corpus: dict[str, object], limit: int, max_scan_tuples: int | None = None) -> list[cand.Candidate]:
-    now = datetime.now(timezone.utc)
+def _vector(
+    engine: Engine, corpus: dict[str, object], limit: int, max_scan_tuples: int | None = None
+) -> list[cand.Candidate]:
+    now = datetime.now(UTC)
     with tenant_session(engine, str(corpus["tenant"])) as session:
         if max_scan_tuples is not None:  # how far pgvector's own iterative walk may go
             session.execute(text(f"SET LOCAL hnsw.max_scan_tuples = {max_scan_tuples}"))
@@ -75,7 +78,7 @@ def _vector(engine: Engine, corpus: dict[str, object], limit: int, max_scan_tupl
 
 
 def _exact(engine: Engine, corpus: dict[str, object], limit: int) -> list[str]:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with tenant_session(engine, str(corpus["tenant"])) as session:
         rows = cand._nearest(session, _principal(str(corpus["tenant"]), "alice"), QueryFilters(),
                              cand.vector_text(corpus["vector"]), MODEL_NAME, now, limit, exact=True)  # type: ignore[arg-type]
@@ -145,7 +148,7 @@ def test_a_new_users_recall_runs_the_exact_scan_once_and_never_walks(
 def test_comparing_a_few_rows_one_by_one_gives_the_trigram_indexs_answer(
     engine: Engine, corpus: dict[str, object], query: str, matches: bool
 ) -> None:
-    tenant, now = str(corpus["tenant"]), datetime.now(timezone.utc)
+    tenant, now = str(corpus["tenant"]), datetime.now(UTC)
 
     def trigram(session: Session, few: bool) -> list[tuple[str, float]]:
         found = cand.trigram_candidates(session, _principal(tenant, "alice"), QueryFilters(), query, now, 20, few)
@@ -167,7 +170,7 @@ def test_the_lexical_cap_counts_only_rows_that_passed_the_hard_filters(
     engine: Engine, corpus: dict[str, object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(cand, "EXAMINED_PER_CANDIDATE", 1)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with tenant_session(engine, str(corpus["tenant"])) as session:
         found = cand.fulltext_candidates(session, _principal(str(corpus["tenant"]), "alice"), QueryFilters(),
                                          search_terms("keys key house"), now, 2)
@@ -178,7 +181,8 @@ def test_the_lexical_cap_counts_only_rows_that_passed_the_hard_filters(
 
 def test_the_scoped_view_shows_only_the_transactions_tenant(engine: Engine, corpus: dict[str, object]) -> None:
     with tenant_session(engine, str(corpus["tenant"])) as session:
-        tenants = session.execute(select(scoped_search.c.tenant_id, func.count()).group_by(scoped_search.c.tenant_id)).all()
+        per_tenant = select(scoped_search.c.tenant_id, func.count()).group_by(scoped_search.c.tenant_id)
+        tenants = session.execute(per_tenant).all()
     assert tenants == [(corpus["tenant"], len(ALICE_TEXTS) + 6)]
     with global_session(engine) as session:
         assert session.execute(select(func.count()).select_from(scoped_search)).scalar_one() == 0
@@ -197,7 +201,7 @@ def budget_notes(client: TestClient, make_key: MakeKey) -> dict[str, Any]:
 
 
 def _fulltext(engine: Engine, notes: dict[str, Any], query: str, limit: int) -> list[str]:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with tenant_session(engine, notes["tenant"]) as session:
         found = cand.fulltext_candidates(session, _principal(notes["tenant"], "alice"), QueryFilters(),
                                          search_terms(query), now, limit)

@@ -133,7 +133,9 @@ def test_a_killed_engine_is_restarted_on_the_next_call() -> None:
         pid = embedder.pid
         assert pid is not None
         os.kill(pid, 9)
-        while Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":  # dead, not yet reaped
+        # Dead, not yet reaped. Not /proc's "Z": the engine has threads, and its main thread shows Z while
+        # another is still exiting, when waitpid cannot see it yet (the full suite under load caught that).
+        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
             time.sleep(0.01)
         assert len(embedder.embed(["the office wifi rotates weekly"])[0]) == 384
         assert embedder.restarts == 1 and embedder.pid != pid
@@ -190,7 +192,8 @@ def test_a_text_that_crashes_the_engine_is_set_aside_and_the_rest_embedded(
     assert rows[poison].embedding is None and rows[poison].embedding_model == unembeddable(MODEL_NAME)
     assert all(rows[m].embedding is not None and rows[m].embedding_model == MODEL_NAME for m in fine)
     # The real embedder (NFKC first) embeds the same text once it is corrected, and a new model retries it.
-    fixed = client.patch(f"/memories/{poison}", json={"expected_version": 1, "content": CRASHER + "!"}, headers=auth(key))
+    corrected = {"expected_version": 1, "content": CRASHER + "!"}
+    fixed = client.patch(f"/memories/{poison}", json=corrected, headers=auth(key))
     assert fixed.status_code == 200, fixed.text
     assert EmbeddingActivities(engine).embed_batch(EmbedBatchInput(tenant, batch_size=16)).written == 1
 
@@ -221,7 +224,7 @@ def test_a_tenant_whose_backlog_fails_does_not_hold_back_the_others(
 
 
 def test_a_query_is_embedded_from_its_first_characters_after_normalisation() -> None:
-    """The engine reads QUERY_MAX_CHARS of a query once NFKC has lengthened it: 100 × U+FDFA (1,800 characters
+    """The engine reads QUERY_MAX_CHARS of a query once NFKC has lengthened it: 100 x U+FDFA (1,800 characters
     after NFKC) cost ~3 s a query before; the lexical sources still read the whole query."""
     embedder = default_embedder()
     head = engine_text(CRASHER)[:QUERY_MAX_CHARS]

@@ -1,0 +1,177 @@
+"""Recall: what a caller asks (:class:`RecallIn`), the memory bundle it gets, its prompt text and its audit events.
+
+The bundle models document what :func:`memory.recall.service.recall` builds (the route returns the bundle as
+it is, see api/routers/recall.py); conflict decisions and conflicts take several shapes, one per rule.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, Field
+
+from api.schemas.common import MAX_SAFE_INTEGER, Integer, Lax, Number, ShortText, StrictRequest, json_integer
+from memory.enums import Category, Space
+
+
+class RecallIn(StrictRequest):
+    """POST /memory-query and /recall/render. Identity comes from the key; these fields only narrow or steer."""
+
+    query: Annotated[str, Field(min_length=1, max_length=2_000)]
+    limit: Integer = Field(default=5, ge=1, le=50)
+    """How many memories may be injected (seed 001 §6.4 default 5)."""
+    candidate_limit: Integer = Field(default=20, ge=1, le=200)
+    token_budget: Integer = Field(default=1_500, ge=16, le=100_000)
+    categories: list[Annotated[Category, Lax]] = Field(default_factory=list)
+    spaces: list[Annotated[Space, Lax]] = Field(default_factory=list)
+    project_id: ShortText | None = None
+    session_id: ShortText | None = None
+    purpose: ShortText | None = None
+    intent: Literal["RESUME_TASK", "ANSWER", "CHITCHAT"] | None = None
+    task_id: ShortText | None = None
+    request_constraints: dict[ShortText, ShortText] = Field(default_factory=dict, max_length=20)
+    keys: list[ShortText] = Field(default_factory=list, max_length=20)
+    min_relevance: Number = Field(default=0.05, ge=0, le=1)
+    min_revision: Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER), BeforeValidator(json_integer)] | None = None
+    explain: bool = False
+    trace_id: ShortText | None = None
+    retrieval: Literal["hybrid", "lexical", "semantic"] = "hybrid"
+    """Which candidate sources and relevance signals recall uses: ``hybrid`` (all, the default), ``lexical``
+    (exact key, full text and trigram; no query embedding) or ``semantic`` (vector search alone). For ablations
+    and diagnosis: every mode runs inside the same hard filters."""
+
+
+class PlanSourceOut(BaseModel):
+    type: Literal["REQUEST_CONSTRAINTS", "TASK_STATE", "USER_PROFILE", "MEMORY"]
+    limit: int
+    required: bool
+
+
+class PlanOut(BaseModel):
+    sources: list[PlanSourceOut]
+    candidate_limit: int
+    inject_limit: int
+    token_budget: int
+
+
+class ConstraintOut(BaseModel):
+    key: str
+    value: str
+    source: Literal["CURRENT_REQUEST"]
+
+
+class PreferenceSourceOut(BaseModel):
+    """Where an effective preference comes from: a product default, a stored preference (its id and version) or
+    the request."""
+
+    source: Literal["PRODUCT_DEFAULT", "GLOBAL", "PROJECT", "SESSION", "CURRENT_REQUEST"]
+    memory_id: str | None = None
+    version: int | None = None
+
+
+class TaskStateOut(BaseModel):
+    """The live task of a RESUME_TASK recall."""
+
+    task_id: str
+    status: str
+    current_step_id: str | None
+    state_version: int
+    waiting_reason: str | None
+
+
+class BundleItemOut(BaseModel):
+    memory_id: str
+    version: int
+    category: str
+    status: str
+    space: str
+    key: str | None
+    content: str
+    abstract: str
+    applicability: str
+    source_refs: list[str]
+    source_level: str
+    observed_at: str | None = Field(json_schema_extra={"format": "date-time"})
+    revision: int
+    score: float
+    score_breakdown: dict[str, float | None]
+    matched_by: list[str]
+
+
+class NotApplicableOut(BaseModel):
+    memory_id: str
+    version: int
+    reason: str
+
+
+class ExplainedCandidateOut(BaseModel):
+    rank: int
+    memory_id: str
+    version: int
+    matched_by: list[str]
+    breakdown: dict[str, float | None]
+
+
+class ExplainOut(BaseModel):
+    candidates: list[ExplainedCandidateOut]
+    filtered_by_reason: dict[str, int]
+
+
+class BundleOut(BaseModel):
+    """The memory bundle: knowledge (tenant and system memories) and items (the caller's), with how they were
+    chosen. ``explain`` only when asked for."""
+
+    trace_id: str
+    intent: Literal["RESUME_TASK", "ANSWER", "CHITCHAT"]
+    plan: PlanOut
+    request_constraints: list[ConstraintOut]
+    effective_preferences: dict[str, str]
+    preference_sources: dict[str, PreferenceSourceOut]
+    task_state: TaskStateOut | None
+    knowledge: list[BundleItemOut]
+    items: list[BundleItemOut]
+    conflict_decisions: list[dict[str, Any]]
+    conflicts: list[dict[str, Any]]
+    warnings: list[str]
+    version_vector: dict[str, int]
+    snapshot_revision: int
+    truncated_by_budget: bool
+    not_applicable: list[NotApplicableOut]
+    candidates_considered: int
+    dropped_on_reread: int
+    explain: ExplainOut | None = None
+
+
+class RenderOut(BaseModel):
+    text: str = Field(description='The bundle as prompt text; "" when it is empty')
+    trace_id: str
+    snapshot_revision: int
+
+
+class AuditPrincipalOut(BaseModel):
+    user_id: str
+    agent_id: str | None
+    key_id: str
+
+
+class AuditEventOut(BaseModel):
+    """One MEMORY_BUNDLE_BUILT event: ids, versions, counts and reasons, hashes of keys and query, never content."""
+
+    audit_id: int
+    at: str = Field(json_schema_extra={"format": "date-time"})
+    actor: str
+    trace_id: str
+    principal: AuditPrincipalOut
+    purpose: str | None
+    intent: str
+    query_sha256: str
+    selected_refs: list[str]
+    filtered_by_reason: dict[str, int]
+    decisions: list[dict[str, str | None]]
+    conflicts: list[str | None]
+    snapshot_revision: int
+    truncated_by_budget: bool
+
+
+class AuditEventsOut(BaseModel):
+    events: list[AuditEventOut]
