@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 from fastapi.testclient import TestClient
@@ -192,9 +193,11 @@ def test_an_empty_backlog_is_found_by_index_not_by_reading_every_row(engine: Eng
     from memory.embeddings import pending_batch
 
     sent: list[tuple[str, object]] = []
+    me = threading.get_ident()
 
     def capture(conn: object, cursor: object, statement: str, parameters: object, context: object, many: bool) -> None:
-        sent.append((statement, parameters))
+        if threading.get_ident() == me:  # the recall worker's threads share this engine (the embedding sweep)
+            sent.append((statement, parameters))
 
     event.listen(engine, "before_cursor_execute", capture)
     try:
