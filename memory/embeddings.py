@@ -35,10 +35,10 @@ import time
 import unicodedata
 import uuid
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
@@ -344,7 +344,10 @@ def store_vectors(
     """
     written = sum(
         _write_if_current(
-            session, tenant_id, item, {"embedding": vector, "embedding_model": model, "embedding_revision": item.revision}
+            session,
+            tenant_id,
+            item,
+            {"embedding": vector, "embedding_model": model, "embedding_revision": item.revision},
         )
         for item, vector in items
     )

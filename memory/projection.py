@@ -43,13 +43,21 @@ def _write_postings(session: Session, tenant_id: str, memory_id: uuid.UUID, audi
     Derived in SQL from the stored ``tokens``, as migration 0009 backfills them, so the postings
     hold exactly what the ``tsvector`` holds; ``audience_key`` is :func:`memory.audience.audience` of the memory.
     """
-    session.execute(delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id == memory_id))
+    session.execute(
+        delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id == memory_id)
+    )
     search = MemorySearch.__table__
     session.execute(
         insert(MemoryLexeme).from_select(
             ["tenant_id", "audience", "lexeme", "revision", "memory_id", "version"],
-            select(search.c.tenant_id, literal(audience_key, Text), func.unnest(func.tsvector_to_array(search.c.tokens)),
-                   search.c.source_revision, search.c.memory_id, search.c.version)
+            select(
+                search.c.tenant_id,
+                literal(audience_key, Text),
+                func.unnest(func.tsvector_to_array(search.c.tokens)),
+                search.c.source_revision,
+                search.c.memory_id,
+                search.c.version,
+            )
             .where(search.c.tenant_id == tenant_id, search.c.memory_id == memory_id),
         )
     )

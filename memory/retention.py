@@ -30,7 +30,11 @@ def _require_admin(principal: PrincipalContext) -> None:
 def create_hold(session: Session, principal: PrincipalContext, user_id: str, reason: str) -> RetentionHold:
     _require_admin(principal)
     hold = RetentionHold(
-        tenant_id=principal.tenant_id, hold_id=uuid.uuid4(), user_id=user_id, reason=reason, created_by=principal.user_id
+        tenant_id=principal.tenant_id,
+        hold_id=uuid.uuid4(),
+        user_id=user_id,
+        reason=reason,
+        created_by=principal.user_id,
     )
     session.add(hold)
     session.flush()

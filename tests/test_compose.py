@@ -98,10 +98,7 @@ def temporal_setup_jobs(compose: Compose) -> list[str]:
 def published_container_ports(service: Service) -> set[int]:
     ports: set[int] = set()
     for entry in service.get("ports") or []:
-        if isinstance(entry, dict):
-            target = entry.get("target")
-        else:
-            target = str(entry).split("/")[0].rsplit(":", 1)[-1]
+        target = entry.get("target") if isinstance(entry, dict) else str(entry).split("/")[0].rsplit(":", 1)[-1]
         if str(target).isdigit():
             ports.add(int(target))
     return ports

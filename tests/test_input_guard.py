@@ -126,7 +126,7 @@ def test_every_timestamp_of_every_request_model_is_bounded() -> None:
             errors = []
             try:
                 model.model_validate({name: "9999-12-31T23:59:59-14:00"})
-            except Exception as exc:  # noqa: BLE001 - a ValidationError with one entry per problem
+            except Exception as exc:  # a ValidationError with one entry per problem
                 errors = exc.errors()  # type: ignore[attr-defined]
             assert any(e["loc"] == (name,) and e["type"] == "timestamp_out_of_range" for e in errors), (
                 f"{model.__name__}.{name} accepts a timestamp out of range: use api.schemas.Timestamp"
@@ -144,7 +144,9 @@ def test_a_report_month_outside_the_range_is_refused(client: TestClient, key: st
 
 BAD_BODIES = {
     "invalid_character": ['{"x": "a\\u0000b"}', '{"x": ["a\\ud800"]}', '{"\\u0000": 1}', '{"x": {"y": "\\udfff"}}'],
-    "invalid_number": ['{"x": NaN}', '{"x": [Infinity]}', '{"x": -Infinity}', '{"x": 1e400}', '{"x": ' + "7" * 5000 + "}"],
+    "invalid_number": [
+        '{"x": NaN}', '{"x": [Infinity]}', '{"x": -Infinity}', '{"x": 1e400}', '{"x": ' + "7" * 5000 + "}"
+    ],
     "invalid_json": ['{"x": "caf\xe9"}'],  # sent as latin-1 below: not UTF-8
     "nesting_too_deep": ['{"x": ' + "[" * 100 + "]" * 100 + "}", "[" * 1000 + "]" * 1000, "[" * 5000],
 }
@@ -192,13 +194,18 @@ def test_every_query_and_path_parameter_is_guarded(client: TestClient, key: str)
 def test_the_findings_exact_requests(client: TestClient, key: str) -> None:
     """The probe's own reproductions, each a 500 with a plain-text body before."""
     h = auth(key)
-    assert client.post("/memory-candidates", json=candidate("a\x00b"), headers=h).json()["error"]["code"] == "invalid_character"
+    refused = client.post("/memory-candidates", json=candidate("a\x00b"), headers=h)
+    assert refused.json()["error"]["code"] == "invalid_character"
     assert client.post("/memory-query", json={"query": "x", "project_id": "p\x00"}, headers=h).status_code == 422
     hold = client.post("/retention-holds", json={"user_id": "u\x00", "reason": "legal"}, headers=h)
     assert hold.json()["error"]["fields"][0]["field"] == "user_id"
     deletion = {"deletion_request_id": "d\x00", "scope": {"type": "subject", "user_id": "nobody"}}
     assert client.post("/deletion-requests", json=deletion, headers=h).json()["error"]["code"] == "invalid_character"
-    task = {"task_type": "monthly-report", "request_intent_id": "i\x00", "goal": {"month": "2026-05", "currency": "EUR"}}
+    task = {
+        "task_type": "monthly-report",
+        "request_intent_id": "i\x00",
+        "goal": {"month": "2026-05", "currency": "EUR"},
+    }
     created = client.post("/tasks", json=task, headers=h)
     assert created.status_code == 422 and created.json()["error"]["fields"][0]["field"] == "request_intent_id"
     payload = json.dumps(event("nan")).replace('"role": "user"', '"role": NaN')
@@ -209,7 +216,9 @@ def test_the_findings_exact_requests(client: TestClient, key: str) -> None:
     for version in (2**31, 2**63):
         response = client.get(f"/memories/{written['memory_id']}", params={"version": version}, headers=h)
         assert response.status_code == 422, response.text
-    stale = client.patch(f"/memories/{written['memory_id']}", json={"expected_version": 2**31, "content": "c"}, headers=h)
+    stale = client.patch(
+        f"/memories/{written['memory_id']}", json={"expected_version": 2**31, "content": "c"}, headers=h
+    )
     assert stale.status_code == 422, stale.text
 
 
@@ -291,8 +300,15 @@ def test_a_task_error_never_shows_an_unexpected_exception_text() -> None:
     from workflows.report_task import _cause_code
 
     def failed(cause: ApplicationError) -> ActivityError:
-        error = ActivityError("activity error", scheduled_event_id=5, started_event_id=6, identity="w",
-                              activity_type="create_task", activity_id="1", retry_state=RetryState.MAXIMUM_ATTEMPTS_REACHED)
+        error = ActivityError(
+            "activity error",
+            scheduled_event_id=5,
+            started_event_id=6,
+            identity="w",
+            activity_type="create_task",
+            activity_id="1",
+            retry_state=RetryState.MAXIMUM_ATTEMPTS_REACHED,
+        )
         error.__cause__ = cause
         return error
 

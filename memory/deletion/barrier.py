@@ -204,7 +204,9 @@ def request_deletion(
         if scope.type is ScopeType.SUBJECT else []
     )
     for position, layer in enumerate(Layer):
-        session.add(DeletionLayer(tenant_id=tenant, job_id=job_id, layer=layer.value, position=position, status="pending"))
+        session.add(
+            DeletionLayer(tenant_id=tenant, job_id=job_id, layer=layer.value, position=position, status="pending")
+        )
     session.add(
         AuditEntry(
             tenant_id=tenant,

@@ -75,7 +75,9 @@ def purge_source_events(session: Session, job: DeletionJob, batch: int) -> Batch
                 continue
             marked += session.execute(
                 insert(RebuildBlock)
-                .values(tenant_id=job.tenant_id, event_id=event_id, memory_id=uuid.UUID(scope.target_id), job_id=job.job_id)
+                .values(
+                    tenant_id=job.tenant_id, event_id=event_id, memory_id=uuid.UUID(scope.target_id), job_id=job.job_id
+                )
                 .on_conflict_do_nothing()
             ).rowcount
         return BatchResult(0, True, {"rebuild_markers": marked})
@@ -355,5 +357,14 @@ PURGERS: dict[Layer, Callable[[Session, DeletionJob, int], BatchResult]] = {
     Layer.VERIFICATION_PROBES: purge_probes,
 }
 
-__all__ = ["PURGERS", "BatchResult", "Derived", "deleted_links", "derived_deleted_by", "derived_from", "evidence_link", "hide_orphans",
-           "scope_of"]
+__all__ = [
+    "PURGERS",
+    "BatchResult",
+    "Derived",
+    "deleted_links",
+    "derived_deleted_by",
+    "derived_from",
+    "evidence_link",
+    "hide_orphans",
+    "scope_of",
+]
