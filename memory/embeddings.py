@@ -44,6 +44,7 @@ from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 
 from memory import embedding_child as wire
+from memory.db import affected_rows
 from memory.enums import Status
 from memory.errors import MnemoError
 from memory.memories import not_tombstoned
@@ -330,7 +331,7 @@ def _write_if_current(session: Session, tenant_id: str, item: PendingVector, val
         .values(**values)
         .execution_options(synchronize_session=False)
     )
-    return bool(result.rowcount)
+    return bool(affected_rows(result))
 
 
 def store_vectors(

@@ -33,15 +33,18 @@ class MemoryAction(StrEnum):
     DELETE = "delete"
 
 
-_PERSONAL = {
+_PERSONAL: dict[MemoryAction, Role | None] = {
     MemoryAction.CREATE: None,
     MemoryAction.CONFIRM: Role.MEMORY_WRITER,
     MemoryAction.CORRECT: Role.MEMORY_WRITER,
     MemoryAction.EXPIRE: Role.MEMORY_WRITER,
     MemoryAction.DELETE: None,
 }
-_AGENT = {**{action: Role.MEMORY_WRITER for action in MemoryAction}, MemoryAction.CREATE: None}
-_SHARED = {action: Role.ADMIN for action in MemoryAction}
+_AGENT: dict[MemoryAction, Role | None] = {
+    **{action: Role.MEMORY_WRITER for action in MemoryAction},
+    MemoryAction.CREATE: None,
+}
+_SHARED: dict[MemoryAction, Role | None] = {action: Role.ADMIN for action in MemoryAction}
 
 REQUIRED_ROLE: dict[Space, dict[MemoryAction, Role | None]] = {
     Space.USER: _PERSONAL,

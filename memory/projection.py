@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.audience import audience
+from memory.db import affected_rows
 from memory.enums import Status
 from memory.models import Memory, MemoryLexeme, MemorySearch
 from memory.text import lexemes, normalize
@@ -94,4 +95,4 @@ def delete_projection(session: Session, tenant_id: str, memory_ids: Iterable[uui
     session.execute(delete(MemorySearch).where(MemorySearch.tenant_id == tenant_id, MemorySearch.memory_id.in_(ids)))
     postings = session.execute(
         delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id.in_(ids)))
-    return int(postings.rowcount)
+    return affected_rows(postings)

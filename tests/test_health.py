@@ -42,7 +42,7 @@ def _ready(client: TestClient, timeout: float = 15.0) -> Response:
     """/readyz until 200 (a worker that just started may not have polled both halves of its queue yet)."""
     deadline = time.monotonic() + timeout
     while True:
-        response = client.get("/readyz")
+        response: Response = client.get("/readyz")
         if response.status_code == 200 or time.monotonic() > deadline:
             return response
         time.sleep(0.2)

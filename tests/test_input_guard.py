@@ -107,7 +107,8 @@ def test_the_bounds_themselves_are_stored_and_read_back(client: TestClient, key:
 
 
 def _strict_models() -> list[type[BaseModel]]:
-    found, pending = [], [StrictRequest]
+    found: list[type[BaseModel]] = []
+    pending: list[type[BaseModel]] = [StrictRequest]
     while pending:
         model = pending.pop()
         found.append(model)

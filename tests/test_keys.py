@@ -138,7 +138,9 @@ def test_rotate_with_a_grace_period_keeps_the_old_key_until_it_ends(
     states = {key["key_id"]: key["state"] for key in _listed(settings, tenant)}
     assert states == {_key_id(old): "grace", _key_id(new): "active"}
     with global_session(engine) as session:
-        assert session.get(ApiKey, _key_id(new)).expires_at is None  # the old key never expired either
+        stored = session.get(ApiKey, _key_id(new))
+        assert stored is not None
+        assert stored.expires_at is None  # the old key never expired either
     twice = _run(["keys", "rotate", _key_id(old)], _env(settings))
     assert twice.returncode == 1 and twice.stdout == ""
     assert "already being rotated" in twice.stderr

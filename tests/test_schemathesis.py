@@ -72,7 +72,7 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
 
 
 @schemathesis.check
-def positive_data_accepted(ctx: Any, response: Any, case: schemathesis.Case) -> bool | None:
+def positive_data_accepted(ctx: Any, response: Any, case: schemathesis.Case[Any]) -> bool | None:
     """ST202 (valid data accepted), but a 422 whose code is a documented cross-field rule of that
     operation passes. Any other 422 on schema-valid data is a finding (the schema says too little)."""
     meta = case.meta
@@ -187,7 +187,7 @@ def test_api(
     @given(case=operation.as_strategy(generation_mode=mode))
     @settings(max_examples=EXAMPLES[mode], derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate, Phase.shrink])
-    def run(case: schemathesis.Case) -> None:
+    def run(case: schemathesis.Case[Any]) -> None:
         for key in keys:
             case.call_and_validate(session=http, headers={"Authorization": f"Bearer {key}"}, checks=CHECKS,
                                    timeout=30)

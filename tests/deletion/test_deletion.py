@@ -63,10 +63,10 @@ def test_the_barrier_holds_from_the_very_next_request(api: TestClient, make_key:
         assert _recall(api, alice, phrasing) == [], phrasing
     assert _recall(api, bob, "上海市静安区") == [bystander]
 
-    body = wait_for(api, alice, accepted.json()["job_id"], completed)
-    assert body["fully_deleted"] is True
-    assert body["remaining_copies"] == []
-    layers = {layer["layer"]: layer for layer in body["layers"]}
+    job = wait_for(api, alice, accepted.json()["job_id"], completed)
+    assert job["fully_deleted"] is True
+    assert job["remaining_copies"] == []
+    layers = {layer["layer"]: layer for layer in job["layers"]}
     assert all(layer["status"] == "done" for layer in layers.values())
     assert layers["primary_memories"]["removed"] == 1
     assert layers["search_projection"]["removed"] == 1

@@ -54,7 +54,7 @@ async def test_the_schedule_purges_what_outlived_its_policy_and_nothing_else(
         statuses: list[str] = []
         while time.monotonic() < deadline:
             with tenant_session(engine, tenant) as session:
-                statuses = session.execute(text("SELECT status FROM deletion_jobs")).scalars().all()
+                statuses = list(session.execute(text("SELECT status FROM deletion_jobs")).scalars())
             if len(statuses) == 2 and set(statuses) == {"completed"}:
                 break
             await asyncio.sleep(0.2)

@@ -500,7 +500,9 @@ def test_dev_stack_restarts_crashed_children_and_stops_on_one_that_keeps_crashin
             print("[e2e] healed after kill -9: " + times)
 
         pids = {name: pid for name, pid in run.known_child_pids.items()}
-        pids.update({name: pid for name, pid in dict(run.wait_state()["child_pids"]).items()})  # type: ignore[arg-type]
+        published = run.wait_state()["child_pids"]
+        assert isinstance(published, dict)
+        pids.update({str(name): int(pid) for name, pid in published.items()})
         os.kill(pids["worker"], signal.SIGKILL)  # the worker's second crash within the window: the limit
         try:
             code = run.proc.wait(timeout=STOP_TIMEOUT)
