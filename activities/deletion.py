@@ -129,7 +129,8 @@ class DeletionActivities:
                 ).scalars()
             ] if subject is not None else []
             if holds:
-                transition(session, job, JobStatus.BLOCKED_BY_RETENTION, error="a retention or legal hold covers this subject")
+                hold = "a retention or legal hold covers this subject"
+                transition(session, job, JobStatus.BLOCKED_BY_RETENTION, error=hold)
             else:
                 transition(session, job, JobStatus.RUNNING)
             return holds
@@ -148,7 +149,8 @@ class DeletionActivities:
         """Purge every layer in order, batch by batch; layers already done are skipped unless ``again``."""
         job_id = uuid.UUID(request.job.job_id)
         with shielded_session(self.engine, request.job.tenant_id) as session:
-            done = {layer.layer for layer in view_job(session, request.job.tenant_id, job_id).layers if layer.status == "done"}
+            layers = view_job(session, request.job.tenant_id, job_id).layers
+            done = {layer.layer for layer in layers if layer.status == "done"}
         removed: dict[str, int] = {}
         for layer in PURGE_LAYERS:
             if layer.value in done and not request.again:
@@ -157,7 +159,9 @@ class DeletionActivities:
                 removed[layer.value] = self._purge_layer(request.job.tenant_id, job_id, layer)
             except Exception as exc:
                 with shielded_session(self.engine, request.job.tenant_id) as session:
-                    record_layer(session, request.job.tenant_id, job_id, layer, status="failed", evidence={"error": str(exc)})
+                    record_layer(
+                        session, request.job.tenant_id, job_id, layer, status="failed", evidence={"error": str(exc)}
+                    )
                 raise ApplicationError(
                     f"{layer.value}: {exc}",
                     type="PurgeBlocked" if isinstance(exc, ApplicationError) and exc.non_retryable else "PurgeFailed",
@@ -204,6 +208,9 @@ class DeletionActivities:
                 transition(session, job, JobStatus.COMPLETED)
             else:
                 transition(
-                    session, job, JobStatus.FAILED_REQUIRES_ACTION, error=f"verification found deleted data: {result.hits}"
+                    session,
+                    job,
+                    JobStatus.FAILED_REQUIRES_ACTION,
+                    error=f"verification found deleted data: {result.hits}",
                 )
         return VerifyOutcome(result.clean, result.probes, result.hits)

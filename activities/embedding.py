@@ -76,7 +76,7 @@ class EmbeddingActivities:
         hold back every vector of every tenant behind it.
         """
         try:
-            return list(zip(pending, self.embedder.embed([item.text for item in pending])))
+            return list(zip(pending, self.embedder.embed([item.text for item in pending]), strict=True))
         except EngineCrashed:
             if len(pending) == 1:
                 self._mark(tenant_id, pending[0])

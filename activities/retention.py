@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import Engine, select
 from temporalio import activity
@@ -47,7 +47,7 @@ class RetentionActivities:
         """Expire unconfirmed active memories; open one deletion job per record past its keep period
         (idempotent: the request id derives from the record)."""
         service = PrincipalContext(request.tenant_id, "retention", None, frozenset({Role.ADMIN.value}), "retention")
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         opened: list[OpenedJob] = []
         with shielded_session(self.engine, request.tenant_id) as session:
             expire_unconfirmed(session, request.tenant_id, now, request.limit)

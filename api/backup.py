@@ -76,9 +76,11 @@ def _rename_when_idle(conn: psycopg.Connection[tuple[object, ...]], old: str, ne
         try:
             conn.execute(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(sql.Identifier(old), sql.Identifier(new)))
             return
-        except psycopg.errors.ObjectInUse:
+        except psycopg.errors.ObjectInUse as exc:
             if time.monotonic() > deadline:
-                raise BackupError(f"database {old} is still in use after {timeout:.0f}s; stop the API and retry")
+                raise BackupError(
+                    f"database {old} is still in use after {timeout:.0f}s; stop the API and retry"
+                ) from exc
             conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
                 (old,),

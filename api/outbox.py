@@ -8,6 +8,7 @@ drain (:func:`drain`), and the loop ``mnemo worker`` runs (:func:`drain_forever`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -61,7 +62,7 @@ async def start_job(
             )
         except WorkflowAlreadyStartedError:
             pass
-        except Exception as exc:  # noqa: BLE001 - unreachable, refused or slow: the row stays queued
+        except Exception as exc:  # unreachable, refused or slow: the row stays queued
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
             def failed() -> None:
@@ -110,9 +111,7 @@ async def drain_forever(client: Client, engine: Engine, settings: Settings, stop
             started = await drain(client, engine, settings)
             if started:
                 log.info("started %d queued deletion workflow(s)", started)
-        except Exception:  # noqa: BLE001 - the database may be down for a while: try again next round
+        except Exception:  # the database may be down for a while: try again next round
             log.exception("draining the deletion outbox failed; retrying")
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), settings.outbox_drain_seconds)
-        except TimeoutError:
-            pass

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from datetime import timedelta
-
 from temporalio.client import (
     Client,
     Schedule,
@@ -25,14 +24,14 @@ from api.settings import Settings
 from workflows import search_attributes
 from workflows.embedding import SCHEDULE_ID as EMBEDDING_SCHEDULE_ID
 from workflows.embedding import EmbeddingSweepInput, EmbeddingSweepWorkflow
-from workflows.retention import SCHEDULE_ID as RETENTION_SCHEDULE_ID
-from workflows.retention import RetentionSweepWorkflow, SweepInput
 from workflows.projection import (
     RebuildProjectionInput,
     RebuildProjectionResult,
     RebuildProjectionWorkflow,
     rebuild_workflow_id,
 )
+from workflows.retention import SCHEDULE_ID as RETENTION_SCHEDULE_ID
+from workflows.retention import RetentionSweepWorkflow, SweepInput
 
 
 async def connect(settings: Settings) -> Client:

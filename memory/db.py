@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import CursorResult, Engine, Result, create_engine, event, text
 from sqlalchemy.orm import Session
 
 APP_ROLE = "mnemo_app"
@@ -40,6 +40,14 @@ def make_engine(url: str, *, pool_size: int = 10, statement_timeout_seconds: flo
         dbapi_connection.commit()
 
     return engine
+
+
+def affected_rows(result: Result[Any]) -> int:
+    """How many rows an INSERT, UPDATE or DELETE touched. ``Session.execute`` is typed as returning a
+    ``Result``; for such a statement it is a ``CursorResult``, the only kind that carries ``rowcount``."""
+    if not isinstance(result, CursorResult):
+        raise TypeError(f"expected the result of an INSERT, UPDATE or DELETE, got a {type(result).__name__}")
+    return result.rowcount
 
 
 @contextmanager

@@ -44,6 +44,7 @@ from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 
 from memory import embedding_child as wire
+from memory.db import affected_rows
 from memory.enums import Status
 from memory.errors import MnemoError
 from memory.models import EMBEDDING_DIMENSIONS, Memory, MemorySearch
@@ -330,7 +331,7 @@ def _write_if_current(session: Session, tenant_id: str, item: PendingVector, val
         .values(**values)
         .execution_options(synchronize_session=False)
     )
-    return bool(result.rowcount)  # type: ignore[attr-defined]  # an UPDATE's result is a CursorResult
+    return bool(affected_rows(result))
 
 
 def store_vectors(
@@ -344,7 +345,9 @@ def store_vectors(
     """
     written = sum(
         _write_if_current(
-            session, tenant_id, item,
+            session,
+            tenant_id,
+            item,
             {"embedding": vector, "embedding_model": model, "embedding_revision": item.revision},
         )
         for item, vector in items

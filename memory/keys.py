@@ -73,7 +73,9 @@ def key_id_of(raw: str) -> str:
     """The key id of a key id or of a whole key (``mnemo_<id>_<secret>``): a leaked key can be pasted as is."""
     match = _KEY_ID.match(raw.strip())
     if match is None:
-        raise InvalidInput("expected a key id (12 lowercase letters or digits) or a whole mnemo_ key", code="invalid_key_id")
+        raise InvalidInput(
+            "expected a key id (12 lowercase letters or digits) or a whole mnemo_ key", code="invalid_key_id"
+        )
     return match.group(1)
 
 

@@ -1,6 +1,6 @@
 """Who may do what to a memory: one table, consulted by every write path.
 
-Visibility (:func:`memory.visibility.visible_to`) decides whether a caller may know a memory
+Visibility (:func:`memory.memories.visible_to`) decides whether a caller may know a memory
 exists (if not: a 404); this table decides, for a memory they can see, whether their roles allow
 the action (if not: a 403). Issue 12 found the write paths deciding this each on their own: a key
 with no roles deleted a tenant-wide memory, and a ``memory_writer`` corrected, expired and
@@ -33,7 +33,7 @@ class MemoryAction(StrEnum):
     DELETE = "delete"
 
 
-_PERSONAL = {
+_PERSONAL: dict[MemoryAction, Role | None] = {
     MemoryAction.CREATE: None,
     MemoryAction.CONFIRM: Role.MEMORY_WRITER,
     MemoryAction.CORRECT: Role.MEMORY_WRITER,
@@ -41,7 +41,8 @@ _PERSONAL = {
     MemoryAction.DELETE: None,
 }
 _AGENT: dict[MemoryAction, Role | None] = {
-    **{action: Role.MEMORY_WRITER for action in MemoryAction}, MemoryAction.CREATE: None
+    **{action: Role.MEMORY_WRITER for action in MemoryAction},
+    MemoryAction.CREATE: None,
 }
 _SHARED: dict[MemoryAction, Role | None] = {action: Role.ADMIN for action in MemoryAction}
 

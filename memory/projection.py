@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.audience import audience
+from memory.db import affected_rows
 from memory.enums import Status
 from memory.models import Memory, MemoryLexeme, MemorySearch
 from memory.text import lexemes, normalize
@@ -43,13 +44,21 @@ def _write_postings(session: Session, tenant_id: str, memory_id: uuid.UUID, audi
     Derived in SQL from the stored ``tokens``, as migration 0009 backfills them, so the postings
     hold exactly what the ``tsvector`` holds; ``audience_key`` is :func:`memory.audience.audience` of the memory.
     """
-    session.execute(delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id == memory_id))
+    session.execute(
+        delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id == memory_id)
+    )
     search = MemorySearch.__table__
     session.execute(
         insert(MemoryLexeme).from_select(
             ["tenant_id", "audience", "lexeme", "revision", "memory_id", "version"],
-            select(search.c.tenant_id, literal(audience_key, Text), func.unnest(func.tsvector_to_array(search.c.tokens)),
-                   search.c.source_revision, search.c.memory_id, search.c.version)
+            select(
+                search.c.tenant_id,
+                literal(audience_key, Text),
+                func.unnest(func.tsvector_to_array(search.c.tokens)),
+                search.c.source_revision,
+                search.c.memory_id,
+                search.c.version,
+            )
             .where(search.c.tenant_id == tenant_id, search.c.memory_id == memory_id),
         )
     )
@@ -86,4 +95,4 @@ def delete_projection(session: Session, tenant_id: str, memory_ids: Iterable[uui
     session.execute(delete(MemorySearch).where(MemorySearch.tenant_id == tenant_id, MemorySearch.memory_id.in_(ids)))
     postings = session.execute(
         delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id.in_(ids)))
-    return int(postings.rowcount)
+    return affected_rows(postings)

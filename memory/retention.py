@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import QueryableAttribute, Session
 
 from memory.auth import PrincipalContext
 from memory.enums import Role, Status
@@ -30,7 +30,11 @@ def _require_admin(principal: PrincipalContext) -> None:
 def create_hold(session: Session, principal: PrincipalContext, user_id: str, reason: str) -> RetentionHold:
     _require_admin(principal)
     hold = RetentionHold(
-        tenant_id=principal.tenant_id, hold_id=uuid.uuid4(), user_id=user_id, reason=reason, created_by=principal.user_id
+        tenant_id=principal.tenant_id,
+        hold_id=uuid.uuid4(),
+        user_id=user_id,
+        reason=reason,
+        created_by=principal.user_id,
     )
     session.add(hold)
     session.flush()
@@ -89,7 +93,9 @@ def keep_days(session: Session, tenant_id: str) -> dict[str, int]:
     return {**DEFAULT_KEEP_DAYS, **{row.target: row.keep_days for row in overrides}}
 
 
-def _older_than(column: ColumnElement[datetime], now: datetime, days: int) -> ColumnElement[bool]:
+def _older_than(
+    column: ColumnElement[datetime] | QueryableAttribute[datetime], now: datetime, days: int
+) -> ColumnElement[bool]:
     return column < now - func.make_interval(0, 0, 0, days)
 
 

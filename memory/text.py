@@ -55,11 +55,17 @@ def tsquery_any(query_tokens: list[str]) -> str:
 
 
 STOPWORDS = frozenset(
-    """a an the and or but if of at by for with about against between into through during before after above below
-    to from up down in out on off over under again further then once here there when where why how all any both each
-    few more most other some such no nor not only own same so than too very s t can will just don should now i me my
-    myself we our ours you your yours he him his she her hers it its they them their what which who whom this that
-    these those am is are was were be been being have has had having do does did doing would could ever""".split()
+    [
+        "a", "an", "the", "and", "or", "but", "if", "of", "at", "by", "for", "with", "about", "against", "between",
+        "into", "through", "during", "before", "after", "above", "below", "to", "from", "up", "down", "in", "out", "on",
+        "off", "over", "under", "again", "further", "then", "once", "here", "there", "when", "where", "why", "how",
+        "all", "any", "both", "each", "few", "more", "most", "other", "some", "such", "no", "nor", "not", "only", "own",
+        "same", "so", "than", "too", "very", "s", "t", "can", "will", "just", "don", "should", "now", "i", "me", "my",
+        "myself", "we", "our", "ours", "you", "your", "yours", "he", "him", "his", "she", "her", "hers", "it", "its",
+        "they", "them", "their", "what", "which", "who", "whom", "this", "that", "these", "those", "am", "is", "are",
+        "was", "were", "be", "been", "being", "have", "has", "had", "having", "do", "does", "did", "doing", "would",
+        "could", "ever",
+    ]
 )
 """English function words carry no topic; dropping them from a query keeps full-text candidates about it."""
 

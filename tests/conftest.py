@@ -76,7 +76,10 @@ def make_key(engine: Engine) -> MakeKey:
     """Create an API key; by default in a brand-new tenant, so tests never see each other's data."""
 
     def make(
-        tenant: str | None = None, user: str = "alice", roles: tuple[str, ...] = ("memory_writer",), agent: str | None = None
+        tenant: str | None = None,
+        user: str = "alice",
+        roles: tuple[str, ...] = ("memory_writer",),
+        agent: str | None = None,
     ) -> str:
         tenant_id = tenant or f"t-{uuid.uuid4().hex[:12]}"
         with tenant_session(engine, tenant_id) as session:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -24,7 +24,11 @@ def candidate(content: str, **overrides: Any) -> dict[str, Any]:
         "category": "PROFILE",
         "space": "USER",
         "content": content,
-        "source": {"source_id": "conv-1", "source_type": "EXPLICIT_USER_STATEMENT", "captured_at": "2026-06-01T09:00:00Z"},
+        "source": {
+            "source_id": "conv-1",
+            "source_type": "EXPLICIT_USER_STATEMENT",
+            "captured_at": "2026-06-01T09:00:00Z",
+        },
         "source_level": "E2",
     }
     body.update(overrides)
@@ -67,6 +71,6 @@ def alices_memory(engine: Engine, content: str) -> uuid.UUID:
         create_api_key(session, tenant_id="acme", user_id="alice", roles=["memory_writer"])
         alice = PrincipalContext("acme", "alice", None, frozenset({"memory_writer"}), "test")
         new = NewMemory(category=Category.PROFILE, space=Space.USER, content=content,
-                        source=Source("conv-1", "EXPLICIT_USER_STATEMENT", datetime(2026, 6, 1, tzinfo=timezone.utc)),
+                        source=Source("conv-1", "EXPLICIT_USER_STATEMENT", datetime(2026, 6, 1, tzinfo=UTC)),
                         source_level=SourceLevel.E2)
         return create_memory(session, alice, new).memory.memory_id

@@ -24,7 +24,9 @@ def _env(settings: Settings, **extra: str) -> dict[str, str]:
 
 
 def test_keys_create_prints_only_a_working_key(settings: Settings, client: TestClient) -> None:
-    result = _run(["keys", "create", "--tenant", "cli-tenant", "--user", "carol", "--roles", "memory_writer"], _env(settings))
+    result = _run(
+        ["keys", "create", "--tenant", "cli-tenant", "--user", "carol", "--roles", "memory_writer"], _env(settings)
+    )
     assert result.returncode == 0, result.stderr
     assert re.fullmatch(r"mnemo_[a-z0-9]{12}_[A-Za-z0-9_-]{43}\n", result.stdout)
     key = result.stdout.strip()
@@ -45,7 +47,9 @@ def test_keys_create_prints_only_a_working_key(settings: Settings, client: TestC
 
 
 def test_keys_create_refuses_an_unknown_role(settings: Settings) -> None:
-    result = _run(["keys", "create", "--tenant", "cli-tenant", "--user", "dave", "--roles", "superuser"], _env(settings))
+    result = _run(
+        ["keys", "create", "--tenant", "cli-tenant", "--user", "dave", "--roles", "superuser"], _env(settings)
+    )
     assert result.returncode == 1
     assert result.stdout == ""
     assert "unknown role(s) superuser" in result.stderr

@@ -48,7 +48,8 @@ Service = dict[str, Any]
 
 
 def load_compose() -> Compose:
-    return yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
+    compose: Compose = yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
+    return compose
 
 
 @pytest.fixture
@@ -98,12 +99,9 @@ def temporal_setup_jobs(compose: Compose) -> list[str]:
 def published_container_ports(service: Service) -> set[int]:
     ports: set[int] = set()
     for entry in service.get("ports") or []:
-        if isinstance(entry, dict):
-            target = entry.get("target")
-        else:
-            target = str(entry).split("/")[0].rsplit(":", 1)[-1]
+        target = entry.get("target") if isinstance(entry, dict) else str(entry).split("/")[0].rsplit(":", 1)[-1]
         if str(target).isdigit():
-            ports.add(int(target))
+            ports.add(int(str(target)))
     return ports
 
 
@@ -156,7 +154,8 @@ def env_problems(compose: Compose) -> list[str]:
                 problems.append(f"{name}: {key} is not a field of api.settings.Settings")
             elif value is not None and "${" not in value:
                 try:
-                    Settings(**{field: value})
+                    overrides: dict[str, Any] = {field: value}
+                    Settings(**overrides)
                 except ValidationError as exc:
                     problems.append(f"{name}: {key}={value!r} is invalid: {exc.errors()[0]['msg']}")
     return problems

@@ -42,13 +42,15 @@ def _ready(client: TestClient, timeout: float = 15.0) -> Response:
     """/readyz until 200 (a worker that just started may not have polled both halves of its queue yet)."""
     deadline = time.monotonic() + timeout
     while True:
-        response = client.get("/readyz")
+        response: Response = client.get("/readyz")
         if response.status_code == 200 or time.monotonic() > deadline:
             return response
         time.sleep(0.2)
 
 
-def test_readyz_names_each_dependency_and_is_ready_with_a_polling_worker(own_queue: Settings, worker: ThreadWorker) -> None:
+def test_readyz_names_each_dependency_and_is_ready_with_a_polling_worker(
+    own_queue: Settings, worker: ThreadWorker
+) -> None:
     with TestClient(create_app(own_queue)) as client:
         response = _ready(client)
     assert response.status_code == 200, response.text
@@ -73,7 +75,9 @@ def test_readyz_is_not_ready_without_a_worker(settings: Settings) -> None:
     assert nobody.task_queue in checks["worker"]["error"]
 
 
-def test_readyz_waits_for_the_sample_data_it_advertises(own_queue: Settings, worker: ThreadWorker, engine: Engine, make_key: MakeKey) -> None:
+def test_readyz_waits_for_the_sample_data_it_advertises(
+    own_queue: Settings, worker: ThreadWorker, engine: Engine, make_key: MakeKey
+) -> None:
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     make_key(tenant=tenant)  # creates the tenant
     demo = own_queue.model_copy(update={"ready_sample_data_tenant": tenant})
@@ -119,7 +123,9 @@ def test_a_database_that_is_down_is_a_typed_503_with_retry_after(settings: Setti
         assert response.json()["error"]["code"] == "database_unavailable"
 
 
-def test_a_temporal_that_cannot_be_reached_is_a_typed_503_with_retry_after(settings: Settings, make_key: MakeKey) -> None:
+def test_a_temporal_that_cannot_be_reached_is_a_typed_503_with_retry_after(
+    settings: Settings, make_key: MakeKey
+) -> None:
     key = make_key(roles=("operator",))
     broken = settings.model_copy(update={"temporal_address": "127.0.0.1:1"})
     job = uuid.uuid4()
@@ -127,7 +133,11 @@ def test_a_temporal_that_cannot_be_reached_is_a_typed_503_with_retry_after(setti
         task = client.get(f"/tasks/{uuid.uuid4()}", headers=auth(key))
         created = client.post(
             "/tasks",
-            json={"task_type": "monthly-report", "request_intent_id": "i-1", "goal": {"month": "2026-06", "currency": "CNY"}},
+            json={
+                "task_type": "monthly-report",
+                "request_intent_id": "i-1",
+                "goal": {"month": "2026-06", "currency": "CNY"},
+            },
             headers=auth(key),
         )
         assert client.get(f"/memory-deletions/{job}", headers=auth(key)).status_code == 404  # no Temporal needed
@@ -140,7 +150,9 @@ def test_a_temporal_that_cannot_be_reached_is_a_typed_503_with_retry_after(setti
 def test_a_temporal_that_goes_down_after_connecting_is_a_typed_503(
     settings: Settings, make_key: MakeKey, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    server = TemporalDevServer(tmp_path_factory.mktemp("temporal-down"), port=free_port(), ui_port=None, namespace="mnemo")
+    server = TemporalDevServer(
+        tmp_path_factory.mktemp("temporal-down"), port=free_port(), ui_port=None, namespace="mnemo"
+    )
     server.start()
     try:
         server.wait_ready()

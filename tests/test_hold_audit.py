@@ -25,7 +25,9 @@ def _hold_rows(engine: Engine, tenant: str) -> list[tuple[str, str, dict[str, ob
     return [(row.action, row.actor, row.detail) for row in rows]
 
 
-def test_creating_and_releasing_a_hold_is_audited_once_each(client: TestClient, make_key: MakeKey, engine: Engine) -> None:
+def test_creating_and_releasing_a_hold_is_audited_once_each(
+    client: TestClient, make_key: MakeKey, engine: Engine
+) -> None:
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     admin = make_key(tenant=tenant, user="legal", roles=("admin",))
     key_id = admin.split("_")[1]

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 import api.routers.tasks  # noqa: F401 - its request models are StrictRequest subclasses too
 from api.main import create_app
-from api.schemas.common import StrictRequest
+from api.schemas import StrictRequest
 from api.settings import Settings
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate, event
@@ -107,7 +107,8 @@ def test_the_bounds_themselves_are_stored_and_read_back(client: TestClient, key:
 
 
 def _strict_models() -> list[type[BaseModel]]:
-    found, pending = [], [StrictRequest]
+    found: list[type[BaseModel]] = []
+    pending: list[type[BaseModel]] = [StrictRequest]
     while pending:
         model = pending.pop()
         found.append(model)
@@ -129,7 +130,7 @@ def test_every_timestamp_of_every_request_model_is_bounded() -> None:
             except Exception as exc:  # a ValidationError with one entry per problem
                 errors = exc.errors()  # type: ignore[attr-defined]
             assert any(e["loc"] == (name,) and e["type"] == "timestamp_out_of_range" for e in errors), (
-                f"{model.__name__}.{name} accepts a timestamp out of range: use api.schemas.common.Timestamp"
+                f"{model.__name__}.{name} accepts a timestamp out of range: use api.schemas.Timestamp"
             )
     assert "SourceIn.captured_at" in checked and "EventIn.occurred_at" in checked and len(checked) >= 6
 
@@ -194,15 +195,18 @@ def test_every_query_and_path_parameter_is_guarded(client: TestClient, key: str)
 def test_the_findings_exact_requests(client: TestClient, key: str) -> None:
     """The probe's own reproductions, each a 500 with a plain-text body before."""
     h = auth(key)
-    nul = client.post("/memory-candidates", json=candidate("a\x00b"), headers=h)
-    assert nul.json()["error"]["code"] == "invalid_character"
+    refused = client.post("/memory-candidates", json=candidate("a\x00b"), headers=h)
+    assert refused.json()["error"]["code"] == "invalid_character"
     assert client.post("/memory-query", json={"query": "x", "project_id": "p\x00"}, headers=h).status_code == 422
     hold = client.post("/retention-holds", json={"user_id": "u\x00", "reason": "legal"}, headers=h)
     assert hold.json()["error"]["fields"][0]["field"] == "user_id"
     deletion = {"deletion_request_id": "d\x00", "scope": {"type": "subject", "user_id": "nobody"}}
     assert client.post("/deletion-requests", json=deletion, headers=h).json()["error"]["code"] == "invalid_character"
-    goal = {"month": "2026-05", "currency": "EUR"}
-    task = {"task_type": "monthly-report", "request_intent_id": "i\x00", "goal": goal}
+    task = {
+        "task_type": "monthly-report",
+        "request_intent_id": "i\x00",
+        "goal": {"month": "2026-05", "currency": "EUR"},
+    }
     created = client.post("/tasks", json=task, headers=h)
     assert created.status_code == 422 and created.json()["error"]["fields"][0]["field"] == "request_intent_id"
     payload = json.dumps(event("nan")).replace('"role": "user"', '"role": NaN')
@@ -213,8 +217,9 @@ def test_the_findings_exact_requests(client: TestClient, key: str) -> None:
     for version in (2**31, 2**63):
         response = client.get(f"/memories/{written['memory_id']}", params={"version": version}, headers=h)
         assert response.status_code == 422, response.text
-    too_big = {"expected_version": 2**31, "content": "c"}
-    stale = client.patch(f"/memories/{written['memory_id']}", json=too_big, headers=h)
+    stale = client.patch(
+        f"/memories/{written['memory_id']}", json={"expected_version": 2**31, "content": "c"}, headers=h
+    )
     assert stale.status_code == 422, stale.text
 
 
@@ -296,9 +301,15 @@ def test_a_task_error_never_shows_an_unexpected_exception_text() -> None:
     from workflows.report_task import _cause_code
 
     def failed(cause: ApplicationError) -> ActivityError:
-        error = ActivityError("activity error", scheduled_event_id=5, started_event_id=6, identity="w",
-                              activity_type="create_task", activity_id="1",
-                              retry_state=RetryState.MAXIMUM_ATTEMPTS_REACHED)
+        error = ActivityError(
+            "activity error",
+            scheduled_event_id=5,
+            started_event_id=6,
+            identity="w",
+            activity_type="create_task",
+            activity_id="1",
+            retry_state=RetryState.MAXIMUM_ATTEMPTS_REACHED,
+        )
         error.__cause__ = cause
         return error
 

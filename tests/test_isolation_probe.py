@@ -58,7 +58,10 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     ("POST", "/tasks/{task_id}/pause"): ("task", None),
     ("POST", "/tasks/{task_id}/resume"): ("task", None),
     ("POST", "/tasks/{task_id}/cancel"): ("task", None),
-    ("POST", "/tasks/{task_id}/operations/{operation_id}/resolve"): ("operation", {"outcome": "published", "note": "n"}),
+    ("POST", "/tasks/{task_id}/operations/{operation_id}/resolve"): (
+        "operation",
+        {"outcome": "published", "note": "n"},
+    ),
     ("GET", "/tasks/{task_id}/artifacts/{sha256}"): ("artifact", None),
     ("GET", "/tasks/{task_id}/timeline"): ("task", None),
 }
@@ -124,7 +127,8 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     published = _task(api, alice)
     decision = {"decision": "approve", "artifact_sha256": published["pending_approval"]["artifact_sha256"],
                 "state_version": published["state_version"]}
-    assert api.post(f"/tasks/{published['task_id']}/approvals", json=decision, headers=auth(approver)).status_code == 200
+    approved = api.post(f"/tasks/{published['task_id']}/approvals", json=decision, headers=auth(approver))
+    assert approved.status_code == 200
     done = poll(api, alice, f"/tasks/{published['task_id']}", lambda v: v["status"] == "SUCCEEDED", 60)
     return World(
         ids={

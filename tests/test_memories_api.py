@@ -78,7 +78,8 @@ def test_correction_supersedes_and_never_edits(client: TestClient, make_key: Mak
     assert v3["version"] == 3
     head = client.get(url, headers=auth(key)).json()
     assert (head["version"], head["content"]) == (3, "我住在苏州")
-    assert [(h["version"], h["status"]) for h in head["history"]] == [(1, "SUPERSEDED"), (2, "SUPERSEDED"), (3, "ACTIVE")]
+    history = [(h["version"], h["status"]) for h in head["history"]]
+    assert history == [(1, "SUPERSEDED"), (2, "SUPERSEDED"), (3, "ACTIVE")]
     v1 = client.get(url, params={"version": 1}, headers=auth(key)).json()
     assert (v1["content"], v1["status"]) == ("我住在上海", "SUPERSEDED")
     # The old value is no longer recalled; the new one is.
@@ -93,7 +94,8 @@ def test_stale_expected_version_is_a_conflict_carrying_the_current_version(
     key = make_key()
     created = client.post("/memory-candidates", json=candidate("周报周五发"), headers=auth(key)).json()
     url = f"/memories/{created['memory_id']}"
-    assert client.patch(url, json={"expected_version": 1, "content": "周报周四发"}, headers=auth(key)).status_code == 200
+    corrected = client.patch(url, json={"expected_version": 1, "content": "周报周四发"}, headers=auth(key))
+    assert corrected.status_code == 200
     stale = client.patch(url, json={"expected_version": 1, "content": "周报周三发"}, headers=auth(key))
     assert stale.status_code == 409
     assert stale.json()["error"]["code"] == "version_conflict"

@@ -7,9 +7,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 
 from api.devstack.postgres import PostgresInfo
+from memory.db import make_engine, tenant_session
 from memory.models import Base
 from memory.tasks import models as task_models  # noqa: F401 - registers the task tables on Base
-from memory.db import make_engine, tenant_session
 from migrations import alembic_config, upgrade
 from tests.factories import alices_memory, scratch_database
 
@@ -53,17 +53,25 @@ def test_0006_0008_and_0009_rederive_projections_written_before_them(postgres: P
     with scratch_database(postgres, "mnemo_mig") as url:
         engine = make_engine(url, pool_size=1)
         memory = alices_memory(engine, "She was painting landscapes")
-        # Back to 0005 (today's write path needs today's schema), with what 0005's projection held: the words as written.
+        # Back to 0005 (today's write path needs today's schema), with what 0005's projection held: the words as
+        # written.
         command.downgrade(alembic_config(url), "0005")
         with tenant_session(engine, "acme") as session:
-            session.execute(text("UPDATE memory_search SET tokens = to_tsvector('simple', 'she was painting landscapes')"))
+            session.execute(
+                text("UPDATE memory_search SET tokens = to_tsvector('simple', 'she was painting landscapes')")
+            )
         upgrade(url)
         with tenant_session(engine, "acme") as session:
-            stored = session.execute(text("SELECT tokens::text FROM memory_search WHERE memory_id = :id"),
-                                     {"id": memory}).scalar_one()
-            postings = session.execute(text("SELECT lexeme, audience, revision = (SELECT source_revision FROM memory_search)"
-                                            " FROM memory_lexemes WHERE memory_id = :id ORDER BY lexeme"),
-                                       {"id": memory}).all()
+            stored = session.execute(
+                text("SELECT tokens::text FROM memory_search WHERE memory_id = :id"), {"id": memory}
+            ).scalar_one()
+            postings = session.execute(
+                text(
+                    "SELECT lexeme, audience, revision = (SELECT source_revision FROM memory_search)"
+                    " FROM memory_lexemes WHERE memory_id = :id ORDER BY lexeme"
+                ),
+                {"id": memory},
+            ).all()
         engine.dispose()
     # Abstract then content (a short content is its own abstract), each word stemmed.
     assert stored == "'landscap':4,8 'paint':3,7 'she':1,5 'was':2,6"
@@ -77,14 +85,21 @@ def test_0009_goes_down_to_0008s_postings_and_back_up(postgres: PostgresInfo) ->
         memory = alices_memory(engine, "She was painting landscapes")
         command.downgrade(alembic_config(url), "0008")
         with tenant_session(engine, "acme") as session:
-            columns = session.execute(text("SELECT column_name FROM information_schema.columns"
-                                           " WHERE table_name = 'memory_lexemes' ORDER BY ordinal_position")).scalars().all()
-            down = session.execute(text("SELECT lexeme FROM memory_lexemes WHERE memory_id = :id ORDER BY lexeme"),
-                                   {"id": memory}).scalars().all()
+            columns = session.execute(
+                text(
+                    "SELECT column_name FROM information_schema.columns"
+                    " WHERE table_name = 'memory_lexemes' ORDER BY ordinal_position"
+                )
+            ).scalars().all()
+            down = session.execute(
+                text("SELECT lexeme FROM memory_lexemes WHERE memory_id = :id ORDER BY lexeme"), {"id": memory}
+            ).scalars().all()
         upgrade(url)
         with tenant_session(engine, "acme") as session:
-            up = session.execute(text("SELECT lexeme, audience FROM memory_lexemes WHERE memory_id = :id ORDER BY lexeme"),
-                                 {"id": memory}).all()
+            up = session.execute(
+                text("SELECT lexeme, audience FROM memory_lexemes WHERE memory_id = :id ORDER BY lexeme"),
+                {"id": memory},
+            ).all()
         engine.dispose()
     assert columns == ["tenant_id", "lexeme", "revision", "memory_id", "version"]
     assert down == ["landscap", "paint", "she", "was"]

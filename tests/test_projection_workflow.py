@@ -24,7 +24,9 @@ async def test_rebuild_restores_a_lost_projection(
     for n in range(5):
         client.post("/memory-candidates", json=candidate(f"重建投影 样本{n}"), headers=auth(key))
     corrected = client.post("/memory-candidates", json=candidate("旧值 北京"), headers=auth(key)).json()
-    client.patch(f"/memories/{corrected['memory_id']}", json={"expected_version": 1, "content": "新值 深圳"}, headers=auth(key))
+    client.patch(
+        f"/memories/{corrected['memory_id']}", json={"expected_version": 1, "content": "新值 深圳"}, headers=auth(key)
+    )
     with tenant_session(engine, tenant) as session:
         session.execute(text("DELETE FROM memory_search"))
     assert client.post("/memory-query", json={"query": "重建投影"}, headers=auth(key)).json()["items"] == []
@@ -46,4 +48,5 @@ async def test_rebuild_restores_a_lost_projection(
     assert len(found) == 5
     # The corrected memory is rebuilt from its current version only.
     assert client.post("/memory-query", json={"query": "北京"}, headers=auth(key)).json()["items"] == []
-    assert [i["version"] for i in client.post("/memory-query", json={"query": "深圳"}, headers=auth(key)).json()["items"]] == [2]
+    recalled = client.post("/memory-query", json={"query": "深圳"}, headers=auth(key)).json()["items"]
+    assert [i["version"] for i in recalled] == [2]

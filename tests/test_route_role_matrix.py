@@ -140,7 +140,8 @@ def _calls(t: Tenant, state: dict[str, str]) -> dict[str, Call]:
         "PUT /tenant-policy": lambda api, t, key: api.put("/tenant-policy", json={"separation_of_duties": True},
                                                           headers=auth(key)),
         "POST /deletion-requests (another user's subject)": lambda api, t, key: api.post(
-            "/deletion-requests", json={"deletion_request_id": uuid.uuid4().hex, "scope": {"type": "subject", "user_id": "dave"}},
+            "/deletion-requests",
+            json={"deletion_request_id": uuid.uuid4().hex, "scope": {"type": "subject", "user_id": "dave"}},
             headers=auth(key)),
     }
 
@@ -157,7 +158,8 @@ def test_route_role_table(api: TestClient, tenant: Tenant, engine: Engine, endpo
                             headers=auth(tenant.keys["admin"]))
             state["hold_id"] = hold.json()["hold_id"]
         if endpoint == "POST /tasks/{id}/cancel":  # cancelling works: each caller let through cancels a task of its own
-            state["cancel_task_id"] = tenant.task["task_id"] if expected in (403, 404) else _task(api, tenant.alice)["task_id"]
+            refused = expected in (403, 404)
+            state["cancel_task_id"] = tenant.task["task_id"] if refused else _task(api, tenant.alice)["task_id"]
         before = _snapshot(engine, tenant.tenant) if expected == 403 else None
         response = call(api, tenant, tenant.keys[role])
         assert response.status_code == expected, (endpoint, role or "no role", response.text[:300])

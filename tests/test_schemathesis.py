@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 import requests
 import schemathesis
-from sqlalchemy import Engine
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -34,6 +33,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from sqlalchemy import Engine
 
 from api.devstack.processes import free_port
 from api.main import create_app
@@ -72,7 +72,7 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
 
 
 @schemathesis.check
-def positive_data_accepted(ctx: Any, response: Any, case: schemathesis.Case) -> bool | None:
+def positive_data_accepted(ctx: Any, response: Any, case: schemathesis.Case[Any]) -> bool | None:
     """ST202 (valid data accepted), but a 422 whose code is a documented cross-field rule of that
     operation passes. Any other 422 on schema-valid data is a finding (the schema says too little)."""
     meta = case.meta
@@ -163,7 +163,8 @@ def _negatable(parameter: dict[str, Any]) -> bool:
 
 def _cases() -> list[tuple[str, GenerationMode]]:
     """Every operation of the app's OpenAPI in both modes; positive only for one with no input to get
-    wrong (/healthz, /readyz, GET /tenant-policy, an operation whose only input is an id in its path). The app is built, not started: nothing is connected."""
+    wrong (/healthz, /readyz, GET /tenant-policy, an operation whose only input is an id in its path). The app is
+    built, not started: nothing is connected."""
     spec = create_app(Settings(database_url="postgresql+psycopg://unused@127.0.0.1:1/unused")).openapi()
     cases = []
     for path, operations in spec["paths"].items():
@@ -186,7 +187,7 @@ def test_api(
     @given(case=operation.as_strategy(generation_mode=mode))
     @settings(max_examples=EXAMPLES[mode], derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate, Phase.shrink])
-    def run(case: schemathesis.Case) -> None:
+    def run(case: schemathesis.Case[Any]) -> None:
         for key in keys:
             case.call_and_validate(session=http, headers={"Authorization": f"Bearer {key}"}, checks=CHECKS,
                                    timeout=30)
@@ -227,4 +228,5 @@ def test_a_dependency_that_is_down_is_a_documented_answer(settings: Settings, ma
         for method, operation in operations.items():
             if operation.get("security"):
                 assert "503" in operation["responses"], (method, path)
-    assert all("429" in spec.raw_schema["paths"][path]["post"]["responses"] for path in ("/memory-query", "/recall/render"))
+    paths = spec.raw_schema["paths"]
+    assert all("429" in paths[path]["post"]["responses"] for path in ("/memory-query", "/recall/render"))

@@ -21,7 +21,8 @@ def _code(response) -> str:  # type: ignore[no-untyped-def]
 
 
 def test_unknown_key(client: TestClient, key: str) -> None:
-    assert _code(client.post("/memory-candidates", json=candidate("x", colour="red"), headers=auth(key))) == "unknown_field"
+    answer = client.post("/memory-candidates", json=candidate("x", colour="red"), headers=auth(key))
+    assert _code(answer) == "unknown_field"
 
 
 def test_unknown_nested_key(client: TestClient, key: str) -> None:

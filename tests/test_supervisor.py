@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import time
@@ -20,7 +21,8 @@ def _crashing_child(tmp_path: Path, starts: list[float]) -> tuple[Child, list[su
 
     def start() -> None:
         starts.append(time.monotonic())
-        procs.append(spawn([sys.executable, "-c", "print('cannot open the frobnicator'); raise SystemExit(3)"], log_path=log))
+        crash = "print('cannot open the frobnicator'); raise SystemExit(3)"
+        procs.append(spawn([sys.executable, "-c", crash], log_path=log))
 
     start()
     child = Child("crasher", poll=lambda: procs[-1].poll(), restart=start, pid=lambda: procs[-1].pid, log_path=log)
@@ -38,11 +40,13 @@ def test_a_child_that_keeps_crashing_is_restarted_with_backoff_then_stops_the_st
             supervisor.tick()
             time.sleep(0.02)
     assert len(starts) == 4  # the first start and three restarts
-    gaps = [later - earlier for earlier, later in zip(starts, starts[1:])]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
     assert gaps[0] >= 0.2 and gaps[1] >= 0.4 and gaps[2] >= 0.8, gaps  # doubling
     crashes = [line for line in lines if "crashed" in line]
     assert len(crashes) == 3
-    assert crashes[0].startswith("mnemo dev: the crasher crashed (exit code 3; last log line: cannot open the frobnicator)")
+    assert crashes[0].startswith(
+        "mnemo dev: the crasher crashed (exit code 3; last log line: cannot open the frobnicator)"
+    )
     assert "restarting it in 0.2s" in crashes[0] and "restarting it in 0.8s" in crashes[2]
     message = str(stopped.value)
     assert "\n" not in message

@@ -16,7 +16,9 @@ from tests.factories import candidate
 def foreign_memory(client: TestClient, make_key: MakeKey) -> tuple[str, str]:
     """(memory id owned by tenant A, admin key of tenant B)."""
     owner = make_key(roles=("admin",))
-    created = client.post("/memory-candidates", json=candidate("机密：A 公司的报价", source_level="E4"), headers=auth(owner))
+    created = client.post(
+        "/memory-candidates", json=candidate("机密：A 公司的报价", source_level="E4"), headers=auth(owner)
+    )
     return created.json()["memory_id"], make_key(roles=("admin",))
 
 
@@ -80,6 +82,5 @@ def test_rls_shows_only_the_context_tenant_even_without_a_filter(
 def test_rls_refuses_a_write_into_another_tenant(engine: Engine, make_key: MakeKey) -> None:
     make_key(tenant="t-rls-a")
     make_key(tenant="t-rls-b")
-    with pytest.raises(ProgrammingError, match="row-level security"):
-        with tenant_session(engine, "t-rls-a") as session:
-            session.execute(text("INSERT INTO principals (tenant_id, user_id) VALUES ('t-rls-b', 'mallory')"))
+    with pytest.raises(ProgrammingError, match="row-level security"), tenant_session(engine, "t-rls-a") as session:
+        session.execute(text("INSERT INTO principals (tenant_id, user_id) VALUES ('t-rls-b', 'mallory')"))

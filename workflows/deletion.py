@@ -9,6 +9,7 @@ where it stopped. Only a clean verification may reach completed.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -86,7 +87,9 @@ class DeletionWorkflow:
                     start_to_close_timeout=timedelta(hours=1),
                     heartbeat_timeout=timedelta(seconds=self._request.heartbeat_timeout_seconds),
                     retry_policy=RetryPolicy(
-                        initial_interval=timedelta(seconds=1), maximum_attempts=3, non_retryable_error_types=["PurgeBlocked"]
+                        initial_interval=timedelta(seconds=1),
+                        maximum_attempts=3,
+                        non_retryable_error_types=["PurgeBlocked"],
                     ),
                 )
             except ActivityError as err:
@@ -104,12 +107,10 @@ class DeletionWorkflow:
                     await self._set(JobStatus.RUNNING)
 
     async def _wait_for_hold_release(self) -> None:
-        try:
+        with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
                 lambda: self._holds_changed, timeout=timedelta(seconds=self._request.hold_recheck_seconds)
             )
-        except TimeoutError:
-            pass
 
     async def _wait_for_resume(self) -> None:
         await workflow.wait_condition(lambda: self._resume)

@@ -84,5 +84,7 @@ class EmbeddingSweepWorkflow:
             try:
                 written += (await _drain(tenant_id, request.batch_size, SWEEP_ATTEMPTS)).written
             except ActivityError as exc:
-                workflow.logger.error("embedding sweep: tenant %s failed (%s); the next sweep retries it", tenant_id, exc.cause)
+                workflow.logger.error(
+                    "embedding sweep: tenant %s failed (%s); the next sweep retries it", tenant_id, exc.cause
+                )
         return written

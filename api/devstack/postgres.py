@@ -180,9 +180,11 @@ class EmbeddedPostgres:
             try:
                 with psycopg.connect(info.conninfo("postgres"), connect_timeout=2):
                     return
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as exc:
                 if time.monotonic() > deadline:
-                    raise StackError(f"PostgreSQL did not accept connections within {timeout:.0f}s; see {self.log_path}")
+                    raise StackError(
+                        f"PostgreSQL did not accept connections within {timeout:.0f}s; see {self.log_path}"
+                    ) from exc
                 time.sleep(0.1)
 
     @staticmethod

@@ -7,13 +7,14 @@ SIGTERM it if the supervisor dies, so no child outlives its owner.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import socket
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Sequence
 
 _PR_SET_PDEATHSIG = 1
 
@@ -38,8 +39,7 @@ def spawn(
 ) -> subprocess.Popen[bytes]:
     """Start an owned child whose stdout and stderr go to ``log_path``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    log: IO[bytes] = open(log_path, "ab")
-    try:
+    with open(log_path, "ab") as log:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(
             list(args),
             stdout=log,
@@ -51,8 +51,6 @@ def spawn(
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
-    finally:
-        log.close()
 
 
 def stop(proc: subprocess.Popen[bytes], *, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
@@ -66,10 +64,8 @@ def stop(proc: subprocess.Popen[bytes], *, sig: int = signal.SIGTERM, timeout: f
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait(timeout=5)
 
 

@@ -21,9 +21,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import httpx
 
@@ -48,7 +47,7 @@ class DevOptions:
     temporal_port: int = 7233
     demo: bool = True
     """Seed the demo's sales data (readiness waits for it), then write and recall a demo memory."""
-    restart: RestartPolicy = RestartPolicy()
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
 
     @property
     def temporal_ui_port(self) -> int:
@@ -63,25 +62,21 @@ def say(message: str) -> None:
 def _exclusive(data_dir: Path) -> Iterator[None]:
     """One ``mnemo dev`` per data dir. The kernel drops the lock when its holder dies, so it is never stale."""
     lock_path = data_dir / "dev.lock"
-    handle: IO[str] = open(lock_path, "a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    with open(lock_path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise StackError(
+                f"another `mnemo dev` (pid {holder}) is using {data_dir}: stop it first "
+                "(Ctrl-C in its terminal) or pass --data-dir with another folder"
+            ) from None
         handle.seek(0)
-        holder = handle.read().strip() or "unknown"
-        handle.close()
-        raise StackError(
-            f"another `mnemo dev` (pid {holder}) is using {data_dir}: stop it first "
-            "(Ctrl-C in its terminal) or pass --data-dir with another folder"
-        ) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(str(os.getpid()))
-    handle.flush()
-    try:
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
         yield
-    finally:
-        handle.close()
 
 
 def read_state(data_dir: Path) -> dict[str, object]:
@@ -174,7 +169,8 @@ class DevStack:
         self._step("Temporal dev server", self.temporal.wait_ready)
         for name in ("worker", "api"):
             self._spawn(name)
-        self._step("worker and API" + (" (and the demo's sales data)" if self.options.demo else ""), self._wait_api_ready)
+        waited_for = "worker and API" + (" (and the demo's sales data)" if self.options.demo else "")
+        self._step(waited_for, self._wait_api_ready)
         self._write_state()
         self.supervisor = Supervisor(self._supervised(), self.options.restart, say=say, on_restarted=self._write_state)
         say(f"mnemo dev: ready in {time.monotonic() - began:.1f}s")
@@ -215,8 +211,20 @@ class DevStack:
             )
 
         return [
-            Child("PostgreSQL server", self.postgres.poll, restart_postgres, lambda: self.postgres.pid, self.postgres.log_path),
-            Child("Temporal dev server", self.temporal.poll, restart_temporal, lambda: self.temporal.pid, self.temporal.log_path),
+            Child(
+                name="PostgreSQL server",
+                poll=self.postgres.poll,
+                restart=restart_postgres,
+                pid=lambda: self.postgres.pid,
+                log_path=self.postgres.log_path,
+            ),
+            Child(
+                name="Temporal dev server",
+                poll=self.temporal.poll,
+                restart=restart_temporal,
+                pid=lambda: self.temporal.pid,
+                log_path=self.temporal.log_path,
+            ),
             process("worker", "worker"),
             process("api", "API"),
         ]
@@ -237,7 +245,7 @@ class DevStack:
                     seed_sales(session, DEFAULT_TENANT)
             finally:
                 engine.dispose()
-        except BaseException as exc:  # noqa: BLE001 - reported by the start-up wait, which stops the stack
+        except BaseException as exc:  # reported by the start-up wait, which stops the stack
             self._seed_error = exc
 
     def _child_env(self) -> dict[str, str]:

@@ -33,7 +33,7 @@ class RestartPolicy:
 
     def delay(self, recent_crashes: int) -> float:
         """Backoff before the next start: doubles with each crash still inside the window."""
-        return min(self.max_delay, self.first_delay * 2 ** max(0, recent_crashes - 1))
+        return min(self.max_delay, self.first_delay * 2.0 ** max(0, recent_crashes - 1))
 
 
 @dataclass

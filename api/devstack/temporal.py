@@ -71,7 +71,7 @@ class TemporalDevServer:
             try:
                 asyncio.run(asyncio.wait_for(probe(), 3))
                 return
-            except Exception:  # noqa: BLE001 - not up yet; the deadline bounds the wait
+            except Exception:  # not up yet; the deadline bounds the wait
                 if time.monotonic() > deadline:
                     raise StackError(
                         f"the Temporal dev server did not answer within {timeout:.0f}s; see {self.log_path}"

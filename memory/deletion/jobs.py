@@ -29,7 +29,9 @@ class JobStatus(StrEnum):
 
 
 _ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
-    JobStatus.ACCEPTED: frozenset({JobStatus.RUNNING, JobStatus.BLOCKED_BY_RETENTION, JobStatus.FAILED_REQUIRES_ACTION}),
+    JobStatus.ACCEPTED: frozenset(
+        {JobStatus.RUNNING, JobStatus.BLOCKED_BY_RETENTION, JobStatus.FAILED_REQUIRES_ACTION}
+    ),
     JobStatus.RUNNING: frozenset(
         {JobStatus.RETRY_WAIT, JobStatus.BLOCKED_BY_RETENTION, JobStatus.FAILED_REQUIRES_ACTION, JobStatus.COMPLETED}
     ),
@@ -50,7 +52,9 @@ class NotResumable(Conflict):
 
 _NOT_RESUMABLE = {
     JobStatus.COMPLETED: "there is nothing left to resume",
-    JobStatus.BLOCKED_BY_RETENTION: "it waits for a retention or legal hold on its subject; releasing the hold resumes it",
+    JobStatus.BLOCKED_BY_RETENTION: (
+        "it waits for a retention or legal hold on its subject; releasing the hold resumes it"
+    ),
     JobStatus.ACCEPTED: "it has not stopped (its purge is starting, or queued until Temporal is reachable)",
     JobStatus.RUNNING: "it has not stopped",
     JobStatus.RETRY_WAIT: "it has not stopped (it retries on its own after a transient failure)",
@@ -135,7 +139,8 @@ def subject_user(session: Session, job: DeletionJob) -> str | None:
 
 
 def readable_job(session: Session, principal: PrincipalContext, job_id: uuid.UUID) -> DeletionJob:
-    """The job, for who requested it, the user whose data it deletes, an admin or an operator; else the 404 of a missing job."""
+    """The job, for who requested it, the user whose data it deletes, an admin or an operator; else the 404 of a
+    missing job."""
     job = get_job(session, principal.tenant_id, job_id)
     if (
         principal.has(Role.ADMIN)

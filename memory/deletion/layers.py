@@ -17,6 +17,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, insert
 from sqlalchemy.orm import Session
 from sqlalchemy.types import Text
 
+from memory.db import affected_rows
 from memory.deletion.jobs import Layer
 from memory.deletion.scope import Scope, ScopeType, events_in, evidence_link, linked_refs, memories_in
 from memory.enums import Status
@@ -73,11 +74,13 @@ def purge_source_events(session: Session, job: DeletionJob, batch: int) -> Batch
                 event_id = uuid.UUID(link.removeprefix("event:"))
             except ValueError:
                 continue
-            marked += session.execute(
+            marked += affected_rows(session.execute(
                 insert(RebuildBlock)
-                .values(tenant_id=job.tenant_id, event_id=event_id, memory_id=uuid.UUID(scope.target_id), job_id=job.job_id)
+                .values(
+                    tenant_id=job.tenant_id, event_id=event_id, memory_id=uuid.UUID(scope.target_id), job_id=job.job_id
+                )
                 .on_conflict_do_nothing()
-            ).rowcount
+            ))
         return BatchResult(0, True, {"rebuild_markers": marked})
     rows = session.execute(
         select(MemoryEvent)
@@ -309,9 +312,9 @@ def purge_search_projection(session: Session, job: DeletionJob, batch: int) -> B
         .distinct().limit(batch)
     ).scalars().all()
     if orphaned:
-        postings += session.execute(
+        postings += affected_rows(session.execute(
             delete(MemoryLexeme).where(MemoryLexeme.tenant_id == job.tenant_id, MemoryLexeme.memory_id.in_(orphaned))
-        ).rowcount
+        ))
     vectors = sum(1 for row in rows if row.has_vector)
     return BatchResult(len(ids) + len(orphaned), len(ids) < batch and len(orphaned) < batch,
                        {"lexical_rows": len(ids), "lexeme_postings": postings, "vectors": vectors})
@@ -340,9 +343,9 @@ def purge_audit_bodies(session: Session, job: DeletionJob, batch: int) -> BatchR
 
 def purge_probes(session: Session, job: DeletionJob, batch: int) -> BatchResult:
     """Verification is over: drop the transient copy it searched with."""
-    removed = session.execute(
+    removed = affected_rows(session.execute(
         delete(DeletionProbe).where(DeletionProbe.tenant_id == job.tenant_id, DeletionProbe.job_id == job.job_id)
-    ).rowcount
+    ))
     return BatchResult(removed, True, {"probes_removed": removed})
 
 
@@ -355,5 +358,14 @@ PURGERS: dict[Layer, Callable[[Session, DeletionJob, int], BatchResult]] = {
     Layer.VERIFICATION_PROBES: purge_probes,
 }
 
-__all__ = ["PURGERS", "BatchResult", "Derived", "deleted_links", "derived_deleted_by", "derived_from", "evidence_link", "hide_orphans",
-           "scope_of"]
+__all__ = [
+    "PURGERS",
+    "BatchResult",
+    "Derived",
+    "deleted_links",
+    "derived_deleted_by",
+    "derived_from",
+    "evidence_link",
+    "hide_orphans",
+    "scope_of",
+]

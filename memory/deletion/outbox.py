@@ -42,7 +42,9 @@ def enqueue(session: Session, tenant_id: str, job_id: uuid.UUID) -> None:
 
 def started(session: Session, tenant_id: str, job_id: uuid.UUID) -> None:
     """Temporal has the workflow (or it already ran): nothing left to start."""
-    session.execute(delete(DeletionOutbox).where(DeletionOutbox.tenant_id == tenant_id, DeletionOutbox.job_id == job_id))
+    session.execute(
+        delete(DeletionOutbox).where(DeletionOutbox.tenant_id == tenant_id, DeletionOutbox.job_id == job_id)
+    )
 
 
 def attempt_failed(session: Session, tenant_id: str, job_id: uuid.UUID, error: str) -> None:

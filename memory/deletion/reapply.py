@@ -8,6 +8,7 @@ from sqlalchemy import cast, func, select, update
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.orm import Session
 
+from memory.db import affected_rows
 from memory.deletion.scope import Scope, ScopeType, events_in, memories_in
 from memory.enums import Status
 from memory.models import Memory, MemoryEvent, Tombstone
@@ -49,7 +50,7 @@ def reapply(session: Session, tenant_id: str, tombstones: list[TombstoneRecord])
         scope = Scope(ScopeType(tomb.target_type), tomb.target_id, tomb.owner_user_id)
         covered = memories_in(scope, tenant_id, tomb.revision)
         delete_projection(session, tenant_id, select(Memory.memory_id).where(covered))
-        scrubbed += session.execute(
+        scrubbed += affected_rows(session.execute(
             update(Memory)
             .where(covered, Memory.purged_at.is_(None))
             .values(
@@ -61,10 +62,10 @@ def reapply(session: Session, tenant_id: str, tombstones: list[TombstoneRecord])
                 evidence_refs=cast([], JSONB),
                 purged_at=func.now(),
             )
-        ).rowcount
-        scrubbed += session.execute(
+        ))
+        scrubbed += affected_rows(session.execute(
             update(MemoryEvent)
             .where(events_in(scope, tenant_id, tomb.revision), MemoryEvent.purged_at.is_(None))
             .values(payload=cast({}, JSONB), purged_at=func.now())
-        ).rowcount
+        ))
     return scrubbed

@@ -81,7 +81,9 @@ def linked_refs(session: Session, scope: Scope, tenant_id: str, up_to_revision: 
     memory_ids = session.execute(
         select(Memory.memory_id).where(memories_in(scope, tenant_id, up_to_revision)).distinct()
     ).scalars()
-    event_ids = session.execute(select(MemoryEvent.event_id).where(events_in(scope, tenant_id, up_to_revision))).scalars()
+    event_ids = session.execute(
+        select(MemoryEvent.event_id).where(events_in(scope, tenant_id, up_to_revision))
+    ).scalars()
     return [evidence_link("memory", m) for m in memory_ids] + [evidence_link("event", e) for e in event_ids]
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import ColumnElement, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
@@ -29,7 +29,6 @@ from memory.models import DeletionJob, DeletionProbe, Memory, MemoryEvent, Memor
 from memory.recall.bundle import RecallRequest, build_bundle
 from memory.recall.plan import Intent, make_plan
 from memory.text import lexemes, normalize, tsquery_any
-
 
 TSQUERY_CHUNK = 500
 """Lexemes per ``tsquery``: one of a long probe's ~100,000 lexemes exceeded PostgreSQL's stack depth."""
@@ -70,7 +69,10 @@ def verify(session: Session, job: DeletionJob) -> Verification:
     hits["derived_projection_rows"] = session.execute(
         select(func.count())
         .select_from(MemorySearch)
-        .where(MemorySearch.tenant_id == job.tenant_id, MemorySearch.memory_id.in_(select(Memory.memory_id).where(derived)))
+        .where(
+            MemorySearch.tenant_id == job.tenant_id,
+            MemorySearch.memory_id.in_(select(Memory.memory_id).where(derived)),
+        )
     ).scalar_one()
     if scope.type.value != "memory":
         hits["unscrubbed_events"] = session.execute(
@@ -126,7 +128,7 @@ def _recalled_by_owner(session: Session, owner: PrincipalContext, probe: str) ->
         retrieval="lexical", min_relevance=0.0,
     )
     try:
-        bundle = build_bundle(session, owner, request, datetime.now(timezone.utc)).bundle
+        bundle = build_bundle(session, owner, request, datetime.now(UTC)).bundle
     except InvalidInput:  # nothing searchable in the probe
         return []
     return [uuid.UUID(ref.split(":", 1)[1]) for ref in bundle["version_vector"]
@@ -134,7 +136,8 @@ def _recalled_by_owner(session: Session, owner: PrincipalContext, probe: str) ->
 
 
 def _vector_hits(session: Session, tenant_id: str, covered: object, probe: str) -> int:
-    """Covered memories among the probe's nearest vectors in the tenant: a deleted text must not be findable by meaning."""
+    """Covered memories among the probe's nearest vectors in the tenant: a deleted text must not be findable by
+    meaning."""
     vector = default_embedder().embed_one(probe)
     nearest = (
         select(MemorySearch.memory_id)

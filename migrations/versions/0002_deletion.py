@@ -6,7 +6,7 @@ Revises: 0001
 
 from alembic import op
 
-from migrations.rls import APP_ROLE, isolate_by_tenant
+from migrations.rls import isolate_by_tenant
 
 revision = "0002"
 down_revision = "0001"

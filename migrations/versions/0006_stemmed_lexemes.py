@@ -40,7 +40,8 @@ def _rederive(stemmed: bool) -> None:
                     "SELECT s.memory_id, concat_ws(' ', m.key, m.abstract, m.overview, m.content) AS searchable"
                     " FROM memory_search s JOIN memories m ON m.tenant_id = s.tenant_id"
                     "  AND m.memory_id = s.memory_id AND m.version = s.version"
-                    " WHERE s.tenant_id = :t AND m.purged_at IS NULL AND (CAST(:after AS uuid) IS NULL OR s.memory_id > :after)"
+                    " WHERE s.tenant_id = :t AND m.purged_at IS NULL"
+                    " AND (CAST(:after AS uuid) IS NULL OR s.memory_id > :after)"
                     " ORDER BY s.memory_id LIMIT :n"
                 ),
                 {"t": tenant, "after": after, "n": BATCH},
@@ -48,7 +49,10 @@ def _rederive(stemmed: bool) -> None:
             if not rows:
                 break
             connection.execute(
-                text("UPDATE memory_search SET tokens = to_tsvector('simple', :tokens) WHERE tenant_id = :t AND memory_id = :id"),
+                text(
+                    "UPDATE memory_search SET tokens = to_tsvector('simple', :tokens)"
+                    " WHERE tenant_id = :t AND memory_id = :id"
+                ),
                 [{"t": tenant, "id": row.memory_id, "tokens": " ".join(derive(row.searchable))} for row in rows],
             )
             after = rows[-1].memory_id

@@ -35,7 +35,9 @@ def upgrade() -> None:
     per_tenant(f"UPDATE deletion_probes SET probe_sha256 = {PROBE_SHA256} WHERE tenant_id = :t")
     op.execute("ALTER TABLE deletion_probes ALTER COLUMN probe_sha256 SET NOT NULL")
     op.execute("ALTER TABLE deletion_probes DROP CONSTRAINT deletion_probes_pkey")
-    op.execute("ALTER TABLE deletion_probes ADD CONSTRAINT deletion_probes_pkey PRIMARY KEY (tenant_id, job_id, probe_sha256)")
+    op.execute(
+        "ALTER TABLE deletion_probes ADD CONSTRAINT deletion_probes_pkey PRIMARY KEY (tenant_id, job_id, probe_sha256)"
+    )
     op.execute(
         """
         CREATE TABLE deletion_outbox (
@@ -62,7 +64,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.execute("DROP INDEX memories_evidence")
     op.execute("DROP TABLE deletion_outbox")
-    # Fails loudly if a pending job holds a probe too long for the old key: dropping it would weaken that job's verification.
+    # Fails loudly if a pending job holds a probe too long for the old key: dropping it would weaken that job's
+    # verification.
     op.execute("ALTER TABLE deletion_probes DROP CONSTRAINT deletion_probes_pkey")
     op.execute("ALTER TABLE deletion_probes ADD CONSTRAINT deletion_probes_pkey PRIMARY KEY (tenant_id, job_id, probe)")
     op.execute("ALTER TABLE deletion_probes DROP COLUMN probe_sha256")

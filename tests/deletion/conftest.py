@@ -57,4 +57,4 @@ def wait_for(
 
 
 def completed(body: dict[str, Any]) -> bool:
-    return body["status"] == "completed"
+    return bool(body["status"] == "completed")

@@ -58,7 +58,9 @@ def test_a_restored_backup_does_not_resurrect_deleted_data(own_database: Setting
     engine.dispose()
     archive = tmp_path / "mnemo.dump"
     with TestClient(create_app(own_database)) as api:
-        doomed = api.post("/memory-candidates", json=candidate("要被遗忘的秘密：保险柜密码提示"), headers=auth(key)).json()
+        doomed = api.post(
+            "/memory-candidates", json=candidate("要被遗忘的秘密：保险柜密码提示"), headers=auth(key)
+        ).json()
         kept = api.post("/memory-candidates", json=candidate("可以保留的偏好：喜欢绿茶"), headers=auth(key)).json()
         backed_up = _mnemo(own_database, "backup", "--out", str(archive))
         assert backed_up.returncode == 0, backed_up.stderr
@@ -100,7 +102,9 @@ def test_restore_of_a_missing_archive_is_a_clear_error(own_database: Settings, t
     assert "no backup archive at" in result.stderr
 
 
-def test_an_archive_from_an_older_schema_is_upgraded_before_it_goes_live(postgres: PostgresInfo, tmp_path: Path) -> None:
+def test_an_archive_from_an_older_schema_is_upgraded_before_it_goes_live(
+    postgres: PostgresInfo, tmp_path: Path
+) -> None:
     """An archive taken before migration 0008 comes back with the postings the current code reads."""
     with scratch_database(postgres, "mnemo_oldarchive") as url:
         engine = make_engine(url, pool_size=1)

@@ -65,7 +65,11 @@ def _cite(engine: Engine, tenant: str, memory_id: str, *refs: str) -> None:
 
 
 def _recalled(api: TestClient, key: str, query: str) -> set[str]:
-    response = api.post("/memory-query", json={"query": query, "retrieval": "lexical", "limit": 20, "min_relevance": 0}, headers=auth(key))
+    response = api.post(
+        "/memory-query",
+        json={"query": query, "retrieval": "lexical", "limit": 20, "min_relevance": 0},
+        headers=auth(key),
+    )
     assert response.status_code == 200, response.text
     return {item["memory_id"] for item in response.json()["items"]}
 
@@ -152,6 +156,8 @@ def test_a_deletion_accepted_while_temporal_is_down_completes_once_a_worker_is_t
     with tenant_session(engine, tenant) as session:
         assert session.execute(select(DeletionOutbox)).first() is None
         rows = session.execute(
-            select(Memory.content, Memory.status).where(Memory.memory_id.in_([uuid.UUID(m) for m in (derived, late, late_of_late)]))
+            select(Memory.content, Memory.status).where(
+                Memory.memory_id.in_([uuid.UUID(m) for m in (derived, late, late_of_late)])
+            )
         ).all()
     assert rows == [("", "DELETED")] * 3

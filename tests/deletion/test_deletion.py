@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -36,7 +36,8 @@ def _recall(api: TestClient, key: str, query: str, **extra: Any) -> list[str]:
 def _tenant_of(key: str, engine: Engine) -> str:
     key_id = key.split("_")[1]
     with engine.connect() as connection:
-        return str(connection.execute(text("SELECT tenant_id FROM api_keys WHERE key_id = :k"), {"k": key_id}).scalar_one())
+        found = connection.execute(text("SELECT tenant_id FROM api_keys WHERE key_id = :k"), {"k": key_id})
+        return str(found.scalar_one())
 
 
 def test_the_barrier_holds_from_the_very_next_request(api: TestClient, make_key: MakeKey, engine: Engine) -> None:
@@ -62,10 +63,10 @@ def test_the_barrier_holds_from_the_very_next_request(api: TestClient, make_key:
         assert _recall(api, alice, phrasing) == [], phrasing
     assert _recall(api, bob, "上海市静安区") == [bystander]
 
-    body = wait_for(api, alice, accepted.json()["job_id"], completed)
-    assert body["fully_deleted"] is True
-    assert body["remaining_copies"] == []
-    layers = {layer["layer"]: layer for layer in body["layers"]}
+    job = wait_for(api, alice, accepted.json()["job_id"], completed)
+    assert job["fully_deleted"] is True
+    assert job["remaining_copies"] == []
+    layers = {layer["layer"]: layer for layer in job["layers"]}
     assert all(layer["status"] == "done" for layer in layers.values())
     assert layers["primary_memories"]["removed"] == 1
     assert layers["search_projection"]["removed"] == 1
@@ -77,7 +78,9 @@ def test_the_barrier_holds_from_the_very_next_request(api: TestClient, make_key:
         assert session.execute(text("SELECT count(*) FROM deletion_probes")).scalar_one() == 0
 
 
-def test_a_repeat_returns_the_same_job_and_bumps_the_epoch_once(api: TestClient, make_key: MakeKey, engine: Engine) -> None:
+def test_a_repeat_returns_the_same_job_and_bumps_the_epoch_once(
+    api: TestClient, make_key: MakeKey, engine: Engine
+) -> None:
     key = make_key()
     target = _write(api, key, "重复删除测试")
     request = {"deletion_request_id": "del-1", "scope": {"type": "memory", "memory_id": target}}
@@ -103,7 +106,9 @@ def test_subject_deletion_purges_every_layer_and_later_writes_are_new_data(
     alice, admin = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="root", roles=("admin",))
     ids = [_write(api, alice, f"爱丽丝的私事 第{n}条") for n in range(16)]
     _write(api, alice, "会话里的私事", space="SESSION", session_id="s-1")
-    api.patch(f"/memories/{ids[0]}", json={"expected_version": 1, "content": "爱丽丝的私事 改正版"}, headers=auth(alice))
+    api.patch(
+        f"/memories/{ids[0]}", json={"expected_version": 1, "content": "爱丽丝的私事 改正版"}, headers=auth(alice)
+    )
     for n in range(3):
         api.post("/memory-events", json=event(f"e-{n}"), headers=auth(alice))
 
@@ -133,7 +138,8 @@ def test_subject_deletion_purges_every_layer_and_later_writes_are_new_data(
         ).all()
         assert leftovers == []
         assert session.execute(select(func.count()).select_from(MemoryLexeme)).scalar_one() == 0
-        assert session.execute(select(MemoryEvent.payload).where(MemoryEvent.user_id == "alice")).scalars().all() == [{}] * 3
+        payloads = session.execute(select(MemoryEvent.payload).where(MemoryEvent.user_id == "alice")).scalars().all()
+        assert payloads == [{}] * 3
 
     refused = api.post("/memory-candidates", json=candidate("删除之后用旧钥匙写的"), headers=auth(alice))
     assert refused.status_code == 401, refused.text
@@ -192,12 +198,11 @@ def test_a_writer_holding_an_old_epoch_cannot_write_back(api: TestClient, make_k
         category=Category.PROFILE,
         space=Space.USER,
         content="卡罗尔的旧记忆（由延迟的提取任务写回）",
-        source=Source("extraction", "MODEL_EXTRACTION", datetime(2026, 6, 1, tzinfo=timezone.utc)),
+        source=Source("extraction", "MODEL_EXTRACTION", datetime(2026, 6, 1, tzinfo=UTC)),
         source_level=SourceLevel.E2,
     )
-    with pytest.raises(StaleEpoch) as refused:
-        with tenant_session(engine, tenant) as session:
-            create_memory(session, carol, late, held_epoch=held)
+    with pytest.raises(StaleEpoch) as refused, tenant_session(engine, tenant) as session:
+        create_memory(session, carol, late, held_epoch=held)
     assert refused.value.details == {"held_epoch": held, "current_epoch": held + 1}
     # Deleting herself, carol keeps the key she asked with (to follow the job); her other keys are revoked.
     wait_for(api, key, accepted["job_id"], completed)
@@ -220,7 +225,11 @@ def test_expire_revise_and_delete_are_different_operations(api: TestClient, make
     assert _recall(api, key, "三种操作") == [b]
     wait_for(api, key, deleted.json()["job_id"], completed)
     with tenant_session(engine, tenant) as session:
-        actions = session.execute(text("SELECT action FROM audit_log WHERE memory_id IS NOT NULL ORDER BY audit_id")).scalars().all()
+        actions = (
+            session.execute(text("SELECT action FROM audit_log WHERE memory_id IS NOT NULL ORDER BY audit_id"))
+            .scalars()
+            .all()
+        )
     assert actions == ["MEMORY_EXPIRED", "MEMORY_REVISED", "DELETION_REQUESTED"]
 
 
@@ -260,7 +269,9 @@ def test_a_deletion_request_id_belongs_to_whoever_used_it_first(api: TestClient,
     assert reused.json()["error"]["details"] == {}
 
 
-def test_postings_left_without_their_search_row_are_purged_too(api: TestClient, make_key: MakeKey, engine: Engine) -> None:
+def test_postings_left_without_their_search_row_are_purged_too(
+    api: TestClient, make_key: MakeKey, engine: Engine
+) -> None:
     tenant = f"t-{uuid.uuid4().hex[:10]}"
     key = make_key(tenant=tenant)
     memory_id = _write(api, key, "The locker combination is 4711")

@@ -86,7 +86,8 @@ def test_a_retention_hold_blocks_the_purge_but_not_the_barrier(
     tenant = f"t-{uuid.uuid4().hex[:10]}"
     key = make_key(tenant=tenant, user="dana")
     admin = make_key(tenant=tenant, user="legal", roles=("admin",))
-    assert api.post("/retention-holds", json={"user_id": "dana", "reason": "litigation"}, headers=auth(key)).status_code == 403
+    held = api.post("/retention-holds", json={"user_id": "dana", "reason": "litigation"}, headers=auth(key))
+    assert held.status_code == 403
     hold = api.post("/retention-holds", json={"user_id": "dana", "reason": "litigation"}, headers=auth(admin))
     assert hold.status_code == 201, hold.text
     job = _delete_one(api, key, "诉讼保全期间的删除")

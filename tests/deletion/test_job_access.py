@@ -41,7 +41,8 @@ def test_another_users_job_and_a_missing_one_get_the_same_404(api: TestClient, m
 def test_a_user_named_like_the_owner_of_shared_memories_does_not_read_their_deletion_jobs(
     api: TestClient, make_key: MakeKey, space: str
 ) -> None:
-    """A TENANT memory's owner id is the tenant id, a SYSTEM memory's is "system": neither is a user, whoever is called so."""
+    """A TENANT memory's owner id is the tenant id, a SYSTEM memory's is "system": neither is a user, whoever is
+    called so."""
     tenant = f"t-{uuid.uuid4().hex[:10]}"
     admin = make_key(tenant=tenant, user="root", roles=("admin",))
     namesake = make_key(tenant=tenant, user=tenant if space == "TENANT" else "system")
@@ -58,8 +59,8 @@ def _job_in(engine: Engine, tenant: str, memory_id: str, status: str) -> str:
     """A job put straight into ``status``, with no workflow behind it."""
     principal = PrincipalContext(tenant, "alice", None, frozenset({"memory_writer"}), "test")
     with tenant_session(engine, tenant) as session:
-        job = request_deletion(session, principal, f"r-{status}", ScopeRequest(ScopeType.MEMORY, memory_id=uuid.UUID(memory_id)),
-                               "sha").job
+        scope = ScopeRequest(ScopeType.MEMORY, memory_id=uuid.UUID(memory_id))
+        job = request_deletion(session, principal, f"r-{status}", scope, "sha").job
         session.execute(text("DELETE FROM deletion_outbox WHERE job_id = :j"), {"j": job.job_id})
         session.execute(text("UPDATE deletion_jobs SET status = :s WHERE job_id = :j"), {"s": status, "j": job.job_id})
     return str(job.job_id)

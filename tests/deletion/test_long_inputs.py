@@ -94,7 +94,9 @@ def test_a_subject_deletion_of_a_user_with_long_random_memories_completes(api: T
     assert wait_for(api, admin, accepted.json()["job_id"], completed, timeout=120)["fully_deleted"] is True
 
 
-def test_the_longest_keys_and_ids_the_api_accepts_can_be_written_and_deleted(api: TestClient, make_key: MakeKey) -> None:
+def test_the_longest_keys_and_ids_the_api_accepts_can_be_written_and_deleted(
+    api: TestClient, make_key: MakeKey
+) -> None:
     """Every text the API lets into a B-tree key, at its longest and least compressible, next to one long lexeme:
     memory key, session id (in the postings' audience), idempotency keys, deletion request ids, session scopes."""
     key = make_key()
@@ -113,7 +115,9 @@ def test_the_longest_keys_and_ids_the_api_accepts_can_be_written_and_deleted(api
     assert accepted.status_code == 202, accepted.text
     assert api.get(f"/memories/{memory_id}", headers=auth(key)).status_code == 404
     assert wait_for(api, key, accepted.json()["job_id"], completed, timeout=120)["fully_deleted"] is True
-    again = api.delete(f"/memories/{_write(api, key, _cjk(2_000))}", headers=auth(key), params={"deletion_request_id": _emoji(256)})
+    again = api.delete(
+        f"/memories/{_write(api, key, _cjk(2_000))}", headers=auth(key), params={"deletion_request_id": _emoji(256)}
+    )
     assert again.status_code == 202, again.text
     assert wait_for(api, key, again.json()["job_id"], completed, timeout=120)["fully_deleted"] is True
 

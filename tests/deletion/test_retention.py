@@ -33,7 +33,9 @@ async def test_the_schedule_purges_what_outlived_its_policy_and_nothing_else(
     writer = make_key(tenant=tenant)
     stale = api.post("/memory-candidates", json=candidate("过期未确认的候选"), headers=auth(reader)).json()["memory_id"]
     fresh = api.post("/memory-candidates", json=candidate("新的候选"), headers=auth(reader)).json()["memory_id"]
-    active = api.post("/memory-candidates", json=candidate("很久以前确认的事实"), headers=auth(writer)).json()["memory_id"]
+    active = api.post(
+        "/memory-candidates", json=candidate("很久以前确认的事实"), headers=auth(writer)
+    ).json()["memory_id"]
     old_event = api.post("/memory-events", json=event("old"), headers=auth(writer)).json()["event_id"]
     _age(engine, tenant, "memories", "memory_id", stale, 40)
     _age(engine, tenant, "memories", "memory_id", active, 400)
@@ -45,13 +47,14 @@ async def test_the_schedule_purges_what_outlived_its_policy_and_nothing_else(
     schedule_id = f"retention-test-{uuid.uuid4().hex[:8]}"
     handle = await ensure_retention_schedule(client, deletion_settings.task_queue, timedelta(hours=1), schedule_id)
     try:
-        assert (await ensure_retention_schedule(client, deletion_settings.task_queue, timedelta(hours=1), schedule_id)).id == handle.id
+        again = await ensure_retention_schedule(client, deletion_settings.task_queue, timedelta(hours=1), schedule_id)
+        assert again.id == handle.id
         await handle.trigger()
         deadline = time.monotonic() + 60
         statuses: list[str] = []
         while time.monotonic() < deadline:
             with tenant_session(engine, tenant) as session:
-                statuses = session.execute(text("SELECT status FROM deletion_jobs")).scalars().all()
+                statuses = list(session.execute(text("SELECT status FROM deletion_jobs")).scalars())
             if len(statuses) == 2 and set(statuses) == {"completed"}:
                 break
             await asyncio.sleep(0.2)

@@ -33,7 +33,9 @@ def test_only_allowed_transitions_happen(engine: Engine, make_key: MakeKey) -> N
 
 
 def test_fault_specs_are_parsed_strictly() -> None:
-    plan = FaultPlan.from_spec("hang-after-first-batch:primary_memories, fail:search_projection, fail:search_projection")
+    plan = FaultPlan.from_spec(
+        "hang-after-first-batch:primary_memories, fail:search_projection, fail:search_projection"
+    )
     assert plan.hang_after_first_batch == {"primary_memories"}
     assert plan.fail == {"search_projection": 2}
     with pytest.raises(ValueError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 from fastapi.testclient import TestClient
@@ -57,14 +57,15 @@ def test_a_bundle_never_recreates_usage_for_a_memory_whose_projection_is_gone(
     injected = SimpleNamespace(memory=SimpleNamespace(memory_id=uuid.UUID(memory_id)))
     with tenant_session(engine, tenant) as session:
         delete_projection(session, tenant, [uuid.UUID(memory_id)])  # as a purge that committed mid-bundle
-        mark_used(session, tenant, [injected], datetime.now(timezone.utc))  # type: ignore[list-item]
+        mark_used(session, tenant, [injected], datetime.now(UTC))  # type: ignore[list-item]
         assert session.execute(select(MemoryUsage).where(MemoryUsage.tenant_id == tenant)).all() == []
 
 
 def _waiting_on_a_lock(engine: Engine) -> bool:
     with engine.connect() as conn:
         return bool(conn.execute(text(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO memory_usage%'"
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO memory_usage%'"
         )).scalar_one())
 
 
@@ -78,7 +79,7 @@ def test_a_bundle_racing_an_uncommitted_purge_waits_for_it_and_writes_no_counter
     def bundle() -> None:
         try:
             with tenant_session(engine, tenant) as session:
-                mark_used(session, tenant, [injected], datetime.now(timezone.utc))  # type: ignore[list-item]
+                mark_used(session, tenant, [injected], datetime.now(UTC))  # type: ignore[list-item]
         except BaseException as exc:  # reported by the assertion below
             errors.append(exc)
 

@@ -54,7 +54,7 @@ def test_a_killed_worker_mid_purge_is_resumed_by_a_new_one(
             api,
             key,
             job,
-            lambda b: any(l["layer"] == "primary_memories" and l["removed"] == 5 for l in b["layers"]),
+            lambda b: any(layer["layer"] == "primary_memories" and layer["removed"] == 5 for layer in b["layers"]),
         )
         assert mid["status"] == "running"
         first.send_signal(signal.SIGKILL)

@@ -7,6 +7,7 @@ is left behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -73,7 +74,7 @@ class Ports:
     temporal: int
 
     @classmethod
-    def pick(cls, taken: set[int] | None = None) -> "Ports":
+    def pick(cls, taken: set[int] | None = None) -> Ports:
         taken = set(taken or ())
         (api,) = _free_ports(1, taken=taken)
         taken.add(api)
@@ -208,10 +209,8 @@ class DevRun:
                 try:
                     os.killpg(pid, signal.SIGKILL)  # each child leads its own process group
                 except (ProcessLookupError, PermissionError):
-                    try:
+                    with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
 
 
 def _like_a_terminal() -> None:
@@ -384,7 +383,9 @@ def test_busy_api_port_is_a_one_line_error(tmp_path: Path) -> None:
             try:
                 code = run.proc.wait(timeout=FAIL_FAST_TIMEOUT)
             except subprocess.TimeoutExpired:
-                pytest.fail(f"`mnemo dev` on a busy port did not exit within {FAIL_FAST_TIMEOUT:.0f}s\n{run.diagnostics()}")
+                pytest.fail(
+                    f"`mnemo dev` on a busy port did not exit within {FAIL_FAST_TIMEOUT:.0f}s\n{run.diagnostics()}"
+                )
             print(f"\n[e2e] busy API port refused in {time.monotonic() - run.started_at:.1f}s")
             assert code != 0, run.diagnostics()
             lines = [line for line in run.stderr_path.read_text().splitlines() if line.strip()]
@@ -457,7 +458,8 @@ def test_dev_stack_restarts_crashed_children_and_stops_on_one_that_keeps_crashin
         lines = None
         conninfo = str(state["database_url"]).replace("postgresql+psycopg://", "postgresql://")
         with psycopg.connect(conninfo) as conn:
-            (lines,) = conn.execute("SELECT count(*) FROM sales_order_lines WHERE tenant_id = 'default'").fetchone() or (0,)
+            counted = conn.execute("SELECT count(*) FROM sales_order_lines WHERE tenant_id = 'default'").fetchone()
+            (lines,) = counted or (0,)
         print(f"\n[e2e] supervised: /readyz 200 after {ready:.1f}s with {lines} demo order lines loaded")
         assert lines == 120_000, "/readyz said ready before the demo's sales data was loaded"
         checks = httpx.get(f"{run.api_url}/readyz", timeout=10).json()["checks"]
@@ -494,10 +496,13 @@ def test_dev_stack_restarts_crashed_children_and_stops_on_one_that_keeps_crashin
             healed["api"] = _kill_and_wait_for_restart(run, "api", "the API crashed (killed by SIGKILL")
             for memory_id in (before, after):
                 assert client.get(f"/memories/{memory_id}").status_code == 200, "an acknowledged write was lost"
-            print("[e2e] healed after kill -9: " + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in healed.items()))
+            times = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in healed.items())
+            print("[e2e] healed after kill -9: " + times)
 
         pids = {name: pid for name, pid in run.known_child_pids.items()}
-        pids.update({name: pid for name, pid in dict(run.wait_state()["child_pids"]).items()})  # type: ignore[arg-type]
+        published = run.wait_state()["child_pids"]
+        assert isinstance(published, dict)
+        pids.update({str(name): int(pid) for name, pid in published.items()})
         os.kill(pids["worker"], signal.SIGKILL)  # the worker's second crash within the window: the limit
         try:
             code = run.proc.wait(timeout=STOP_TIMEOUT)
