@@ -48,7 +48,8 @@ def dev(
         bool, typer.Option(help="Load the demo's sales data (ready waits for it), then write and recall a demo memory.")
     ] = True,
 ) -> None:
-    """Run the whole stack locally: embedded PostgreSQL, Temporal dev server, worker and API, restarted if they crash."""
+    """Run the whole stack locally: embedded PostgreSQL, Temporal dev server, worker and API, restarted if they
+    crash."""
     from api.demo import run_demo
     from api.devstack.stack import DevOptions, run_dev
     from api.devstack.supervisor import RestartPolicy
@@ -245,7 +246,9 @@ def keys_revoke(
 @keys_app.command("rotate")
 def keys_rotate(
     key: Annotated[str, typer.Argument(help="The key id (or the whole key) to replace.")],
-    grace: Annotated[str | None, typer.Option(help="Keep the old key working this long, e.g. 1h (default: none).")] = None,
+    grace: Annotated[
+        str | None, typer.Option(help="Keep the old key working this long, e.g. 1h (default: none).")
+    ] = None,
     expires_in: ExpiresIn = None,
     data_dir: DataDir = Path(".mnemo"),
 ) -> None:
@@ -263,7 +266,10 @@ def keys_rotate(
         fail(exc.message)
         raise
     when = "now" if not period else f"in {period}"
-    typer.echo(f"mnemo: key {info.key_id} replaces {old_id} ({info.tenant_id}/{info.user_id}); {old_id} stops working {when}", err=True)
+    typer.echo(
+        f"mnemo: key {info.key_id} replaces {old_id} ({info.tenant_id}/{info.user_id}); {old_id} stops working {when}",
+        err=True,
+    )
     sys.stdout.write(secret + "\n")
 
 

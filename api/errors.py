@@ -355,7 +355,7 @@ class StrictJsonMiddleware:
                     problem = exc
             replay = _replayer(b"" if problem is not None else body, receive)
         if problem is not None:
-            scope[REFUSED] = problem  # type: ignore[literal-required]
+            scope[REFUSED] = problem
         await self.app(scope, replay, send)
 
 

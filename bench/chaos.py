@@ -148,7 +148,8 @@ async def approver(api: str, key: str, ledger: Ledger, done: asyncio.Event, fini
 
 
 def _state(data_dir: Path) -> dict[str, Any]:
-    return json.loads((data_dir / "stack.json").read_text())
+    state: dict[str, Any] = json.loads((data_dir / "stack.json").read_text())
+    return state
 
 
 async def _ready(api: str, timeout: float, restarted: Any = None) -> float | None:

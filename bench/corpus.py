@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001 -- fullwidth CJK punctuation is part of the Chinese texts under test
 """The synthetic memories and queries the benchmarks send: varied Chinese, English and mixed texts, seeded.
 
 Fixed seeds, so two runs (and two benchmarks) write and ask the same things; what a benchmark does

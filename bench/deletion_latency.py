@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001 -- the fullwidth colon belongs to the Chinese memory text
 """Deletion latency on the real embedded stack: DELETE → barrier, and DELETE → verified purge.
 
 Starts the same stack as ``mnemo dev`` (PostgreSQL, Temporal, worker, API) in a

@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001 -- U+00D7, the multiplication sign, is what the printed ratios (and docs/benchmarks.md) use
 """Ingest throughput: memory events per second through the real API, against bare INSERTs of the same rows.
 
 One *memory event* is what the real ingest path does for one message: ``POST

@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001, RUF002 -- U+00D7, the multiplication sign, is what the printed ratios (and docs/benchmarks.md) use
 """Mixed load on the real API over the loopback, and one abusive tenant beside a normal one.
 
 Starts the embedded stack by itself (PostgreSQL 18 + pgvector, the Temporal dev server, and

@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001 -- U+00D7, the multiplication sign, is what the printed ratios (and docs/benchmarks.md) use
 """LoCoMo evidence recall@k through mnemo's real ingest and recall paths (scored as the paper's Table 3).
 
 LoCoMo (Maharana et al., ACL 2024; data CC BY-NC 4.0, read from ``--data``, never
@@ -42,6 +41,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -287,7 +287,7 @@ def main() -> None:
         progress = Progress("turns ingested", n_turns)
         t0 = time.monotonic()
         run_parallel([
-            (lambda s=s, sid=sid: ingest(clients[sid], sid, s["conversation"], progress))
+            partial(ingest, clients[sid], sid, s["conversation"], progress)
             for sid, s in ((str(s.get("sample_id", n)), s) for n, s in enumerate(samples))
         ])
         ingest_s = time.monotonic() - t0
@@ -325,7 +325,7 @@ def main() -> None:
                                     "retrieved": retrieved}
             qprogress.tick()
 
-        run_parallel([(lambda i=i, sid=sid, qa=qa: ask(i, sid, qa)) for i, (sid, qa) in enumerate(questions)])
+        run_parallel([partial(ask, i, sid, qa) for i, (sid, qa) in enumerate(questions)])
         query_s = time.monotonic() - t0
 
     scored = {mode: score(results[mode], ks) for mode in MODES}

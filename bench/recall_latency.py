@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001, RUF002 -- the multiplication sign of the printed ratios, sigma of the noise, fullwidth CJK parentheses
 """Recall latency at scale: p50/p95/p99 of POST /memory-query against a bare pgvector top-k query, same rows, same run.
 
 What it does, per corpus size N (``--sizes``, default 10k, 100k, 1M memories in the benchmark tenant):

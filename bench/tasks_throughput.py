@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001 -- U+00D7, the multiplication sign, is what the printed ratios (and docs/benchmarks.md) use
 """Report-task throughput and per-step orchestration overhead, on the real stack.
 
 Starts its own embedded PostgreSQL and Temporal dev server, seeds a small sales
@@ -170,7 +169,7 @@ def _step_cycles(s: Stack, task_id: str) -> dict[str, float]:
 def _direct_compute(s: Stack, task_id: str, repeats: int = 3) -> dict[str, float]:
     """Each step function alone, on the inputs the task used: no Temporal, no read-model writes."""
     with tenant_session(s.engine, s.tenant) as session:
-        outputs = dict(
+        outputs: dict[str, dict[str, Any]] = dict(
             session.execute(
                 text("SELECT step_id, output FROM task_steps WHERE task_id = :t AND status = 'SUCCEEDED'"),
                 {"t": task_id},

@@ -37,7 +37,7 @@ from memory.recall.render import render
 from memory.recall.service import RecallOptions, plan_for, recall, wait_for_revision
 
 router = APIRouter(tags=["recall"])
-BUSY = {429: {"description": "tenant_busy"}}
+BUSY: dict[int | str, dict[str, Any]] = {429: {"description": "tenant_busy"}}
 
 
 def _options(body: RecallIn) -> RecallOptions:

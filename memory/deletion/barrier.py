@@ -34,7 +34,7 @@ from memory.permissions import MemoryAction, require
 from memory.visibility import not_tombstoned, visible_to
 
 MAX_PROBES = 200
-_CLAUSE = re.compile(r"[^。！？!?；;\n.]+")  # noqa: RUF001 - Chinese text ends its clauses with fullwidth marks
+_CLAUSE = re.compile(r"[^。！？!?；;\n.]+")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,9 @@ def record_bundle(session: Session, principal: PrincipalContext, query: str, bun
             "selected_refs": selected,
             "filtered_by_reason": filtered,
             # Fact keys can be personal ("home_city"): only their hashes, which deletion may keep.
-            "decisions": [{"key_sha256": _sha256(d.get("key")), "reason": d["reason"]} for d in bundle["conflict_decisions"]],
+            "decisions": [
+                {"key_sha256": _sha256(d.get("key")), "reason": d["reason"]} for d in bundle["conflict_decisions"]
+            ],
             "conflicts": [_sha256(c["key"]) for c in bundle["conflicts"]],
             "snapshot_revision": bundle["snapshot_revision"],
             "truncated_by_budget": bundle["truncated_by_budget"],

@@ -113,7 +113,8 @@ def resolve(ranked: Sequence[Scored]) -> Resolution:
                 resolution.conflicts.append({"key": key, "scope": scope, "status": "UNRESOLVED",
                                              "candidates": [_ref(winner.memory), _ref(other.memory)]})
                 resolution.warnings.append(
-                    f"conflicting memories for {key!r} and no rule decides between them: verify before relying on either"
+                    f"conflicting memories for {key!r} and no rule decides between them: "
+                    "verify before relying on either"
                 )
                 continue
             win, lose, reason = outcome
@@ -138,7 +139,8 @@ _TASK_REF = re.compile(r"^task:(?P<task>[^@]+)@(?P<version>\d+)$")
 
 
 def stale_against_task(ranked: Sequence[Scored], task_id: str, state_version: int, status: str) -> Resolution:
-    """A memory built from task ``task_id`` at an older state_version than the live one is stale: out, with a warning."""
+    """A memory built from task ``task_id`` at an older state_version than the live one is stale: out, with a
+    warning."""
     resolution = Resolution(kept=[])
     for item in ranked:
         versions = [

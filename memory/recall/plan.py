@@ -53,7 +53,8 @@ class RecallPlan:
 
 
 _CHITCHAT = re.compile(
-    r"^(hi|hello|hey|thanks|thank you|thx|ok|okay|bye|good (morning|night|evening)|你好|您好|谢谢|多谢|好的|嗯|再见|早上好|晚安)[\s!.。！~]*$"
+    r"^(hi|hello|hey|thanks|thank you|thx|ok|okay|bye|good (morning|night|evening)"
+    r"|你好|您好|谢谢|多谢|好的|嗯|再见|早上好|晚安)[\s!.。！~]*$"
 )
 
 

@@ -19,7 +19,9 @@ class Rankable(Protocol):
 T = TypeVar("T", bound=Rankable)
 
 
-def rank_key(total: float, relevance: float, authority: float, revision: int, memory_id: str) -> tuple[float, float, float, int, str]:
+def rank_key(
+    total: float, relevance: float, authority: float, revision: int, memory_id: str
+) -> tuple[float, float, float, int, str]:
     """Higher total, then higher relevance, then higher authority, then newer revision, then memory id ascending."""
     return (-round(total, 9), -round(relevance, 9), -round(authority, 9), -revision, memory_id)
 

@@ -27,7 +27,10 @@ def render(bundle: dict[str, Any]) -> str:
     out = [f"<memory_bundle{_attrs(snapshot_revision=bundle['snapshot_revision'], intent=bundle['intent'])}>"]
     if bundle["request_constraints"]:
         out.append("<request_constraints>")
-        out += [f"<constraint{_attrs(key=c['key'])}>{escape(c['value'])}</constraint>" for c in bundle["request_constraints"]]
+        out += [
+            f"<constraint{_attrs(key=c['key'])}>{escape(c['value'])}</constraint>"
+            for c in bundle["request_constraints"]
+        ]
         out.append("</request_constraints>")
     if bundle["effective_preferences"]:
         out.append("<effective_preferences>")
@@ -38,9 +41,11 @@ def render(bundle: dict[str, Any]) -> str:
         out.append("</effective_preferences>")
     task = bundle["task_state"]
     if task:
-        out.append(
-            f"<task_state{_attrs(task_id=task['task_id'], status=task['status'], current_step=task.get('current_step_id'), state_version=task['state_version'])}/>"
+        attrs = _attrs(
+            task_id=task["task_id"], status=task["status"], current_step=task.get("current_step_id"),
+            state_version=task["state_version"],
         )
+        out.append(f"<task_state{attrs}/>")
     if bundle["warnings"]:
         out.append("<warnings>")
         out += [f"<warning>{escape(w)}</warning>" for w in bundle["warnings"]]
@@ -59,7 +64,8 @@ def render(bundle: dict[str, Any]) -> str:
     for conflict in bundle["conflicts"]:
         out.append(f"<conflict{_attrs(key=conflict['key'], status=conflict['status'])}>")
         for c in conflict["candidates"]:
-            out.append(f"<claim{_attrs(id=c['memory_id'], version=c['version'])}>{escape(str(c.get('content', c.get('value'))))}</claim>")
+            claim = escape(str(c.get("content", c.get("value"))))
+            out.append(f"<claim{_attrs(id=c['memory_id'], version=c['version'])}>{claim}</claim>")
         out.append("</conflict>")
     out.append("</memory_bundle>")
     return "\n".join(out)

@@ -130,7 +130,10 @@ def coverage(terms: list[str], memory: Memory, weights: Mapping[str, float] | No
     if not terms:
         return 0.0
     own = own_tokens(memory) if own is None else own
-    weight = (lambda term: weights.get(term, 1.0)) if weights else (lambda term: 1.0)
+
+    def weight(term: str) -> float:
+        return weights.get(term, 1.0) if weights else 1.0
+
     total = sum(weight(term) for term in terms)
     return sum(weight(term) for term in terms if term in own) / total if total > 0 else 0.0
 
@@ -170,7 +173,10 @@ def z_scores(values: Sequence[float]) -> list[float]:
 
 
 def fuse(lexical: Sequence[float], cosines: Sequence[float]) -> list[float]:
-    return [LEXICAL_SHARE * a + (1.0 - LEXICAL_SHARE) * b for a, b in zip(z_scores(lexical), z_scores(cosines))]
+    return [
+        LEXICAL_SHARE * a + (1.0 - LEXICAL_SHARE) * b
+        for a, b in zip(z_scores(lexical), z_scores(cosines), strict=True)
+    ]
 
 
 def feedback_terms(bags: Sequence[Counter[str]], order: Sequence[int], terms: Sequence[str],
@@ -225,7 +231,7 @@ def score_pool(pool: Sequence[Evidence], terms: list[str], now: datetime) -> lis
     order = sorted(range(len(pool)), key=lambda i: (-round(first[i], 9), str(pool[i].memory.memory_id)))
     expansion_terms = feedback_terms(bags, order, terms, stats) if terms and len(pool) >= FEEDBACK_MIN_POOL else []
     expansion = [stats.bm25(bag, expansion_terms) for bag in bags]
-    fused = fuse([q + FEEDBACK_WEIGHT * x for q, x in zip(lexical, expansion)], cosines)
+    fused = fuse([q + FEEDBACK_WEIGHT * x for q, x in zip(lexical, expansion, strict=True)], cosines)
     idf = term_weights(terms, [set(bag) for bag in bags])
 
     scored = []

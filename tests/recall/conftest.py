@@ -53,7 +53,8 @@ def write(client: TestClient, api_key: str, content: str, **overrides: Any) -> s
 def recall(client: TestClient, key: str, **body: Any) -> dict[str, Any]:
     response = client.post("/memory-query", json=body, headers=auth(key))
     assert response.status_code == 200, response.text
-    return response.json()
+    bundle: dict[str, Any] = response.json()
+    return bundle
 
 
 def ids(bundle: dict[str, Any]) -> list[str]:

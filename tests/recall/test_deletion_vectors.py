@@ -26,5 +26,7 @@ def test_a_remaining_vector_fails_verification_and_its_removal_clears_it(
     covered = Memory.memory_id == uuid.UUID(secret)
     with tenant_session(engine, tenant) as session:
         assert _vector_hits(session, tenant, covered, "which school does my kid attend") == 1
-        session.execute(delete(MemorySearch).where(MemorySearch.tenant_id == tenant, MemorySearch.memory_id == uuid.UUID(secret)))
+        session.execute(
+            delete(MemorySearch).where(MemorySearch.tenant_id == tenant, MemorySearch.memory_id == uuid.UUID(secret))
+        )
         assert _vector_hits(session, tenant, covered, "which school does my kid attend") == 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from fastapi.testclient import TestClient
@@ -32,7 +32,8 @@ OVERRIDE_CASES = [
     ([_pref(FMT, "markdown")], {FMT: "plain_text"}, {FMT: "plain_text"}, "CURRENT_REQUEST"),
     ([_pref(FMT, "html")], {}, {FMT: "html"}, "GLOBAL"),
     ([_pref(FMT, "html"), _pref(FMT, "docx", project="p1", n=1)], {}, {FMT: "docx"}, "PROJECT"),
-    ([_pref(FMT, "html"), _pref(FMT, "docx", project="p1", n=1)], {FMT: "plain_text"}, {FMT: "plain_text"}, "CURRENT_REQUEST"),
+    ([_pref(FMT, "html"), _pref(FMT, "docx", project="p1", n=1)], {FMT: "plain_text"},
+     {FMT: "plain_text"}, "CURRENT_REQUEST"),
     ([_pref(LANG, "zh-CN"), _pref(LANG, "en", project="p1", n=1)], {FMT: "plain_text"},
      {LANG: "en", FMT: "plain_text"}, "CURRENT_REQUEST"),
     ([_pref(LANG, "zh-CN")], {LANG: "en"}, {LANG: "en", FMT: "markdown"}, "PRODUCT_DEFAULT"),
@@ -71,8 +72,10 @@ def test_an_inference_never_becomes_an_effective_preference(client: TestClient, 
 
 def test_moved_from_shanghai_to_hangzhou_the_newer_fact_wins(client: TestClient, make_key: MakeKey) -> None:
     key = make_key()
-    old = write(client, key, "用户住在上海 lives in Shanghai", key="home.city", validity={"observed_at": "2024-01-01T00:00:00Z"})
-    new = write(client, key, "用户搬到杭州了 lives in Hangzhou", key="home.city", validity={"observed_at": "2025-06-01T00:00:00Z"})
+    old = write(client, key, "用户住在上海 lives in Shanghai", key="home.city",
+                validity={"observed_at": "2024-01-01T00:00:00Z"})
+    new = write(client, key, "用户搬到杭州了 lives in Hangzhou", key="home.city",
+                validity={"observed_at": "2025-06-01T00:00:00Z"})
     bundle = recall(client, key, query="用户住在哪里 lives in", limit=5)
     assert new in ids(bundle) and old not in ids(bundle)
     [decision] = [d for d in bundle["conflict_decisions"] if d["key"] == "home.city"]
@@ -91,7 +94,9 @@ def test_a_conflict_no_rule_decides_is_returned_with_both_sources(client: TestCl
     assert any("company.hq" in w for w in bundle["warnings"])
 
 
-def test_a_summary_older_than_the_live_task_state_is_stale(engine: Engine, make_key: MakeKey, client: TestClient) -> None:
+def test_a_summary_older_than_the_live_task_state_is_stale(
+    engine: Engine, make_key: MakeKey, client: TestClient
+) -> None:
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     key = make_key(tenant=tenant)
     summary = write(client, key, "月报已经完成 the monthly report is finished",
@@ -106,7 +111,7 @@ def test_a_summary_older_than_the_live_task_state_is_stale(engine: Engine, make_
     request = RecallRequest(query="monthly report 月报", plan=make_plan(Intent.RESUME_TASK, task_id="task-1001"),
                             task_state=task)
     with tenant_session(engine, tenant) as session:
-        bundle = build_bundle(session, principal, request, datetime.now(timezone.utc)).bundle
+        bundle = build_bundle(session, principal, request, datetime.now(UTC)).bundle
     assert ids(bundle) == [fresh]
     [stale] = [d for d in bundle["conflict_decisions"] if d["reason"] == "STALE_AGAINST_TASK_STATE"]
     assert stale["suppressed"]["memory_id"] == summary and stale["winner"] == "TASK_STATE"
@@ -140,9 +145,12 @@ def test_render_carries_provenance_and_the_audit_event_has_no_content(client: Te
     key = make_key(tenant=tenant)
     auditor = make_key(tenant=tenant, user="sre", roles=("auditor",))
     memory_id = write(client, key, "密码提示是 <蓝色> & 海洋")
-    rendered = client.post("/recall/render", json={"query": "密码提示", "trace_id": "trace-9001"}, headers=auth(key)).json()
-    assert f'id="{memory_id}"' in rendered["text"] and 'source="conv-1"' in rendered["text"] and "score=" in rendered["text"]
-    assert "&lt;蓝色&gt; &amp; 海洋" in rendered["text"]
+    rendered = client.post(
+        "/recall/render", json={"query": "密码提示", "trace_id": "trace-9001"}, headers=auth(key)
+    ).json()
+    text = rendered["text"]
+    assert f'id="{memory_id}"' in text and 'source="conv-1"' in text and "score=" in text
+    assert "&lt;蓝色&gt; &amp; 海洋" in text
     assert client.get("/recall/audit", headers=auth(key)).status_code == 403
     events = client.get("/recall/audit", params={"trace_id": "trace-9001"}, headers=auth(auditor)).json()["events"]
     [event] = events

@@ -71,8 +71,8 @@ def test_expired_superseded_revoked_and_out_of_purpose_are_never_used_only_count
     write(client, key, "Project Bluewhale old budget", validity={"expires_at": "2020-01-01T00:00:00Z"})
     write(client, key, "Project Bluewhale billing account", allowed_purposes=["billing"])
     corrected = write(client, key, "Project Bluewhale lead is Wang")
-    patched = client.patch(f"/memories/{corrected}", json={"expected_version": 1, "content": "Project Bluewhale lead is Li"},
-                           headers=auth(key))
+    patched = client.patch(f"/memories/{corrected}",
+                           json={"expected_version": 1, "content": "Project Bluewhale lead is Li"}, headers=auth(key))
     assert patched.status_code == 200
     expired = write(client, key, "Project Bluewhale vendor list")
     assert client.post(f"/memories/{expired}/expire", headers=auth(key)).status_code == 200
@@ -80,7 +80,9 @@ def test_expired_superseded_revoked_and_out_of_purpose_are_never_used_only_count
     bundle = recall(client, key, query="Project Bluewhale", explain=True, limit=10, min_relevance=0)
     contents = {item["content"] for item in bundle["items"]}
     assert "Project Bluewhale lead is Li" in contents and "Project Bluewhale kickoff is in Hangzhou" in contents
-    assert not contents & {"Project Bluewhale old budget", "Project Bluewhale billing account", "Project Bluewhale lead is Wang"}
+    assert not contents & {
+        "Project Bluewhale old budget", "Project Bluewhale billing account", "Project Bluewhale lead is Wang"
+    }
     filtered = bundle["explain"]["filtered_by_reason"]
     assert filtered == {"expired": 2, "purpose_not_allowed": 1, "superseded": 1}
     for hidden in ("Wang", "old budget", "billing account", "vendor list"):
@@ -154,7 +156,7 @@ def test_a_correction_clears_the_vector_and_a_stale_vector_is_refused(
     assert client.patch(f"/memories/{memory_id}", json={"expected_version": 1, "content": "It rotates on Fridays"},
                         headers=auth(key)).status_code == 200
     with tenant_session(engine, tenant) as session:
-        assert store_vectors(session, tenant, MODEL_NAME, list(zip(pending, vectors))) == (0, 1)
+        assert store_vectors(session, tenant, MODEL_NAME, list(zip(pending, vectors, strict=True))) == (0, 1)
     embed_tenant(recall_settings, tenant)
     with tenant_session(engine, tenant) as session:
         [row] = _projections(session, tenant)
@@ -211,6 +213,7 @@ def test_an_empty_backlog_is_found_by_index_not_by_reading_every_row(engine: Eng
     with tenant_session(engine, "t") as session:
         session.execute(text("SET LOCAL enable_seqscan = off"))  # a tiny test table would be scanned anyway
         raw = session.connection().connection.driver_connection
+        assert raw is not None  # a live pooled connection always has its psycopg connection
         for sql, params in probes:
             plans.append("\n".join(row[0] for row in raw.execute("EXPLAIN " + sql, params).fetchall()))
     assert "memory_search_unembedded" in plans[0], plans[0]
@@ -226,6 +229,7 @@ def test_a_vector_without_direction_gives_no_cosine_rather_than_a_broken_bundle(
     embed_tenant(recall_settings, tenant)
     with tenant_session(engine, tenant) as session:  # a zero vector: pgvector's cosine with it is NaN
         [row] = _projections(session, tenant)
+        assert row.embedding is not None  # embed_tenant gave it a vector
         row.embedding = [0.0] * len(row.embedding)
     bundle = recall(client, key, query="garage door code", explain=True)
     [item] = bundle["items"]
@@ -248,6 +252,7 @@ def test_a_lexical_candidates_cosine_comes_only_from_a_vector_of_its_current_rev
     assert cosine() is not None
     with tenant_session(engine, tenant) as session:  # computed from an earlier revision
         [row] = _projections(session, tenant)
+        assert row.embedding_revision is not None  # embed_tenant stamped the vector's revision
         row.embedding_revision -= 1
     assert cosine() is None
     with tenant_session(engine, tenant) as session:  # from the current revision, by another model

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,7 +22,7 @@ from memory.recall.scoring import (
 )
 from memory.text import search_terms
 
-NOW = datetime(2026, 11, 29, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, tzinfo=UTC)
 
 
 def _memory(content: str, n: int = 0) -> Any:
@@ -59,7 +59,8 @@ def test_bm25_prefers_the_rare_term_and_saturates_repetition() -> None:
     ranked = _rank(pool, "Melanie pottery")
     assert ranked[0] == "Melanie went to a pottery class"
     scores = {s.memory.content: s.breakdown for s in score_pool(pool, search_terms("Melanie pottery"), NOW)}
-    once, four_times = scores["Melanie talked about her day 0"].lexical, scores["Melanie Melanie Melanie Melanie"].lexical
+    once = scores["Melanie talked about her day 0"].lexical
+    four_times = scores["Melanie Melanie Melanie Melanie"].lexical
     assert once < four_times < 4 * once  # term frequency saturates (k1)
 
 

@@ -15,7 +15,9 @@ def test_task_state_unreadable_is_a_503_with_retry_after(settings: Settings, mak
     key = make_key()
     with TestClient(create_app(nowhere)) as api:
         response = api.post(
-            "/memory-query", json={"query": "继续昨天的报告", "intent": "RESUME_TASK", "task_id": "t-1"}, headers=auth(key)
+            "/memory-query",
+            json={"query": "继续昨天的报告", "intent": "RESUME_TASK", "task_id": "t-1"},
+            headers=auth(key),
         )
     assert response.status_code == 503, response.text
     assert response.json()["error"]["code"] == "temporal_unavailable"  # not even connectable
