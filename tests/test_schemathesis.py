@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 import requests
 import schemathesis
-from sqlalchemy import Engine
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -34,12 +33,13 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from sqlalchemy import Engine
 
 from api.devstack.processes import free_port
 from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session
-from memory.reportdata import seed_sales
+from memory.reports.sales import seed_sales
 from tests.conftest import MakeKey
 from tests.workers import ThreadWorker, served
 

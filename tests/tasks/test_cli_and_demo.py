@@ -20,7 +20,7 @@ from api.settings import Settings
 from api.task_cli import task_app
 from api.task_demo import run_task_demo
 from memory.db import tenant_session
-from memory.reportdata import seed_sales
+from memory.reports.sales import seed_sales
 from tests.conftest import MakeKey
 from tests.tasks.conftest import SMALL_DATASET, Team, ThreadWorker
 

@@ -11,7 +11,8 @@ from sqlalchemy import Engine, text
 from temporalio.exceptions import ApplicationError
 
 from activities.stores import DirectoryDestination, Publication, default_destinations
-from activities.tasks import PublishInput, TaskActivities
+from activities.tasks import TaskActivities
+from activities.tasks.payloads import PublishInput
 from api.settings import Settings
 from memory.db import tenant_session
 from tests.conftest import auth

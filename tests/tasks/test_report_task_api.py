@@ -12,7 +12,7 @@ from sqlalchemy import Engine, text
 
 from api.settings import Settings
 from memory.db import tenant_session
-from memory.reportdata import RATES_TO_CNY, generate_lines
+from memory.reports.sales import RATES_TO_CNY, generate_lines
 from tests.conftest import MakeKey, auth
 from tests.tasks.conftest import (
     SMALL_DATASET,

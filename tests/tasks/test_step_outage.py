@@ -21,13 +21,13 @@ from sqlalchemy import Engine, text
 from temporalio.client import Client
 
 from activities.stores import default_destinations
-from activities.tasks import FaultPlan
+from activities.tasks.faults import FaultPlan
 from api.settings import Settings
 from api.worker import build_worker
 from memory.db import tenant_session
-from memory.reportdata import seed_sales
+from memory.reports.sales import seed_sales
 from memory.tasks.keys import task_id_for, workflow_id
-from memory.tasks.store import STEP_ATTEMPT_LIMIT
+from memory.tasks.steps import STEP_ATTEMPT_LIMIT
 from tests.conftest import MakeKey
 from workflows.report_task import ReportTaskInput, ReportTaskWorkflow
 

@@ -8,8 +8,7 @@ from collections import Counter
 from sqlalchemy import Engine, func, select
 
 from memory.db import tenant_session
-from memory.reportdata import MONTHS, RATES_TO_CNY, generate_lines, seed_sales
-from memory.tasks.models import SalesOrderLine
+from memory.reports.sales import MONTHS, RATES_TO_CNY, SalesOrderLine, generate_lines, seed_sales
 from tests.conftest import MakeKey
 
 
