@@ -27,8 +27,15 @@ def test_the_default_dataset_is_big_varied_and_a_little_dirty() -> None:
     currencies = Counter(line.currency for line in lines)
     assert len(set(currencies) & set(RATES_TO_CNY)) >= 2
     flaws = Counter(
-        "quantity" if line.quantity <= 0 else "region" if line.region is None
-        else "price" if line.unit_price is None else "currency" if line.currency not in RATES_TO_CNY else None
+        "quantity"
+        if line.quantity <= 0
+        else "region"
+        if line.region is None
+        else "price"
+        if line.unit_price is None
+        else "currency"
+        if line.currency not in RATES_TO_CNY
+        else None
         for line in lines
     )
     bad = sum(count for flaw, count in flaws.items() if flaw)

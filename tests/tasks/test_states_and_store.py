@@ -69,7 +69,12 @@ def test_a_model_cannot_jump_from_approval_wait_to_success() -> None:
             TransitionFacts(draft_sha256="a", approval_status="APPROVED", approval_sha256="a", approver_has_role=False),
             False,
         ),
-        (S.WAITING_FOR_APPROVAL, S.READY, TransitionFacts(draft_sha256="a", approval_status="PENDING", approval_sha256="a", approver_has_role=True), False),
+        (
+            S.WAITING_FOR_APPROVAL,
+            S.READY,
+            TransitionFacts(draft_sha256="a", approval_status="PENDING", approval_sha256="a", approver_has_role=True),
+            False,
+        ),
         (S.WAITING_FOR_APPROVAL, S.RUNNING, TransitionFacts(rejected=True), True),
         (S.WAITING_FOR_APPROVAL, S.RUNNING, TransitionFacts(), False),
         (S.RUNNING, S.SUCCEEDED, TransitionFacts(publication_confirmed=True), True),
@@ -107,10 +112,17 @@ def _new_task(engine: Engine, tenant: str) -> str:
         transitions.insert_task(
             session,
             transitions.NewTask(
-                ref=TaskRef(tenant, task_id), owner_user_id="alice", task_type="monthly-report",
-                goal={"month": "2026-06", "currency": "CNY"}, request_intent_id="i", create_key=f"create:{task_id}",
-                destination="reports", workflow_id=f"task-{tenant}-{task_id}", run_id=None,
-                workflow_version="monthly-report-v1", transition_id="t0",
+                ref=TaskRef(tenant, task_id),
+                owner_user_id="alice",
+                task_type="monthly-report",
+                goal={"month": "2026-06", "currency": "CNY"},
+                request_intent_id="i",
+                create_key=f"create:{task_id}",
+                destination="reports",
+                workflow_id=f"task-{tenant}-{task_id}",
+                run_id=None,
+                workflow_version="monthly-report-v1",
+                transition_id="t0",
             ),
         )
     return task_id
@@ -133,12 +145,15 @@ def test_writes_are_checked_against_state_version(engine: Engine, make_key: Make
     assert conflict.value.details == {"state_version": 2}
     # A guard failure rolls the whole transaction back.
     with pytest.raises(GuardFailed), tenant_session(engine, tenant) as session:
-        transitions.apply_transition(session, tenant, task_id, transitions.Transition(2, "t2", S.SUCCEEDED, checkpoint_reason="x"))
+        transitions.apply_transition(
+            session, tenant, task_id, transitions.Transition(2, "t2", S.SUCCEEDED, checkpoint_reason="x")
+        )
     with tenant_session(engine, tenant) as session:
         task = transitions.get_task(session, tenant, task_id)
         assert (task.state_version, task.status) == (2, "RUNNING")
         assert [e["reason"] for e in timeline(session, tenant, task_id) if e["kind"] == "checkpoint"] == [
-            "created", "running"
+            "created",
+            "running",
         ]
 
 
@@ -170,4 +185,6 @@ def test_the_workflows_failure_verdict_lands_even_after_a_late_attempt_committed
     assert refused.value.type == "version_conflict"
     forced = activities.transition(dataclasses.replace(verdict, force_from_newer_version=True))
     assert (forced.state_version, forced.status) == (3, "FAILED")
-    assert activities.transition(dataclasses.replace(verdict, force_from_newer_version=True)) == forced  # a retry replays
+    assert (
+        activities.transition(dataclasses.replace(verdict, force_from_newer_version=True)) == forced
+    )  # a retry replays
