@@ -1,8 +1,8 @@
-"""Where task outputs live outside the database: the artifact store and publication destinations.
+"""Publication destinations: where a report task's approved result is published (a side effect).
 
-Both are directory-backed and idempotent by construction: artifacts are named by
-the SHA-256 of their bytes, publications by their idempotency key, and every
-write is a rename of a finished temporary file, so a crash never leaves half a file.
+Directory-backed and idempotent by construction: publications are named by their idempotency key,
+and every write is a rename of a finished directory, so a crash never leaves half a publication.
+(The artifact store, the task's own outputs, is :class:`memory.tasks.artifacts.ArtifactStore`.)
 """
 
 from __future__ import annotations
@@ -16,41 +16,6 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
-
-
-def sha256_hex(content: bytes) -> str:
-    return hashlib.sha256(content).hexdigest()
-
-
-class ArtifactStore:
-    """Content-addressed bytes under ``root``: storing the same content twice stores it once."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def path(self, sha256: str) -> Path:
-        if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
-            raise ValueError(f"not a sha256 hex digest: {sha256!r}")
-        return self.root / sha256[:2] / sha256
-
-    def put(self, content: bytes) -> str:
-        sha = sha256_hex(content)
-        target = self.path(sha)
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as handle:
-                handle.write(content)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(handle.name, target)
-        return sha
-
-    def get(self, sha256: str) -> bytes:
-        """The bytes, checked against their name: a corrupted file is an error, not content."""
-        content = self.path(sha256).read_bytes()
-        if sha256_hex(content) != sha256:
-            raise OSError(f"artifact {sha256} is corrupted on disk")
-        return content
 
 
 @dataclass(frozen=True)
@@ -189,7 +154,7 @@ class FaultyDestination:
 
 
 def default_destinations(data_dir: Path, fault: str | None = None) -> dict[str, PublicationDestination]:
-    """``reports`` (a directory under the data dir); ``MNEMO_PUBLISH_FAULT`` adds fault-injecting ones.
+    """``reports`` (a directory under the data dir); ``fault`` (MNEMO_PUBLISH_FAULT) adds fault-injecting ones.
 
     ``fault`` is a comma-separated list of ``timeout-after-store`` (adds ``reports-flaky``: the first
     send per report times out after storing), ``lost-request`` (adds ``reports-lossy``: the first send
@@ -205,7 +170,9 @@ def default_destinations(data_dir: Path, fault: str | None = None) -> dict[str, 
             )
         elif item == "lost-request":
             destinations["reports-lossy"] = FaultyDestination(
-                DirectoryDestination("reports-lossy", root / "reports-lossy"), timeouts_after_store=0, timeouts_before_store=1
+                DirectoryDestination("reports-lossy", root / "reports-lossy"),
+                timeouts_after_store=0,
+                timeouts_before_store=1,
             )
         elif item == "unreachable":
             destinations["reports-unreachable"] = FaultyDestination(

@@ -65,6 +65,12 @@ class Settings(BaseSettings):
     deletion_faults: str = Field(
         default="", description="Fault injection for drills, e.g. hang-after-first-batch:primary_memories"
     )
+    task_slow_steps: str = Field(
+        default="", description="Fault injection for crash drills: report steps that stall, e.g. generate_charts=30"
+    )
+    publish_fault: str = Field(
+        default="", description="Fault injection: extra publication destinations, e.g. timeout-after-store,unreachable"
+    )
 
     def require_database_url(self) -> str:
         if not self.database_url:

@@ -14,11 +14,15 @@ from typing import Annotated, Any
 import httpx
 import typer
 
+from memory.reports.definitions import MONTHLY_REPORT
+
 task_app = typer.Typer(help="Durable report tasks.", no_args_is_help=True)
 
 ApiUrl = Annotated[str | None, typer.Option("--api-url", envvar="MNEMO_API_URL", help="mnemo API base URL.")]
 Key = Annotated[str | None, typer.Option("--key", envvar="MNEMO_API_KEY", help="API key (mnemo_...).")]
-DataDir = Annotated[Path, typer.Option("--data-dir", envvar="MNEMO_DATA_DIR", help="Data dir of a running `mnemo dev`.")]
+DataDir = Annotated[
+    Path, typer.Option("--data-dir", envvar="MNEMO_DATA_DIR", help="Data dir of a running `mnemo dev`.")
+]
 Json = Annotated[bool, typer.Option("--json", help="Print the API's JSON answer.")]
 
 
@@ -70,13 +74,23 @@ def _print(data: Any, as_json: bool, render: Any) -> None:
 
 
 def _render_task(view: dict[str, Any]) -> str:
-    fields = ["task_id", "status", "waiting_reason", "current_step_id", "state_version", "workflow_id", "workflow_version"]
+    fields = [
+        "task_id",
+        "status",
+        "waiting_reason",
+        "current_step_id",
+        "state_version",
+        "workflow_id",
+        "workflow_version",
+    ]
     out = [f"{name:<17} {view.get(name) if view.get(name) is not None else '-'}" for name in fields]
     out.append(f"{'goal':<17} {json.dumps(view.get('goal'), ensure_ascii=False)}")
     out.append(f"{'completed':<17} {', '.join(view.get('completed_step_ids') or []) or '-'}")
     pending = view.get("pending_approval")
     if pending:
-        out.append(f"{'awaiting approval':<17} draft {pending['artifact_sha256']} (deadline {pending.get('deadline_at', '-')})")
+        out.append(
+            f"{'awaiting approval':<17} draft {pending['artifact_sha256']} (deadline {pending.get('deadline_at', '-')})"
+        )
         if pending.get("summary"):
             out.append(f"{'':<17} {pending['summary']}")
     if view.get("error"):
@@ -89,7 +103,7 @@ def _render_task(view: dict[str, Any]) -> str:
 @task_app.command("start")
 def start(
     month: Annotated[str, typer.Option(help="Report month, YYYY-MM.")],
-    currency: Annotated[str, typer.Option(help="Report currency (CNY, USD, EUR).")] = "CNY",
+    currency: Annotated[str, typer.Option(help=f"Report currency ({', '.join(MONTHLY_REPORT.currencies)}).")] = "CNY",
     intent: Annotated[str | None, typer.Option(help="request_intent_id; the same one names the same task.")] = None,
     destination: Annotated[str, typer.Option(help="Publication destination.")] = "reports",
     api_url: ApiUrl = None,
@@ -99,14 +113,20 @@ def start(
 ) -> None:
     """Start a monthly report task (idempotent: re-running it returns the same task)."""
     body = {
-        "task_type": "monthly-report",
-        "request_intent_id": intent or f"cli-monthly-report-{month}-{currency}",
+        "task_type": MONTHLY_REPORT.task_type,
+        "request_intent_id": intent or f"cli-{MONTHLY_REPORT.task_type}-{month}-{currency}",
         "goal": {"month": month, "currency": currency},
         "destination": destination,
     }
     created = _call("POST", "/tasks", api_url, key, data_dir, json=body)
-    _print(created, as_json, lambda c: f"task {c['task_id']} {c['status']} (state_version {c['state_version']})"
-           + (" — already existed" if c.get("replayed") else ""))
+    _print(
+        created,
+        as_json,
+        lambda c: (
+            f"task {c['task_id']} {c['status']} (state_version {c['state_version']})"
+            + (" — already existed" if c.get("replayed") else "")
+        ),
+    )
 
 
 @task_app.command("list")
@@ -128,7 +148,9 @@ def list_tasks(
 @task_app.command("show")
 def show(
     task_id: str,
-    timeline: Annotated[bool, typer.Option("--timeline", help="Also print attempts, checkpoints, approvals, operations.")] = False,
+    timeline: Annotated[
+        bool, typer.Option("--timeline", help="Also print attempts, checkpoints, approvals, operations.")
+    ] = False,
     api_url: ApiUrl = None,
     key: Key = None,
     data_dir: DataDir = Path(".mnemo"),
@@ -143,16 +165,29 @@ def show(
         text = _render_task(v)
         if "timeline" in v:
             entries = [
-                {**e, "what": e.get("reason") or e.get("step_id") or e.get("operation_kind") or e.get("reminder_number")}
+                {
+                    **e,
+                    "what": e.get("reason") or e.get("step_id") or e.get("operation_kind") or e.get("reminder_number"),
+                }
                 for e in v["timeline"]["entries"]
             ]
-            text += f"\n\nrun {v['timeline']['run_id']}\n" + table(entries, ["at", "kind", "what", "status", "state_version"])
+            text += f"\n\nrun {v['timeline']['run_id']}\n" + table(
+                entries, ["at", "kind", "what", "status", "state_version"]
+            )
         return text
 
     _print(view, as_json, render)
 
 
-def _decide(task_id: str, decision: str, sha: str | None, version: int | None, reason: str | None, conn: tuple[Any, Any, Path], as_json: bool) -> None:
+def _decide(
+    task_id: str,
+    decision: str,
+    sha: str | None,
+    version: int | None,
+    reason: str | None,
+    conn: tuple[Any, Any, Path],
+    as_json: bool,
+) -> None:
     if sha is None or version is None:
         view = _call("GET", f"/tasks/{task_id}", *conn)
         pending = view.get("pending_approval")
@@ -166,14 +201,23 @@ def _decide(task_id: str, decision: str, sha: str | None, version: int | None, r
     if reason:
         body["reason"] = reason
     result = _call("POST", f"/tasks/{task_id}/approvals", *conn, json=body)
-    _print(result, as_json, lambda r: f"{'approved' if r['decision'] == 'approve' else 'rejected'}: task is {r['status']} (state_version {r['state_version']})"
-           + (" — already recorded" if r.get("replayed") else ""))
+    _print(
+        result,
+        as_json,
+        lambda r: (
+            f"{'approved' if r['decision'] == 'approve' else 'rejected'}: "
+            f"task is {r['status']} (state_version {r['state_version']})"
+            + (" — already recorded" if r.get("replayed") else "")
+        ),
+    )
 
 
 @task_app.command("approve")
 def approve(
     task_id: str,
-    sha: Annotated[str | None, typer.Option("--sha", help="Draft sha256 you reviewed (default: the current draft).")] = None,
+    sha: Annotated[
+        str | None, typer.Option("--sha", help="Draft sha256 you reviewed (default: the current draft).")
+    ] = None,
     version: Annotated[int | None, typer.Option("--version", help="state_version you reviewed.")] = None,
     api_url: ApiUrl = None,
     key: Key = None,
@@ -205,19 +249,25 @@ def _control(action: str, task_id: str, conn: tuple[Any, Any, Path], as_json: bo
 
 
 @task_app.command("pause")
-def pause(task_id: str, api_url: ApiUrl = None, key: Key = None, data_dir: DataDir = Path(".mnemo"), as_json: Json = False) -> None:
+def pause(
+    task_id: str, api_url: ApiUrl = None, key: Key = None, data_dir: DataDir = Path(".mnemo"), as_json: Json = False
+) -> None:
     """Pause at the next step boundary."""
     _control("pause", task_id, (api_url, key, data_dir), as_json)
 
 
 @task_app.command("resume")
-def resume(task_id: str, api_url: ApiUrl = None, key: Key = None, data_dir: DataDir = Path(".mnemo"), as_json: Json = False) -> None:
+def resume(
+    task_id: str, api_url: ApiUrl = None, key: Key = None, data_dir: DataDir = Path(".mnemo"), as_json: Json = False
+) -> None:
     """Resume a paused task."""
     _control("resume", task_id, (api_url, key, data_dir), as_json)
 
 
 @task_app.command("cancel")
-def cancel(task_id: str, api_url: ApiUrl = None, key: Key = None, data_dir: DataDir = Path(".mnemo"), as_json: Json = False) -> None:
+def cancel(
+    task_id: str, api_url: ApiUrl = None, key: Key = None, data_dir: DataDir = Path(".mnemo"), as_json: Json = False
+) -> None:
     """Cancel a task (refused while a publication's outcome is unknown)."""
     _control("cancel", task_id, (api_url, key, data_dir), as_json)
 
@@ -235,7 +285,11 @@ def resolve(
 ) -> None:
     """Resolve a side effect whose outcome stayed unknown (operator role)."""
     result = _call(
-        "POST", f"/tasks/{task_id}/operations/{operation_id}/resolve", api_url, key, data_dir,
+        "POST",
+        f"/tasks/{task_id}/operations/{operation_id}/resolve",
+        api_url,
+        key,
+        data_dir,
         json={"outcome": outcome, "note": note},
     )
     _print(result, as_json, lambda r: table([r], ["operation_id", "status", "publication_id", "destination"]))

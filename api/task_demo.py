@@ -6,8 +6,10 @@ import time
 
 import httpx
 
+from memory.reports.definitions import MONTHLY_REPORT
+
 DEMO_TASK = {
-    "task_type": "monthly-report",
+    "task_type": MONTHLY_REPORT.task_type,
     "request_intent_id": "mnemo-dev-demo-report-2026-06",
     "goal": {"month": "2026-06", "currency": "CNY"},
 }

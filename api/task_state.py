@@ -24,7 +24,7 @@ from memory.tasks.keys import workflow_id
 
 
 def _task_owner(engine: Engine, tenant_id: str, task_id: str) -> str | None:
-    from memory.tasks.store import task_owner
+    from memory.tasks.transitions import task_owner
 
     with tenant_session(engine, tenant_id) as session:
         return task_owner(session, tenant_id, task_id)

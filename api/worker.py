@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -17,8 +16,8 @@ from activities.embedding import EmbeddingActivities
 from activities.projection import ProjectionActivities
 from activities.retention import RetentionActivities
 from activities.stores import PublicationDestination, default_destinations
-from activities.tasks import FaultPlan as TaskFaultPlan
 from activities.tasks import TaskActivities
+from activities.tasks.faults import FaultPlan as TaskFaultPlan
 from api.outbox import drain_forever
 from api.settings import Settings
 from api.temporal import connect, ensure_embedding_schedule, ensure_retention_schedule
@@ -26,8 +25,8 @@ from memory.db import make_engine
 from workflows.deletion import DeletionWorkflow
 from workflows.embedding import EmbedBacklogWorkflow, EmbeddingSweepWorkflow
 from workflows.projection import RebuildProjectionWorkflow
-from workflows.retention import RetentionSweepWorkflow
 from workflows.report_task import ReportTaskWorkflow
+from workflows.retention import RetentionSweepWorkflow
 
 WORKFLOWS = [RebuildProjectionWorkflow, DeletionWorkflow, RetentionSweepWorkflow, ReportTaskWorkflow]
 WORKFLOWS += [EmbedBacklogWorkflow, EmbeddingSweepWorkflow]
@@ -44,6 +43,7 @@ def build_worker(
     data_dir: Path | None = None,
     destinations: dict[str, PublicationDestination] | None = None,
     task_faults: TaskFaultPlan | None = None,
+    publish_fault: str = "",
     activity_slots: int | None = None,
 ) -> Worker:
     """A worker for every mnemo workflow and activity on ``task_queue``.
@@ -55,13 +55,15 @@ def build_worker(
     on their heartbeat before they ever started (issue 12). Bounded, the surplus stays in
     Temporal's task queue, where no timeout runs but schedule-to-start, and another worker may
     take it.
+
+    ``task_faults`` and ``publish_fault`` inject faults for drills (settings: MNEMO_TASK_SLOW_STEPS,
+    MNEMO_PUBLISH_FAULT; :func:`run_worker` passes them); by default there are none.
     """
     slots = activity_slots if activity_slots is not None else getattr(executor, "_max_workers", None)
     projection = ProjectionActivities(engine)
     deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults)
     retention = RetentionActivities(engine)
     task_dir = data_dir or Settings().data_dir
-    publish_fault = os.environ.get("MNEMO_PUBLISH_FAULT")
     tasks = TaskActivities(
         engine, task_dir, destinations=destinations or default_destinations(task_dir, publish_fault), faults=task_faults
     )
@@ -103,6 +105,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 executor,
                 deletion_batch_size=settings.deletion_batch_size,
                 faults=FaultPlan.from_spec(settings.deletion_faults),
+                task_faults=TaskFaultPlan.from_spec(settings.task_slow_steps),
+                publish_fault=settings.publish_fault,
                 activity_slots=settings.worker_activity_slots,
             ):
                 # Deletions accepted while Temporal was down start now, and whenever one is queued later.

@@ -125,7 +125,7 @@ def make_key(sqlalchemy_url: str, tenant: str, user: str, roles: list[str]) -> s
 def seed_sales_data(sqlalchemy_url: str, tenant: str, lines: int) -> None:
     """The sample sales lines a monthly report task reads, in ``tenant`` (after its first key)."""
     from memory.db import make_engine, tenant_session
-    from memory.reportdata import seed_sales
+    from memory.reports.sales import seed_sales
 
     engine = make_engine(sqlalchemy_url, pool_size=1)
     try:

@@ -44,17 +44,20 @@ from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateR
 from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.report.registry import StepContext, implementation
-from activities.stores import ArtifactStore, default_destinations
+from activities.stores import default_destinations
 from api.devstack.postgres import EmbeddedPostgres
 from api.devstack.processes import free_port
 from api.devstack.temporal import TemporalDevServer
 from api.worker import build_worker
 from bench.harness import make_key, percentile, say, seed_sales_data
 from memory.db import make_engine, tenant_session
+from memory.reports.registry import implementation
+from memory.reports.steps import StepContext
+from memory.tasks.artifacts import ArtifactStore
 from memory.tasks.keys import task_id_for, workflow_id
+from memory.tasks.live import ApprovalDecision
 from migrations import upgrade
-from workflows.report_task import ApprovalDecision, ReportTaskInput, ReportTaskWorkflow
+from workflows.report_task import ReportTaskInput, ReportTaskWorkflow
 
 COMPUTE_STEPS = ["load_data", "validate_data", "calculate_metrics", "generate_charts", "generate_draft"]
 

@@ -15,7 +15,7 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -49,7 +49,40 @@ class PrincipalContext:
     key_id: str
 
     def has(self, role: Role) -> bool:
-        return Role.ADMIN.value in self.roles or role.value in self.roles
+        return holds(self.roles, role)
+
+
+# --- role predicates: the one place that says which roles allow what on a task ---------------------
+# (What a role allows on a memory is the table in :mod:`memory.permissions`.) They take role names,
+# not a principal, because the workflow's validators and the activities see only the names a request
+# or a key row carries.
+
+
+def holds(roles: Iterable[str], role: Role) -> bool:
+    """``admin`` holds every role."""
+    names = set(roles)
+    return Role.ADMIN.value in names or role.value in names
+
+
+def may_approve(roles: Iterable[str]) -> bool:
+    """Approve or reject a task's draft; a publish needs its approver to still hold this."""
+    return holds(roles, Role.APPROVER)
+
+
+def may_operate(roles: Iterable[str]) -> bool:
+    """Resolve an operation, load sample data, and pause, resume or cancel another user's task."""
+    return holds(roles, Role.OPERATOR)
+
+
+def may_read_every_task(roles: Iterable[str]) -> bool:
+    """Read (and list) every task of the tenant, not only one's own."""
+    names = set(roles)
+    return any(holds(names, role) for role in (Role.APPROVER, Role.OPERATOR, Role.AUDITOR))
+
+
+def may_control_task(user_id: str, roles: Iterable[str], owner_user_id: str) -> bool:
+    """Pause, resume or cancel: the task's owner, or an operator."""
+    return user_id == owner_user_id or may_operate(roles)
 
 
 def _digest(secret: str) -> str:

@@ -6,6 +6,7 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 
 from memory.models import Base
+from memory.reports import sales as sales_models  # noqa: F401 - registers the sales table on Base
 from memory.tasks import models as task_models  # noqa: F401 - registers the task tables on Base
 
 config = context.config

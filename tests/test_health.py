@@ -14,7 +14,7 @@ from api.devstack.temporal import TemporalDevServer
 from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session
-from memory.reportdata import seed_sales
+from memory.reports.sales import seed_sales
 from tests.conftest import MakeKey, auth
 from tests.workers import ThreadWorker
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 import api.routers.tasks  # noqa: F401 - its request models are StrictRequest subclasses too
 from api.main import create_app
-from api.schemas import StrictRequest
+from api.schemas.common import StrictRequest
 from api.settings import Settings
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate, event

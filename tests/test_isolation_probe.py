@@ -24,7 +24,7 @@ from sqlalchemy import Engine
 from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session
-from memory.reportdata import seed_sales
+from memory.reports.sales import seed_sales
 from tests.conftest import MakeKey, auth, poll
 from tests.factories import candidate
 from tests.tasks.conftest import start_task, status_is, wait_for

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
 from memory.db import tenant_session
-from memory.reportdata import seed_sales
+from memory.reports.sales import seed_sales
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate
 from tests.tasks.conftest import start_task, status_is, wait_for

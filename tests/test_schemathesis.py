@@ -39,7 +39,7 @@ from api.devstack.processes import free_port
 from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session
-from memory.reportdata import seed_sales
+from memory.reports.sales import seed_sales
 from tests.conftest import MakeKey
 from tests.workers import ThreadWorker, served
 

@@ -13,17 +13,18 @@ Later changes to this code must go through ``workflow.patched`` and keep
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.report.definitions import DEFINITIONS, ReportDefinition
-    from activities.tasks import (
+    from activities.tasks import TaskActivities
+    from activities.tasks.payloads import (
         CreateTaskInput,
         DecideInput,
         ExpireInput,
@@ -34,18 +35,27 @@ with workflow.unsafe.imports_passed_through():
         RequestApprovalInput,
         ResolveInput,
         RunStepInput,
-        Snapshot,
-        TaskActivities,
+        TaskPayload,
         TransitionInput,
     )
+    from memory.errors import MnemoError
+    from memory.reports.definitions import DEFINITIONS, ReportDefinition
+    from memory.tasks import approvals, controls, operations
     from memory.tasks.keys import workflow_id
+    from memory.tasks.live import (
+        ApprovalDecision,
+        ControlRequest,
+        OperationRef,
+        PendingApproval,
+        ResolveRequest,
+        TaskState,
+    )
     from memory.tasks.states import TERMINAL, TaskStatus
+    from memory.tasks.transitions import KEEP, Snapshot
     from workflows import search_attributes
 
 S = TaskStatus
 WORKFLOW_NAME = "ReportTask"
-APPROVER_ROLES = frozenset({"approver", "admin"})
-OPERATOR_ROLES = frozenset({"operator", "admin"})
 MAX_REVISIONS = 5
 
 
@@ -63,9 +73,9 @@ class ReconcilePolicy:
 
 
 @dataclass(frozen=True)
-class ReportTaskInput:
-    tenant_id: str
-    task_id: str
+class ReportTaskInput(TaskPayload):
+    """The workflow's input (in every history: its JSON shape stays, the identity flat as in every payload)."""
+
     owner_user_id: str
     task_type: str
     goal: dict[str, Any]
@@ -78,63 +88,6 @@ class ReportTaskInput:
     """The longest wait between attempts of a step (tests shorten it); outages retry without limit."""
 
 
-@dataclass
-class PendingApproval:
-    approval_id: str
-    artifact_sha256: str
-    approval_type: str
-    summary: str
-    deadline_at: str
-    reminders_sent: int = 0
-
-
-@dataclass
-class OperationRef:
-    operation_id: str
-    kind: str
-    destination: str
-    status: str
-    publication_id: str | None = None
-    location: str | None = None
-
-
-@dataclass
-class TaskState:
-    """What the ``state`` query answers: the live task, including what the read model has not seen yet."""
-
-    task_id: str
-    tenant_id: str
-    owner_user_id: str
-    task_type: str
-    goal: dict[str, Any]
-    workflow_id: str
-    workflow_version: str
-    status: str = S.CREATED.value
-    current_step_id: str | None = None
-    completed_step_ids: list[str] = field(default_factory=list)
-    state_version: int = 0
-    waiting_reason: str | None = None
-    draft_sha256: str | None = None
-    draft_revision: int = 0
-    pending_approval: PendingApproval | None = None
-    operations: list[OperationRef] = field(default_factory=list)
-    decisions: list[dict[str, Any]] = field(default_factory=list)
-    pause_requested: bool = False
-    error: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class ApprovalDecision:
-    decision: str
-    artifact_sha256: str
-    state_version: int
-    user_id: str
-    roles: list[str]
-    reason: str | None = None
-    owner_may_decide: bool = False
-    """The tenant's policy at decision time (``memory.policies``): False under separation of duties."""
-
-
 @dataclass(frozen=True)
 class DecisionResult:
     approval_id: str
@@ -142,22 +95,6 @@ class DecisionResult:
     status: str
     state_version: int
     replayed: bool
-
-
-@dataclass(frozen=True)
-class ControlRequest:
-    user_id: str
-    roles: list[str]
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class ResolveRequest:
-    operation_id: str
-    outcome: str
-    note: str
-    user_id: str
-    roles: list[str]
 
 
 class TaskFailed(Exception):
@@ -170,6 +107,17 @@ class TaskFailed(Exception):
 def _refuse(code: str, message: str) -> ApplicationError:
     """A validator refusal: the caller gets ``code`` back; the workflow is untouched."""
     return ApplicationError(message, type=code, non_retryable=True)
+
+
+R = TypeVar("R")
+
+
+def _judge(rule: Callable[[TaskState | None, R], None], live: TaskState | None, request: R) -> None:
+    """Apply a ``memory.tasks`` rule to the live state; its refusal goes back to the caller as its code."""
+    try:
+        rule(live, request)
+    except MnemoError as refusal:
+        raise _refuse(refusal.code, refusal.message) from None
 
 
 def _cause_code(exc: ActivityError) -> tuple[str, str]:
@@ -234,7 +182,7 @@ class ReportTaskWorkflow:
         target: S,
         reason: str,
         *,
-        current_step_id: str | None = "__keep__",
+        current_step_id: str | None = KEEP,
         waiting_reason: str | None = None,
         error: dict[str, Any] | None = None,
         pending: list[dict[str, Any]] | None = None,
@@ -259,7 +207,7 @@ class ReportTaskWorkflow:
             ),
             **WRITE_OPTIONS,
         )
-        if current_step_id != "__keep__":
+        if current_step_id != KEEP:
             self.s.current_step_id = current_step_id
         if error is not None:
             self.s.error = error
@@ -309,19 +257,22 @@ class ReportTaskWorkflow:
                     return self.s
                 if step.kind == "compute":
                     await self._compute(step.step_id, following)
-                elif step.kind == "approval":
-                    if not await self._approval(definition):
-                        return self.s
-                elif step.kind == "publish":
-                    if not await self._publish():
-                        return self.s
+                elif not await self._human_or_side_effect_step(step.kind, definition):
+                    return self.s
         except TaskFailed as failure:
             async with self._lock:
                 # Forced: an attempt that timed out may still have committed after the workflow gave up on it.
-                await self._transition(
-                    S.FAILED, "unrecoverable_error", error={"code": failure.code, "message": failure.message}, force=True
-                )
+                error = {"code": failure.code, "message": failure.message}
+                await self._transition(S.FAILED, "unrecoverable_error", error=error, force=True)
         return self.s
+
+    async def _human_or_side_effect_step(self, kind: str, definition: ReportDefinition) -> bool:
+        """An approval or a publish step. False when the task ended there."""
+        if kind == "approval":
+            return await self._approval(definition)
+        if kind == "publish":
+            return await self._publish()
+        return True
 
     async def _boundary(self) -> bool:
         """Between steps: honour a cancel or a pause. False when the task ended here."""
@@ -347,7 +298,9 @@ class ReportTaskWorkflow:
             self.s.pending_approval = None
             await self._transition(S.CANCELLED, "cancelled", cancel_pending_approvals=True)
 
-    async def _compute(self, step_id: str, following: str | None, input_version: str = "v1", extra: dict[str, Any] | None = None) -> None:
+    async def _compute(
+        self, step_id: str, following: str | None, input_version: str = "v1", extra: dict[str, Any] | None = None
+    ) -> None:
         self.s.current_step_id = step_id
         if self.s.status != S.RUNNING.value:
             self._set_status(S.RUNNING)
@@ -399,7 +352,11 @@ class ReportTaskWorkflow:
                     **WRITE_OPTIONS,
                 )
                 self.s.pending_approval = PendingApproval(
-                    requested.approval_id, self.s.draft_sha256, requested.approval_type, requested.summary, deadline.isoformat()
+                    requested.approval_id,
+                    self.s.draft_sha256,
+                    requested.approval_type,
+                    requested.summary,
+                    deadline.isoformat(),
                 )
                 self.s.current_step_id = "request_approval"
                 self._decided = False
@@ -426,14 +383,15 @@ class ReportTaskWorkflow:
         pending = self.s.pending_approval
         assert pending is not None
         while True:
-            next_reminder = requested_at + timedelta(seconds=policy.reminder_every_seconds * (pending.reminders_sent + 1))
+            every = policy.reminder_every_seconds
+            next_reminder = requested_at + timedelta(seconds=every * (pending.reminders_sent + 1))
             wake = min(next_reminder, deadline)
             try:
                 await workflow.wait_condition(
                     lambda: self._decided or self._cancel_requested,
                     timeout=max((wake - workflow.now()).total_seconds(), 0.001),
                 )
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if workflow.now() >= deadline:
                     async with self._lock:
                         if self._decided:
@@ -443,7 +401,10 @@ class ReportTaskWorkflow:
                             ExpireInput(self.s.tenant_id, self.s.task_id, pending.approval_id, self.s.state_version),
                             **WRITE_OPTIONS,
                         )
-                        self.s.error = {"code": "approval_expired", "message": "nobody approved the draft before the deadline"}
+                        self.s.error = {
+                            "code": "approval_expired",
+                            "message": "nobody approved the draft before the deadline",
+                        }
                         self.s.pending_approval = None
                         self._apply(snapshot)
                     return False
@@ -470,7 +431,7 @@ class ReportTaskWorkflow:
         self._deciding = True
         try:
             async with self._lock:
-                self._check_decision(request)  # again, now that no other write is in flight
+                _judge(approvals.check_decision, self.state, request)  # again, now no other write is in flight
                 pending = self.s.pending_approval
                 assert pending is not None
                 snapshot = await workflow.execute_activity_method(
@@ -499,7 +460,9 @@ class ReportTaskWorkflow:
                     self.s.current_step_id = DEFINITIONS[self.s.task_type].redraft_step
                 self.s.pending_approval = None
                 self._apply(snapshot)
-                result = DecisionResult(pending.approval_id, request.decision, snapshot.status, snapshot.state_version, False)
+                result = DecisionResult(
+                    pending.approval_id, request.decision, snapshot.status, snapshot.state_version, False
+                )
                 self._decision_results[key] = result
                 self._decided = True
                 return result
@@ -511,36 +474,10 @@ class ReportTaskWorkflow:
         if (request.decision, request.artifact_sha256, request.state_version) in self._decision_results:
             return  # an identical decision already recorded: the handler replays its result
         if self._deciding:
-            raise _refuse("decision_in_progress", "another decision on this draft is being recorded; read the task again")
-        self._check_decision(request)
-
-    def _check_decision(self, request: ApprovalDecision) -> None:
-        if not APPROVER_ROLES & set(request.roles):
-            raise _refuse("forbidden", "approving or rejecting a draft needs the approver role")
-        if self.state is not None and request.user_id == self.s.owner_user_id and not request.owner_may_decide:
             raise _refuse(
-                "separation_of_duties",
-                "you own this task, so another approver must decide on its draft (the tenant's separation of "
-                "duties policy; an admin can change it with PUT /tenant-policy)",
+                "decision_in_progress", "another decision on this draft is being recorded; read the task again"
             )
-        if request.decision not in ("approve", "reject"):
-            raise _refuse("invalid_decision", "decision must be 'approve' or 'reject'")
-        if request.decision == "reject" and not (request.reason or "").strip():
-            raise _refuse("reason_required", "a rejection needs a reason, so the draft can be revised")
-        pending = self.s.pending_approval if self.state else None
-        if self.state is None or self.s.status != S.WAITING_FOR_APPROVAL.value or pending is None:
-            status = self.s.status if self.state else S.CREATED.value
-            raise _refuse("not_waiting_for_approval", f"the task is {status}, not waiting for approval")
-        if request.artifact_sha256 != pending.artifact_sha256:
-            raise _refuse(
-                "stale_artifact",
-                "the draft changed since you read it: approve the current draft's sha256 "
-                f"({pending.artifact_sha256})",
-            )
-        if request.state_version != self.s.state_version:
-            raise _refuse(
-                "version_conflict", f"the task is at state_version {self.s.state_version}, not {request.state_version}"
-            )
+        _judge(approvals.check_decision, self.state, request)
 
     # --- publish ------------------------------------------------------------------------------------
 
@@ -549,8 +486,7 @@ class ReportTaskWorkflow:
         policy = self.inp.reconcile
         approval_id = self.s.decisions[-1]["approval_id"]
         for _attempt in range(policy.max_publish_attempts):
-            if self._cancel_requested:
-                # A cancel accepted between attempts (nothing pending) wins over the next send.
+            if not controls.may_send_publication(cancel_requested=self._cancel_requested):
                 return False
             operation = OperationRef(str(workflow.uuid4()), "publish", self.inp.destination, "PENDING")
             self.s.operations.append(operation)
@@ -608,7 +544,11 @@ class ReportTaskWorkflow:
                 result = await workflow.execute_activity_method(
                     TaskActivities.reconcile,
                     ReconcileInput(
-                        self.s.tenant_id, self.s.task_id, operation.operation_id, operation.destination, self.s.state_version
+                        self.s.tenant_id,
+                        self.s.task_id,
+                        operation.operation_id,
+                        operation.destination,
+                        self.s.state_version,
                     ),
                     **WRITE_OPTIONS,
                 )
@@ -635,7 +575,7 @@ class ReportTaskWorkflow:
     @workflow.update
     async def resolve_operation(self, request: ResolveRequest) -> OperationRef:
         async with self._lock:
-            self._check_resolve(request)
+            _judge(operations.check_resolve, self.state, request)
             operation = next(op for op in self.s.operations if op.operation_id == request.operation_id)
             result = await workflow.execute_activity_method(
                 TaskActivities.resolve_operation,
@@ -651,29 +591,9 @@ class ReportTaskWorkflow:
 
     @resolve_operation.validator
     def validate_resolve(self, request: ResolveRequest) -> None:
-        self._check_resolve(request)
-
-    def _check_resolve(self, request: ResolveRequest) -> None:
-        if not OPERATOR_ROLES & set(request.roles):
-            raise _refuse("forbidden", "resolving an operation needs the operator role")
-        if request.outcome not in ("published", "not_published"):
-            raise _refuse("invalid_outcome", "outcome must be 'published' or 'not_published'")
-        if self.state is None or self.s.status != S.WAITING_FOR_OPERATOR.value:
-            status = self.s.status if self.state else S.CREATED.value
-            raise _refuse("not_waiting_for_operator", f"the task is {status}, not waiting for an operator")
-        unresolved = [op.operation_id for op in self.s.operations if op.status == "UNKNOWN_OUTCOME"]
-        if request.operation_id not in unresolved:
-            raise _refuse("unknown_operation", f"operation {request.operation_id} is not awaiting resolution")
+        _judge(operations.check_resolve, self.state, request)
 
     # --- pause, resume, cancel ----------------------------------------------------------------------
-
-    def _check_control(self, request: ControlRequest) -> None:
-        if self.state is None:
-            raise _refuse("not_started", "the task has not started yet; try again in a moment")
-        if request.user_id != self.s.owner_user_id and not OPERATOR_ROLES & set(request.roles):
-            raise _refuse("forbidden", "only the task's owner or an operator can control it")
-        if self.s.status in {s.value for s in TERMINAL}:
-            raise _refuse("task_closed", f"the task already ended ({self.s.status})")
 
     @workflow.update
     def pause(self, request: ControlRequest) -> TaskState:
@@ -682,9 +602,7 @@ class ReportTaskWorkflow:
 
     @pause.validator
     def validate_pause(self, request: ControlRequest) -> None:
-        self._check_control(request)
-        if self.s.status not in (S.CREATED.value, S.READY.value, S.RUNNING.value):
-            raise _refuse("illegal_transition", f"a task in {self.s.status} cannot be paused")
+        _judge(controls.check_pause, self.state, request)
 
     @workflow.update
     async def resume(self, request: ControlRequest) -> TaskState:
@@ -697,9 +615,7 @@ class ReportTaskWorkflow:
 
     @resume.validator
     def validate_resume(self, request: ControlRequest) -> None:
-        self._check_control(request)
-        if self.s.status != S.PAUSED.value and not self.s.pause_requested:
-            raise _refuse("illegal_transition", f"a task in {self.s.status} is not paused")
+        _judge(controls.check_resume, self.state, request)
 
     @workflow.update
     async def cancel(self, request: ControlRequest) -> TaskState:
@@ -709,12 +625,7 @@ class ReportTaskWorkflow:
 
     @cancel.validator
     def validate_cancel(self, request: ControlRequest) -> None:
-        self._check_control(request)
-        if any(op.status in ("PENDING", "UNKNOWN_OUTCOME") for op in self.s.operations):
-            raise _refuse(
-                "operation_unresolved",
-                "a publication is in flight or its outcome is unknown; resolve it before cancelling",
-            )
+        _judge(controls.check_cancel, self.state, request)
 
     @workflow.query
     def state(self) -> TaskState | None:

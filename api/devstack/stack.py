@@ -236,7 +236,7 @@ class DevStack:
 
     def _seed_demo_data(self, database_url: str) -> None:
         """Load the demo tenant's sample sales data once (a thread: readiness waits for it, start-up need not)."""
-        from memory.reportdata import seed_sales
+        from memory.reports.sales import seed_sales
 
         try:
             engine = make_engine(database_url, pool_size=1)

@@ -1,9 +1,16 @@
-"""Durable report tasks: create, read, approve, control, resolve, and their artifacts and timeline.
+"""Durable report tasks over HTTP: create, read, approve, control, resolve, and their artifacts and timeline.
 
 Identity (tenant, user, roles) comes only from the API key; the workflow id
 ``task-{tenant}-{task}`` is built from the caller's tenant, so another tenant's
 task is the same 404 as a missing one. Open tasks are read live from the
-workflow (a query); closed tasks from the read model.
+workflow (a query); closed tasks from the read model. The rules are elsewhere: who may do what in
+:mod:`memory.auth`, what a decision or a control request may do in ``memory.tasks`` (run by the
+workflow's Update validators); this module only translates HTTP.
+
+Temporal is reached through :func:`api.deps.get_temporal`, called in the handler *after* the read-model
+gate rather than as a ``TemporalDep`` parameter: a dependency is resolved before the handler runs, so a
+colleague's task would then wait on (or fail with) Temporal instead of answering the 404 of a missing
+task at once (issue 12, finding 11; ``tests/tasks/test_task_oracle.py``).
 """
 
 from __future__ import annotations
@@ -14,10 +21,10 @@ from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response, status
-from pydantic import BaseModel, Field
+from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 from temporalio.api.enums.v1 import WorkflowExecutionStatus
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -27,101 +34,51 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.report.definitions import DEFINITIONS
-from activities.stores import ArtifactStore
-from api.deps import CurrentPrincipal, EngineDep
+from api.deps import CurrentPrincipal, EngineDep, get_temporal
 from api.errors import TemporalUnavailable
-from api.schemas import MAX_SAFE_INTEGER, Integer, ShortText, StrictRequest
-from api.temporal import connect
-from memory.auth import PrincipalContext
+from api.schemas.tasks import (
+    ControlIn,
+    DecisionIn,
+    DecisionOut,
+    OperationOut,
+    ResolveIn,
+    SampleDataIn,
+    SampleDataOut,
+    TaskCreatedOut,
+    TaskCreateIn,
+    TaskListOut,
+    TaskView,
+    TimelineOut,
+)
+from memory.auth import PrincipalContext, may_approve, may_operate, may_read_every_task
 from memory.db import tenant_session
-from memory.enums import Role
 from memory.errors import Conflict, Forbidden, IdempotencyConflict, InvalidInput, MnemoError, NotFound
 from memory.policies import Policy, tenant_policy
-from memory.tasks import keys, store
-from memory.tasks.models import Task
+from memory.reports.definitions import DEFINITIONS
+from memory.reports.sales import seed_sales
+from memory.tasks import artifacts, keys, transitions
+from memory.tasks.approvals import pending_approval
+from memory.tasks.artifacts import ArtifactStore
+from memory.tasks.live import ApprovalDecision, ControlRequest, ResolveRequest, TaskState
+from memory.tasks.operations import operations
+from memory.tasks.timeline import list_tasks as read_task_list
+from memory.tasks.timeline import timeline as read_timeline
 from workflows import search_attributes
-from workflows.report_task import (
-    ApprovalDecision,
-    ApprovalPolicy,
-    ControlRequest,
-    ReportTaskInput,
-    ReportTaskWorkflow,
-    ResolveRequest,
-    TaskState,
-)
+from workflows.report_task import ApprovalPolicy, ReportTaskInput, ReportTaskWorkflow
 
 router = APIRouter(tags=["tasks"])
-SHA256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 _TASK_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-
-
-# --- request and response models -----------------------------------------------------------------
-
-
-class GoalIn(StrictRequest):
-    month: Annotated[
-        str, Field(pattern=r"^(19\d\d|2[01]\d\d)-(0[1-9]|1[0-2])$", description="YYYY-MM, years 1900 to 2199 (as timestamps)")
-    ]
-    currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
-
-
-class TaskCreateIn(StrictRequest):
-    task_type: Literal["monthly-report"]
-    request_intent_id: ShortText
-    goal: GoalIn
-    destination: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")] = "reports"
-    approval_deadline_seconds: Integer = Field(default=3 * 86_400, ge=60, le=90 * 86_400)
-    approval_reminder_seconds: Integer = Field(default=86_400, ge=60, le=90 * 86_400)
-
-
-class TaskCreatedOut(BaseModel):
-    task_id: str
-    status: str
-    state_version: int
-    workflow_id: str
-    replayed: bool
-
-
-class DecisionIn(StrictRequest):
-    decision: Literal["approve", "reject"]
-    artifact_sha256: SHA256
-    state_version: Integer = Field(ge=0, le=MAX_SAFE_INTEGER)
-    reason: Annotated[str, Field(min_length=1, max_length=2_000)] | None = None
-
-
-class ControlIn(StrictRequest):
-    reason: Annotated[str, Field(min_length=1, max_length=2_000)] | None = None
-
-
-class ResolveIn(StrictRequest):
-    outcome: Literal["published", "not_published"]
-    note: Annotated[str, Field(min_length=1, max_length=2_000)]
-
-
-class SampleDataIn(StrictRequest):
-    lines: Integer = Field(default=120_000, ge=100, le=500_000)
-    seed: Integer = Field(default=20260601, ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)
-
-
-# --- the Temporal side ---------------------------------------------------------------------------
-
-
-async def _temporal(request: Request) -> Client:
-    client: Client | None = request.app.state.temporal
-    if client is None:
-        try:
-            client = await connect(request.app.state.settings)
-        except Exception as exc:  # the SDK raises plain RuntimeError on connection failure
-            raise TemporalUnavailable(f"Temporal is not reachable: {exc}") from exc
-        request.app.state.temporal = client
-    return client
+VIEW = {"response_model_exclude_unset": True}
+"""A task view holds the fields its source has (see :mod:`api.schemas.tasks`)."""
 
 
 def _task_id(raw: str) -> str:
     if not _TASK_ID.match(raw):
         raise NotFound(f"task {raw} does not exist")
     return raw
+
+
+# --- the Temporal side ---------------------------------------------------------------------------
 
 
 async def _describe(handle: WorkflowHandle[Any, Any]) -> Any | None:
@@ -135,9 +92,7 @@ async def _describe(handle: WorkflowHandle[Any, Any]) -> Any | None:
 
 async def _live_state(handle: WorkflowHandle[Any, Any]) -> TaskState | None:
     try:
-        state: TaskState | None = await handle.query(
-            ReportTaskWorkflow.state, rpc_timeout=timedelta(seconds=5)
-        )
+        state: TaskState | None = await handle.query(ReportTaskWorkflow.state, rpc_timeout=timedelta(seconds=5))
     except RPCError:
         return None
     return state
@@ -166,134 +121,46 @@ async def _update(handle: WorkflowHandle[Any, Any], update: Any, arg: Any) -> An
         raise TemporalUnavailable(f"Temporal refused the update: {exc.message}") from exc
 
 
-# --- the read model side -------------------------------------------------------------------------
+# --- reading a task ------------------------------------------------------------------------------
 
 
-def _read_task(engine: Any, tenant_id: str, task_id: str) -> dict[str, Any]:
+def _read_task(engine: Engine, tenant_id: str, task_id: str) -> TaskView:
     with tenant_session(engine, tenant_id) as session:
-        task = store.get_task(session, tenant_id, task_id)
-        pending = store.pending_approval(session, tenant_id, task_id)
-        ops = store.operations(session, tenant_id, task_id)
-        return {
-            **_task_row(task),
-            "pending_approval": None
-            if pending is None
-            else {
-                "approval_id": str(pending.approval_id),
-                "artifact_sha256": pending.artifact_sha256,
-                "deadline_at": pending.deadline_at.isoformat(),
-                "reminders_sent": pending.reminders_sent,
-            },
-            "operations": [_operation(op) for op in ops],
-            "publications": [_operation(op) for op in ops if op.status == "SUCCEEDED"],
-            "source": "read_model",
-        }
+        task = transitions.get_task(session, tenant_id, task_id)
+        pending = pending_approval(session, tenant_id, task_id)
+        return TaskView.from_read_model(task, pending, operations(session, tenant_id, task_id))
 
 
-def _task_row(task: Task) -> dict[str, Any]:
-    return {
-        "task_id": task.task_id,
-        "task_type": task.task_type,
-        "owner_user_id": task.owner_user_id,
-        "goal": task.goal,
-        "status": task.status,
-        "current_step_id": task.current_step_id,
-        "completed_step_ids": list(task.completed_step_ids),
-        "state_version": task.state_version,
-        "waiting_reason": task.waiting_reason,
-        "draft_sha256": task.draft_sha256,
-        "workflow_id": task.workflow_id,
-        "run_id": task.run_id,
-        "workflow_version": task.workflow_version,
-        "error": task.error,
-        "updated_at": task.updated_at.isoformat(),
-    }
-
-
-def _operation(op: Any) -> dict[str, Any]:
-    return {
-        "operation_id": str(op.operation_id),
-        "kind": op.kind,
-        "destination": op.destination,
-        "status": op.status,
-        "publication_id": op.publication_id,
-        "location": op.location,
-    }
-
-
-def _from_live(state: TaskState, run_id: str | None) -> dict[str, Any]:
-    ops = [asdict(op) for op in state.operations]
-    pending = state.pending_approval
-    return {
-        "task_id": state.task_id,
-        "task_type": state.task_type,
-        "owner_user_id": state.owner_user_id,
-        "goal": state.goal,
-        "status": state.status,
-        "current_step_id": state.current_step_id,
-        "completed_step_ids": list(state.completed_step_ids),
-        "state_version": state.state_version,
-        "waiting_reason": state.waiting_reason,
-        "draft_sha256": state.draft_sha256,
-        "workflow_id": state.workflow_id,
-        "run_id": run_id,
-        "workflow_version": state.workflow_version,
-        "error": state.error,
-        "pending_approval": None if pending is None else asdict(pending),
-        "pause_requested": state.pause_requested,
-        "decisions": state.decisions,
-        "operations": ops,
-        "publications": [op for op in ops if op["status"] == "SUCCEEDED"],
-        "source": "workflow",
-    }
-
-
-async def _task_view(request: Request, engine: Any, principal: PrincipalContext, task_id: str) -> dict[str, Any]:
-    client = await _temporal(request)
+async def _task_view(request: Request, engine: Engine, principal: PrincipalContext, task_id: str) -> TaskView:
+    client = await get_temporal(request)
     handle = client.get_workflow_handle(keys.workflow_id(principal.tenant_id, task_id))
     described = await _describe(handle)
     if described is not None and described.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING:
         state = await _live_state(handle)
         if state is not None and state.tenant_id == principal.tenant_id:
-            return _from_live(state, described.run_id)
+            return TaskView.from_live(state, described.run_id)
     if described is None:
         return await run_in_threadpool(_read_task, engine, principal.tenant_id, task_id)
     try:
         return await run_in_threadpool(_read_task, engine, principal.tenant_id, task_id)
     except NotFound:
-        # Started, but its first activity has not written the read model yet.
-        return {
-            "task_id": task_id,
-            "status": "CREATED",
-            "current_step_id": None,
-            "state_version": 0,
-            "pending_approval": None,
-            "publications": [],
-            "operations": [],
-            "workflow_id": handle.id,
-            "run_id": described.run_id,
-            "source": "workflow",
-        }
-
-
-READ_ANY_TASK = (Role.APPROVER, Role.OPERATOR, Role.AUDITOR)
+        return TaskView.not_recorded_yet(task_id, handle.id, described.run_id)
 
 
 def _readable(principal: PrincipalContext, owner_user_id: str | None, task_id: str) -> None:
     """A task is its owner's; approvers, operators and auditors read every task of their tenant.
     Anyone else gets the 404 of a task that does not exist."""
-    if owner_user_id is not None and owner_user_id != principal.user_id and not any(
-        principal.has(role) for role in READ_ANY_TASK
-    ):
+    others = owner_user_id is not None and owner_user_id != principal.user_id
+    if others and not may_read_every_task(principal.roles):
         raise NotFound(f"task {task_id} does not exist")
 
 
-def _owner_in_read_model(engine: Any, tenant_id: str, task_id: str) -> str | None:
+def _owner_in_read_model(engine: Engine, tenant_id: str, task_id: str) -> str | None:
     with tenant_session(engine, tenant_id) as session:
-        return store.task_owner(session, tenant_id, task_id)
+        return transitions.task_owner(session, tenant_id, task_id)
 
 
-async def _gate(engine: Any, principal: PrincipalContext, task_id: str, *, control: bool = False) -> None:
+async def _gate(engine: Engine, principal: PrincipalContext, task_id: str, *, control: bool = False) -> None:
     """Refuse a task the caller may not see from the read model, before any Temporal call.
 
     Another user's task must be indistinguishable from a missing one (issue 12, finding 11): the same 404
@@ -305,18 +172,30 @@ async def _gate(engine: Any, principal: PrincipalContext, task_id: str, *, contr
     owner = await run_in_threadpool(_owner_in_read_model, engine, principal.tenant_id, task_id)
     if owner is None or owner == principal.user_id:
         return
-    if control and any(principal.has(role) for role in CONTROL_ANY_TASK):
+    if control and may_operate(principal.roles):
         return
     _readable(principal, owner, task_id)
 
 
-CONTROL_ANY_TASK = (Role.OPERATOR, Role.ADMIN)
-"""Who may control another user's task (the workflow's ``OPERATOR_ROLES``)."""
+async def _open_handle(
+    request: Request, engine: Engine, principal: PrincipalContext, task_id: str, *, control: bool = False
+) -> WorkflowHandle[Any, Any]:
+    task_id = _task_id(task_id)
+    await _gate(engine, principal, task_id, control=control)
+    client = await get_temporal(request)
+    handle = client.get_workflow_handle(keys.workflow_id(principal.tenant_id, task_id))
+    described = await _describe(handle)
+    if described is None:
+        raise NotFound(f"task {task_id} does not exist")
+    if described.status != WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING:
+        view = await run_in_threadpool(_read_task, engine, principal.tenant_id, task_id)
+        raise Conflict(f"the task has already ended ({view.status})", code="task_closed")
+    return handle
 
 
-def _require(principal: PrincipalContext, role: Role, action: str) -> None:
-    if not principal.has(role):
-        raise Forbidden(f"{action} needs the {role.value} role")
+def _policy(engine: Engine, tenant_id: str) -> Policy:
+    with tenant_session(engine, tenant_id) as session:
+        return tenant_policy(session, tenant_id)
 
 
 # --- endpoints -----------------------------------------------------------------------------------
@@ -325,7 +204,10 @@ def _require(principal: PrincipalContext, role: Role, action: str) -> None:
 @router.post(
     "/tasks",
     status_code=status.HTTP_201_CREATED,
-    responses={200: {"model": TaskCreatedOut, "description": "A replay of the same request_intent_id: the task it started"}},
+    response_model=TaskCreatedOut,
+    responses={
+        200: {"model": TaskCreatedOut, "description": "A replay of the same request_intent_id: the task it started"}
+    },
 )
 async def create_task(
     body: TaskCreateIn, request: Request, principal: CurrentPrincipal, engine: EngineDep, response: Response
@@ -339,10 +221,9 @@ async def create_task(
     goal = body.goal.model_dump()
     task_id = keys.task_id_for(principal.tenant_id, principal.user_id, body.request_intent_id)
     workflow_id = keys.workflow_id(principal.tenant_id, task_id)
-    client = await _temporal(request)
+    client = await get_temporal(request)
     handle = client.get_workflow_handle(workflow_id)
-    described = await _describe(handle)
-    if described is None:
+    if await _describe(handle) is None:
         try:
             handle = await client.start_workflow(
                 ReportTaskWorkflow.run,
@@ -372,12 +253,13 @@ async def create_task(
             )
             view = await _task_view(request, engine, principal, task_id)
             return TaskCreatedOut(
-                task_id=task_id, status=view["status"], state_version=view["state_version"], workflow_id=workflow_id, replayed=False
+                task_id=task_id, status=view.status, state_version=view.state_version, workflow_id=workflow_id,
+                replayed=False,
             )
         except WorkflowAlreadyStartedError:
             pass
     view = await _task_view(request, engine, principal, task_id)
-    if "goal" in view and (view["goal"] != goal or view["task_type"] != body.task_type):
+    if "goal" in view.model_fields_set and (view.goal != goal or view.task_type != body.task_type):
         raise IdempotencyConflict(
             f"request_intent_id {body.request_intent_id!r} already started task {task_id} with another goal; "
             "use a new request_intent_id for a new task",
@@ -385,61 +267,51 @@ async def create_task(
         )
     response.status_code = status.HTTP_200_OK
     return TaskCreatedOut(
-        task_id=task_id, status=view["status"], state_version=view["state_version"], workflow_id=workflow_id, replayed=True
+        task_id=task_id, status=view.status, state_version=view.state_version, workflow_id=workflow_id, replayed=True
     )
 
 
-@router.get("/tasks")
+@router.get("/tasks", response_model=TaskListOut, **VIEW)
 def list_tasks(
     principal: CurrentPrincipal,
     engine: EngineDep,
-    owner: Annotated[Literal["me", "all"], Query(description="'all' needs the approver, operator or auditor role")] = "me",
+    owner: Annotated[
+        Literal["me", "all"], Query(description="'all' needs the approver, operator or auditor role")
+    ] = "me",
     task_status: Annotated[str | None, Query(alias="status", pattern=r"^[A-Z_]{3,32}$")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-) -> dict[str, Any]:
+) -> TaskListOut:
     """Tasks from the read model, most recently changed first: by default the caller's own."""
-    if owner == "all" and not any(principal.has(role) for role in (Role.APPROVER, Role.OPERATOR, Role.AUDITOR)):
+    if owner == "all" and not may_read_every_task(principal.roles):
         raise Forbidden("listing every task of the tenant needs the approver, operator or auditor role")
     with tenant_session(engine, principal.tenant_id) as session:
-        rows = store.list_tasks(
+        rows = read_task_list(
             session,
             principal.tenant_id,
             owner_user_id=principal.user_id if owner == "me" else None,
             status=task_status,
             limit=limit,
         )
-        return {"items": [_task_row(row) for row in rows]}
+        return TaskListOut(items=[TaskView.row(row) for row in rows])
 
 
-@router.get("/tasks/{task_id}")
-async def get_task(task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> dict[str, Any]:
+@router.get("/tasks/{task_id}", response_model=TaskView, **VIEW)
+async def get_task(task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> TaskView:
     """Live state from the workflow while it runs; the read model once it has closed."""
     task_id = _task_id(task_id)
     await _gate(engine, principal, task_id)
     view = await _task_view(request, engine, principal, task_id)
-    _readable(principal, view.get("owner_user_id"), task_id)
+    _readable(principal, view.owner_user_id, task_id)
     return view
 
 
-async def _open_handle(
-    request: Request, engine: Any, principal: PrincipalContext, task_id: str, *, control: bool = False
-) -> WorkflowHandle[Any, Any]:
-    await _gate(engine, principal, _task_id(task_id), control=control)
-    client = await _temporal(request)
-    handle = client.get_workflow_handle(keys.workflow_id(principal.tenant_id, _task_id(task_id)))
-    described = await _describe(handle)
-    if described is None:
-        raise NotFound(f"task {task_id} does not exist")
-    if described.status != WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING:
-        view = await run_in_threadpool(_read_task, engine, principal.tenant_id, task_id)
-        raise Conflict(f"the task has already ended ({view['status']})", code="task_closed")
-    return handle
-
-
-@router.post("/tasks/{task_id}/approvals")
-async def decide(task_id: str, body: DecisionIn, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> dict[str, Any]:
+@router.post("/tasks/{task_id}/approvals", response_model=DecisionOut)
+async def decide(
+    task_id: str, body: DecisionIn, request: Request, principal: CurrentPrincipal, engine: EngineDep
+) -> DecisionOut:
     """Approve or reject the current draft, bound to its sha256 and the task's state_version."""
-    _require(principal, Role.APPROVER, "approving or rejecting a draft")
+    if not may_approve(principal.roles):
+        raise Forbidden("approving or rejecting a draft needs the approver role")
     if body.decision == "reject" and body.reason is None:
         raise InvalidInput("a rejection needs a reason, so the draft can be revised", code="reason_required")
     handle = await _open_handle(request, engine, principal, task_id)
@@ -457,17 +329,12 @@ async def decide(task_id: str, body: DecisionIn, request: Request, principal: Cu
             owner_may_decide=not policy.separation_of_duties,
         ),
     )
-    return asdict(result)
-
-
-def _policy(engine: Any, tenant_id: str) -> Policy:
-    with tenant_session(engine, tenant_id) as session:
-        return tenant_policy(session, tenant_id)
+    return DecisionOut(**asdict(result))
 
 
 async def _control(
-    update: Any, task_id: str, body: ControlIn | None, request: Request, principal: CurrentPrincipal, engine: Any
-) -> dict[str, Any]:
+    update: Any, task_id: str, body: ControlIn | None, request: Request, principal: PrincipalContext, engine: Engine
+) -> TaskView:
     handle = await _open_handle(request, engine, principal, task_id, control=True)
     try:
         state: TaskState = await _update(
@@ -475,53 +342,63 @@ async def _control(
         )
     except Forbidden as exc:
         # Only reachable before the read model has the task: a caller who cannot see it hears a missing task.
-        if not any(principal.has(role) for role in READ_ANY_TASK):
+        if not may_read_every_task(principal.roles):
             raise NotFound(f"task {task_id} does not exist") from exc
         raise
-    return _from_live(state, None)
+    return TaskView.from_live(state, None)
 
 
-@router.post("/tasks/{task_id}/pause")
-async def pause(task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep, body: ControlIn | None = None) -> dict[str, Any]:
+@router.post("/tasks/{task_id}/pause", response_model=TaskView, **VIEW)
+async def pause(
+    task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep, body: ControlIn | None = None
+) -> TaskView:
     """Pause at the next step boundary (the running step finishes first)."""
     return await _control(ReportTaskWorkflow.pause, task_id, body, request, principal, engine)
 
 
-@router.post("/tasks/{task_id}/resume")
-async def resume(task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep, body: ControlIn | None = None) -> dict[str, Any]:
+@router.post("/tasks/{task_id}/resume", response_model=TaskView, **VIEW)
+async def resume(
+    task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep, body: ControlIn | None = None
+) -> TaskView:
     return await _control(ReportTaskWorkflow.resume, task_id, body, request, principal, engine)
 
 
-@router.post("/tasks/{task_id}/cancel")
-async def cancel(task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep, body: ControlIn | None = None) -> dict[str, Any]:
+@router.post("/tasks/{task_id}/cancel", response_model=TaskView, **VIEW)
+async def cancel(
+    task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep, body: ControlIn | None = None
+) -> TaskView:
     """Cancel; answers once the task is CANCELLED. Refused while a publication's outcome is unknown."""
     return await _control(ReportTaskWorkflow.cancel, task_id, body, request, principal, engine)
 
 
-@router.post("/tasks/{task_id}/operations/{operation_id}/resolve")
+@router.post("/tasks/{task_id}/operations/{operation_id}/resolve", response_model=OperationOut)
 async def resolve(
     task_id: str, operation_id: str, body: ResolveIn, request: Request, principal: CurrentPrincipal, engine: EngineDep
-) -> dict[str, Any]:
+) -> OperationOut:
     """An operator's verdict on a side effect whose outcome stayed unknown after reconciliation."""
-    _require(principal, Role.OPERATOR, "resolving an operation")
+    if not may_operate(principal.roles):
+        raise Forbidden("resolving an operation needs the operator role")
     handle = await _open_handle(request, engine, principal, task_id)
     result = await _update(
         handle,
         ReportTaskWorkflow.resolve_operation,
         ResolveRequest(operation_id, body.outcome, body.note, principal.user_id, sorted(principal.roles)),
     )
-    return asdict(result)
+    return OperationOut(**asdict(result))
 
 
 @router.get("/tasks/{task_id}/artifacts/{sha256}")
-def get_artifact(task_id: str, sha256: str, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> Response:
+def get_artifact(
+    task_id: str, sha256: str, request: Request, principal: CurrentPrincipal, engine: EngineDep
+) -> Response:
     """The artifact's bytes, if this task in the caller's tenant produced them."""
     if not re.fullmatch(r"[0-9a-f]{64}", sha256):
         raise NotFound(f"artifact {sha256} does not exist in task {task_id}")
     with tenant_session(engine, principal.tenant_id) as session:
-        _readable(principal, store.get_task(session, principal.tenant_id, _task_id(task_id)).owner_user_id, task_id)
-        artifact = store.get_artifact(session, principal.tenant_id, _task_id(task_id), sha256)
-    content = ArtifactStore(request.app.state.settings.data_dir / "artifacts").get(sha256)
+        owner = transitions.get_task(session, principal.tenant_id, _task_id(task_id)).owner_user_id
+        _readable(principal, owner, task_id)
+        artifact = artifacts.get_artifact(session, principal.tenant_id, _task_id(task_id), sha256)
+    content = ArtifactStore.under(request.app.state.settings.data_dir).get(sha256)
     return Response(
         content,
         media_type=artifact.media_type,
@@ -529,42 +406,40 @@ def get_artifact(task_id: str, sha256: str, request: Request, principal: Current
     )
 
 
-@router.get("/tasks/{task_id}/timeline")
-async def timeline(task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> dict[str, Any]:
+@router.get("/tasks/{task_id}/timeline", response_model=TimelineOut)
+async def timeline(task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> TimelineOut:
     """Attempts, checkpoints, approvals, reminders and operations merged in time order."""
     task_id = _task_id(task_id)
 
-    def read() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def read() -> tuple[TaskView, list[dict[str, Any]]]:
         with tenant_session(engine, principal.tenant_id) as session:
-            task = store.get_task(session, principal.tenant_id, task_id)
-            return _task_row(task), store.timeline(session, principal.tenant_id, task_id)
+            task = transitions.get_task(session, principal.tenant_id, task_id)
+            return TaskView.row(task), read_timeline(session, principal.tenant_id, task_id)
 
     row, entries = await run_in_threadpool(read)
-    _readable(principal, row["owner_user_id"], task_id)
-    client = await _temporal(request)
-    described = await _describe(client.get_workflow_handle(row["workflow_id"]))
-    return {
-        "task_id": task_id,
-        "status": row["status"],
-        "state_version": row["state_version"],
-        "workflow_id": row["workflow_id"],
-        "run_id": described.run_id if described is not None else row["run_id"],
-        "workflow_status": described.status.name if described is not None and described.status else None,
-        "entries": [
+    _readable(principal, row.owner_user_id, task_id)
+    client = await get_temporal(request)
+    described = await _describe(client.get_workflow_handle(row.workflow_id))
+    return TimelineOut(
+        task_id=task_id,
+        status=row.status,
+        state_version=row.state_version,
+        workflow_id=row.workflow_id,
+        run_id=described.run_id if described is not None else row.run_id,
+        workflow_status=described.status.name if described is not None and described.status else None,
+        entries=[
             {key: value.isoformat() if hasattr(value, "isoformat") else value for key, value in entry.items()}
             for entry in entries
         ],
-    }
+    )
 
 
-@router.post("/report-data/sample")
-def seed_sample_data(principal: CurrentPrincipal, engine: EngineDep, body: SampleDataIn | None = None) -> dict[str, Any]:
+@router.post("/report-data/sample", response_model=SampleDataOut)
+def seed_sample_data(principal: CurrentPrincipal, engine: EngineDep, body: SampleDataIn | None = None) -> SampleDataOut:
     """Load the deterministic sample sales dataset into the caller's tenant, once (operator role)."""
-    from memory.reportdata import seed_sales
-
-    _require(principal, Role.OPERATOR, "loading sample sales data")
+    if not may_operate(principal.roles):
+        raise Forbidden("loading sample sales data needs the operator role")
     body = body or SampleDataIn()
     with tenant_session(engine, principal.tenant_id) as session:
         lines = seed_sales(session, principal.tenant_id, total=body.lines, seed=body.seed)
-    return {"tenant_lines": lines}
-
+    return SampleDataOut(tenant_lines=lines)

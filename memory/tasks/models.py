@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from datetime import date, datetime
-from decimal import Decimal
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Date, DateTime, ForeignKey, ForeignKeyConstraint, Integer, Numeric, Text, func
+from sqlalchemy import BigInteger, DateTime, ForeignKey, ForeignKeyConstraint, Integer, Text, func
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -16,22 +15,6 @@ from memory.models import Base
 
 def _task_fk() -> ForeignKeyConstraint:
     return ForeignKeyConstraint(["tenant_id", "task_id"], ["tasks.tenant_id", "tasks.task_id"])
-
-
-class SalesOrderLine(Base):
-    """One line of the tenant's sales system: what monthly reports are computed from."""
-
-    __tablename__ = "sales_order_lines"
-
-    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
-    line_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    order_id: Mapped[str] = mapped_column(Text)
-    order_date: Mapped[date] = mapped_column(Date)
-    region: Mapped[str | None] = mapped_column(Text)
-    product: Mapped[str] = mapped_column(Text)
-    currency: Mapped[str] = mapped_column(Text)
-    quantity: Mapped[int] = mapped_column(Integer)
-    unit_price: Mapped[Decimal | None] = mapped_column(Numeric(12, 2))
 
 
 class Task(Base):

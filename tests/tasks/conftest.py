@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 from activities.stores import default_destinations
 from api.settings import Settings
 from memory.db import tenant_session
-from memory.reportdata import seed_sales
+from memory.reports.sales import seed_sales
 from tests.conftest import MakeKey, auth, poll
 from tests.workers import ThreadWorker
 

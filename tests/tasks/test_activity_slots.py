@@ -22,11 +22,11 @@ from sqlalchemy import Engine, text
 from temporalio.client import Client
 
 from activities.stores import default_destinations
-from activities.tasks import FaultPlan
+from activities.tasks.faults import FaultPlan
 from api.settings import Settings
 from api.worker import build_worker
 from memory.db import tenant_session
-from memory.reportdata import seed_sales
+from memory.reports.sales import seed_sales
 from memory.tasks.keys import task_id_for, workflow_id
 from tests.conftest import MakeKey
 from workflows.report_task import ReportTaskInput, ReportTaskWorkflow
@@ -34,7 +34,9 @@ from workflows.report_task import ReportTaskInput, ReportTaskWorkflow
 TASKS = 4
 
 
-async def _run(settings: Settings, engine: Engine, make_key: MakeKey, activity_slots: int | None) -> tuple[list[str], int]:
+async def _run(
+    settings: Settings, engine: Engine, make_key: MakeKey, activity_slots: int | None
+) -> tuple[list[str], int]:
     """Run TASKS tasks to their approval wait on a one-thread worker: their statuses, and the load-step retries."""
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     make_key(tenant=tenant)
@@ -45,16 +47,28 @@ async def _run(settings: Settings, engine: Engine, make_key: MakeKey, activity_s
     ids = [task_id_for(tenant, "alice", f"slots-{n}") for n in range(TASKS)]
     with ThreadPoolExecutor(max_workers=1) as executor:
         worker = build_worker(
-            client, engine, queue, executor, data_dir=settings.data_dir,
+            client,
+            engine,
+            queue,
+            executor,
+            data_dir=settings.data_dir,
             destinations=default_destinations(settings.data_dir),
-            task_faults=FaultPlan(slow_steps={"load_data": 1.5}), activity_slots=activity_slots,
+            task_faults=FaultPlan(slow_steps={"load_data": 1.5}),
+            activity_slots=activity_slots,
         )
         async with worker:
             handles = [
                 await client.start_workflow(
                     ReportTaskWorkflow.run,
-                    ReportTaskInput(tenant, task_id, "alice", "monthly-report", {"month": "2026-06", "currency": "CNY"},
-                                    f"slots-{n}", step_heartbeat_seconds=1.0),
+                    ReportTaskInput(
+                        tenant,
+                        task_id,
+                        "alice",
+                        "monthly-report",
+                        {"month": "2026-06", "currency": "CNY"},
+                        f"slots-{n}",
+                        step_heartbeat_seconds=1.0,
+                    ),
                     id=workflow_id(tenant, task_id),
                     task_queue=queue,
                 )
@@ -79,7 +93,9 @@ async def _run(settings: Settings, engine: Engine, make_key: MakeKey, activity_s
     return sorted(statuses), int(retried)
 
 
-async def test_bounded_slots_keep_queued_steps_from_timing_out(settings: Settings, engine: Engine, make_key: MakeKey) -> None:
+async def test_bounded_slots_keep_queued_steps_from_timing_out(
+    settings: Settings, engine: Engine, make_key: MakeKey
+) -> None:
     statuses, retried = await _run(settings, engine, make_key, activity_slots=None)
     assert statuses == ["WAITING_FOR_APPROVAL"] * TASKS
     assert retried == 0
@@ -87,6 +103,8 @@ async def test_bounded_slots_keep_queued_steps_from_timing_out(settings: Setting
 
 async def test_unbounded_slots_time_out_queued_steps(settings: Settings, engine: Engine, make_key: MakeKey) -> None:
     """The control: the SDK's default slots (as before the fix) with the same thread make queued steps time out."""
-    with pytest.warns(UserWarning, match="max_concurrent_activities is 100 but activity_executor's max_workers is only 1"):
+    with pytest.warns(
+        UserWarning, match="max_concurrent_activities is 100 but activity_executor's max_workers is only 1"
+    ):
         _statuses, retried = await _run(settings, engine, make_key, activity_slots=100)  # the SDK sees it too
     assert retried > 0

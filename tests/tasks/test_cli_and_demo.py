@@ -20,7 +20,7 @@ from api.settings import Settings
 from api.task_cli import task_app
 from api.task_demo import run_task_demo
 from memory.db import tenant_session
-from memory.reportdata import seed_sales
+from memory.reports.sales import seed_sales
 from tests.conftest import MakeKey
 from tests.tasks.conftest import SMALL_DATASET, Team, ThreadWorker
 
@@ -66,7 +66,14 @@ def test_the_task_commands_drive_a_report_to_publication(api_url: str, team: Tea
     view = _wait(api_url, team.owner, task_id, "WAITING_FOR_APPROVAL")
 
     listed = _run(api_url, team.owner, "list")
-    assert listed.splitlines()[0].split() == ["TASK_ID", "STATUS", "CURRENT_STEP_ID", "STATE_VERSION", "OWNER_USER_ID", "UPDATED_AT"]
+    assert listed.splitlines()[0].split() == [
+        "TASK_ID",
+        "STATUS",
+        "CURRENT_STEP_ID",
+        "STATE_VERSION",
+        "OWNER_USER_ID",
+        "UPDATED_AT",
+    ]
     assert any(line.startswith(task_id) and "WAITING_FOR_APPROVAL" in line for line in listed.splitlines())
     shown = _run(api_url, team.owner, "show", task_id)
     assert f"awaiting approval draft {view['draft_sha256']}" in shown

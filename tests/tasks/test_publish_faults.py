@@ -11,7 +11,8 @@ from sqlalchemy import Engine, text
 from temporalio.exceptions import ApplicationError
 
 from activities.stores import DirectoryDestination, Publication, default_destinations
-from activities.tasks import PublishInput, TaskActivities
+from activities.tasks import TaskActivities
+from activities.tasks.payloads import PublishInput
 from api.settings import Settings
 from memory.db import tenant_session
 from tests.conftest import auth
@@ -23,7 +24,10 @@ def _operations(engine: Engine, tenant: str, task_id: str) -> list[tuple[str, in
         return [
             (row.status, row.reconcile_attempts, row.resolved_by)
             for row in session.execute(
-                text("SELECT status, reconcile_attempts, resolved_by FROM task_operations WHERE task_id = :t ORDER BY created_at"),
+                text(
+                    "SELECT status, reconcile_attempts, resolved_by FROM task_operations "
+                    "WHERE task_id = :t ORDER BY created_at"
+                ),
                 {"t": task_id},
             )
         ]
@@ -39,7 +43,11 @@ def test_timeout_after_store_is_reconciled_without_a_second_publication(
     assert done["status"] == "SUCCEEDED", done
     assert _operations(engine, team.tenant, task_id) == [("SUCCEEDED", 1, None)]
     assert len(done["publications"]) == 1
-    mine = [p for p in publications(settings.data_dir, "reports-flaky") if p.name == done["publications"][0]["publication_id"]]
+    mine = [
+        p
+        for p in publications(settings.data_dir, "reports-flaky")
+        if p.name == done["publications"][0]["publication_id"]
+    ]
     assert len(mine) == 1
     timeline = client.get(f"/tasks/{task_id}/timeline", headers=auth(team.owner)).json()["entries"]
     reasons = [e["reason"] for e in timeline if e["kind"] == "checkpoint"]
@@ -73,7 +81,11 @@ def test_the_destination_stores_once_per_idempotency_key(tmp_path: Path) -> None
     assert (first.created, again.created, other.created) == (True, False, True)
     assert again.publication_id == first.publication_id and again.operation_id == "op-1"
     assert (Path(first.location) / "a.txt").read_bytes() == b"one"
-    assert destination.lookup("op-2") == destination.lookup("op-1") == Publication(first.publication_id, first.location, "op-1", False)
+    assert (
+        destination.lookup("op-2")
+        == destination.lookup("op-1")
+        == Publication(first.publication_id, first.location, "op-1", False)
+    )
     assert destination.lookup("op-never-sent") is None
     assert len(destination.all_publications()) == 2
 
@@ -119,8 +131,15 @@ def test_publish_refuses_without_an_approval(
     with pytest.raises(ApplicationError) as refused:
         activities.publish(
             PublishInput(
-                team.tenant, task_id, "monthly-report", view["goal"], str(uuid.uuid4()), view["draft_sha256"],
-                view["pending_approval"]["approval_id"], "reports", view["state_version"],
+                team.tenant,
+                task_id,
+                "monthly-report",
+                view["goal"],
+                str(uuid.uuid4()),
+                view["draft_sha256"],
+                view["pending_approval"]["approval_id"],
+                "reports",
+                view["state_version"],
             )
         )
     assert refused.value.type == "publish_refused"

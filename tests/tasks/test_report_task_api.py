@@ -12,7 +12,7 @@ from sqlalchemy import Engine, text
 
 from api.settings import Settings
 from memory.db import tenant_session
-from memory.reportdata import RATES_TO_CNY, generate_lines
+from memory.reports.sales import RATES_TO_CNY, generate_lines
 from tests.conftest import MakeKey, auth
 from tests.tasks.conftest import (
     SMALL_DATASET,
@@ -72,19 +72,30 @@ def test_report_runs_to_approval_then_publishes_exactly_once(
     assert f"**{metrics['revenue']} USD**" in markdown
     assert metrics["previous_month"] == "2026-05"
     assert metrics["growth"] == round(
-        float((Decimal(metrics["revenue"]) - Decimal(metrics["previous_revenue"])) / Decimal(metrics["previous_revenue"])), 4
+        float(
+            (Decimal(metrics["revenue"]) - Decimal(metrics["previous_revenue"])) / Decimal(metrics["previous_revenue"])
+        ),
+        4,
     )
 
     # Duplicate create: the same task, not a second one; another goal under the same intent is refused.
     again = client.post(
         "/tasks",
-        json={"task_type": "monthly-report", "request_intent_id": "june-report", "goal": {"month": "2026-06", "currency": "USD"}},
+        json={
+            "task_type": "monthly-report",
+            "request_intent_id": "june-report",
+            "goal": {"month": "2026-06", "currency": "USD"},
+        },
         headers=auth(team.owner),
     )
     assert again.status_code == 200 and again.json()["task_id"] == task_id and again.json()["replayed"] is True
     clash = client.post(
         "/tasks",
-        json={"task_type": "monthly-report", "request_intent_id": "june-report", "goal": {"month": "2026-05", "currency": "USD"}},
+        json={
+            "task_type": "monthly-report",
+            "request_intent_id": "june-report",
+            "goal": {"month": "2026-05", "currency": "USD"},
+        },
         headers=auth(team.owner),
     )
     assert clash.status_code == 409 and clash.json()["error"]["code"] == "idempotency_conflict"
@@ -101,7 +112,10 @@ def test_report_runs_to_approval_then_publishes_exactly_once(
         headers=auth(team.approver),
     )
     assert no_reason.status_code == 422
-    assert wait_for(client, team.owner, task_id, status_is("WAITING_FOR_APPROVAL"))["state_version"] == view["state_version"]
+    assert (
+        wait_for(client, team.owner, task_id, status_is("WAITING_FOR_APPROVAL"))["state_version"]
+        == view["state_version"]
+    )
 
     first = approve(client, team.approver, view)
     assert first.status_code == 200, first.text
@@ -142,7 +156,11 @@ def test_report_runs_to_approval_then_publishes_exactly_once(
     assert all(a["input_digest"].startswith("sha256:") and a["output_digest"] for a in attempts)
     checkpoints = [e for e in timeline["entries"] if e["kind"] == "checkpoint"]
     assert [c["reason"] for c in checkpoints] == [
-        "created", *[f"step_succeeded:{step}" for step in STEPS], "waiting_for_approval", "approval_result", "published"
+        "created",
+        *[f"step_succeeded:{step}" for step in STEPS],
+        "waiting_for_approval",
+        "approval_result",
+        "published",
     ]
     assert checkpoints[-1]["state_version"] == done["state_version"]
     assert len({c["state_version"] for c in checkpoints}) == len(checkpoints)
@@ -199,10 +217,17 @@ def test_cancel_while_waiting_for_approval_publishes_nothing(
     late = approve(client, team.approver, view)
     assert (late.status_code, late.json()["error"]["code"]) == (409, "task_closed")
     with tenant_session(engine, team.tenant) as session:
-        rows = session.execute(
-            text("SELECT status FROM task_approvals WHERE task_id = :t UNION ALL SELECT status FROM task_operations WHERE task_id = :t"),
-            {"t": task_id},
-        ).scalars().all()
+        rows = (
+            session.execute(
+                text(
+                    "SELECT status FROM task_approvals WHERE task_id = :t "
+                    "UNION ALL SELECT status FROM task_operations WHERE task_id = :t"
+                ),
+                {"t": task_id},
+            )
+            .scalars()
+            .all()
+        )
     assert rows == ["CANCELLED"]
 
 
@@ -221,7 +246,10 @@ def test_another_tenants_task_is_the_same_404_as_a_missing_one(
     assert approve(client, stranger, view).status_code == 404
     assert client.post(f"/tasks/{task_id}/cancel", headers=auth(stranger)).status_code == 404
     assert client.get("/tasks?owner=all", headers=auth(stranger)).json()["items"] == []
-    assert wait_for(client, team.owner, task_id, status_is("WAITING_FOR_APPROVAL"))["state_version"] == view["state_version"]
+    assert (
+        wait_for(client, team.owner, task_id, status_is("WAITING_FOR_APPROVAL"))["state_version"]
+        == view["state_version"]
+    )
 
 
 def test_a_colleague_without_a_reading_role_cannot_read_my_task(
@@ -250,11 +278,19 @@ def test_a_new_session_resumes_the_right_task(
     assert resumed["goal"] == {"month": "2026-06", "currency": "CNY"}
     assert resumed["pending_approval"]["artifact_sha256"] == resumed["draft_sha256"]
     # Re-sending the original request from the new session names the same task.
-    assert start_task.__name__ and client.post(
-        "/tasks",
-        json={"task_type": "monthly-report", "request_intent_id": "report-june", "goal": {"month": "2026-06", "currency": "CNY"}},
-        headers=auth(new_session),
-    ).json()["task_id"] == mine
+    assert (
+        start_task.__name__
+        and client.post(
+            "/tasks",
+            json={
+                "task_type": "monthly-report",
+                "request_intent_id": "report-june",
+                "goal": {"month": "2026-06", "currency": "CNY"},
+            },
+            headers=auth(new_session),
+        ).json()["task_id"]
+        == mine
+    )
     assert client.get("/tasks?owner=all", headers=auth(new_session)).status_code == 403
     everyone = client.get("/tasks?owner=all", headers=auth(team.approver)).json()["items"]
     assert {item["task_id"] for item in everyone} == {mine, theirs}

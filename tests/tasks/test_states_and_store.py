@@ -7,13 +7,16 @@ import uuid
 
 import pytest
 from sqlalchemy import Engine, select
+from temporalio.exceptions import ApplicationError
 
-from activities.tasks import TaskActivities, TransitionInput
+from activities.tasks import TaskActivities
+from activities.tasks.payloads import TransitionInput
 from api.settings import Settings
 from memory.db import tenant_session
 from memory.errors import NotFound, VersionConflict
-from memory.tasks import keys, store
+from memory.tasks import keys, transitions
 from memory.tasks.models import Task
+from memory.tasks.ref import TaskRef
 from memory.tasks.states import (
     ALLOWED,
     TERMINAL,
@@ -23,8 +26,7 @@ from memory.tasks.states import (
     TransitionFacts,
     check_transition,
 )
-from temporalio.exceptions import ApplicationError
-
+from memory.tasks.timeline import timeline
 from tests.conftest import MakeKey
 
 S = TaskStatus
@@ -67,7 +69,12 @@ def test_a_model_cannot_jump_from_approval_wait_to_success() -> None:
             TransitionFacts(draft_sha256="a", approval_status="APPROVED", approval_sha256="a", approver_has_role=False),
             False,
         ),
-        (S.WAITING_FOR_APPROVAL, S.READY, TransitionFacts(draft_sha256="a", approval_status="PENDING", approval_sha256="a", approver_has_role=True), False),
+        (
+            S.WAITING_FOR_APPROVAL,
+            S.READY,
+            TransitionFacts(draft_sha256="a", approval_status="PENDING", approval_sha256="a", approver_has_role=True),
+            False,
+        ),
         (S.WAITING_FOR_APPROVAL, S.RUNNING, TransitionFacts(rejected=True), True),
         (S.WAITING_FOR_APPROVAL, S.RUNNING, TransitionFacts(), False),
         (S.RUNNING, S.SUCCEEDED, TransitionFacts(publication_confirmed=True), True),
@@ -102,13 +109,20 @@ def test_idempotency_keys_follow_seed_003() -> None:
 def _new_task(engine: Engine, tenant: str) -> str:
     task_id = str(uuid.uuid4())
     with tenant_session(engine, tenant) as session:
-        store.insert_task(
+        transitions.insert_task(
             session,
-            store.NewTask(
-                tenant_id=tenant, task_id=task_id, owner_user_id="alice", task_type="monthly-report",
-                goal={"month": "2026-06", "currency": "CNY"}, request_intent_id="i", create_key=f"create:{task_id}",
-                destination="reports", workflow_id=f"task-{tenant}-{task_id}", run_id=None,
-                workflow_version="monthly-report-v1", transition_id="t0",
+            transitions.NewTask(
+                ref=TaskRef(tenant, task_id),
+                owner_user_id="alice",
+                task_type="monthly-report",
+                goal={"month": "2026-06", "currency": "CNY"},
+                request_intent_id="i",
+                create_key=f"create:{task_id}",
+                destination="reports",
+                workflow_id=f"task-{tenant}-{task_id}",
+                run_id=None,
+                workflow_version="monthly-report-v1",
+                transition_id="t0",
             ),
         )
     return task_id
@@ -118,25 +132,28 @@ def test_writes_are_checked_against_state_version(engine: Engine, make_key: Make
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     make_key(tenant=tenant)
     task_id = _new_task(engine, tenant)
-    start = store.Transition(1, "t1", S.RUNNING, current_step_id="load_data", checkpoint_reason="running")
+    start = transitions.Transition(1, "t1", S.RUNNING, current_step_id="load_data", checkpoint_reason="running")
     with tenant_session(engine, tenant) as session:
-        assert store.apply_transition(session, tenant, task_id, start).state_version == 2
+        assert transitions.apply_transition(session, tenant, task_id, start).state_version == 2
     # The same transition again (an activity retried after its commit) is recognised, not repeated.
     with tenant_session(engine, tenant) as session:
-        again = store.apply_transition(session, tenant, task_id, start)
+        again = transitions.apply_transition(session, tenant, task_id, start)
         assert (again.state_version, again.status) == (2, "RUNNING")
     # Another writer that read version 1 is refused and changes nothing.
     with pytest.raises(VersionConflict) as conflict, tenant_session(engine, tenant) as session:
-        store.apply_transition(session, tenant, task_id, store.Transition(1, "t-other", S.PAUSED))
+        transitions.apply_transition(session, tenant, task_id, transitions.Transition(1, "t-other", S.PAUSED))
     assert conflict.value.details == {"state_version": 2}
     # A guard failure rolls the whole transaction back.
     with pytest.raises(GuardFailed), tenant_session(engine, tenant) as session:
-        store.apply_transition(session, tenant, task_id, store.Transition(2, "t2", S.SUCCEEDED, checkpoint_reason="x"))
+        transitions.apply_transition(
+            session, tenant, task_id, transitions.Transition(2, "t2", S.SUCCEEDED, checkpoint_reason="x")
+        )
     with tenant_session(engine, tenant) as session:
-        task = store.get_task(session, tenant, task_id)
+        task = transitions.get_task(session, tenant, task_id)
         assert (task.state_version, task.status) == (2, "RUNNING")
-        assert [e["reason"] for e in store.timeline(session, tenant, task_id) if e["kind"] == "checkpoint"] == [
-            "created", "running"
+        assert [e["reason"] for e in timeline(session, tenant, task_id) if e["kind"] == "checkpoint"] == [
+            "created",
+            "running",
         ]
 
 
@@ -146,7 +163,7 @@ def test_the_read_model_is_tenant_scoped(engine: Engine, make_key: MakeKey) -> N
     make_key(tenant=other)
     task_id = _new_task(engine, tenant)
     with pytest.raises(NotFound), tenant_session(engine, other) as session:
-        store.get_task(session, other, task_id)
+        transitions.get_task(session, other, task_id)
     with tenant_session(engine, other) as session:  # row-level security: even without the tenant filter
         assert session.execute(select(Task).where(Task.task_id == task_id)).first() is None
 
@@ -158,7 +175,7 @@ def test_the_workflows_failure_verdict_lands_even_after_a_late_attempt_committed
     make_key(tenant=tenant)
     task_id = _new_task(engine, tenant)
     with tenant_session(engine, tenant) as session:  # a timed-out attempt that still committed its step
-        store.apply_transition(session, tenant, task_id, store.Transition(1, "late", S.RUNNING))
+        transitions.apply_transition(session, tenant, task_id, transitions.Transition(1, "late", S.RUNNING))
     activities = TaskActivities(engine, settings.data_dir)
     verdict = TransitionInput(
         tenant, task_id, 1, "fail-1", "FAILED", "unrecoverable_error", error={"code": "step_failed", "message": "x"}
@@ -168,4 +185,6 @@ def test_the_workflows_failure_verdict_lands_even_after_a_late_attempt_committed
     assert refused.value.type == "version_conflict"
     forced = activities.transition(dataclasses.replace(verdict, force_from_newer_version=True))
     assert (forced.state_version, forced.status) == (3, "FAILED")
-    assert activities.transition(dataclasses.replace(verdict, force_from_newer_version=True)) == forced  # a retry replays
+    assert (
+        activities.transition(dataclasses.replace(verdict, force_from_newer_version=True)) == forced
+    )  # a retry replays

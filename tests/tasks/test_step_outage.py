@@ -21,13 +21,13 @@ from sqlalchemy import Engine, text
 from temporalio.client import Client
 
 from activities.stores import default_destinations
-from activities.tasks import FaultPlan
+from activities.tasks.faults import FaultPlan
 from api.settings import Settings
 from api.worker import build_worker
 from memory.db import tenant_session
-from memory.reportdata import seed_sales
+from memory.reports.sales import seed_sales
 from memory.tasks.keys import task_id_for, workflow_id
-from memory.tasks.store import STEP_ATTEMPT_LIMIT
+from memory.tasks.steps import STEP_ATTEMPT_LIMIT
 from tests.conftest import MakeKey
 from workflows.report_task import ReportTaskInput, ReportTaskWorkflow
 
@@ -35,7 +35,8 @@ SETTLED = ("WAITING_FOR_APPROVAL", "FAILED")
 
 
 async def _settle(settings: Settings, engine: Engine, make_key: MakeKey, faults: FaultPlan) -> dict[str, Any]:
-    """Run one task on a worker with ``faults`` until it waits for approval or fails: its row and load_data's attempts."""
+    """Run one task on a worker with ``faults`` until it waits for approval or fails: its row and load_data's
+    attempts."""
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     make_key(tenant=tenant)
     with tenant_session(engine, tenant) as session:
@@ -45,14 +46,26 @@ async def _settle(settings: Settings, engine: Engine, make_key: MakeKey, faults:
     task_id = task_id_for(tenant, "alice", "outage")
     with ThreadPoolExecutor(max_workers=2) as executor:
         worker = build_worker(
-            client, engine, queue, executor, data_dir=settings.data_dir,
-            destinations=default_destinations(settings.data_dir), task_faults=faults,
+            client,
+            engine,
+            queue,
+            executor,
+            data_dir=settings.data_dir,
+            destinations=default_destinations(settings.data_dir),
+            task_faults=faults,
         )
         async with worker:
             handle = await client.start_workflow(
                 ReportTaskWorkflow.run,
-                ReportTaskInput(tenant, task_id, "alice", "monthly-report", {"month": "2026-06", "currency": "CNY"},
-                                "outage", step_retry_max_interval_seconds=0.5),
+                ReportTaskInput(
+                    tenant,
+                    task_id,
+                    "alice",
+                    "monthly-report",
+                    {"month": "2026-06", "currency": "CNY"},
+                    "outage",
+                    step_retry_max_interval_seconds=0.5,
+                ),
                 id=workflow_id(tenant, task_id),
                 task_queue=queue,
             )
@@ -67,7 +80,9 @@ async def _settle(settings: Settings, engine: Engine, make_key: MakeKey, faults:
     with tenant_session(engine, tenant) as session:
         row = session.execute(text("SELECT status, error FROM tasks")).one()
         attempts = session.execute(
-            text("SELECT status, temporal_attempt FROM task_attempts WHERE step_id = 'load_data' ORDER BY attempt_number")
+            text(
+                "SELECT status, temporal_attempt FROM task_attempts WHERE step_id = 'load_data' ORDER BY attempt_number"
+            )
         ).all()
     return {"status": row.status, "error": row.error, "attempts": [(a.status, a.temporal_attempt) for a in attempts]}
 
@@ -80,8 +95,11 @@ async def test_a_step_waits_out_an_unreachable_database(settings: Settings, engi
     assert run["attempts"] == [("SUCCEEDED", outage + 1)]  # the refused attempts never reached the database
 
 
-async def test_a_broken_step_still_fails_its_task_after_the_limit(settings: Settings, engine: Engine, make_key: MakeKey) -> None:
-    """The control: a step that fails on its own fails the task after STEP_ATTEMPT_LIMIT attempts, naming only the type."""
+async def test_a_broken_step_still_fails_its_task_after_the_limit(
+    settings: Settings, engine: Engine, make_key: MakeKey
+) -> None:
+    """The control: a step that fails on its own fails the task after STEP_ATTEMPT_LIMIT attempts, naming only
+    the type."""
     run = await _settle(settings, engine, make_key, FaultPlan(broken_steps={"load_data": 99}))
     assert run["status"] == "FAILED", run
     assert run["attempts"] == [("FAILED", n) for n in range(1, STEP_ATTEMPT_LIMIT + 1)]

@@ -1,4 +1,4 @@
-"""The step registry: (task type, step id) → implementation.
+"""What a step implementation receives (:class:`StepContext`) and returns (:class:`StepOutcome`).
 
 Implementations are plain functions of a :class:`StepContext`; they never touch
 the task read model (the engine records attempts, artifacts and transitions).
@@ -55,25 +55,4 @@ class StepContext:
 
 
 StepFn = Callable[[StepContext], StepOutcome]
-STEPS: dict[tuple[str, str], StepFn] = {}
-
-
-def register(task_type: str, step_id: str) -> Callable[[StepFn], StepFn]:
-    def decorate(fn: StepFn) -> StepFn:
-        STEPS[(task_type, step_id)] = fn
-        return fn
-
-    return decorate
-
-
-def implementation(task_type: str, step_id: str) -> StepFn:
-    _load_builtin()
-    try:
-        return STEPS[(task_type, step_id)]
-    except KeyError:
-        raise StepFailed("unknown_step", f"no implementation registered for {task_type}/{step_id}") from None
-
-
-def _load_builtin() -> None:
-    """The built-in report types register on import; imported lazily, so the workflow sandbox never loads matplotlib."""
-    from activities.report import monthly  # noqa: F401
+"""A step implementation: pure apart from the source data it reads through ``StepContext.session``."""

@@ -1,4 +1,4 @@
-"""A deterministic, seeded sales dataset: what the monthly report task reads.
+"""The tenant's sales table, and a deterministic, seeded sample of it: what the monthly report reads.
 
 The same seed always produces the same lines, so a report's numbers are
 reproducible and tests can compute expectations independently. A handful of
@@ -14,14 +14,16 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
-from sqlalchemy import func, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy import BigInteger, Date, ForeignKey, Integer, Numeric, Text, func, select, text
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from memory.tasks.models import SalesOrderLine
+from memory.models import Base
 
 DEFAULT_SEED = 20260601
 DEFAULT_LINES = 120_000
-MONTHS = tuple(f"{year}-{month:02d}" for year, month in [(2025, m) for m in range(7, 13)] + [(2026, m) for m in range(1, 7)])
+MONTHS = tuple(
+    f"{year}-{month:02d}" for year, month in [(2025, m) for m in range(7, 13)] + [(2026, m) for m in range(1, 7)]
+)
 REGIONS = ("east", "north", "south", "west", "central")
 REGION_WEIGHTS = (30, 22, 20, 15, 13)
 PRODUCTS: dict[str, Decimal] = {
@@ -43,6 +45,22 @@ RATES_TO_CNY: dict[str, Decimal] = {"CNY": Decimal("1"), "USD": Decimal("7.10"),
 CURRENCY_WEIGHTS = (("CNY", 70), ("USD", 20), ("EUR", 10))
 BAD_LINES = 30
 """About this many lines of any dataset are broken, each in one of four ways."""
+
+
+class SalesOrderLine(Base):
+    """One line of the tenant's sales system: what monthly reports are computed from."""
+
+    __tablename__ = "sales_order_lines"
+
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    line_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    order_id: Mapped[str] = mapped_column(Text)
+    order_date: Mapped[date] = mapped_column(Date)
+    region: Mapped[str | None] = mapped_column(Text)
+    product: Mapped[str] = mapped_column(Text)
+    currency: Mapped[str] = mapped_column(Text)
+    quantity: Mapped[int] = mapped_column(Integer)
+    unit_price: Mapped[Decimal | None] = mapped_column(Numeric(12, 2))
 
 
 @dataclass(frozen=True)
@@ -96,7 +114,8 @@ def generate_lines(total: int = DEFAULT_LINES, seed: int = DEFAULT_SEED) -> Iter
                     price = None
                 else:
                     currency = "XXX"
-            yield Line(line_id, f"o-{line_id // 3:07d}", date(year, mon, day), region, product, currency, quantity, price)
+            order_id = f"o-{line_id // 3:07d}"
+            yield Line(line_id, order_id, date(year, mon, day), region, product, currency, quantity, price)
 
 
 def seed_sales(session: Session, tenant_id: str, total: int = DEFAULT_LINES, seed: int = DEFAULT_SEED) -> int:
@@ -118,15 +137,14 @@ def seed_sales(session: Session, tenant_id: str, total: int = DEFAULT_LINES, see
         )
     )
     raw = session.connection().connection.driver_connection
-    with raw.cursor() as cursor:
-        with cursor.copy(
-            "COPY sales_load (line_id, order_id, order_date, region, product, currency, quantity, unit_price) FROM STDIN"
-        ) as copy:
-            for line in generate_lines(total, seed):
-                copy.write_row(
-                    (line.line_id, line.order_id, line.order_date, line.region, line.product,
-                     line.currency, line.quantity, line.unit_price)
-                )
+    assert raw is not None  # a checked-out connection always has its psycopg connection
+    columns = "line_id, order_id, order_date, region, product, currency, quantity, unit_price"
+    with raw.cursor() as cursor, cursor.copy(f"COPY sales_load ({columns}) FROM STDIN") as copy:
+        for line in generate_lines(total, seed):
+            copy.write_row(
+                (line.line_id, line.order_id, line.order_date, line.region, line.product,
+                 line.currency, line.quantity, line.unit_price)
+            )
     session.execute(
         text(
             "INSERT INTO sales_order_lines (tenant_id, line_id, order_id, order_date, region, product, currency, "

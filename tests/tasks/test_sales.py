@@ -8,8 +8,7 @@ from collections import Counter
 from sqlalchemy import Engine, func, select
 
 from memory.db import tenant_session
-from memory.reportdata import MONTHS, RATES_TO_CNY, generate_lines, seed_sales
-from memory.tasks.models import SalesOrderLine
+from memory.reports.sales import MONTHS, RATES_TO_CNY, SalesOrderLine, generate_lines, seed_sales
 from tests.conftest import MakeKey
 
 
@@ -28,8 +27,15 @@ def test_the_default_dataset_is_big_varied_and_a_little_dirty() -> None:
     currencies = Counter(line.currency for line in lines)
     assert len(set(currencies) & set(RATES_TO_CNY)) >= 2
     flaws = Counter(
-        "quantity" if line.quantity <= 0 else "region" if line.region is None
-        else "price" if line.unit_price is None else "currency" if line.currency not in RATES_TO_CNY else None
+        "quantity"
+        if line.quantity <= 0
+        else "region"
+        if line.region is None
+        else "price"
+        if line.unit_price is None
+        else "currency"
+        if line.currency not in RATES_TO_CNY
+        else None
         for line in lines
     )
     bad = sum(count for flaw, count in flaws.items() if flaw)

@@ -1,0 +1,155 @@
+"""What the report task's activities take and answer: Temporal payloads.
+
+Their field names and JSON shape are part of every running workflow and recorded history
+(``tests/tasks/test_replay.py``), so the task identity stays two flat fields, declared once in
+:class:`TaskPayload`, rather than a nested :class:`~memory.tasks.ref.TaskRef` (which would change the
+JSON and fail to decode the payloads already scheduled); ``.ref`` hands the identity to ``memory.tasks``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory.tasks.ref import TaskRef
+from memory.tasks.transitions import KEEP
+
+
+@dataclass(frozen=True)
+class TaskPayload:
+    tenant_id: str
+    task_id: str
+
+    @property
+    def ref(self) -> TaskRef:
+        return TaskRef(self.tenant_id, self.task_id)
+
+
+@dataclass(frozen=True)
+class CreateTaskInput(TaskPayload):
+    owner_user_id: str
+    task_type: str
+    goal: dict[str, Any]
+    request_intent_id: str
+    destination: str
+    workflow_id: str
+    run_id: str
+    workflow_version: str
+
+
+@dataclass(frozen=True)
+class RunStepInput(TaskPayload):
+    task_type: str
+    step_id: str
+    next_step_id: str | None
+    input_version: str
+    goal: dict[str, Any]
+    inputs: dict[str, dict[str, Any]]
+    extra: dict[str, Any]
+    expected_version: int
+
+
+@dataclass(frozen=True)
+class RunStepResult:
+    output: dict[str, Any]
+    state_version: int
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class TransitionInput(TaskPayload):
+    expected_version: int
+    transition_id: str
+    target: str
+    checkpoint_reason: str
+    current_step_id: str | None = KEEP
+    waiting_reason: str | None = None
+    error: dict[str, Any] | None = None
+    pending_conditions: list[dict[str, Any]] = field(default_factory=list)
+    cancel_pending_approvals: bool = False
+    force_from_newer_version: bool = False
+    """For the workflow's own failure verdict only: apply it even if a late attempt moved the
+    read model past ``expected_version`` (the status machine still guards the edge)."""
+
+
+@dataclass(frozen=True)
+class RequestApprovalInput(TaskPayload):
+    task_type: str
+    goal: dict[str, Any]
+    inputs: dict[str, dict[str, Any]]
+    draft_sha256: str
+    deadline_at: str
+    """ISO 8601, with a time zone."""
+    expected_version: int
+
+
+@dataclass(frozen=True)
+class ApprovalRequested:
+    approval_id: str
+    approval_type: str
+    summary: str
+    state_version: int
+
+
+@dataclass(frozen=True)
+class DecideInput(TaskPayload):
+    approval_id: str
+    decision: str
+    user_id: str
+    roles: list[str]
+    reason: str | None
+    expected_version: int
+    redraft_step: str
+
+
+@dataclass(frozen=True)
+class ReminderInput:
+    """Addressed to the approval (its id names the task), so it carries no task id."""
+
+    tenant_id: str
+    approval_id: str
+    number: int
+
+
+@dataclass(frozen=True)
+class ExpireInput(TaskPayload):
+    approval_id: str
+    expected_version: int
+
+
+@dataclass(frozen=True)
+class PublishInput(TaskPayload):
+    task_type: str
+    goal: dict[str, Any]
+    operation_id: str
+    artifact_sha256: str
+    approval_id: str
+    destination: str
+    expected_version: int
+
+
+@dataclass(frozen=True)
+class OperationResult:
+    """``status``: SUCCEEDED, UNKNOWN_OUTCOME, ABSENT (definitely not there) or FAILED."""
+
+    status: str
+    state_version: int
+    publication_id: str | None = None
+    location: str | None = None
+
+
+@dataclass(frozen=True)
+class ReconcileInput(TaskPayload):
+    operation_id: str
+    destination: str
+    expected_version: int
+
+
+@dataclass(frozen=True)
+class ResolveInput(TaskPayload):
+    operation_id: str
+    destination: str
+    outcome: str
+    user_id: str
+    note: str
+    expected_version: int

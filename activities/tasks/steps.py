@@ -1,0 +1,181 @@
+"""Creating a task, running its compute steps, and the workflow's own transitions (pause, cancel, fail)."""
+
+from __future__ import annotations
+
+import socket
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.tasks.base import TaskActivitiesBase
+from activities.tasks.faults import connect_to_closed_port, stall
+from activities.tasks.payloads import CreateTaskInput, RunStepInput, RunStepResult, TransitionInput
+from memory.db import is_connection_failure
+from memory.reports.definitions import DEFINITIONS
+from memory.reports.registry import implementation
+from memory.reports.steps import StepFailed
+from memory.tasks import approvals, keys, steps
+from memory.tasks.artifacts import ArtifactMeta, add_artifacts
+from memory.tasks.states import TaskStatus
+from memory.tasks.transitions import NewTask, Snapshot, Transition, get_task, insert_task, move
+
+S = TaskStatus
+
+
+def _unexpected(step_id: str, attempts: int, exc: Exception) -> ApplicationError:
+    """The step's last failure: its exception's text may hold SQL or content, so only its type is named."""
+    return ApplicationError(
+        f"the {step_id} step failed {attempts} times ({type(exc).__name__}); the worker's log has the details",
+        type="activity_failed",
+        non_retryable=True,
+    )
+
+
+class StepActivities(TaskActivitiesBase):
+    @activity.defn(name="task_create")
+    def create_task(self, req: CreateTaskInput) -> Snapshot:
+        """Insert the task (READY); a task that cannot run here (unknown destination) fails at once, recorded."""
+        problem = None
+        if req.task_type not in DEFINITIONS:
+            problem = {"code": "unknown_task_type", "message": f"unknown task type {req.task_type!r}"}
+        elif req.destination not in self.destinations:
+            problem = {"code": "unknown_destination", "message": f"unknown publication destination {req.destination!r}"}
+        with self._tx(req.tenant_id) as session:
+            task = insert_task(
+                session,
+                NewTask(
+                    ref=req.ref,
+                    owner_user_id=req.owner_user_id,
+                    task_type=req.task_type,
+                    goal=req.goal,
+                    request_intent_id=req.request_intent_id,
+                    create_key=keys.create_key(req.tenant_id, req.owner_user_id, req.request_intent_id),
+                    destination=req.destination,
+                    workflow_id=req.workflow_id,
+                    run_id=req.run_id,
+                    workflow_version=req.workflow_version,
+                    transition_id=f"create:{req.task_id}",
+                ),
+            )
+            if problem is None:
+                return Snapshot(task.state_version, task.status, task.error)
+            refused = Transition(
+                1, f"create:{req.task_id}:refused", S.FAILED, error=problem, checkpoint_reason="unrecoverable_error"
+            )
+            return move(session, req.ref, refused)
+
+    @activity.defn(name="task_run_step")
+    def run_step(self, req: RunStepInput) -> RunStepResult:
+        """Run a compute step once per (task, step, input version); a retry after success returns the stored output.
+
+        An unreachable database is an outage, not a failure of the step: the attempt is retried
+        (the workflow's step retry policy has no attempt limit) and does not count towards
+        ``steps.STEP_ATTEMPT_LIMIT``, which only the step's own failures use up.
+        """
+        try:
+            return self._run_step(req)
+        except Exception as exc:
+            if is_connection_failure(exc):
+                raise ApplicationError(
+                    f"the database is unreachable during the {req.step_id} step; "
+                    "it is retried once the database is back",
+                    type="database_unavailable",
+                ) from exc
+            if not isinstance(exc, ApplicationError) and activity.info().attempt >= steps.STEP_ATTEMPT_BACKSTOP:
+                raise _unexpected(req.step_id, activity.info().attempt, exc) from exc
+            raise
+
+    def _run_step(self, req: RunStepInput) -> RunStepResult:
+        key = keys.step_key(req.task_id, req.step_id, req.input_version)
+        attempt_number = activity.info().attempt
+        if attempt_number <= self.faults.unreachable_database.get(req.step_id, 0):
+            connect_to_closed_port(self.engine)
+        with self._tx(req.tenant_id) as session:
+            done = steps.succeeded_step(session, req.tenant_id, key)
+            if done is not None and done.output is not None:
+                task = get_task(session, req.tenant_id, req.task_id)
+                return RunStepResult(done.output, task.state_version, replayed=True)
+            attempt = steps.start_attempt(
+                session,
+                tenant_id=req.tenant_id,
+                task_id=req.task_id,
+                step_id=req.step_id,
+                input_version=req.input_version,
+                idempotency_key=key,
+                temporal_attempt=attempt_number,
+                input_digest=keys.digest({"goal": req.goal, "inputs": req.inputs, "extra": req.extra, "step": key}),
+                worker=f"{socket.gethostname()}:{attempt_number}",
+            )
+        try:
+            stall(self.faults.slow_steps.get(req.step_id, 0.0))
+            if attempt_number <= self.faults.broken_steps.get(req.step_id, 0):
+                raise RuntimeError(f"injected bug in {req.step_id}, attempt {attempt_number}")
+            outcome = implementation(req.task_type, req.step_id)(self._context(req))
+            metas = []
+            for produced in outcome.artifacts:
+                sha = self.artifacts.put(produced.content)
+                size = len(produced.content)
+                metas.append(ArtifactMeta(sha, produced.name, produced.kind, produced.media_type, size))
+        except Exception as exc:
+            outage = is_connection_failure(exc)
+            error = {"code": steps.failure_code(exc, outage=outage), "message": str(exc)}
+            with self._tx(req.tenant_id) as session:  # during an outage this raises too: retried
+                steps.finish_attempt(session, req.tenant_id, attempt.attempt_id, status="FAILED", error=error)
+                failures = steps.record_step_failure(
+                    session, req.tenant_id, req.task_id, req.step_id, req.input_version
+                )
+            if isinstance(exc, StepFailed):
+                raise ApplicationError(exc.message, type=exc.code, non_retryable=True) from exc
+            if steps.fails_the_task(failures, outage=outage):
+                raise _unexpected(req.step_id, failures, exc) from exc
+            raise
+        output_digest = keys.digest(outcome.output)
+        with self._tx(req.tenant_id) as session:
+            steps.finish_attempt(
+                session, req.tenant_id, attempt.attempt_id, status="SUCCEEDED", output_digest=output_digest
+            )
+            add_artifacts(session, req.tenant_id, req.task_id, req.step_id, metas)
+            steps.record_step_success(
+                session, req.tenant_id, req.task_id, req.step_id, req.input_version, outcome.output, output_digest
+            )
+            snapshot = move(
+                session,
+                req.ref,
+                Transition(
+                    expected_version=req.expected_version,
+                    transition_id=f"{key}:succeeded",
+                    target=S.RUNNING,
+                    current_step_id=req.next_step_id,
+                    complete_step=req.step_id,
+                    checkpoint_reason=f"step_succeeded:{req.step_id}",
+                ),
+            )
+            return RunStepResult(outcome.output, snapshot.state_version, replayed=False)
+
+    @activity.defn(name="task_transition")
+    def transition(self, req: TransitionInput) -> Snapshot:
+        """Pause, resume, cancel or fail: a guarded transition with its checkpoint."""
+        expected = req.expected_version
+        if req.force_from_newer_version:
+            with self._tx(req.tenant_id) as session:
+                current = get_task(session, req.tenant_id, req.task_id)
+                if current.last_transition_id == req.transition_id:  # this verdict already landed
+                    return Snapshot(current.state_version, current.status, current.error)
+                expected = max(expected, current.state_version)
+        with self._tx(req.tenant_id) as session:
+            if req.cancel_pending_approvals:
+                approvals.cancel_pending(session, req.tenant_id, req.task_id)
+            return move(
+                session,
+                req.ref,
+                Transition(
+                    expected_version=expected,
+                    transition_id=req.transition_id,
+                    target=S(req.target),
+                    current_step_id=req.current_step_id,
+                    waiting_reason=req.waiting_reason,
+                    error=req.error,
+                    checkpoint_reason=req.checkpoint_reason,
+                    pending_conditions=req.pending_conditions,
+                ),
+            )

@@ -1,0 +1,185 @@
+"""A step's attempts and its idempotent result, and when its failures fail the task.
+
+Every try of a step is an attempt row; failed tries are kept. A step's SUCCEEDED row is its result:
+an activity retried after it committed finds the row and returns the stored output.
+
+The outage rule: an attempt that met an unreachable database is recorded with the code
+:data:`OUTAGE` and does not count; only the step's own failures use up :data:`STEP_ATTEMPT_LIMIT`
+(the workflow's step retry policy has no attempt limit, so outages are waited out).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from memory.reports.steps import StepFailed
+from memory.tasks.models import TaskAttempt, TaskStep
+
+
+def succeeded_step(session: Session, tenant_id: str, idempotency_key: str) -> TaskStep | None:
+    return session.execute(
+        select(TaskStep).where(
+            TaskStep.tenant_id == tenant_id, TaskStep.idempotency_key == idempotency_key, TaskStep.status == "SUCCEEDED"
+        )
+    ).scalar_one_or_none()
+
+
+def start_attempt(
+    session: Session,
+    *,
+    tenant_id: str,
+    task_id: str,
+    step_id: str,
+    input_version: str,
+    idempotency_key: str,
+    temporal_attempt: int,
+    input_digest: str,
+    worker: str | None,
+) -> TaskAttempt:
+    """A new attempt row. Attempts of the same step still RUNNING belonged to a dead worker: ABANDONED."""
+    session.execute(
+        insert(TaskStep)
+        .values(
+            tenant_id=tenant_id,
+            task_id=task_id,
+            step_id=step_id,
+            input_version=input_version,
+            idempotency_key=idempotency_key,
+            status="RUNNING",
+            attempts=1,
+        )
+        .on_conflict_do_update(
+            index_elements=["tenant_id", "task_id", "step_id", "input_version"],
+            set_={"attempts": TaskStep.attempts + 1, "updated_at": func.now()},
+        )
+    )
+    session.execute(
+        update(TaskAttempt)
+        .where(
+            TaskAttempt.tenant_id == tenant_id,
+            TaskAttempt.task_id == task_id,
+            TaskAttempt.step_id == step_id,
+            TaskAttempt.input_version == input_version,
+            TaskAttempt.status == "RUNNING",
+        )
+        .values(
+            status="ABANDONED",
+            finished_at=func.now(),
+            error={"code": "abandoned", "message": "superseded by a new attempt"},
+        )
+    )
+    number = session.execute(
+        select(func.coalesce(func.max(TaskAttempt.attempt_number), 0)).where(
+            TaskAttempt.tenant_id == tenant_id,
+            TaskAttempt.task_id == task_id,
+            TaskAttempt.step_id == step_id,
+            TaskAttempt.input_version == input_version,
+        )
+    ).scalar_one()
+    attempt = TaskAttempt(
+        tenant_id=tenant_id,
+        attempt_id=uuid.uuid4(),
+        task_id=task_id,
+        step_id=step_id,
+        input_version=input_version,
+        attempt_number=int(number) + 1,
+        temporal_attempt=temporal_attempt,
+        status="RUNNING",
+        input_digest=input_digest,
+        worker=worker,
+    )
+    session.add(attempt)
+    session.flush()
+    return attempt
+
+
+def finish_attempt(
+    session: Session,
+    tenant_id: str,
+    attempt_id: uuid.UUID,
+    *,
+    status: str,
+    output_digest: str | None = None,
+    error: dict[str, Any] | None = None,
+) -> None:
+    session.execute(
+        update(TaskAttempt)
+        .where(TaskAttempt.tenant_id == tenant_id, TaskAttempt.attempt_id == attempt_id)
+        .values(status=status, output_digest=output_digest, error=error, finished_at=func.now())
+    )
+
+
+def record_step_success(
+    session: Session,
+    tenant_id: str,
+    task_id: str,
+    step_id: str,
+    input_version: str,
+    output: dict[str, Any],
+    digest: str,
+) -> None:
+    session.execute(
+        update(TaskStep)
+        .where(
+            TaskStep.tenant_id == tenant_id,
+            TaskStep.task_id == task_id,
+            TaskStep.step_id == step_id,
+            TaskStep.input_version == input_version,
+        )
+        .values(status="SUCCEEDED", output=output, output_digest=digest, updated_at=func.now())
+    )
+
+
+STEP_ATTEMPT_LIMIT = 5
+"""A step that failed this many times on its own (not for an outage) fails its task."""
+
+STEP_ATTEMPT_BACKSTOP = 50
+"""Temporal attempts, outages included, after which an error outside the step's recorded attempts is final."""
+
+OUTAGE = "database_unavailable"
+"""The error code of an attempt that met an unreachable database: it does not count towards the limit."""
+
+
+def record_step_failure(session: Session, tenant_id: str, task_id: str, step_id: str, input_version: str) -> int:
+    """Mark the step FAILED; return how many of its attempts failed on their own (outages not counted)."""
+    session.execute(
+        update(TaskStep)
+        .where(
+            TaskStep.tenant_id == tenant_id,
+            TaskStep.task_id == task_id,
+            TaskStep.step_id == step_id,
+            TaskStep.input_version == input_version,
+            TaskStep.status != "SUCCEEDED",
+        )
+        .values(status="FAILED", updated_at=func.now())
+    )
+    return int(
+        session.execute(
+            select(func.count()).where(
+                TaskAttempt.tenant_id == tenant_id,
+                TaskAttempt.task_id == task_id,
+                TaskAttempt.step_id == step_id,
+                TaskAttempt.input_version == input_version,
+                TaskAttempt.status == "FAILED",
+                TaskAttempt.error["code"].astext != OUTAGE,
+            )
+        ).scalar_one()
+    )
+
+
+def failure_code(exc: BaseException, *, outage: bool) -> str:
+    """The code an attempt's failure is recorded with: a step's own business code, :data:`OUTAGE`, or the
+    exception's type (its text may hold SQL or content, so the type names it)."""
+    if isinstance(exc, StepFailed):
+        return exc.code
+    return OUTAGE if outage else type(exc).__name__
+
+
+def fails_the_task(own_failures: int, *, outage: bool) -> bool:
+    """Whether this failure is the step's last: never for an outage, else at :data:`STEP_ATTEMPT_LIMIT`."""
+    return not outage and own_failures >= STEP_ATTEMPT_LIMIT
