@@ -24,9 +24,8 @@ def shielded_session(engine: Engine, tenant_id: str) -> Iterator[Session]:
     arrives after the transaction has committed or rolled back.
     """
     shield = activity.shield_thread_cancel_exception() if activity.in_activity() else nullcontext()
-    with shield:
-        with tenant_session(engine, tenant_id) as session:
-            yield session
+    with shield, tenant_session(engine, tenant_id) as session:
+        yield session
 
 
 @contextmanager

@@ -7,7 +7,9 @@ recomputes what is still pending.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Engine, select
 from temporalio import activity
@@ -93,5 +95,5 @@ class EmbeddingActivities:
         with shielded_session(self.engine, tenant_id) as session:
             mark_unembeddable(session, tenant_id, self.embedder.name, item)
 
-    def all(self) -> list[object]:
+    def all(self) -> list[Callable[..., Any]]:
         return [self.tenants, self.embed_batch]

@@ -10,7 +10,9 @@ DEMO_MEMORY = {
     "category": "EVENT",
     "space": "USER",
     "key": "report.delivery",
-    "content": "月度销售报告每月第一个周一上午发给财务部。The monthly sales report goes to finance on the first Monday.",
+    "content": (
+        "月度销售报告每月第一个周一上午发给财务部。The monthly sales report goes to finance on the first Monday."
+    ),
     "source": {
         "source_id": "demo-conversation-1",
         "source_type": "EXPLICIT_USER_STATEMENT",

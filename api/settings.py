@@ -28,7 +28,9 @@ class Settings(BaseSettings):
         default=8,
         ge=1,
         le=100,
-        description="Activities one worker runs at once (its threads); more wait in Temporal's queue, not in the worker",
+        description=(
+            "Activities one worker runs at once (its threads); more wait in Temporal's queue, not in the worker"
+        ),
     )
     statement_timeout_seconds: float = Field(
         default=15.0, gt=0, le=3_600, description="An API statement running longer is cancelled (503 statement_timeout)"

@@ -144,7 +144,7 @@ WRITE_OPTIONS: dict[str, Any] = {
 @workflow.defn(name=WORKFLOW_NAME)
 class ReportTaskWorkflow:
     def __init__(self) -> None:
-        self.state: TaskState | None = None
+        self._state: TaskState | None = None
         self.outputs: dict[str, dict[str, Any]] = {}
         self._lock = asyncio.Lock()
         self._decided = False
@@ -158,8 +158,8 @@ class ReportTaskWorkflow:
 
     @property
     def s(self) -> TaskState:
-        assert self.state is not None
-        return self.state
+        assert self._state is not None
+        return self._state
 
     def _set_status(self, status: S, waiting_reason: str | None = None) -> None:
         self.s.status = status.value
@@ -219,7 +219,7 @@ class ReportTaskWorkflow:
     async def run(self, inp: ReportTaskInput) -> TaskState:
         definition = DEFINITIONS[inp.task_type]
         info = workflow.info()
-        self.state = TaskState(
+        self._state = TaskState(
             task_id=inp.task_id,
             tenant_id=inp.tenant_id,
             owner_user_id=inp.owner_user_id,
@@ -431,7 +431,7 @@ class ReportTaskWorkflow:
         self._deciding = True
         try:
             async with self._lock:
-                _judge(approvals.check_decision, self.state, request)  # again, now no other write is in flight
+                _judge(approvals.check_decision, self._state, request)  # again, now no other write is in flight
                 pending = self.s.pending_approval
                 assert pending is not None
                 snapshot = await workflow.execute_activity_method(
@@ -477,7 +477,7 @@ class ReportTaskWorkflow:
             raise _refuse(
                 "decision_in_progress", "another decision on this draft is being recorded; read the task again"
             )
-        _judge(approvals.check_decision, self.state, request)
+        _judge(approvals.check_decision, self._state, request)
 
     # --- publish ------------------------------------------------------------------------------------
 
@@ -575,7 +575,7 @@ class ReportTaskWorkflow:
     @workflow.update
     async def resolve_operation(self, request: ResolveRequest) -> OperationRef:
         async with self._lock:
-            _judge(operations.check_resolve, self.state, request)
+            _judge(operations.check_resolve, self._state, request)
             operation = next(op for op in self.s.operations if op.operation_id == request.operation_id)
             result = await workflow.execute_activity_method(
                 TaskActivities.resolve_operation,
@@ -591,7 +591,7 @@ class ReportTaskWorkflow:
 
     @resolve_operation.validator
     def validate_resolve(self, request: ResolveRequest) -> None:
-        _judge(operations.check_resolve, self.state, request)
+        _judge(operations.check_resolve, self._state, request)
 
     # --- pause, resume, cancel ----------------------------------------------------------------------
 
@@ -602,7 +602,7 @@ class ReportTaskWorkflow:
 
     @pause.validator
     def validate_pause(self, request: ControlRequest) -> None:
-        _judge(controls.check_pause, self.state, request)
+        _judge(controls.check_pause, self._state, request)
 
     @workflow.update
     async def resume(self, request: ControlRequest) -> TaskState:
@@ -615,7 +615,7 @@ class ReportTaskWorkflow:
 
     @resume.validator
     def validate_resume(self, request: ControlRequest) -> None:
-        _judge(controls.check_resume, self.state, request)
+        _judge(controls.check_resume, self._state, request)
 
     @workflow.update
     async def cancel(self, request: ControlRequest) -> TaskState:
@@ -625,8 +625,8 @@ class ReportTaskWorkflow:
 
     @cancel.validator
     def validate_cancel(self, request: ControlRequest) -> None:
-        _judge(controls.check_cancel, self.state, request)
+        _judge(controls.check_cancel, self._state, request)
 
     @workflow.query
     def state(self) -> TaskState | None:
-        return self.state
+        return self._state

@@ -68,8 +68,8 @@ from workflows.report_task import ApprovalPolicy, ReportTaskInput, ReportTaskWor
 
 router = APIRouter(tags=["tasks"])
 _TASK_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-VIEW = {"response_model_exclude_unset": True}
-"""A task view holds the fields its source has (see :mod:`api.schemas.tasks`)."""
+# Task views are answered with response_model_exclude_unset: a view holds the fields its source has
+# (the live workflow or the read model; see api.schemas.tasks).
 
 
 def _task_id(raw: str) -> str:
@@ -271,7 +271,7 @@ async def create_task(
     )
 
 
-@router.get("/tasks", response_model=TaskListOut, **VIEW)
+@router.get("/tasks", response_model=TaskListOut, response_model_exclude_unset=True)
 def list_tasks(
     principal: CurrentPrincipal,
     engine: EngineDep,
@@ -295,7 +295,7 @@ def list_tasks(
         return TaskListOut(items=[TaskView.row(row) for row in rows])
 
 
-@router.get("/tasks/{task_id}", response_model=TaskView, **VIEW)
+@router.get("/tasks/{task_id}", response_model=TaskView, response_model_exclude_unset=True)
 async def get_task(task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep) -> TaskView:
     """Live state from the workflow while it runs; the read model once it has closed."""
     task_id = _task_id(task_id)
@@ -348,7 +348,7 @@ async def _control(
     return TaskView.from_live(state, None)
 
 
-@router.post("/tasks/{task_id}/pause", response_model=TaskView, **VIEW)
+@router.post("/tasks/{task_id}/pause", response_model=TaskView, response_model_exclude_unset=True)
 async def pause(
     task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep, body: ControlIn | None = None
 ) -> TaskView:
@@ -356,14 +356,14 @@ async def pause(
     return await _control(ReportTaskWorkflow.pause, task_id, body, request, principal, engine)
 
 
-@router.post("/tasks/{task_id}/resume", response_model=TaskView, **VIEW)
+@router.post("/tasks/{task_id}/resume", response_model=TaskView, response_model_exclude_unset=True)
 async def resume(
     task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep, body: ControlIn | None = None
 ) -> TaskView:
     return await _control(ReportTaskWorkflow.resume, task_id, body, request, principal, engine)
 
 
-@router.post("/tasks/{task_id}/cancel", response_model=TaskView, **VIEW)
+@router.post("/tasks/{task_id}/cancel", response_model=TaskView, response_model_exclude_unset=True)
 async def cancel(
     task_id: str, request: Request, principal: CurrentPrincipal, engine: EngineDep, body: ControlIn | None = None
 ) -> TaskView:

@@ -84,9 +84,12 @@ def check_transition(current: TaskStatus, target: TaskStatus, facts: TransitionF
             f"a task in {current} cannot move to {target}",
             details={"from": current.value, "to": target.value},
         )
-    if current is S.RUNNING and target is S.WAITING_FOR_APPROVAL:
-        if not facts.draft_sha256 or not facts.approval_requested:
-            raise GuardFailed("waiting for approval needs a valid draft artifact and a created approval request")
+    if (
+        current is S.RUNNING
+        and target is S.WAITING_FOR_APPROVAL
+        and (not facts.draft_sha256 or not facts.approval_requested)
+    ):
+        raise GuardFailed("waiting for approval needs a valid draft artifact and a created approval request")
     if current is S.WAITING_FOR_APPROVAL and target is S.READY:
         if facts.approval_status != "APPROVED" or not facts.approver_has_role:
             raise GuardFailed("leaving the approval wait needs an approval by someone holding the approver role")

@@ -62,7 +62,10 @@ async def test_an_unanswered_approval_is_reminded_then_expires(team: Team, engin
     assert final.pending_approval is None
     with tenant_session(engine, team.tenant) as session:
         approval = session.execute(
-            text("SELECT status, reminders_sent, deadline_at - requested_at AS wait FROM task_approvals WHERE task_id = :t"),
+            text(
+                "SELECT status, reminders_sent, deadline_at - requested_at AS wait "
+                "FROM task_approvals WHERE task_id = :t"
+            ),
             {"t": task_id},
         ).one()
         reminders = session.execute(
@@ -73,7 +76,9 @@ async def test_an_unanswered_approval_is_reminded_then_expires(team: Team, engin
         task = session.execute(
             text("SELECT status, error->>'code', waiting_reason FROM tasks WHERE task_id = :t"), {"t": task_id}
         ).one()
-        operations = session.execute(text("SELECT count(*) FROM task_operations WHERE task_id = :t"), {"t": task_id}).scalar_one()
+        operations = session.execute(
+            text("SELECT count(*) FROM task_operations WHERE task_id = :t"), {"t": task_id}
+        ).scalar_one()
     assert approval.status == "EXPIRED" and approval.reminders_sent == 3
     assert approval.wait.total_seconds() > 7_000  # the deadline is two (skipped) hours after the request
     assert reminders == [1, 2, 3]

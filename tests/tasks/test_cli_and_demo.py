@@ -22,7 +22,8 @@ from api.task_demo import run_task_demo
 from memory.db import tenant_session
 from memory.reports.sales import seed_sales
 from tests.conftest import MakeKey
-from tests.tasks.conftest import SMALL_DATASET, Team, ThreadWorker
+from tests.tasks.conftest import SMALL_DATASET, Team
+from tests.workers import ThreadWorker
 
 
 @pytest.fixture(scope="module")

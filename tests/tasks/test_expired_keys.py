@@ -7,7 +7,6 @@ from sqlalchemy import Engine, update
 
 from memory.db import global_session
 from memory.models import ApiKey
-from tests.conftest import auth
 from tests.tasks.conftest import Team, approve, start_task, status_is, wait_for
 from tests.workers import ThreadWorker
 

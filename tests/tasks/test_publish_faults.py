@@ -16,7 +16,8 @@ from activities.tasks.payloads import PublishInput
 from api.settings import Settings
 from memory.db import tenant_session
 from tests.conftest import auth
-from tests.tasks.conftest import Team, ThreadWorker, approve, publications, start_task, status_is, wait_for
+from tests.tasks.conftest import Team, approve, publications, start_task, status_is, wait_for
+from tests.workers import ThreadWorker
 
 
 def _operations(engine: Engine, tenant: str, task_id: str) -> list[tuple[str, int, str | None]]:

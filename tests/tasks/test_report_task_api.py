@@ -17,13 +17,13 @@ from tests.conftest import MakeKey, auth
 from tests.tasks.conftest import (
     SMALL_DATASET,
     Team,
-    ThreadWorker,
     approve,
     publications,
     start_task,
     status_is,
     wait_for,
 )
+from tests.workers import ThreadWorker
 
 STEPS = ["load_data", "validate_data", "calculate_metrics", "generate_charts", "generate_draft"]
 

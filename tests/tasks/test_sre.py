@@ -8,7 +8,8 @@ from fastapi.testclient import TestClient
 
 from api.settings import Settings
 from api.temporal import connect
-from tests.tasks.conftest import Team, ThreadWorker, start_task, status_is, wait_for
+from tests.tasks.conftest import Team, start_task, status_is, wait_for
+from tests.workers import ThreadWorker
 from workflows.report_task import ReportTaskWorkflow
 
 
@@ -34,7 +35,8 @@ def test_search_attributes_find_tasks_waiting_for_approval(
     )
     assert asyncio.run(_listed(settings, waiting)) == [view["workflow_id"]]
     # Visibility has caught up with this workflow (found above), so one look suffices for a negative.
-    assert asyncio.run(_listed(settings, f"MnemoTenant = '{team.tenant}' AND MnemoStatus = 'RUNNING'", poll=False)) == []
+    running = f"MnemoTenant = '{team.tenant}' AND MnemoStatus = 'RUNNING'"
+    assert asyncio.run(_listed(settings, running, poll=False)) == []
 
     async def live() -> object:
         handle = (await connect(settings)).get_workflow_handle(view["workflow_id"])

@@ -56,7 +56,7 @@ def test_a_colleagues_task_answers_like_a_missing_one_without_asking_temporal(
     task_id = start_task(client, team.owner)["task_id"]
     wait_for(client, team.owner, task_id, status_is("WAITING_FOR_APPROVAL"))
     missing = str(uuid.uuid4())
-    for (method, path, body), (_, missing_path, missing_body) in zip(_calls(task_id), _calls(missing)):
+    for (method, path, body), (_, missing_path, missing_body) in zip(_calls(task_id), _calls(missing), strict=True):
         nothing = _answer(client, team.other_user, method, missing_path, missing_body, missing)
         assert nothing[0] == 404, (path, nothing)
         for api in (client, no_temporal):

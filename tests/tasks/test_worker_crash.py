@@ -17,8 +17,8 @@ from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session
 from tests.conftest import auth
-from tests.tasks.conftest import Team, ThreadWorker, approve, publications, start_task, status_is, wait_for
-from tests.workers import worker_env
+from tests.tasks.conftest import Team, approve, publications, start_task, status_is, wait_for
+from tests.workers import ThreadWorker, worker_env
 
 
 @pytest.fixture()
@@ -43,7 +43,9 @@ def test_a_worker_killed_mid_step_is_replaced_and_the_task_finishes_once(
     isolated: tuple[Settings, TestClient], engine: Engine, team: Team
 ) -> None:
     queue_settings, api = isolated
-    env = worker_env(queue_settings, MNEMO_DATA_DIR=str(queue_settings.data_dir), MNEMO_TASK_SLOW_STEPS="generate_charts=120")
+    env = worker_env(
+        queue_settings, MNEMO_DATA_DIR=str(queue_settings.data_dir), MNEMO_TASK_SLOW_STEPS="generate_charts=120"
+    )
     doomed = subprocess.Popen(
         [sys.executable, "-m", "api.cli", "worker"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -57,7 +59,9 @@ def test_a_worker_killed_mid_step_is_replaced_and_the_task_finishes_once(
             time.sleep(0.1)
         doomed.send_signal(signal.SIGKILL)
         doomed.wait(10)
-        replacement = ThreadWorker(queue_settings, engine, queue_settings.task_queue, data_dir=queue_settings.data_dir).start()
+        replacement = ThreadWorker(
+            queue_settings, engine, queue_settings.task_queue, data_dir=queue_settings.data_dir
+        ).start()
         view = wait_for(api, team.owner, task_id, status_is("WAITING_FOR_APPROVAL", "FAILED"), timeout=90)
         assert view["status"] == "WAITING_FOR_APPROVAL", view
         assert approve(api, team.approver, view).status_code == 200
@@ -69,12 +73,15 @@ def test_a_worker_killed_mid_step_is_replaced_and_the_task_finishes_once(
             replacement.stop()
     assert done["status"] == "SUCCEEDED", done
     attempts = _attempts(engine, team.tenant, task_id)
-    assert [a for a in attempts if a[0] == "generate_charts"] == [("generate_charts", "ABANDONED"), ("generate_charts", "SUCCEEDED")]
+    charts = [a for a in attempts if a[0] == "generate_charts"]
+    assert charts == [("generate_charts", "ABANDONED"), ("generate_charts", "SUCCEEDED")]
     assert sorted(step for step, status in attempts if status == "SUCCEEDED") == sorted(
         ["load_data", "validate_data", "calculate_metrics", "generate_charts", "generate_draft"]
     )
     with tenant_session(engine, team.tenant) as session:
-        names = session.execute(text("SELECT name FROM task_artifacts WHERE task_id = :t"), {"t": task_id}).scalars().all()
+        names = session.execute(
+            text("SELECT name FROM task_artifacts WHERE task_id = :t"), {"t": task_id}
+        ).scalars().all()
         published_ops = session.execute(
             text("SELECT count(*) FROM task_operations WHERE task_id = :t AND status = 'SUCCEEDED'"), {"t": task_id}
         ).scalar_one()
