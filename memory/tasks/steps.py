@@ -13,12 +13,24 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.reports.steps import StepFailed
 from memory.tasks.models import TaskAttempt, TaskStep
+
+
+def _of_step(
+    row: type[TaskStep] | type[TaskAttempt], tenant_id: str, task_id: str, step_id: str, input_version: str
+) -> list[ColumnElement[bool]]:
+    """The rows of one step at one input version: its step row, or its attempts."""
+    return [
+        row.tenant_id == tenant_id,
+        row.task_id == task_id,
+        row.step_id == step_id,
+        row.input_version == input_version,
+    ]
 
 
 def succeeded_step(session: Session, tenant_id: str, idempotency_key: str) -> TaskStep | None:
@@ -61,10 +73,7 @@ def start_attempt(
     session.execute(
         update(TaskAttempt)
         .where(
-            TaskAttempt.tenant_id == tenant_id,
-            TaskAttempt.task_id == task_id,
-            TaskAttempt.step_id == step_id,
-            TaskAttempt.input_version == input_version,
+            *_of_step(TaskAttempt, tenant_id, task_id, step_id, input_version),
             TaskAttempt.status == "RUNNING",
         )
         .values(
@@ -75,10 +84,7 @@ def start_attempt(
     )
     number = session.execute(
         select(func.coalesce(func.max(TaskAttempt.attempt_number), 0)).where(
-            TaskAttempt.tenant_id == tenant_id,
-            TaskAttempt.task_id == task_id,
-            TaskAttempt.step_id == step_id,
-            TaskAttempt.input_version == input_version,
+            *_of_step(TaskAttempt, tenant_id, task_id, step_id, input_version),
         )
     ).scalar_one()
     attempt = TaskAttempt(
@@ -126,10 +132,7 @@ def record_step_success(
     session.execute(
         update(TaskStep)
         .where(
-            TaskStep.tenant_id == tenant_id,
-            TaskStep.task_id == task_id,
-            TaskStep.step_id == step_id,
-            TaskStep.input_version == input_version,
+            *_of_step(TaskStep, tenant_id, task_id, step_id, input_version),
         )
         .values(status="SUCCEEDED", output=output, output_digest=digest, updated_at=func.now())
     )
@@ -150,10 +153,7 @@ def record_step_failure(session: Session, tenant_id: str, task_id: str, step_id:
     session.execute(
         update(TaskStep)
         .where(
-            TaskStep.tenant_id == tenant_id,
-            TaskStep.task_id == task_id,
-            TaskStep.step_id == step_id,
-            TaskStep.input_version == input_version,
+            *_of_step(TaskStep, tenant_id, task_id, step_id, input_version),
             TaskStep.status != "SUCCEEDED",
         )
         .values(status="FAILED", updated_at=func.now())
@@ -161,10 +161,7 @@ def record_step_failure(session: Session, tenant_id: str, task_id: str, step_id:
     return int(
         session.execute(
             select(func.count()).where(
-                TaskAttempt.tenant_id == tenant_id,
-                TaskAttempt.task_id == task_id,
-                TaskAttempt.step_id == step_id,
-                TaskAttempt.input_version == input_version,
+                *_of_step(TaskAttempt, tenant_id, task_id, step_id, input_version),
                 TaskAttempt.status == "FAILED",
                 TaskAttempt.error["code"].astext != OUTAGE,
             )
