@@ -21,11 +21,11 @@ from memory.db import tenant_session
 from memory.errors import NotFound
 from memory.recall.service import SourceUnavailable
 from memory.tasks.keys import workflow_id
+from memory.tasks.transitions import task_owner
 
 
-def _task_owner(engine: Engine, tenant_id: str, task_id: str) -> str | None:
-    from memory.tasks.transitions import task_owner
-
+def read_model_owner(engine: Engine, tenant_id: str, task_id: str) -> str | None:
+    """The task's owner in the read model (None: no row yet), checked before any Temporal call."""
     with tenant_session(engine, tenant_id) as session:
         return task_owner(session, tenant_id, task_id)
 
@@ -36,7 +36,7 @@ async def live_task_state(request: Request, principal: PrincipalContext, task_id
 
     # The read model first: another user's task is refused without asking Temporal, so it answers
     # like a missing one and no slower (issue 12, finding 11). No row yet: the live state decides below.
-    owner = await run_in_threadpool(_task_owner, request.app.state.engine, principal.tenant_id, task_id)
+    owner = await run_in_threadpool(read_model_owner, request.app.state.engine, principal.tenant_id, task_id)
     if owner is not None and owner != principal.user_id:
         raise NotFound(f"task {task_id} does not exist")
     try:

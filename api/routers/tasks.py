@@ -50,6 +50,7 @@ from api.schemas.tasks import (
     TaskView,
     TimelineOut,
 )
+from api.task_state import read_model_owner
 from memory.auth import PrincipalContext, may_approve, may_operate, may_read_every_task
 from memory.db import tenant_session
 from memory.errors import Conflict, Forbidden, IdempotencyConflict, InvalidInput, MnemoError, NotFound
@@ -155,11 +156,6 @@ def _readable(principal: PrincipalContext, owner_user_id: str | None, task_id: s
         raise NotFound(f"task {task_id} does not exist")
 
 
-def _owner_in_read_model(engine: Engine, tenant_id: str, task_id: str) -> str | None:
-    with tenant_session(engine, tenant_id) as session:
-        return transitions.task_owner(session, tenant_id, task_id)
-
-
 async def _gate(engine: Engine, principal: PrincipalContext, task_id: str, *, control: bool = False) -> None:
     """Refuse a task the caller may not see from the read model, before any Temporal call.
 
@@ -169,7 +165,7 @@ async def _gate(engine: Engine, principal: PrincipalContext, task_id: str, *, co
     there (the live state, the workflow's validators) decides. ``control``: the owner and operators (and
     admins) may pause, resume and cancel, and readers (approvers, auditors) see it and so get the 403.
     """
-    owner = await run_in_threadpool(_owner_in_read_model, engine, principal.tenant_id, task_id)
+    owner = await run_in_threadpool(read_model_owner, engine, principal.tenant_id, task_id)
     if owner is None or owner == principal.user_id:
         return
     if control and may_operate(principal.roles):
