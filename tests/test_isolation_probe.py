@@ -27,7 +27,7 @@ from memory.db import tenant_session
 from memory.reports.sales import seed_sales
 from tests.conftest import MakeKey, auth, poll
 from tests.factories import candidate
-from tests.tasks.conftest import start_task, status_is, wait_for
+from tests.tasks.conftest import awaiting_approval
 from tests.workers import api_with_worker
 
 EVERY_ROLE = ("admin", "memory_writer", "approver", "operator", "auditor")
@@ -102,11 +102,6 @@ def api(settings: Settings, engine: Engine) -> Iterator[TestClient]:
         yield client
 
 
-def _task(api: TestClient, owner: str) -> dict[str, Any]:
-    """A report task of ``owner``'s, waiting for approval."""
-    return wait_for(api, owner, start_task(api, owner)["task_id"], status_is("WAITING_FOR_APPROVAL"))
-
-
 @pytest.fixture(scope="module")
 def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     tenant_a, tenant_b = f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}"
@@ -123,8 +118,8 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     assert job.status_code == 202, job.text
     hold = api.post("/retention-holds", json={"user_id": "carol", "reason": "litigation"}, headers=auth(admin))
     assert hold.status_code == 201, hold.text
-    waiting = _task(api, alice)
-    published = _task(api, alice)
+    waiting = awaiting_approval(api, alice)
+    published = awaiting_approval(api, alice)
     decision = {"decision": "approve", "artifact_sha256": published["pending_approval"]["artifact_sha256"],
                 "state_version": published["state_version"]}
     approved = api.post(f"/tasks/{published['task_id']}/approvals", json=decision, headers=auth(approver))

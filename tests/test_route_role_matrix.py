@@ -23,7 +23,7 @@ from memory.db import tenant_session
 from memory.reports.sales import seed_sales
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate
-from tests.tasks.conftest import start_task, status_is, wait_for
+from tests.tasks.conftest import awaiting_approval
 from tests.workers import api_with_worker
 
 ROLES = ("", "memory_writer", "approver", "operator", "auditor", "admin")
@@ -72,11 +72,6 @@ def api(settings: Any, engine: Engine) -> Iterator[TestClient]:
         yield client
 
 
-def _task(api: TestClient, owner: str) -> dict[str, Any]:
-    """A report task of ``owner``'s, waiting for approval."""
-    return wait_for(api, owner, start_task(api, owner)["task_id"], status_is("WAITING_FOR_APPROVAL"))
-
-
 @pytest.fixture(scope="module")
 def tenant(api: TestClient, make_key: MakeKey, engine: Engine) -> Tenant:
     name = f"t-{uuid.uuid4().hex[:12]}"
@@ -87,7 +82,7 @@ def tenant(api: TestClient, make_key: MakeKey, engine: Engine) -> Tenant:
     job = api.delete(f"/memories/{memory}", headers=auth(alice))
     assert job.status_code == 202, job.text
     keys = {role: make_key(tenant=name, user=f"user-{role or 'none'}", roles=(role,) if role else ()) for role in ROLES}
-    return Tenant(name, alice, keys, _task(api, alice), job.json()["job_id"])
+    return Tenant(name, alice, keys, awaiting_approval(api, alice), job.json()["job_id"])
 
 
 def _snapshot(engine: Engine, tenant: str) -> dict[str, Any]:
@@ -159,7 +154,8 @@ def test_route_role_table(api: TestClient, tenant: Tenant, engine: Engine, endpo
             state["hold_id"] = hold.json()["hold_id"]
         if endpoint == "POST /tasks/{id}/cancel":  # cancelling works: each caller let through cancels a task of its own
             refused = expected in (403, 404)
-            state["cancel_task_id"] = tenant.task["task_id"] if refused else _task(api, tenant.alice)["task_id"]
+            own = tenant.task if refused else awaiting_approval(api, tenant.alice)
+            state["cancel_task_id"] = own["task_id"]
         before = _snapshot(engine, tenant.tenant) if expected == 403 else None
         response = call(api, tenant, tenant.keys[role])
         assert response.status_code == expected, (endpoint, role or "no role", response.text[:300])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,13 +13,17 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
+from temporalio.client import Client
 
 from activities.stores import default_destinations
+from activities.tasks.faults import FaultPlan
 from api.settings import Settings
+from api.worker import build_worker
 from memory.db import tenant_session
 from memory.reports.sales import seed_sales
 from tests.conftest import MakeKey, auth, poll
 from tests.workers import ThreadWorker
+from workflows.report_task import ReportTaskInput
 
 SMALL_DATASET = 2_400
 """About 200 lines a month: every step runs for real, in well under a second."""
@@ -62,6 +68,43 @@ def team(make_key: MakeKey, engine: Engine) -> Team:
     )
 
 
+def small_tenant(make_key: MakeKey, engine: Engine) -> str:
+    """A fresh tenant with a key and 600 sales lines: enough for one month's steps, for a worker of the test's own."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    make_key(tenant=tenant)
+    with tenant_session(engine, tenant) as session:
+        seed_sales(session, tenant, total=600)
+    return tenant
+
+
+def report_input(tenant: str, task_id: str, intent: str, **options: Any) -> ReportTaskInput:
+    """The workflow input of alice's June report (``options``: the workflow's tunables, e.g. its timeouts)."""
+    goal = {"month": "2026-06", "currency": "CNY"}
+    return ReportTaskInput(tenant, task_id, "alice", "monthly-report", goal, intent, **options)
+
+
+@asynccontextmanager
+async def own_worker(
+    settings: Settings, engine: Engine, *, threads: int, faults: FaultPlan, activity_slots: int | None = None
+) -> AsyncIterator[tuple[Client, str]]:
+    """A worker with ``faults`` on a task queue no other worker polls, so the test decides what runs: client, queue."""
+    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    queue = f"own-{uuid.uuid4().hex[:8]}"
+    with ThreadPoolExecutor(max_workers=threads) as executor:
+        worker = build_worker(
+            client,
+            engine,
+            queue,
+            executor,
+            data_dir=settings.data_dir,
+            destinations=default_destinations(settings.data_dir),
+            task_faults=faults,
+            activity_slots=activity_slots,
+        )
+        async with worker:
+            yield client, queue
+
+
 def start_task(client: TestClient, key: str, intent: str | None = None, **overrides: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "task_type": "monthly-report",
@@ -93,6 +136,11 @@ def approve(client: TestClient, key: str, view: dict[str, Any], **overrides: Any
     }
     body.update(overrides)
     return client.post(f"/tasks/{view['task_id']}/approvals", json=body, headers=auth(key))
+
+
+def awaiting_approval(client: TestClient, owner: str) -> dict[str, Any]:
+    """A new report task of ``owner``'s, once it waits for approval."""
+    return wait_for(client, owner, start_task(client, owner)["task_id"], status_is("WAITING_FOR_APPROVAL"))
 
 
 def publications(data_dir: Path, destination: str = "reports") -> list[Path]:

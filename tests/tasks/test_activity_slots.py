@@ -14,22 +14,17 @@ out while it waits for the thread; bounded, no step attempt is ever retried.
 from __future__ import annotations
 
 import asyncio
-import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlalchemy import Engine, text
-from temporalio.client import Client
 
-from activities.stores import default_destinations
 from activities.tasks.faults import FaultPlan
 from api.settings import Settings
-from api.worker import build_worker
 from memory.db import tenant_session
-from memory.reports.sales import seed_sales
 from memory.tasks.keys import task_id_for, workflow_id
 from tests.conftest import MakeKey
-from workflows.report_task import ReportTaskInput, ReportTaskWorkflow
+from tests.tasks.conftest import own_worker, report_input, small_tenant
+from workflows.report_task import ReportTaskWorkflow
 
 TASKS = 4
 
@@ -38,53 +33,30 @@ async def _run(
     settings: Settings, engine: Engine, make_key: MakeKey, activity_slots: int | None
 ) -> tuple[list[str], int]:
     """Run TASKS tasks to their approval wait on a one-thread worker: their statuses, and the load-step retries."""
-    tenant = f"t-{uuid.uuid4().hex[:12]}"
-    make_key(tenant=tenant)
-    with tenant_session(engine, tenant) as session:
-        seed_sales(session, tenant, total=600)
-    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
-    queue = f"slots-{uuid.uuid4().hex[:8]}"
+    tenant = small_tenant(make_key, engine)
     ids = [task_id_for(tenant, "alice", f"slots-{n}") for n in range(TASKS)]
-    with ThreadPoolExecutor(max_workers=1) as executor:
-        worker = build_worker(
-            client,
-            engine,
-            queue,
-            executor,
-            data_dir=settings.data_dir,
-            destinations=default_destinations(settings.data_dir),
-            task_faults=FaultPlan(slow_steps={"load_data": 1.5}),
-            activity_slots=activity_slots,
-        )
-        async with worker:
-            handles = [
-                await client.start_workflow(
-                    ReportTaskWorkflow.run,
-                    ReportTaskInput(
-                        tenant,
-                        task_id,
-                        "alice",
-                        "monthly-report",
-                        {"month": "2026-06", "currency": "CNY"},
-                        f"slots-{n}",
-                        step_heartbeat_seconds=1.0,
-                    ),
-                    id=workflow_id(tenant, task_id),
-                    task_queue=queue,
-                )
-                for n, task_id in enumerate(ids)
-            ]
-            deadline = asyncio.get_running_loop().time() + 90
-            while asyncio.get_running_loop().time() < deadline:
-                with tenant_session(engine, tenant) as session:
-                    waiting = session.execute(
-                        text("SELECT count(*) FROM tasks WHERE status IN ('WAITING_FOR_APPROVAL', 'FAILED')")
-                    ).scalar_one()
-                if waiting == TASKS:
-                    break
-                await asyncio.sleep(0.2)
-            for handle in handles:
-                await handle.terminate("test over")
+    faults = FaultPlan(slow_steps={"load_data": 1.5})
+    async with own_worker(settings, engine, threads=1, faults=faults, activity_slots=activity_slots) as (client, queue):
+        handles = [
+            await client.start_workflow(
+                ReportTaskWorkflow.run,
+                report_input(tenant, task_id, f"slots-{n}", step_heartbeat_seconds=1.0),
+                id=workflow_id(tenant, task_id),
+                task_queue=queue,
+            )
+            for n, task_id in enumerate(ids)
+        ]
+        deadline = asyncio.get_running_loop().time() + 90
+        while asyncio.get_running_loop().time() < deadline:
+            with tenant_session(engine, tenant) as session:
+                waiting = session.execute(
+                    text("SELECT count(*) FROM tasks WHERE status IN ('WAITING_FOR_APPROVAL', 'FAILED')")
+                ).scalar_one()
+            if waiting == TASKS:
+                break
+            await asyncio.sleep(0.2)
+        for handle in handles:
+            await handle.terminate("test over")
     with tenant_session(engine, tenant) as session:
         statuses = session.execute(text("SELECT status FROM tasks")).scalars().all()
         retried = session.execute(

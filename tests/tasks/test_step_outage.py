@@ -13,23 +13,18 @@ error an outage raises) and waits for the task to settle.
 from __future__ import annotations
 
 import asyncio
-import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sqlalchemy import Engine, text
-from temporalio.client import Client
 
-from activities.stores import default_destinations
 from activities.tasks.faults import FaultPlan
 from api.settings import Settings
-from api.worker import build_worker
 from memory.db import tenant_session
-from memory.reports.sales import seed_sales
 from memory.tasks.keys import task_id_for, workflow_id
 from memory.tasks.steps import STEP_ATTEMPT_LIMIT
 from tests.conftest import MakeKey
-from workflows.report_task import ReportTaskInput, ReportTaskWorkflow
+from tests.tasks.conftest import own_worker, report_input, small_tenant
+from workflows.report_task import ReportTaskWorkflow
 
 SETTLED = ("WAITING_FOR_APPROVAL", "FAILED")
 
@@ -37,46 +32,23 @@ SETTLED = ("WAITING_FOR_APPROVAL", "FAILED")
 async def _settle(settings: Settings, engine: Engine, make_key: MakeKey, faults: FaultPlan) -> dict[str, Any]:
     """Run one task on a worker with ``faults`` until it waits for approval or fails: its row and load_data's
     attempts."""
-    tenant = f"t-{uuid.uuid4().hex[:12]}"
-    make_key(tenant=tenant)
-    with tenant_session(engine, tenant) as session:
-        seed_sales(session, tenant, total=600)
-    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
-    queue = f"outage-{uuid.uuid4().hex[:8]}"
+    tenant = small_tenant(make_key, engine)
     task_id = task_id_for(tenant, "alice", "outage")
-    with ThreadPoolExecutor(max_workers=2) as executor:
-        worker = build_worker(
-            client,
-            engine,
-            queue,
-            executor,
-            data_dir=settings.data_dir,
-            destinations=default_destinations(settings.data_dir),
-            task_faults=faults,
+    async with own_worker(settings, engine, threads=2, faults=faults) as (client, queue):
+        handle = await client.start_workflow(
+            ReportTaskWorkflow.run,
+            report_input(tenant, task_id, "outage", step_retry_max_interval_seconds=0.5),
+            id=workflow_id(tenant, task_id),
+            task_queue=queue,
         )
-        async with worker:
-            handle = await client.start_workflow(
-                ReportTaskWorkflow.run,
-                ReportTaskInput(
-                    tenant,
-                    task_id,
-                    "alice",
-                    "monthly-report",
-                    {"month": "2026-06", "currency": "CNY"},
-                    "outage",
-                    step_retry_max_interval_seconds=0.5,
-                ),
-                id=workflow_id(tenant, task_id),
-                task_queue=queue,
-            )
-            deadline = asyncio.get_running_loop().time() + 60
-            status = None
-            while status not in SETTLED and asyncio.get_running_loop().time() < deadline:
-                await asyncio.sleep(0.2)
-                with tenant_session(engine, tenant) as session:
-                    status = session.execute(text("SELECT status FROM tasks")).scalar_one_or_none()
-            if status not in SETTLED:
-                await handle.terminate("test over")
+        deadline = asyncio.get_running_loop().time() + 60
+        status = None
+        while status not in SETTLED and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.2)
+            with tenant_session(engine, tenant) as session:
+                status = session.execute(text("SELECT status FROM tasks")).scalar_one_or_none()
+        if status not in SETTLED:
+            await handle.terminate("test over")
     with tenant_session(engine, tenant) as session:
         row = session.execute(text("SELECT status, error FROM tasks")).one()
         attempts = session.execute(
