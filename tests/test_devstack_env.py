@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from api.devstack.processes import StackError
+from api.devstack.processes import StackError, ephemeral_port_range, free_port, port_is_free
 from api.devstack.stack import DevOptions, DevStack
 from api.settings import Settings
 
@@ -26,3 +26,13 @@ def test_an_api_port_that_temporal_or_its_ui_would_take_is_refused_before_anythi
         with pytest.raises(StackError, match=f"port {port} is both the mnemo API's"):
             stack.start()
         assert stack.children == {} and stack.settings is None
+
+
+def test_ports_chosen_for_the_stack_lie_outside_the_range_outgoing_connections_draw_from() -> None:
+    """Embedded PostgreSQL once failed to bind a port taken, between choosing and binding, as the source
+    port of one of Temporal's own connections; a port below the ephemeral range cannot be taken that way."""
+    low, high = ephemeral_port_range()
+    chosen = {free_port() for _ in range(50)}
+    assert all(not low <= port <= high and port_is_free(port) for port in chosen)
+    avoid = set(chosen)
+    assert all(free_port(avoid=avoid) not in avoid for _ in range(50))

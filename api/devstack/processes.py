@@ -10,10 +10,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -88,11 +89,42 @@ def require_free_port(port: int, what: str, flag: str) -> None:
         )
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS reports free right now (used for services nobody types by hand)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_port_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' source ports (Linux's default if unreadable)."""
+    try:
+        low, high = (int(part) for part in _EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
+def free_port(host: str = "127.0.0.1", *, avoid: Collection[int] = ()) -> int:
+    """A port free right now, outside the kernel's ephemeral range (for services nobody types by hand).
+
+    A port the kernel hands out for ``bind(0)`` comes from the same range as the source ports of
+    outgoing connections, so between choosing it and the service binding it, any client (Temporal's
+    own services start dozens) can take it, and the service then fails with "address already in use";
+    a supervised restart on the same port can meet the same fate. Below (or above) that range only a
+    listener can take it.
+    """
+    low, high = ephemeral_port_range()
+    if low > 11024:
+        pool = range(max(1024, low - 12000), low)
+    elif high < 64535:
+        pool = range(high + 1, 65536)
+    else:  # the whole range is ephemeral: nothing better than the kernel's choice
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            return int(sock.getsockname()[1])
+    rng = random.SystemRandom()
+    for _ in range(500):
+        port = rng.choice(pool)
+        if port not in avoid and port_is_free(port, host):
+            return port
+    raise StackError(f"no free port in {pool.start}-{pool.stop - 1} on {host}: too many services are listening")
 
 
 def describe_exit(code: int) -> str:

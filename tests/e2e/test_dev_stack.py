@@ -23,6 +23,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from api.devstack.processes import free_port, port_is_free
+
 pytestmark = pytest.mark.e2e
 
 MNEMO = Path(sys.executable).parent / "mnemo"
@@ -34,35 +36,12 @@ FAIL_FAST_TIMEOUT = 20.0
 # --------------------------------------------------------------------------- ports
 
 
-def _port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-def _free_ports(count: int, *, taken: set[int] | None = None) -> tuple[int, ...]:
-    """Distinct ports the OS reports free now, never colliding with each other or ``taken``."""
-    taken = set(taken or ())
-    chosen: list[int] = []
-    while len(chosen) < count:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port not in taken:
-            chosen.append(port)
-            taken.add(port)
-    return tuple(chosen)
-
-
 def _free_temporal_port(*, taken: set[int]) -> int:
     """A Temporal frontend port T such that T and T+1000 (its UI) are both free."""
     for _ in range(200):
-        (port,) = _free_ports(1, taken=taken)
+        port = free_port(avoid=taken)
         ui = port + 1000
-        if ui <= 65535 and ui not in taken and _port_is_free(ui):
+        if ui <= 65535 and ui not in taken and port_is_free(ui):
             return port
         taken.add(port)
     raise RuntimeError("no free Temporal port pair (T, T+1000) found")
@@ -76,7 +55,7 @@ class Ports:
     @classmethod
     def pick(cls, taken: set[int] | None = None) -> Ports:
         taken = set(taken or ())
-        (api,) = _free_ports(1, taken=taken)
+        api = free_port(avoid=taken)
         taken.add(api)
         taken.add(api - 1000)  # api must not be some temporal port's UI port and vice versa
         temporal = _free_temporal_port(taken=taken)
