@@ -8,7 +8,6 @@ Every stage is a function of its own module; this one only wires them.
 from __future__ import annotations
 
 import math
-import re
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import Future
@@ -35,16 +34,8 @@ from memory.recall.preferences import effective_preferences, stored_preferences
 from memory.recall.ranking import stable_rank
 from memory.recall.scoring import Evidence, Scored, score_pool
 from memory.text import normalize, tokens
+from memory.tokens import count_tokens
 from memory.visibility import NOW, QueryFilters, hard_filters
-
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
-_WORD = re.compile(r"[^\W\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
-
-
-def estimate_tokens(content: str) -> int:
-    """A model-free estimate: one token per CJK character, ~1.3 per other word, plus markup overhead."""
-    return len(_CJK.findall(content)) + math.ceil(1.3 * len(_WORD.findall(content))) + 8
-
 
 EMBEDDING_WAIT_SECONDS = 30.0
 """How long a bundle waits for its query embedding (queued behind others on the one embedding thread)."""
@@ -279,7 +270,7 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
         for s in kept:
             if len(selected) + len(knowledge) >= plan.inject_limit:
                 break
-            cost = estimate_tokens(s.memory.content)
+            cost = count_tokens(s.memory.content)
             if used_tokens + cost > plan.token_budget:
                 truncated = True
                 continue

@@ -1,0 +1,91 @@
+"""The extractor interface: a :class:`~memory.sessions.messages.Stage` in, candidates and refusals out.
+
+An extractor only proposes. The gates (:mod:`memory.sessions.extraction.gates`) decide what may be stored
+at all and at which source level, de-duplication decides SKIP / CREATE / MERGE against existing memories,
+and the store writes. Nothing an extractor returns is trusted as-is: every candidate names the events it
+comes from, and a candidate citing an event outside the stage is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from memory.enums import Category, SourceLevel
+from memory.sessions.messages import Stage
+
+
+class RejectionReason(StrEnum):
+    """Why a candidate (or a whole extractor answer) was not used; counted in the commit's stats."""
+
+    SECRET = "secret"
+    """A password, token, private key or card number: never stored."""
+    ROLE_OR_PERMISSION = "role_or_permission"
+    """Roles and permissions come from credentials, never from conversation."""
+    ONE_OFF_ACTION = "one_off_action"
+    """A single click or action is not a stable preference."""
+    PERSONALITY_LABEL = "personality_label"
+    """A label about the user's character ("you are impatient"): never stored."""
+    TEMPORARY_CONSTRAINT = "temporary_constraint"
+    """"This time in English": session state, never a stored preference."""
+    RECALLED_CONTEXT = "recalled_context"
+    """Text that reached the agent from a bundle or profile injection: cited, not re-extracted."""
+    INVALID_CATEGORY = "invalid_category"
+    EVIDENCE_OUTSIDE_STAGE = "evidence_outside_stage"
+    MISSING_FIELD = "missing_field"
+    INVALID_ANSWER = "invalid_answer"
+    """The extractor's answer as a whole could not be parsed or validated."""
+    EXTRACTOR_UNAVAILABLE = "extractor_unavailable"
+    """The extractor could not be reached or kept failing after its retries."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A proposed memory: the three levels (L0 abstract, L1 overview, L2 content), its category and key,
+    its source level and the exact events it rests on."""
+
+    category: Category
+    abstract: str
+    """L0: one line (~100 tokens)."""
+    overview: str
+    """L1: a structured overview (a few lines)."""
+    content: str
+    """L2: the full statement, with the source sentences verbatim."""
+    source_level: SourceLevel
+    evidence_event_ids: tuple[str, ...]
+    key: str | None = None
+    """A stable slot such as ``profile.city`` or ``response.language``: two memories with one key are
+    about the same thing, so a new value supersedes the old (a correction) instead of standing beside it."""
+    correction: bool = False
+    """The speaker corrected an earlier fact ("其实我已经搬到杭州了", "actually ..."): a MERGE that
+    supersedes, even when the old value's text looks nothing like the new one."""
+    confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class Rejection:
+    reason: RejectionReason
+    detail: str
+    """A human sentence: what was refused and why (never the secret itself)."""
+    evidence_event_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Extraction:
+    candidates: tuple[Candidate, ...]
+    rejections: tuple[Rejection, ...] = ()
+    extractor: str = "rules"
+    model: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+class Extractor(Protocol):
+    """Turn a stage into candidates. Must be deterministic for ``rules``; must never raise on a bad model
+    answer (that is a :class:`Rejection` with :attr:`RejectionReason.INVALID_ANSWER`)."""
+
+    name: str
+
+    def extract(self, stage: Stage) -> Extraction: ...
