@@ -15,7 +15,7 @@ from api.errors import (
     refuse_guarded,
 )
 from api.limits import EmbeddingLanes, TenantLimiter
-from api.routers import deletions, events, health, memories, policies, recall, tasks
+from api.routers import deletions, events, health, memories, policies, recall, sessions, tasks
 from api.schemas.common import ErrorOut
 from api.settings import Settings
 from memory.db import make_engine
@@ -58,4 +58,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(tasks.router)
     app.include_router(recall.router)
     app.include_router(policies.router)
+    app.include_router(sessions.router)
     return app

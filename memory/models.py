@@ -84,6 +84,8 @@ class MemoryEvent(Base):
     user_id: Mapped[str] = mapped_column(Text)
     agent_id: Mapped[str | None] = mapped_column(Text)
     session_id: Mapped[str | None] = mapped_column(Text)
+    sequence_no: Mapped[int | None] = mapped_column(BigInteger)
+    """A session message's place in its session (1, 2, 3 ...; :mod:`memory.sessions.store`); else None."""
     payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
     occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     stored_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
@@ -123,6 +125,8 @@ class Memory(Base):
     last_confirmed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     allowed_purposes: Mapped[list[str]] = mapped_column(ARRAY(Text))
     supersedes_version: Mapped[int | None] = mapped_column(Integer)
+    occurrences: Mapped[int] = mapped_column(Integer, server_default="1")
+    """How often a TOOL_EXPERIENCE or SKILL_EXECUTION was seen: session commits accumulate it."""
     created_by: Mapped[str] = mapped_column(Text)
     idempotency_key: Mapped[str | None] = mapped_column(Text)
     request_sha256: Mapped[str | None] = mapped_column(Text)

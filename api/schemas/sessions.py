@@ -1,0 +1,115 @@
+"""Sessions, their messages, windows, summaries and commits (seed 003 §4-5, seed 004 §8)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from pydantic import AwareDatetime, BaseModel, Field
+
+from api.schemas.common import Lax, ShortText, StrictRequest, Timestamp
+from memory.sessions.messages import MessageRole
+from memory.sessions.store import MAX_MESSAGES_PER_BATCH
+
+SessionId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")]
+"""Ids a client chooses (sessions, commits): letters, digits and ``. _ : -``; they appear in URLs."""
+
+
+class SessionIn(StrictRequest):
+    session_id: SessionId | None = None
+    project_id: ShortText | None = None
+    task_id: ShortText | None = None
+    title: ShortText | None = None
+
+
+class SessionCreatedOut(BaseModel):
+    session_id: str
+    status: str
+    replayed: bool
+
+
+class ToolCallIn(StrictRequest):
+    id: ShortText
+    name: ShortText
+    arguments: Annotated[str, Field(max_length=100_000)] = "{}"
+
+
+class MessageIn(StrictRequest):
+    idempotency_key: ShortText
+    role: Annotated[MessageRole, Lax]
+    content: Annotated[str, Field(max_length=100_000)]
+    created_at: Timestamp
+    tool_calls: Annotated[list[ToolCallIn], Field(max_length=64)] = Field(default_factory=list)
+    tool_call_id: ShortText | None = None
+    context_refs: Annotated[list[ShortText], Field(max_length=200)] = Field(
+        default_factory=list,
+        description="refs (memory:<id>) of recalled context this message carries (a bundle or profile "
+        "injection handed to the agent): such text is cited by a commit, never extracted again",
+    )
+
+
+class MessagesIn(StrictRequest):
+    messages: Annotated[list[MessageIn], Field(min_length=1, max_length=MAX_MESSAGES_PER_BATCH)]
+
+
+class StoredEventOut(BaseModel):
+    event_id: uuid.UUID
+    sequence_no: int
+    replayed: bool
+
+
+class MessagesOut(BaseModel):
+    events: list[StoredEventOut]
+    sequence_range: dict[str, int] = Field(description='{"from": first sequence_no, "to": last sequence_no}')
+    remembered: list[dict[str, Any]] = Field(
+        default_factory=list, description="memories written at once because a message asked to remember (E1)"
+    )
+
+
+class SessionOut(BaseModel):
+    session_id: str
+    status: str
+    project_id: str | None
+    task_id: str | None
+    title: str | None
+    agent_id: str | None
+    created_at: AwareDatetime
+    last_message_at: AwareDatetime | None
+    messages: int = Field(description="messages stored (the last sequence_no)")
+    committed_through: int = Field(description="the last sequence_no a commit has claimed")
+    state: dict[str, Any]
+    profile: list[dict[str, Any]] = Field(description="the profile injected at session start, re-read now")
+
+
+class CommitIn(StrictRequest):
+    commit_id: SessionId
+
+
+class CommitAcceptedOut(BaseModel):
+    commit_id: str
+    workflow_id: str
+    status: str
+    sequence_range: dict[str, int]
+    replayed: bool
+
+
+class CommitOut(BaseModel):
+    commit_id: str
+    session_id: str
+    status: str
+    trigger: str
+    workflow_id: str
+    sequence_range: dict[str, int]
+    summary_id: uuid.UUID | None
+    memories: dict[str, Any]
+    stats: dict[str, Any]
+    reasons: list[dict[str, Any]]
+    error: str | None
+    created_at: AwareDatetime
+    completed_at: AwareDatetime | None
+
+
+__all__ = [
+    "CommitAcceptedOut", "CommitIn", "CommitOut", "MessageIn", "MessagesIn", "MessagesOut",
+    "SessionCreatedOut", "SessionIn", "SessionOut", "StoredEventOut",
+]

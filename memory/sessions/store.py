@@ -1,0 +1,291 @@
+"""Sessions and their messages in the store: open a session, append messages, read a stage back.
+
+A message is a ``memory_events`` row (MESSAGE, or TOOL_RESULT for a ``tool`` message) with the session's
+next ``sequence_no``, handed out under the session's row lock, so numbers never repeat or skip. A batch is
+one transaction: either every message is stored (or recognised as a replay) or none is.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, cast, exists, func, or_, select
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Session
+
+from memory.auth import PrincipalContext
+from memory.enums import Category, EventKind, Space, Status
+from memory.epochs import guard_write
+from memory.errors import Conflict, IdempotencyConflict, InvalidInput, NotFound
+from memory.events import next_revision
+from memory.models import Memory, MemoryEvent, Tombstone
+from memory.sessions.messages import MessageRole, StageMessage, ToolCall
+from memory.sessions.models import ChatSession
+from memory.visibility import not_tombstoned, visible_to
+
+MAX_MESSAGES_PER_BATCH = 500
+PROFILE_SNAPSHOT_LIMIT = 50
+"""Profile and preference memories injected at session start, newest first."""
+
+
+class SessionDeleted(Conflict):
+    code = "session_deleted"
+
+
+@dataclass(frozen=True)
+class NewSession:
+    session_id: str
+    project_id: str | None = None
+    task_id: str | None = None
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    idempotency_key: str
+    role: MessageRole
+    content: str
+    created_at: datetime
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    context_refs: tuple[str, ...] = ()
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "role": self.role.value,
+            "content": self.content,
+            "tool_calls": [{"call_id": c.call_id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls],
+            "tool_call_id": self.tool_call_id,
+            "context_refs": list(self.context_refs),
+        }
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    event_id: uuid.UUID
+    sequence_no: int
+    replayed: bool
+
+
+def _tombstoned(principal: PrincipalContext, session_id: str) -> Any:
+    """A session or subject deletion covers the session (from then on its id is gone)."""
+    return exists().where(
+        Tombstone.tenant_id == principal.tenant_id,
+        or_(
+            and_(Tombstone.target_type == "session", Tombstone.target_id == session_id),
+            and_(Tombstone.target_type == "subject", Tombstone.target_id == principal.user_id,
+                 Tombstone.revision >= ChatSession.revision),
+        ),
+    )
+
+
+def get_session(session: Session, principal: PrincipalContext, session_id: str, *, lock: bool = False) -> ChatSession:
+    """The caller's own session, else :class:`NotFound` (another user's is indistinguishable from none)."""
+    statement = select(ChatSession).where(
+        ChatSession.tenant_id == principal.tenant_id,
+        ChatSession.session_id == session_id,
+        ChatSession.user_id == principal.user_id,
+        ChatSession.purged_at.is_(None),
+        ~_tombstoned(principal, session_id),
+    )
+    if lock:
+        statement = statement.with_for_update()
+    found = session.execute(statement).scalar_one_or_none()
+    if found is None:
+        raise NotFound(f"session {session_id!r} not found")
+    return found
+
+
+def _profile_snapshot(session: Session, principal: PrincipalContext) -> list[dict[str, Any]]:
+    """Refs to the caller's current profile and preference memories (seed 002: injected, not a history hit)."""
+    rows = session.execute(
+        select(Memory)
+        .where(
+            visible_to(principal),
+            not_tombstoned(),
+            Memory.space == Space.USER.value,
+            Memory.owner_id == principal.user_id,
+            Memory.status == Status.ACTIVE.value,
+            Memory.category.in_([Category.PROFILE.value, Category.PREFERENCE.value]),
+        )
+        .order_by(Memory.captured_at.desc(), Memory.memory_id)
+        .limit(PROFILE_SNAPSHOT_LIMIT)
+    ).scalars()
+    return [
+        {"memory_id": str(m.memory_id), "version": m.version, "source_id": m.source_id,
+         "captured_at": m.captured_at.isoformat()}
+        for m in rows
+    ]
+
+
+def open_session(
+    session: Session, principal: PrincipalContext, new: NewSession, digest: str
+) -> tuple[ChatSession, bool]:
+    """Create the caller's session, or return it when this is a replay of the same request.
+
+    Returns ``(row, created)``. The same id with another body, or someone else's id, is a 409."""
+    existing = session.execute(
+        select(ChatSession).where(
+            ChatSession.tenant_id == principal.tenant_id, ChatSession.session_id == new.session_id
+        )
+    ).scalar_one_or_none()
+    if existing is not None:
+        if existing.user_id != principal.user_id:
+            raise IdempotencyConflict(f"session id {new.session_id!r} is already taken; use a new id")
+        if existing.purged_at is not None or session.execute(select(_tombstoned(principal, new.session_id))).scalar():
+            raise SessionDeleted(f"session {new.session_id!r} was deleted; start a new session with a new id")
+        if existing.request_sha256 != digest:
+            raise IdempotencyConflict(
+                f"session {new.session_id!r} already exists with other settings; use a new session id"
+            )
+        return existing, False
+    guard_write(session, principal.tenant_id, principal.user_id, None)
+    row = ChatSession(
+        tenant_id=principal.tenant_id,
+        session_id=new.session_id,
+        user_id=principal.user_id,
+        agent_id=principal.agent_id,
+        project_id=new.project_id,
+        task_id=new.task_id,
+        title=new.title,
+        status="active",
+        request_sha256=digest,
+        profile_snapshot=_profile_snapshot(session, principal),
+        next_sequence=1,
+        committed_through=0,
+        revision=next_revision(session),
+    )
+    session.add(row)
+    session.flush()
+    return row, True
+
+
+def _call_was_made(session: Session, chat: ChatSession, call_id: str) -> bool:
+    return bool(session.execute(
+        select(exists().where(
+            MemoryEvent.tenant_id == chat.tenant_id,
+            MemoryEvent.session_id == chat.session_id,
+            MemoryEvent.sequence_no.isnot(None),
+            MemoryEvent.payload["tool_calls"].op("@>")(cast([{"call_id": call_id}], JSONB)),
+        ))
+    ).scalar())
+
+
+def append_messages(
+    session: Session, principal: PrincipalContext, session_id: str, messages: Sequence[NewMessage],
+    digests: Sequence[str],
+) -> list[StoredMessage]:
+    """Store up to :data:`MAX_MESSAGES_PER_BATCH` messages, in order, in the caller's transaction.
+
+    A message whose idempotency key was stored before with the same body is a replay (its first result);
+    another body, or the key used elsewhere, is a 409 for the whole batch. A ``tool`` message must answer a
+    call made by an earlier message of the session (or of this batch): else a 422, and nothing is stored.
+    """
+    if not 1 <= len(messages) <= MAX_MESSAGES_PER_BATCH:
+        raise InvalidInput(f"send 1 to {MAX_MESSAGES_PER_BATCH} messages per request", code="batch_size")
+    chat = get_session(session, principal, session_id, lock=True)
+    guard_write(session, principal.tenant_id, principal.user_id, None)
+    calls_in_batch: set[str] = set()
+    stored: list[StoredMessage] = []
+    for position, (message, digest) in enumerate(zip(messages, digests, strict=True)):
+        replay = _replay_of(session, principal, chat, message, digest, position)
+        if replay is not None:
+            stored.append(replay)
+            calls_in_batch.update(c.call_id for c in message.tool_calls)
+            continue
+        if message.role is MessageRole.TOOL:
+            if message.tool_call_id is None:
+                raise InvalidInput(f"messages[{position}]: a tool message needs tool_call_id",
+                                   code="tool_call_id_required")
+            if message.tool_call_id not in calls_in_batch and not _call_was_made(session, chat, message.tool_call_id):
+                raise InvalidInput(
+                    f"messages[{position}]: tool_call_id {message.tool_call_id!r} names no earlier tool call of "
+                    "this session; send the assistant message with that call first",
+                    code="unknown_tool_call",
+                )
+        elif message.tool_call_id is not None:
+            raise InvalidInput(f"messages[{position}]: only a tool message has a tool_call_id",
+                               code="tool_call_id_not_allowed")
+        calls_in_batch.update(c.call_id for c in message.tool_calls)
+        event = MemoryEvent(
+            tenant_id=principal.tenant_id,
+            event_id=uuid.uuid4(),
+            idempotency_key=message.idempotency_key,
+            request_sha256=digest,
+            kind=(EventKind.TOOL_RESULT if message.role is MessageRole.TOOL else EventKind.MESSAGE).value,
+            user_id=principal.user_id,
+            agent_id=principal.agent_id,
+            session_id=chat.session_id,
+            sequence_no=chat.next_sequence,
+            payload=message.payload(),
+            occurred_at=message.created_at,
+            revision=next_revision(session),
+        )
+        session.add(event)
+        stored.append(StoredMessage(event.event_id, chat.next_sequence, replayed=False))
+        chat.next_sequence += 1
+    if any(not s.replayed for s in stored):
+        chat.last_message_at = func.now()
+    session.flush()
+    return stored
+
+
+def _replay_of(
+    session: Session, principal: PrincipalContext, chat: ChatSession, message: NewMessage, digest: str, position: int,
+) -> StoredMessage | None:
+    existing = session.execute(
+        select(MemoryEvent).where(
+            MemoryEvent.tenant_id == principal.tenant_id, MemoryEvent.idempotency_key == message.idempotency_key
+        )
+    ).scalar_one_or_none()
+    if existing is None:
+        return None
+    if existing.user_id != principal.user_id or existing.session_id != chat.session_id or existing.sequence_no is None:
+        raise IdempotencyConflict(
+            f"messages[{position}]: idempotency key {message.idempotency_key!r} is already taken; use a new key"
+        )
+    if existing.request_sha256 != digest:
+        raise IdempotencyConflict(
+            f"messages[{position}]: idempotency key {message.idempotency_key!r} was already used with another "
+            "message; use a new key for a new message",
+            details={"event_id": str(existing.event_id), "sequence_no": existing.sequence_no},
+        )
+    return StoredMessage(existing.event_id, existing.sequence_no, replayed=True)
+
+
+def _as_stage_message(event: MemoryEvent) -> StageMessage:
+    payload = event.payload
+    assert event.sequence_no is not None
+    return StageMessage(
+        event_id=str(event.event_id),
+        sequence_no=event.sequence_no,
+        role=MessageRole(payload["role"]),
+        content=payload["content"],
+        created_at=event.occurred_at,
+        tool_calls=tuple(ToolCall(c["call_id"], c["name"], c["arguments"]) for c in payload.get("tool_calls") or ()),
+        tool_call_id=payload.get("tool_call_id"),
+        context_refs=tuple(payload.get("context_refs") or ()),
+    )
+
+
+def stage_messages(
+    session: Session, tenant_id: str, session_id: str, from_sequence: int = 1, to_sequence: int | None = None,
+) -> tuple[StageMessage, ...]:
+    """The session's messages in ``[from_sequence, to_sequence]``, in order; deleted (scrubbed) ones left out."""
+    statement = (
+        select(MemoryEvent)
+        .where(
+            MemoryEvent.tenant_id == tenant_id,
+            MemoryEvent.session_id == session_id,
+            MemoryEvent.sequence_no >= from_sequence,
+            MemoryEvent.purged_at.is_(None),
+        )
+        .order_by(MemoryEvent.sequence_no)
+    )
+    if to_sequence is not None:
+        statement = statement.where(MemoryEvent.sequence_no <= to_sequence)
+    return tuple(_as_stage_message(e) for e in session.execute(statement).scalars())
