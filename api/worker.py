@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
 from sqlalchemy import Engine
 from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.deletion import DeletionActivities, FaultPlan
@@ -27,6 +29,8 @@ from workflows.embedding import EmbedBacklogWorkflow, EmbeddingSweepWorkflow
 from workflows.projection import RebuildProjectionWorkflow
 from workflows.report_task import ReportTaskWorkflow
 from workflows.retention import RetentionSweepWorkflow
+
+logger = logging.getLogger(__name__)
 
 WORKFLOWS = [RebuildProjectionWorkflow, DeletionWorkflow, RetentionSweepWorkflow, ReportTaskWorkflow]
 WORKFLOWS += [EmbedBacklogWorkflow, EmbeddingSweepWorkflow]
@@ -87,15 +91,43 @@ def build_worker(
     )
 
 
+STARTUP_PATIENCE_SECONDS = 120.0
+"""How long a starting worker waits for Temporal: a supervised restart of the dev server takes about a second,
+and a worker started in that second used to exit with "connection refused", counted as a crash."""
+
+
+async def _start_up(settings: Settings, stop: asyncio.Event, patience: float = STARTUP_PATIENCE_SECONDS) -> Client:
+    """Connect and ensure the schedules, retrying while Temporal cannot be reached (until ``patience`` runs out)."""
+    loop = asyncio.get_running_loop()
+    deadline, delay = loop.time() + patience, 0.25
+    while True:
+        try:
+            client = await connect(settings)
+            await ensure_retention_schedule(
+                client, settings.task_queue, timedelta(hours=settings.retention_sweep_hours)
+            )
+            await ensure_embedding_schedule(client, settings.task_queue)
+            return client
+        except (RuntimeError, RPCError) as exc:
+            if stop.is_set() or loop.time() + delay > deadline:
+                raise
+            logger.warning("Temporal at %s is not reachable yet (%s); retrying in %.1fs",
+                           settings.temporal_address, exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
 async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
     """Poll until ``stop`` is set, then shut down through the SDK (in-flight tasks finish) and return."""
     # One connection per activity thread, plus the outbox drain's.
     engine = make_engine(
         settings.require_database_url(), pool_size=max(settings.db_pool_size, settings.worker_activity_slots + 1)
     )
-    client = await connect(settings)
-    await ensure_retention_schedule(client, settings.task_queue, timedelta(hours=settings.retention_sweep_hours))
-    await ensure_embedding_schedule(client, settings.task_queue)
+    try:
+        client = await _start_up(settings, stop)
+    except BaseException:
+        engine.dispose()
+        raise
     try:
         with ThreadPoolExecutor(max_workers=settings.worker_activity_slots) as executor:
             async with build_worker(
