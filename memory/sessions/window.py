@@ -1,0 +1,367 @@
+"""The context window (seed 003 §4.1): a token budget filled by priority, not "the last 20 turns".
+
+P0 the current request, system messages (safety rules), the messages holding pending questions and the
+profile injection; P1 the task state, the last :data:`RECENT_TOOL_EXCHANGES` tool exchanges and user
+corrections; P2 decisions, the last :data:`RECENT_USER_TURNS` turns and older messages that share a search
+term with the current request; P3 chit-chat, repeats and old topics (older messages sharing none).
+
+The budget is filled by priority, then recency (newest first), skipping what no longer fits; the answer
+lists messages in sequence order. A tool call and its results are one unit, kept or dropped whole, and a
+large tool result enters as its artifact reference and a digest, never in full. Every count is
+:func:`memory.tokens.count_tokens`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from memory.enums import Category
+from memory.sessions.messages import MessageRole, StageMessage
+from memory.sessions.state import SessionState, require_sequence_order
+from memory.sessions.summary import DECISIONS, is_chit_chat
+from memory.text import lexemes, normalize, search_terms
+from memory.tokens import MESSAGE_OVERHEAD, count_tokens
+
+RECENT_TOOL_EXCHANGES = 3
+"""The newest tool exchanges (a call and its results) that are P1; older ones are history."""
+RECENT_USER_TURNS = 3
+"""Messages from the third-last user message on are recent history (P2) whatever their topic."""
+DIGEST_TOKENS = 40
+DIGEST_MAX_CHARS = 240
+"""A digest also stops here, so one endless "word" (base64, a minified blob) cannot fill it."""
+CUT_MARK = " …"
+
+WindowSection = Literal["message", "profile", "state"]
+
+
+class Priority(StrEnum):
+    P0 = "P0"
+    P1 = "P1"
+    P2 = "P2"
+    P3 = "P3"
+
+
+class DropReason(StrEnum):
+    OVER_BUDGET = "over_budget"
+    PAIR_OVER_BUDGET = "pair_over_budget"
+    """Dropped with its tool partner(s): the call and its results did not fit together."""
+
+
+class UnpairedToolResultError(ValueError):
+    """A ``tool`` message must answer a call an earlier assistant message made (the store refuses others)."""
+
+
+@dataclass(frozen=True)
+class ProfileEntry:
+    """One memory of the latest profile snapshot, injected as its own section (not a history hit)."""
+
+    memory_id: str
+    version: int
+    category: Category
+    key: str | None
+    content: str
+    source_id: str
+    captured_at: datetime
+
+    @property
+    def tokens(self) -> int:
+        return count_tokens(self.content)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "memory_id": self.memory_id,
+            "version": self.version,
+            "category": self.category.value,
+            "key": self.key,
+            "content": self.content,
+            "source_id": self.source_id,
+            "captured_at": self.captured_at.isoformat(),
+            "tokens": self.tokens,
+        }
+
+
+@dataclass(frozen=True)
+class WindowMessage:
+    message: StageMessage
+    priority: Priority
+    content: str
+    """The message's text, or for a large tool result its digest and artifact reference."""
+    tokens: int
+    artifact_ref: str | None = None
+    digest: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "event_id": self.message.event_id,
+            "sequence_no": self.message.sequence_no,
+            "role": self.message.role.value,
+            "content": self.content,
+            "priority": self.priority.value,
+            "tokens": self.tokens,
+        }
+        if self.message.tool_calls:
+            out["tool_calls"] = [
+                {"call_id": call.call_id, "name": call.name, "arguments": call.arguments}
+                for call in self.message.tool_calls
+            ]
+        if self.message.tool_call_id is not None:
+            out["tool_call_id"] = self.message.tool_call_id
+        if self.artifact_ref is not None:
+            out["artifact_ref"] = self.artifact_ref
+            out["digest"] = self.digest
+        return out
+
+
+@dataclass(frozen=True)
+class Dropped:
+    section: WindowSection
+    priority: Priority
+    reason: DropReason
+    sequence_no: int | None = None
+    memory_id: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "section": self.section,
+            "sequence_no": self.sequence_no,
+            "priority": self.priority.value,
+            "reason": self.reason.value,
+        }
+        if self.memory_id is not None:
+            out["memory_id"] = self.memory_id
+        return out
+
+
+@dataclass(frozen=True)
+class Window:
+    messages: tuple[WindowMessage, ...]
+    profile: tuple[ProfileEntry, ...]
+    state: SessionState
+    state_tokens: int
+    """What the task-state section (active task, entities, temporary constraints) costs; 0 when it is empty
+    or did not fit. Pending questions and corrections are not repeated there: their messages are in P0/P1."""
+    dropped: tuple[Dropped, ...]
+    budget_tokens: int
+
+    @property
+    def tokens(self) -> int:
+        return sum(m.tokens for m in self.messages) + sum(entry.tokens for entry in self.profile) + self.state_tokens
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "messages": [m.as_json() for m in self.messages],
+            "profile": [entry.as_json() for entry in self.profile],
+            "tokens": self.tokens,
+            "budget_tokens": self.budget_tokens,
+            "dropped": [d.as_json() for d in self.dropped],
+            "state": self.state.as_json(),
+            "state_tokens": self.state_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """One thing competing for the budget: a unit of messages, a profile entry or the state section."""
+
+    section: WindowSection
+    priority: Priority
+    order: tuple[int, float]
+    """Within a priority: the state first (0), then messages (1), then the profile (2); newest first."""
+    tokens: int
+    members: tuple[WindowMessage, ...] = ()
+    profile_index: int | None = None
+
+
+def build_window(
+    messages: Sequence[StageMessage],
+    *,
+    budget_tokens: int,
+    state: SessionState,
+    profile: Sequence[ProfileEntry] = (),
+    large_tool_result_tokens: int = 400,
+) -> Window:
+    """The window of ``messages`` within ``budget_tokens``; what does not fit is listed in ``dropped``."""
+    if budget_tokens < 1:
+        raise ValueError(f"budget_tokens must be at least 1, not {budget_tokens}")
+    if large_tool_result_tokens < 1:
+        raise ValueError(f"large_tool_result_tokens must be at least 1, not {large_tool_result_tokens}")
+    require_sequence_order(messages)
+    claims = [*_message_claims(messages, state, large_tool_result_tokens), *_profile_claims(profile)]
+    state_section = _state_section(state)
+    if state_section:
+        claims.append(_Claim("state", Priority.P1, (0, 0.0), count_tokens(state_section)))
+
+    kept: list[_Claim] = []
+    dropped: list[Dropped] = []
+    remaining = budget_tokens
+    for claim in sorted(claims, key=lambda c: (c.priority, c.order)):
+        if claim.tokens <= remaining:
+            kept.append(claim)
+            remaining -= claim.tokens
+        else:
+            dropped.extend(_dropped(claim, profile))
+    kept_profile = {c.profile_index for c in kept if c.section == "profile"}
+    return Window(
+        messages=tuple(sorted((m for c in kept for m in c.members), key=lambda m: m.message.sequence_no)),
+        profile=tuple(entry for index, entry in enumerate(profile) if index in kept_profile),
+        state=state,
+        state_tokens=sum(c.tokens for c in kept if c.section == "state"),
+        dropped=tuple(sorted(dropped, key=_dropped_order)),
+        budget_tokens=budget_tokens,
+    )
+
+
+def _message_claims(
+    messages: Sequence[StageMessage], state: SessionState, large_tool_result_tokens: int
+) -> Iterator[_Claim]:
+    units = _units(messages)
+    exchanges = sorted(head for head, members in units.items() if members[0].tool_calls)
+    recent_exchanges = set(exchanges[-RECENT_TOOL_EXCHANGES:])
+    priority_of = _ranker(messages, state)
+    for head, members in units.items():
+        unit_priority = min(priority_of(m) for m in members)
+        if head in recent_exchanges:
+            unit_priority = min(unit_priority, Priority.P1)
+        rendered = tuple(_rendered(m, unit_priority, large_tool_result_tokens) for m in members)
+        yield _Claim(
+            section="message",
+            priority=unit_priority,
+            order=(1, -float(members[-1].sequence_no)),
+            tokens=sum(m.tokens for m in rendered),
+            members=rendered,
+        )
+
+
+def _units(messages: Sequence[StageMessage]) -> dict[int, list[StageMessage]]:
+    """Messages grouped by the sequence_no of their unit's head: a tool call's results join the call."""
+    caller: dict[str, int] = {}
+    units: dict[int, list[StageMessage]] = {}
+    for message in messages:
+        head = message.sequence_no
+        if message.role is MessageRole.TOOL:
+            if message.tool_call_id is None or message.tool_call_id not in caller:
+                raise UnpairedToolResultError(
+                    f"tool message {message.event_id} (sequence_no {message.sequence_no}) answers "
+                    f"{message.tool_call_id!r}, which no earlier assistant message called"
+                )
+            head = caller[message.tool_call_id]
+        for call in message.tool_calls:
+            caller[call.call_id] = message.sequence_no
+        units.setdefault(head, []).append(message)
+    return units
+
+
+def _ranker(messages: Sequence[StageMessage], state: SessionState) -> Callable[[StageMessage], Priority]:
+    """A function giving each message its own priority (before its tool partners are considered)."""
+    users = [m for m in messages if m.role is MessageRole.USER]
+    current = users[-1] if users else None
+    recent_from = users[-RECENT_USER_TURNS].sequence_no if len(users) >= RECENT_USER_TURNS else 0
+    request_terms = set(search_terms(current.content)) if current is not None else set()
+    pending = {q.sequence_no for q in state.pending_questions}
+    corrections = {c.sequence_no for c in state.corrections}
+    repeats = _repeats(messages)
+
+    def priority_of(message: StageMessage) -> Priority:
+        seq = message.sequence_no
+        if message.role is MessageRole.SYSTEM or seq in pending or (current is not None and seq == current.sequence_no):
+            return Priority.P0
+        if seq in corrections:
+            return Priority.P1
+        if seq in repeats or (message.role is not MessageRole.TOOL and is_chit_chat(message.content)):
+            return Priority.P3
+        if seq >= recent_from or DECISIONS.search(message.content) or request_terms & set(lexemes(message.content)):
+            return Priority.P2
+        return Priority.P3
+
+    return priority_of
+
+
+def _repeats(messages: Sequence[StageMessage]) -> set[int]:
+    """Sequence numbers of messages whose normalised content an earlier message already had."""
+    seen: set[str] = set()
+    out: set[int] = set()
+    for message in messages:
+        identity = " ".join(normalize(message.content).split())
+        if not identity:
+            continue
+        if identity in seen:
+            out.add(message.sequence_no)
+        seen.add(identity)
+    return out
+
+
+def _rendered(message: StageMessage, priority: Priority, large_tool_result_tokens: int) -> WindowMessage:
+    calls = sum(count_tokens(f"{call.name} {call.arguments}") for call in message.tool_calls)
+    full = count_tokens(message.content)
+    if message.role is not MessageRole.TOOL or full <= large_tool_result_tokens:
+        return WindowMessage(message, priority, message.content, full + calls)
+    digest = _digest(message.content)
+    content = f"{digest}\n[full result: {message.evidence_ref}]"
+    return WindowMessage(message, priority, content, count_tokens(content), message.evidence_ref, digest)
+
+
+def _digest(text: str) -> str:
+    """The longest start of ``text`` within :data:`DIGEST_TOKENS` that ends at a word or CJK character, marked
+    as cut; a first word longer than :data:`DIGEST_MAX_CHARS` is cut at that character."""
+    end = 0
+    for cut in _cut_points(text):
+        if cut > DIGEST_MAX_CHARS or count_tokens(text[:cut]) > DIGEST_TOKENS + MESSAGE_OVERHEAD:
+            break
+        end = cut
+    return text[: end or DIGEST_MAX_CHARS].rstrip() + CUT_MARK
+
+
+def _cut_points(text: str) -> Iterator[int]:
+    """Offsets where a cut splits no word: after a CJK character, a space or a mark, or at a word's end."""
+    for offset, char in enumerate(text, start=1):
+        following = text[offset] if offset < len(text) else " "
+        if _is_cjk(char) or not _is_word(char) or not _is_word(following):
+            yield offset
+
+
+def _is_word(char: str) -> bool:
+    return (char.isalnum() or char == "_") and not _is_cjk(char)
+
+
+def _is_cjk(char: str) -> bool:
+    return "\u3040" <= char <= "\u30ff" or "\u3400" <= char <= "\u9fff" or "\uac00" <= char <= "\ud7af"
+
+
+def _profile_claims(profile: Sequence[ProfileEntry]) -> Iterator[_Claim]:
+    for index, entry in enumerate(profile):
+        yield _Claim("profile", Priority.P0, (2, -entry.captured_at.timestamp()), entry.tokens, profile_index=index)
+
+
+def _state_section(state: SessionState) -> str:
+    """The task state as the window carries it (compact JSON), or ``""`` when there is none."""
+    section = {
+        key: value
+        for key, value in (
+            ("active_task_id", state.active_task_id),
+            ("active_entities", state.active_entities),
+            ("temporary_constraints", state.temporary_constraints),
+        )
+        if value
+    }
+    return json.dumps(section, ensure_ascii=False, sort_keys=True, separators=(",", ":")) if section else ""
+
+
+def _dropped(claim: _Claim, profile: Sequence[ProfileEntry]) -> Iterator[Dropped]:
+    if claim.profile_index is not None:
+        memory_id = profile[claim.profile_index].memory_id
+        yield Dropped("profile", claim.priority, DropReason.OVER_BUDGET, memory_id=memory_id)
+    elif claim.section == "state":
+        yield Dropped("state", claim.priority, DropReason.OVER_BUDGET)
+    else:
+        reason = DropReason.PAIR_OVER_BUDGET if len(claim.members) > 1 else DropReason.OVER_BUDGET
+        for member in claim.members:
+            yield Dropped("message", claim.priority, reason, sequence_no=member.message.sequence_no)
+
+
+def _dropped_order(dropped: Dropped) -> tuple[int, int]:
+    return ("message", "profile", "state").index(dropped.section), dropped.sequence_no or 0
