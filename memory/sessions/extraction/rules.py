@@ -175,13 +175,18 @@ def _statements(sentence: Span) -> Iterator[_Statement]:
             current.reading = current.reading or reading
         else:
             current = _Statement([clause], reading)
-    if current is not None and (current.reading is not None or _is_modifier(current)):
+    if current is None:
+        return
+    joined = " ".join(part.text for part in current.parts)
+    current.reading = current.reading or _read(joined)  # "For now, keep it brief": the marker was a clause before
+    if current.reading is not None or is_remember_request(joined):
         yield current
 
 
 def _is_modifier(statement: _Statement) -> bool:
+    """Clauses that shape the statement after them: a remember request, a correction, a temporary marker."""
     text = " ".join(part.text for part in statement.parts)
-    return is_remember_request(text) or _CORRECTION.search(text) is not None
+    return is_remember_request(text) or _CORRECTION.search(text) is not None or is_temporary(text)
 
 
 def _one_line(text: str) -> str:
