@@ -57,6 +57,9 @@ class Candidate:
     key: str | None = None
     """A stable slot such as ``profile.city`` or ``response.language``: two memories with one key are
     about the same thing, so a new value supersedes the old (a correction) instead of standing beside it."""
+    value: str | None = None
+    """The slot's value when the key has one (``en`` for ``response.language``, ``杭州`` for ``profile.city``):
+    what recall's effective preferences read, while ``content`` keeps the sentence verbatim."""
     correction: bool = False
     """The speaker corrected an earlier fact ("其实我已经搬到杭州了", "actually ..."): a MERGE that
     supersedes, even when the old value's text looks nothing like the new one."""

@@ -1,0 +1,187 @@
+"""The gates every candidate passes, whichever extractor proposed it (seed 003 §6, issue 14 item 5).
+
+Nothing an extractor claims is taken on trust (a model may lie): the evidence must lie inside the stage,
+the source level is recomputed from the evidence, and what must never be stored (secrets, roles and
+permissions, one-off clicks, personality labels, temporary constraints, recalled context) is refused with
+its reason, so the commit counts each refusal. A refusal's ``detail`` names the kind, never the text: a
+refused password must not reach the stats either.
+
+An unknown category never reaches the gates: :class:`~memory.sessions.extraction.base.Candidate` holds a
+:class:`~memory.enums.Category`, and the one place a category arrives as text (a model's answer) refuses
+it with ``INVALID_CATEGORY`` before a candidate exists (:mod:`memory.sessions.extraction.llm`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from memory.enums import SourceLevel
+from memory.sessions.constraints import is_temporary, slots_in
+from memory.sessions.extraction.base import Candidate, Extraction, Rejection, RejectionReason
+from memory.sessions.extraction.rules import is_remember_request
+from memory.sessions.extraction.sentences import clauses, sentences
+from memory.sessions.messages import MessageRole, Stage, StageMessage
+from memory.text import normalize
+
+_I = re.IGNORECASE
+
+
+@dataclass(frozen=True)
+class GateResult:
+    admitted: tuple[Candidate, ...]
+    rejections: tuple[Rejection, ...]
+
+
+_PASSWORD = re.compile(r"(?:密码|口令|\bpassword|\bpasswd|\bpwd|\bpasscode)\s*(?:是|为|:|：|=|\bis\b)\s*\S", _I)
+_SECRETS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a password", _PASSWORD),
+    ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
+    ("an API token", re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")),
+    ("an API token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
+    ("an API token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("an API token", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("an API token", re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]{16,}", _I)),
+    ("an API token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+)
+_CARD_SHAPED = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
+
+_ROLE = re.compile(
+    r"我是(?:系统|超级)?管理员|给我(?:开通|开|加|分配)?(?:\S{0,6})?权限|授予我|我的角色是|我有\S{0,8}权限|管理员权限|"
+    r"\bI(?:'m| am) (?:an? )?(?:admin|administrator|superuser|root)\b|\b(?:grant|give) me (?:\w+ )?"
+    r"(?:access|permissions?|rights|admin)\b|\bmy role is\b|\bmake me (?:an? )?(?:admin|owner|superuser)\b",
+    _I,
+)
+_ONE_OFF = re.compile(r"点击了|点了一下|点开了|单击了|\bclicked\b|\btapped\b|\bpressed the\b", _I)
+_PERSONALITY = re.compile(
+    r"性格|急躁|内向|外向|懒(?!加载)|没耐心|脾气|"
+    r"\bimpatient\b|\bintrovert(?:ed)?\b|\bextrovert(?:ed)?\b|\blazy\b(?![- ](?:load|evaluat))|"
+    r"\byou(?:'re| are) (?:a|an) (?:[\w-]+ )?person\b",
+    _I,
+)
+_REFUSALS: tuple[tuple[RejectionReason, re.Pattern[str], str], ...] = (
+    (RejectionReason.ROLE_OR_PERMISSION, _ROLE, "roles and permissions come from credentials, not conversation"),
+    (RejectionReason.ONE_OFF_ACTION, _ONE_OFF, "a single click or action is not a stable preference"),
+    (RejectionReason.PERSONALITY_LABEL, _PERSONALITY, "a label about the user's character is never stored"),
+)
+
+_STRENGTH = {SourceLevel.E1: 1, SourceLevel.E2: 2, SourceLevel.E3: 3, SourceLevel.E4: 4}
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for position, char in enumerate(reversed(digits)):
+        value = int(char)
+        if position % 2 == 1:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def secret_kind(text: str) -> str | None:
+    """Which kind of secret ``text`` holds ("a password", "an API token", ...), or None."""
+    for kind, pattern in _SECRETS:
+        if pattern.search(text):
+            return kind
+    for match in _CARD_SHAPED.finditer(text):
+        digits = re.sub(r"[ -]", "", match.group())
+        if 13 <= len(digits) <= 19 and _luhn(digits):
+            return "a card number"
+    return None
+
+
+def _texts(candidate: Candidate) -> str:
+    return "\n".join((candidate.abstract, candidate.overview, candidate.content))
+
+
+def _slots_said(messages: Sequence[StageMessage]) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """The response preferences the messages name (stable, temporary). A temporary marker limits its own
+    clause ("以后都用英文，这次先用中文"), or the whole sentence when its clause names nothing ("For now, keep
+    it brief")."""
+    stable: set[tuple[str, str]] = set()
+    temporary: set[tuple[str, str]] = set()
+    for message in messages:
+        for sentence in sentences(message.content):
+            parts = clauses(sentence)
+            sentence_wide = any(is_temporary(c.text) and not slots_in(c.text) for c in parts)
+            for clause in parts:
+                named = set(slots_in(clause.text).items())
+                (temporary if sentence_wide or is_temporary(clause.text) else stable).update(named)
+    return stable, temporary
+
+
+def _temporary_only(candidate: Candidate, cited: Sequence[StageMessage]) -> bool:
+    """Is what the candidate states limited to now? Its own text says so, or the cited messages name the
+    response preference it states only as temporary ("这次用英文" quoted without "这次" is still temporary)."""
+    if is_temporary(candidate.content):
+        return True
+    stated = set(slots_in(candidate.content).items())
+    if candidate.key is not None and candidate.value is not None:
+        stated.add((candidate.key, candidate.value))
+    stable, temporary = _slots_said(cited)
+    return bool(stated & temporary) and not stated & stable
+
+
+def _recalled(candidate: Candidate, cited: Sequence[StageMessage], stage: Stage) -> bool:
+    if any(message.context_refs for message in cited):
+        return True
+    content = " ".join(normalize(candidate.content).split())
+    return any(content in " ".join(normalize(m.content).split()) for m in stage.messages if m.context_refs)
+
+
+def _refusal(candidate: Candidate, cited: Sequence[StageMessage], stage: Stage) -> Rejection | None:
+    """The first reason this candidate may not be stored at all, or None."""
+    evidence = candidate.evidence_event_ids
+
+    def refuse(reason: RejectionReason, detail: str) -> Rejection:
+        return Rejection(reason, f"{candidate.category.value} candidate refused: {detail}", evidence)
+
+    if not evidence:
+        return refuse(RejectionReason.MISSING_FIELD, "it cites no evidence")
+    outside = sorted(set(evidence) - stage.event_ids())
+    if outside:
+        return refuse(RejectionReason.EVIDENCE_OUTSIDE_STAGE, f"it cites events outside the stage: {outside}")
+    secret = secret_kind(_texts(candidate))
+    if secret is not None:
+        return refuse(RejectionReason.SECRET, f"its text holds {secret}, which is never stored")
+    if _recalled(candidate, cited, stage):
+        return refuse(RejectionReason.RECALLED_CONTEXT, "its text reached the agent as recalled context")
+    for reason, pattern, why in _REFUSALS:
+        if pattern.search(_texts(candidate)):
+            return refuse(reason, why)
+    if _temporary_only(candidate, cited):
+        return refuse(RejectionReason.TEMPORARY_CONSTRAINT, "a constraint for this time only is session state")
+    return None
+
+
+def _ceiling(candidate: Candidate, cited: Sequence[StageMessage]) -> SourceLevel:
+    """The strongest level the evidence supports: E4 without a user message, E1 only for a remember request."""
+    said = [m for m in cited if m.role is MessageRole.USER]
+    if not said:
+        return SourceLevel.E4
+    return SourceLevel.E1 if any(is_remember_request(m.content) for m in said) else SourceLevel.E2
+
+
+def _level(candidate: Candidate, cited: Sequence[StageMessage]) -> SourceLevel:
+    """The claimed level, never stronger than the evidence allows; E3 is the commit's to give (three sessions)."""
+    claimed = SourceLevel.E2 if candidate.source_level is SourceLevel.E3 else candidate.source_level
+    return max(claimed, _ceiling(candidate, cited), key=_STRENGTH.__getitem__)
+
+
+def apply_gates(stage: Stage, extraction: Extraction) -> GateResult:
+    """Admit what may be stored, at the level its evidence supports; refuse the rest with a reason.
+
+    The extraction's own rejections (a model answer the parser refused) come first in the result."""
+    by_id = {message.event_id: message for message in stage.messages}
+    admitted: list[Candidate] = []
+    rejections = list(extraction.rejections)
+    for candidate in extraction.candidates:
+        cited = [by_id[event_id] for event_id in dict.fromkeys(candidate.evidence_event_ids) if event_id in by_id]
+        refusal = _refusal(candidate, cited, stage)
+        if refusal is not None:
+            rejections.append(refusal)
+            continue
+        level = _level(candidate, cited)
+        admitted.append(replace(candidate, source_level=level))
+    return GateResult(tuple(admitted), tuple(rejections))

@@ -1,0 +1,300 @@
+"""The ``llm`` extractor: any OpenAI-compatible chat-completions endpoint (vLLM, Ollama, a hosted API).
+
+The model proposes; nothing it says is trusted. Its answer must be JSON of one exact shape (extra keys
+refused, types strict): an answer that is not, as a whole, is one ``INVALID_ANSWER`` rejection and no
+candidate; within a good answer each candidate is either fully valid or rejected with its reason
+(``MISSING_FIELD``, ``INVALID_CATEGORY``, ``EVIDENCE_OUTSIDE_STAGE``, ``INVALID_ANSWER``), never half used.
+This parser is the one place a category arrives as text. The gates run afterwards on what survives.
+
+An endpoint that cannot answer now (transport errors, timeouts, 429, 5xx) raises :class:`LlmUnavailable`
+with ``retryable=True``, for the Temporal activity to retry with backoff; any other refusal (401, 404, ...)
+is a configuration mistake and says what to fix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from typing import Annotated, Any, Literal
+
+import httpx
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
+
+from memory.enums import Category, SourceLevel
+from memory.sessions.extraction.base import Candidate, Extraction, Rejection, RejectionReason
+from memory.sessions.messages import Stage
+
+BODY_PREVIEW_CHARS = 200
+"""How much of an endpoint's error body an :class:`LlmUnavailable` message quotes."""
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    """Where the model lives: ``MNEMO_LLM_BASE_URL`` (ending in ``/v1``), ``MNEMO_LLM_MODEL``, ``MNEMO_LLM_API_KEY``."""
+
+    base_url: str
+    model: str
+    api_key: str | None
+    timeout_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not re.match(r"https?://[^/\s]+", self.base_url):
+            raise ValueError(
+                f"MNEMO_LLM_BASE_URL must be an http(s) URL such as http://host:8000/v1, not {self.base_url!r}"
+            )
+        if not self.model.strip():
+            raise ValueError("MNEMO_LLM_MODEL must name the model the endpoint serves")
+        if not self.timeout_seconds > 0:
+            raise ValueError(f"the LLM timeout must be positive, not {self.timeout_seconds}")
+
+
+class LlmUnavailable(Exception):
+    """The endpoint gave no usable reply; ``retryable`` says whether trying again later can help."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise PydanticCustomError("blank", "may not be empty")
+    return text
+
+
+_Text = Annotated[str, AfterValidator(_not_blank)]
+
+
+class _Answered(BaseModel):
+    """One candidate as the model must write it (the answer schema's item)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    category: _Text
+    abstract: _Text
+    overview: _Text
+    content: _Text
+    key: _Text | None
+    source_level: Literal["E1", "E2", "E3", "E4"]
+    evidence_event_ids: Annotated[list[_Text], Field(min_length=1)]
+    correction: bool
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    candidates: list[dict[str, Any]]
+
+
+class _Message(BaseModel):
+    content: str | None = None
+
+
+class _Choice(BaseModel):
+    message: _Message
+
+
+class _Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class _Completion(BaseModel):
+    """The parts of a chat completion mnemo reads; endpoints add fields of their own, which are ignored."""
+
+    choices: Annotated[list[_Choice], Field(min_length=1)]
+    usage: _Usage | None = None
+
+
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["candidates"],
+    "properties": {
+        "candidates": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": list(_Answered.model_fields),
+                "properties": {
+                    "category": {"type": "string", "enum": [c.value for c in Category]},
+                    "abstract": {"type": "string"},
+                    "overview": {"type": "string"},
+                    "content": {"type": "string"},
+                    "key": {"type": ["string", "null"]},
+                    "source_level": {"type": "string", "enum": [level.value for level in SourceLevel]},
+                    "evidence_event_ids": {"type": "array", "items": {"type": "string"}},
+                    "correction": {"type": "boolean"},
+                },
+            },
+        }
+    },
+}
+"""What the endpoint is asked to answer (``response_format`` json_schema, strict); :class:`_Answered` checks it."""
+
+
+@cache
+def system_prompt() -> str:
+    """The instructions, from ``prompts/extract.md`` beside this module (shipped as package data)."""
+    return files("memory.sessions.extraction").joinpath("prompts/extract.md").read_text(encoding="utf-8")
+
+
+def transcript(stage: Stage) -> str:
+    """The stage as the model reads it: each message behind a header naming its event id and role."""
+    blocks = []
+    for message in stage.messages:
+        marker = " | recalled context" if message.context_refs else ""
+        blocks.append(f"[event {message.event_id} | {message.role.value}{marker}]\n{message.content}")
+    return "\n\n".join(blocks)
+
+
+def _field_of(error: Any) -> str:
+    return ".".join(str(part) for part in error["loc"]) or "the candidate"
+
+
+def _value_of(answered: _Answered) -> str | None:
+    """The slot's value from the overview's first line, ``CATEGORY key = value``, as the prompt asks."""
+    if answered.key is None:
+        return None
+    first = answered.overview.strip().splitlines()[0]
+    match = re.fullmatch(rf"\s*{re.escape(answered.category)}\s+{re.escape(answered.key)}\s*=\s*(.+?)\s*", first)
+    return match.group(1) if match else None
+
+
+def _candidate(index: int, item: dict[str, Any], stage: Stage) -> Candidate | Rejection:
+    label = f"candidate {index + 1}"
+    try:
+        answered = _Answered.model_validate(item)
+    except ValidationError as error:
+        problems = error.errors()
+        missing = [p for p in problems if p["type"] in ("missing", "blank", "too_short")]
+        if missing:
+            return Rejection(RejectionReason.MISSING_FIELD, f"{label}: {_field_of(missing[0])} is missing or empty")
+        return Rejection(RejectionReason.INVALID_ANSWER, f"{label}: {_field_of(problems[0])}: {problems[0]['msg']}")
+    evidence = tuple(dict.fromkeys(answered.evidence_event_ids))
+    inside = tuple(event_id for event_id in evidence if event_id in stage.event_ids())
+    if answered.category not in {category.value for category in Category}:
+        known = ", ".join(Category)
+        return Rejection(
+            RejectionReason.INVALID_CATEGORY, f"{label}: category {answered.category!r} is not one of {known}", inside
+        )
+    if len(inside) < len(evidence):
+        outside = [event_id for event_id in evidence if event_id not in inside]
+        detail = f"{label}: cites events outside the stage: {outside}"
+        return Rejection(RejectionReason.EVIDENCE_OUTSIDE_STAGE, detail, inside)
+    return Candidate(
+        category=Category(answered.category),
+        abstract=answered.abstract,
+        overview=answered.overview,
+        content=answered.content,
+        source_level=SourceLevel(answered.source_level),
+        evidence_event_ids=evidence,
+        key=answered.key,
+        value=_value_of(answered),
+        correction=answered.correction,
+    )
+
+
+def parse_answer(content: str | None, stage: Stage) -> tuple[tuple[Candidate, ...], tuple[Rejection, ...]]:
+    """The model's answer text → valid candidates and per-candidate rejections (or one INVALID_ANSWER)."""
+    try:
+        answer = _Answer.model_validate_json(content or "")
+    except ValidationError as error:
+        problem = error.errors()[0]
+        detail = f"the model's answer is not the JSON asked for ({_field_of(problem)}: {problem['msg']})"
+        return (), (Rejection(RejectionReason.INVALID_ANSWER, detail),)
+    results = [_candidate(index, item, stage) for index, item in enumerate(answer.candidates)]
+    return (
+        tuple(r for r in results if isinstance(r, Candidate)),
+        tuple(r for r in results if isinstance(r, Rejection)),
+    )
+
+
+def _refusal_advice(status: int, config: LlmConfig) -> str:
+    if status in (401, 403):
+        return "the endpoint refused the credentials: check MNEMO_LLM_API_KEY"
+    if status == 404:
+        return (
+            f"no such model or path: check MNEMO_LLM_MODEL ({config.model!r}) and that MNEMO_LLM_BASE_URL "
+            f"({config.base_url!r}) ends in /v1"
+        )
+    return (
+        f"the endpoint refused the request: check MNEMO_LLM_MODEL ({config.model!r}) and that the endpoint "
+        "supports response_format json_schema"
+    )
+
+
+class LlmExtractor:
+    """Candidates from a model; pass ``client`` to share connections (its own timeout still applies)."""
+
+    name: str = "llm"
+
+    def __init__(self, config: LlmConfig, client: httpx.Client | None = None) -> None:
+        self._config = config
+        self._client = client
+
+    def request_body(self, stage: Stage) -> dict[str, Any]:
+        return {
+            "model": self._config.model,
+            "messages": [
+                {"role": "system", "content": system_prompt()},
+                {"role": "user", "content": transcript(stage)},
+            ],
+            "temperature": 0,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "mnemo_extraction", "strict": True, "schema": ANSWER_SCHEMA},
+            },
+        }
+
+    def extract(self, stage: Stage) -> Extraction:
+        completion = self._complete(self.request_body(stage))
+        if completion is None:
+            rejection = Rejection(RejectionReason.INVALID_ANSWER, "the endpoint's reply is not a chat completion")
+            return Extraction((), (rejection,), extractor=self.name, model=self._config.model)
+        candidates, rejections = parse_answer(completion.choices[0].message.content, stage)
+        usage = completion.usage or _Usage()
+        return Extraction(
+            candidates,
+            rejections,
+            extractor=self.name,
+            model=self._config.model,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+        )
+
+    def _complete(self, body: dict[str, Any]) -> _Completion | None:
+        """POST the request; the parsed completion, None for a 2xx that is not one, or LlmUnavailable."""
+        url = self._config.base_url.rstrip("/") + "/chat/completions"
+        headers = {"Authorization": f"Bearer {self._config.api_key}"} if self._config.api_key else {}
+        if self._client is not None:
+            response = self._post(self._client, url, body, headers)
+        else:
+            with httpx.Client() as client:
+                response = self._post(client, url, body, headers)
+        if response.status_code == 429 or response.status_code >= 500:
+            raise LlmUnavailable(
+                f"{url} answered {response.status_code} ({response.text[:BODY_PREVIEW_CHARS]!r}); try again later",
+                retryable=True,
+            )
+        if not response.is_success:
+            preview = "" if response.status_code in (401, 403) else f" ({response.text[:BODY_PREVIEW_CHARS]!r})"
+            advice = _refusal_advice(response.status_code, self._config)
+            raise LlmUnavailable(f"{url} answered {response.status_code}{preview}: {advice}", retryable=False)
+        try:
+            return _Completion.model_validate_json(response.content)
+        except ValidationError:
+            return None
+
+    def _post(self, client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
+        timeout = self._config.timeout_seconds
+        try:
+            return client.post(url, json=body, headers=headers, timeout=timeout)
+        except httpx.TimeoutException as error:
+            raise LlmUnavailable(f"{url} gave no answer within {timeout}s", retryable=True) from error
+        except httpx.RequestError as error:
+            raise LlmUnavailable(f"could not reach {url}: {error}", retryable=True) from error
