@@ -46,6 +46,7 @@ def test_evidence_must_be_given_and_inside_the_stage() -> None:
     assert _refused(stage, _claim("我住在上海")).reason is RejectionReason.MISSING_FIELD
     outside = _refused(stage, _claim("我住在上海", "e1", "e99"))
     assert outside.reason is RejectionReason.EVIDENCE_OUTSIDE_STAGE and "e99" in outside.detail
+    assert outside.evidence_event_ids == ("e1",)
 
 
 @pytest.mark.parametrize("claimed", list(SourceLevel))

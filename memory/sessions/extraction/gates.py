@@ -135,7 +135,9 @@ def _refusal(candidate: Candidate, cited: Sequence[StageMessage], stage: Stage) 
     evidence = candidate.evidence_event_ids
 
     def refuse(reason: RejectionReason, detail: str) -> Rejection:
-        return Rejection(reason, f"{candidate.category.value} candidate refused: {detail}", evidence)
+        """The refusal cites the stage's events the candidate rested on (never an id that is not one)."""
+        inside = tuple(message.event_id for message in cited)
+        return Rejection(reason, f"{candidate.category.value} candidate refused: {detail}", inside)
 
     if not evidence:
         return refuse(RejectionReason.MISSING_FIELD, "it cites no evidence")

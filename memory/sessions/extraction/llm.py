@@ -237,7 +237,7 @@ class LlmExtractor:
         self._config = config
         self._client = client
 
-    def request_body(self, stage: Stage) -> dict[str, Any]:
+    def _request_body(self, stage: Stage) -> dict[str, Any]:
         return {
             "model": self._config.model,
             "messages": [
@@ -252,7 +252,7 @@ class LlmExtractor:
         }
 
     def extract(self, stage: Stage) -> Extraction:
-        completion = self._complete(self.request_body(stage))
+        completion = self._complete(self._request_body(stage))
         if completion is None:
             rejection = Rejection(RejectionReason.INVALID_ANSWER, "the endpoint's reply is not a chat completion")
             return Extraction((), (rejection,), extractor=self.name, model=self._config.model)

@@ -72,25 +72,35 @@ _PROFILE: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("profile.occupation", re.compile(r"\bI(?:'m| am) (?:a|an) (?!bit\b|little\b|big fan\b|fan\b)" + _EN_VALUE, _I)),
 )
 
-_ZH_TIME = (
+_ZH_TIME = re.compile(
     r"今天|明天|后天|今晚|明晚|明早|下周[一二三四五六日天]?|下个?星期[一二三四五六日天]?|(?:这|本)周[一二三四五六日天末]|"
     r"周[一二三四五六日天末]|星期[一二三四五六日天]|下个月|月底|月初|\d{1,2}月\d{1,2}[日号]"
 )
-_ZH_EVENT = re.compile(
-    rf"(?:{_ZH_TIME}).*(?:去|出差|飞|开会|面试|参加|考试|见面|约了|回国|回家|搬家|休假|请假|出发)"
-    rf"|(?:去|出差|飞|开会|面试|参加|考试|见面|约了|回国|回家|搬家|休假|请假|出发).*(?:{_ZH_TIME})"
-)
+_ZH_ACTION = re.compile(r"去|出差|飞|开会|面试|参加|考试|见面|约了|回国|回家|搬家|休假|请假|出发")
 _ZH_OTHER_SUBJECT = re.compile(r"^(?:他|她|它|你|他们|她们)")
 _DAYS = r"monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 _MONTHS = r"january|february|march|april|may|june|july|august|september|october|november|december"
-_EN_EVENT = re.compile(
-    r"\b(?:I|I'm|I am|I'll|I will|I have|I've got|we|we're|we'll)\b.*\b(?:fly|flying|go|going|travel|travell?ing|"
-    r"meet|meeting|visit|visiting|leave|leaving|head|heading|attend|attending|move|moving|"
-    r"(?:an? )?(?:meeting|appointment|interview|exam|flight|trip))\b.*\b(?:today|tomorrow|tonight|"
-    rf"this (?:morning|afternoon|evening|weekend|week)|next (?:week|month|year|{_DAYS})|on (?:{_DAYS}|\d{{1,2}})|"
-    rf"in (?:{_MONTHS})|at \d{{1,2}}(?::\d{{2}})?\s*(?:am|pm)?)\b",
+_EN_SUBJECT = re.compile(r"\b(?:I|I'm|I am|I'll|I will|I have|I've got|we|we're|we'll)\b", _I)
+_EN_ACTION = re.compile(
+    r"\b(?:fly|flying|go|going|travel|travell?ing|meet|meeting|visit|visiting|leave|leaving|head|heading|"
+    r"attend|attending|move|moving|appointment|interview|exam|flight|trip)\b",
     _I,
 )
+_EN_TIME = re.compile(
+    r"\b(?:today|tomorrow|tonight|this (?:morning|afternoon|evening|weekend|week)|"
+    rf"next (?:week|month|year|{_DAYS})|on (?:{_DAYS}|\d{{1,2}})|in (?:{_MONTHS})|"
+    r"at \d{1,2}(?::\d{2})?\s*(?:am|pm)?)\b",
+    _I,
+)
+"""An event is a subject, an action and a time in one clause, in any order: three searches, each linear."""
+
+
+def _is_event(text: str) -> bool:
+    if _ZH_TIME.search(text) and _ZH_ACTION.search(text) and not _ZH_OTHER_SUBJECT.search(text):
+        return True
+    return all(pattern.search(text) for pattern in (_EN_SUBJECT, _EN_ACTION, _EN_TIME))
+
+
 _FIRST_PERSON = re.compile(r"我|\b(?:I|I'm|I've|my|me|mine)\b", _I)
 
 _ABOUT_USER = re.compile(
@@ -143,7 +153,7 @@ def _read(text: str) -> _Reading | None:
     slot = _profile_slot(text)
     if slot is not None:
         return _Reading(_Kind.PROFILE, slot)
-    if (_ZH_EVENT.search(text) and not _ZH_OTHER_SUBJECT.search(text)) or _EN_EVENT.search(text):
+    if _is_event(text):
         return _Reading(_Kind.EVENT)
     if slots_in(text) and is_temporary(text):
         return _Reading(_Kind.TEMPORARY)
@@ -163,7 +173,8 @@ class _Statement:
 def _statements(sentence: Span) -> Iterator[_Statement]:
     """Group a sentence's clauses: a clause stating something opens a statement unless the open one states
     nothing yet; clauses stating nothing continue the open statement, or wait for one if they carry a
-    modifier (a remember request, a correction marker), and are dropped otherwise ("好的" before a fact)."""
+    modifier (a remember request, a correction or temporary marker), and are dropped otherwise ("好的" before a
+    fact)."""
     current: _Statement | None = None
     for clause in clauses(sentence):
         reading = _read(clause.text)
@@ -225,7 +236,7 @@ def _candidate(
 
 def _remembered_category(text: str) -> Category:
     """A remember request naming no known statement: dated → EVENT, about the speaker → PROFILE, else ENTITY."""
-    if re.search(_ZH_TIME, text) or re.search(rf"\b(?:today|tomorrow|tonight|{_DAYS})\b", text, _I):
+    if _ZH_TIME.search(text) or _EN_TIME.search(text):
         return Category.EVENT
     return Category.PROFILE if _FIRST_PERSON.search(text) else Category.ENTITY
 
