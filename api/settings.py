@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from memory.sessions.extraction.llm import LlmConfig
 
 
 class Settings(BaseSettings):
@@ -41,6 +44,18 @@ class Settings(BaseSettings):
     query_embedding_engines: int = Field(
         default=2, ge=1, le=16,
         description="Engine child processes for query embeddings per API process; one tenant uses one at a time",
+    )
+    extractor: Literal["rules", "llm"] = Field(
+        default="rules", description="Who extracts memories from committed sessions: rules (no network) or llm"
+    )
+    llm_base_url: str | None = Field(
+        default=None, description="OpenAI-compatible endpoint for the llm extractor, e.g. http://127.0.0.1:11434/v1"
+    )
+    llm_model: str | None = Field(default=None, description="Model name the llm extractor asks for")
+    llm_api_key: str | None = Field(default=None, description="Bearer key of the LLM endpoint, if it wants one")
+    llm_timeout_seconds: float = Field(default=60.0, gt=0, le=600, description="One LLM call longer than this fails")
+    llm_max_concurrency: int = Field(
+        default=4, ge=1, le=64, description="LLM calls one worker makes at once; more commits wait their turn"
     )
     deletion_batch_size: int = Field(default=500, ge=1, le=10_000, description="Rows per purge batch (checkpoint)")
     deletion_retry_wait_seconds: float = Field(
@@ -81,3 +96,9 @@ class Settings(BaseSettings):
                 "or run `mnemo dev` for the embedded stack"
             )
         return self.database_url
+
+    def llm_config(self) -> LlmConfig | None:
+        """The llm extractor's endpoint, when one is configured."""
+        if self.llm_base_url is None or self.llm_model is None:
+            return None
+        return LlmConfig(self.llm_base_url, self.llm_model, self.llm_api_key, self.llm_timeout_seconds)

@@ -17,6 +17,7 @@ from activities.deletion import DeletionActivities, FaultPlan
 from activities.embedding import EmbeddingActivities
 from activities.projection import ProjectionActivities
 from activities.retention import RetentionActivities
+from activities.sessions import SessionActivities
 from activities.stores import PublicationDestination, default_destinations
 from activities.tasks import TaskActivities
 from activities.tasks.faults import FaultPlan as TaskFaultPlan
@@ -24,16 +25,20 @@ from api.outbox import drain_forever
 from api.settings import Settings
 from api.temporal import connect, ensure_embedding_schedule, ensure_retention_schedule
 from memory.db import make_engine
+from memory.sessions.extraction.base import Extractor
+from memory.sessions.extraction.factory import make_extractor
+from memory.sessions.extraction.rules import RulesExtractor
 from workflows.deletion import DeletionWorkflow
 from workflows.embedding import EmbedBacklogWorkflow, EmbeddingSweepWorkflow
 from workflows.projection import RebuildProjectionWorkflow
 from workflows.report_task import ReportTaskWorkflow
 from workflows.retention import RetentionSweepWorkflow
+from workflows.session_commit import SessionCommitWorkflow
 
 logger = logging.getLogger(__name__)
 
 WORKFLOWS = [RebuildProjectionWorkflow, DeletionWorkflow, RetentionSweepWorkflow, ReportTaskWorkflow]
-WORKFLOWS += [EmbedBacklogWorkflow, EmbeddingSweepWorkflow]
+WORKFLOWS += [EmbedBacklogWorkflow, EmbeddingSweepWorkflow, SessionCommitWorkflow]
 
 
 def build_worker(
@@ -49,6 +54,8 @@ def build_worker(
     task_faults: TaskFaultPlan | None = None,
     publish_fault: str = "",
     activity_slots: int | None = None,
+    extractor: Extractor | None = None,
+    extractor_slots: int = 4,
 ) -> Worker:
     """A worker for every mnemo workflow and activity on ``task_queue``.
 
@@ -85,6 +92,7 @@ def build_worker(
             retention.open_jobs,
             *tasks.all(),
             *EmbeddingActivities(engine).all(),
+            *SessionActivities(engine, extractor or RulesExtractor(), extractor_slots).all(),
         ],
         activity_executor=executor,
         max_concurrent_activities=slots,
@@ -140,6 +148,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 task_faults=TaskFaultPlan.from_spec(settings.task_slow_steps),
                 publish_fault=settings.publish_fault,
                 activity_slots=settings.worker_activity_slots,
+                extractor=make_extractor(settings.extractor, settings.llm_config()),
+                extractor_slots=settings.llm_max_concurrency,
             ):
                 # Deletions accepted while Temporal was down start now, and whenever one is queued later.
                 await drain_forever(client, engine, settings, stop)

@@ -2,25 +2,54 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
+from sqlalchemy.orm import Session
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from api.deps import CurrentPrincipal, EngineDep
+from activities.sessions import CommitRef
+from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal
 from api.schemas.common import replay_of
 from api.schemas.sessions import (
+    CommitAcceptedOut,
+    CommitIn,
+    CommitOut,
     MessagesIn,
     MessagesOut,
     SessionCreatedOut,
     SessionIn,
+    SessionOut,
     StoredEventOut,
 )
+from api.settings import Settings
+from memory.auth import PrincipalContext
 from memory.db import tenant_session
+from memory.errors import NotFound
 from memory.events import request_digest
-from memory.sessions import store
-from memory.sessions.messages import ToolCall
+from memory.sessions import archive, commits, store
+from memory.sessions.commits import TERMINAL, CommitStatus
+from memory.sessions.messages import StageMessage, ToolCall
+from memory.sessions.models import ChatSession, SessionCommit
+from memory.sessions.state import SessionState, derive_state
+from memory.sessions.window import ProfileEntry, build_window
+from workflows.session_commit import SessionCommitWorkflow
 
 router = APIRouter(tags=["sessions"])
+
+
+@dataclass(frozen=True)
+class SessionView:
+    chat: ChatSession
+    messages: tuple[StageMessage, ...]
+    state: SessionState
+    profile: list[ProfileEntry]
 
 
 @router.post("/sessions", status_code=status.HTTP_201_CREATED, responses=replay_of(SessionCreatedOut))
@@ -68,3 +97,113 @@ def post_messages(
         events=[StoredEventOut(event_id=s.event_id, sequence_no=s.sequence_no, replayed=s.replayed) for s in stored],
         sequence_range={"from": min(s.sequence_no for s in stored), "to": max(s.sequence_no for s in stored)},
     )
+
+
+def _commit_out(commit: SessionCommit) -> CommitOut:
+    return CommitOut(
+        commit_id=commit.commit_id, session_id=commit.session_id, status=commit.status, trigger=commit.trigger,
+        workflow_id=commit.workflow_id, sequence_range={"from": commit.from_sequence, "to": commit.to_sequence},
+        summary_id=commit.summary_id,
+        memories={k: v for k, v in commit.memories.items() if k != "proposed"},
+        stats=commit.stats, reasons=commit.reasons, error=commit.error,
+        created_at=commit.created_at, completed_at=commit.completed_at,
+    )
+
+
+async def start_commit(client: Client, settings: Settings, commit: SessionCommit) -> None:
+    """Start the commit's workflow under its deterministic id (a repeated start joins the first)."""
+    if CommitStatus(commit.status) in TERMINAL:
+        return
+    with contextlib.suppress(WorkflowAlreadyStartedError):  # the run closed: it was this commit's
+        await client.start_workflow(
+            SessionCommitWorkflow.run,
+            CommitRef(commit.tenant_id, commit.session_id, commit.commit_id),
+            id=commit.workflow_id,
+            task_queue=settings.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        )
+
+
+@router.post("/sessions/{session_id}/commit", status_code=status.HTTP_202_ACCEPTED)
+async def commit_session(
+    session_id: str, body: CommitIn, request: Request, principal: CurrentPrincipal, engine: EngineDep,
+    settings: SettingsDep,
+) -> CommitAcceptedOut:
+    """Archive the messages since the last commit and turn them into memories, in a workflow (202 at once).
+
+    Idempotent by ``commit_id``: a replay answers the first acceptance (and starts its workflow if an
+    earlier attempt could not reach Temporal)."""
+
+    def accept() -> commits.Accepted:
+        with tenant_session(engine, principal.tenant_id) as session:
+            return commits.accept_commit(session, principal, session_id, body.commit_id)
+
+    accepted = await asyncio.to_thread(accept)
+    await start_commit(await get_temporal(request), settings, accepted.commit)
+    commit = accepted.commit
+    return CommitAcceptedOut(
+        commit_id=commit.commit_id, workflow_id=commit.workflow_id, status=commit.status,
+        sequence_range={"from": commit.from_sequence, "to": commit.to_sequence}, replayed=accepted.replayed,
+    )
+
+
+@router.get("/sessions/{session_id}/commits/{commit_id}")
+def read_commit(session_id: str, commit_id: str, principal: CurrentPrincipal, engine: EngineDep) -> CommitOut:
+    """A commit's status, what it created, merged and skipped (with evidence), and its figures."""
+    with tenant_session(engine, principal.tenant_id) as session:
+        return _commit_out(commits.read_commit(session, principal, session_id, commit_id))
+
+
+def _session_view(session: Session, principal: PrincipalContext, session_id: str) -> SessionView:
+    chat = store.get_session(session, principal, session_id)
+    messages = store.answered_only(store.stage_messages(session, principal.tenant_id, session_id))
+    return SessionView(chat, messages, derive_state(messages, task_id=chat.task_id),
+                       store.current_profile(session, principal, chat))
+
+
+@router.get("/sessions/{session_id}")
+def read_session(session_id: str, principal: CurrentPrincipal, engine: EngineDep) -> SessionOut:
+    """The session, its derived state (active task, entities, temporary constraints, pending questions) and
+    the profile injected at its start (re-read: a deleted or corrected memory shows as it is now)."""
+    with tenant_session(engine, principal.tenant_id) as session:
+        view = _session_view(session, principal, session_id)
+    chat = view.chat
+    return SessionOut(
+        session_id=chat.session_id, status=chat.status, project_id=chat.project_id, task_id=chat.task_id,
+        title=chat.title, agent_id=chat.agent_id, created_at=chat.created_at, last_message_at=chat.last_message_at,
+        messages=chat.next_sequence - 1, committed_through=chat.committed_through, state=view.state.as_json(),
+        profile=[entry.as_json() for entry in view.profile],
+    )
+
+
+@router.get("/sessions/{session_id}/window")
+def read_window(
+    session_id: str, principal: CurrentPrincipal, engine: EngineDep,
+    budget_tokens: Annotated[int, Query(ge=1, le=1_000_000)] = 4_000,
+) -> dict[str, Any]:
+    """The messages to hand the model within ``budget_tokens``: by priority (P0 current request, safety rules,
+    pending questions, the profile; P1 task state, recent tool results, corrections; P2 history and
+    decisions; P3 chit-chat, repeats), then recency; what does not fit is listed in ``dropped``."""
+    with tenant_session(engine, principal.tenant_id) as session:
+        view = _session_view(session, principal, session_id)
+    window = build_window(view.messages, budget_tokens=budget_tokens, state=view.state, profile=view.profile)
+    return window.as_json()
+
+
+@router.get("/sessions/{session_id}/summaries/latest")
+def latest_summary(session_id: str, principal: CurrentPrincipal, engine: EngineDep) -> dict[str, Any]:
+    """The newest structured summary version (built by commits; rebuilt when a source event is deleted)."""
+    with tenant_session(engine, principal.tenant_id) as session:
+        store.get_session(session, principal, session_id)
+        row = archive.latest_summary(session, principal.tenant_id, session_id)
+        if row is None:
+            raise NotFound(f"session {session_id!r} has no summary yet: commit a stage first")
+        return {
+            "summary_id": str(row.summary_id), "version": row.version, "reason": row.reason,
+            "commit_id": row.commit_id, **row.body,
+            "source_range": {"from": row.from_sequence, "to": row.to_sequence},
+            "abstract": row.abstract, "overview": row.overview, "task_observation": row.task_observation,
+            "task_observation_note": archive.REREAD_NOTE if row.task_observation else None,
+            "created_at": row.created_at.isoformat(),
+        }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -320,7 +320,12 @@ def mark_used(session: Session, tenant_id: str, selected: list[Scored], now: dat
     commits first, and the locked read skips the row. Either way no counter outlives its memory, and
     the foreign key never fails mid-bundle.
     """
-    ids = list({s.memory.memory_id for s in selected})  # the statement orders them
+    mark_used_ids(session, tenant_id, [s.memory.memory_id for s in selected], now)
+
+
+def mark_used_ids(session: Session, tenant_id: str, memory_ids: Sequence[uuid.UUID], now: datetime) -> None:
+    """:func:`mark_used` by id: a session commit counts the memories its bundles and profile injection used."""
+    ids = list(set(memory_ids))  # the statement orders them
     if not ids:
         return
     # On the session's connection: ORM execution would take the parameters for rows to insert.

@@ -25,6 +25,7 @@ from memory.events import next_revision
 from memory.models import Memory, MemoryEvent, Tombstone
 from memory.sessions.messages import MessageRole, StageMessage, ToolCall
 from memory.sessions.models import ChatSession
+from memory.sessions.window import ProfileEntry
 from memory.visibility import not_tombstoned, visible_to
 
 MAX_MESSAGES_PER_BATCH = 500
@@ -289,3 +290,25 @@ def stage_messages(
     if to_sequence is not None:
         statement = statement.where(MemoryEvent.sequence_no <= to_sequence)
     return tuple(_as_stage_message(e) for e in session.execute(statement).scalars())
+
+
+def current_profile(session: Session, principal: PrincipalContext, chat: ChatSession) -> list[ProfileEntry]:
+    """The profile injected at session start, re-read now: a deleted memory is gone, a corrected one current."""
+    ids = [uuid.UUID(entry["memory_id"]) for entry in chat.profile_snapshot]
+    if not ids:
+        return []
+    rows = session.execute(
+        select(Memory).where(visible_to(principal), not_tombstoned(), Memory.memory_id.in_(ids),
+                             Memory.status == Status.ACTIVE.value)
+    ).scalars()
+    by_id = {row.memory_id: row for row in rows}
+    return [
+        ProfileEntry(str(m.memory_id), m.version, Category(m.category), m.key, m.content, m.source_id, m.captured_at)
+        for m in (by_id.get(memory_id) for memory_id in ids) if m is not None
+    ]
+
+
+def answered_only(messages: Sequence[StageMessage]) -> tuple[StageMessage, ...]:
+    """Leave out tool results whose call was deleted: a result never stands without its call."""
+    calls = {call.call_id for m in messages for call in m.tool_calls}
+    return tuple(m for m in messages if m.role is not MessageRole.TOOL or m.tool_call_id in calls)

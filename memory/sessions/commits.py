@@ -1,0 +1,126 @@
+"""``session.commit``: accepting a commit (which stage it covers), its status machine and its read model.
+
+The API accepts a commit in one transaction: it claims the messages after the last commit's stage up to
+the newest, and records the owner's deletion epoch; the :class:`~workflows.session_commit.SessionCommitWorkflow`
+(one per commit id) then archives, extracts and persists (:mod:`memory.sessions.archive`,
+:mod:`memory.sessions.persist`). A replay of the commit id returns the first acceptance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from memory.auth import PrincipalContext
+from memory.epochs import current_epoch
+from memory.errors import Conflict, NotFound
+from memory.sessions.models import ChatSession, SessionCommit
+from memory.sessions.store import get_session
+
+
+class CommitStatus(StrEnum):
+    ACCEPTED = "accepted"
+    ARCHIVED = "archived"
+    EXTRACTED = "extracted"
+    COMPLETED = "completed"
+    COMPLETED_WITH_REJECTIONS = "completed_with_rejections"
+    """Something was stored, and something the extractor proposed was refused (reasons listed)."""
+    FAILED_REQUIRES_ACTION = "failed_requires_action"
+    """Nothing the extractor answered could be used (or it could not be reached): fix it and commit again."""
+    CANCELLED_BY_DELETION = "cancelled_by_deletion"
+    """The owner's data was deleted while the commit ran: nothing was written back."""
+
+
+TERMINAL = frozenset({
+    CommitStatus.COMPLETED, CommitStatus.COMPLETED_WITH_REJECTIONS, CommitStatus.FAILED_REQUIRES_ACTION,
+    CommitStatus.CANCELLED_BY_DELETION,
+})
+
+
+class NothingToCommit(Conflict):
+    code = "nothing_to_commit"
+
+
+def workflow_id(tenant_id: str, session_id: str, commit_id: str) -> str:
+    """One workflow per commit id; hashed so no id a client chooses can collide with another's."""
+    digest = hashlib.sha256(f"{tenant_id}\x00{session_id}\x00{commit_id}".encode()).hexdigest()[:32]
+    return f"session-commit-{digest}"
+
+
+@dataclass(frozen=True)
+class Accepted:
+    commit: SessionCommit
+    replayed: bool
+
+
+def accept_commit(
+    session: Session, principal: PrincipalContext, session_id: str, commit_id: str, *, trigger: str = "explicit"
+) -> Accepted:
+    """Claim the session's uncommitted messages for ``commit_id`` (or return the commit it already names)."""
+    chat = get_session(session, principal, session_id, lock=True)
+    existing = session.get(SessionCommit, (principal.tenant_id, session_id, commit_id))
+    if existing is not None:
+        return Accepted(existing, replayed=True)
+    last = chat.next_sequence - 1
+    if last <= chat.committed_through:
+        raise NothingToCommit(
+            f"session {session_id!r} has no messages after sequence {chat.committed_through} (the last commit's "
+            "stage); post messages first",
+            details={"committed_through": chat.committed_through},
+        )
+    commit = SessionCommit(
+        tenant_id=principal.tenant_id,
+        session_id=session_id,
+        commit_id=commit_id,
+        workflow_id=workflow_id(principal.tenant_id, session_id, commit_id),
+        status=CommitStatus.ACCEPTED.value,
+        trigger=trigger,
+        requested_by=principal.user_id,
+        requester_roles=sorted(principal.roles),
+        held_epoch=current_epoch(session, principal.tenant_id, chat.user_id),
+        from_sequence=chat.committed_through + 1,
+        to_sequence=last,
+    )
+    chat.committed_through = last
+    session.add(commit)
+    session.flush()
+    return Accepted(commit, replayed=False)
+
+
+def read_commit(session: Session, principal: PrincipalContext, session_id: str, commit_id: str) -> SessionCommit:
+    get_session(session, principal, session_id)
+    commit = session.get(SessionCommit, (principal.tenant_id, session_id, commit_id))
+    if commit is None:
+        raise NotFound(f"commit {commit_id!r} of session {session_id!r} not found")
+    return commit
+
+
+def lock_commit(session: Session, tenant_id: str, session_id: str, commit_id: str) -> tuple[SessionCommit, ChatSession]:
+    """The commit and its session, locked (activities: one writer of a commit at a time)."""
+    commit = session.execute(
+        select(SessionCommit)
+        .where(SessionCommit.tenant_id == tenant_id, SessionCommit.session_id == session_id,
+               SessionCommit.commit_id == commit_id)
+        .with_for_update()
+    ).scalar_one()
+    chat = session.execute(
+        select(ChatSession).where(ChatSession.tenant_id == tenant_id, ChatSession.session_id == session_id)
+    ).scalar_one()
+    return commit, chat
+
+
+def move(commit: SessionCommit, to: CommitStatus, **fields: Any) -> None:
+    """Set the commit's status (never out of a terminal one) and the given fields."""
+    if CommitStatus(commit.status) in TERMINAL:
+        raise Conflict(f"commit {commit.commit_id!r} already ended as {commit.status}", code="commit_ended")
+    commit.status = to.value
+    for name, value in fields.items():
+        setattr(commit, name, value)
+    commit.updated_at = func.now()
+    if to in TERMINAL:
+        commit.completed_at = func.now()
