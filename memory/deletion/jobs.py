@@ -81,6 +81,8 @@ class Layer(StrEnum):
 
     SOURCE_EVENTS = "source_events"
     DERIVED_MEMORIES = "derived_memories"
+    DERIVED_SUMMARIES = "derived_summaries"
+    """Session summaries (scrubbed, then rebuilt from the remaining events) and stable-choice rows."""
     PRIMARY_MEMORIES = "primary_memories"
     SEARCH_PROJECTION = "search_projection"
     AUDIT_BODIES = "audit_bodies"

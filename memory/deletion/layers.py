@@ -34,6 +34,7 @@ from memory.models import (
     Tombstone,
 )
 from memory.projection import delete_projection, write_projection
+from memory.sessions.forget import purge_derived_summaries
 
 
 @dataclass(frozen=True)
@@ -349,9 +350,11 @@ def purge_probes(session: Session, job: DeletionJob, batch: int) -> BatchResult:
     return BatchResult(removed, True, {"probes_removed": removed})
 
 
+
 PURGERS: dict[Layer, Callable[[Session, DeletionJob, int], BatchResult]] = {
     Layer.SOURCE_EVENTS: purge_source_events,
     Layer.DERIVED_MEMORIES: purge_derived_memories,
+    Layer.DERIVED_SUMMARIES: lambda session, job, batch: BatchResult(*purge_derived_summaries(session, job, batch)),
     Layer.PRIMARY_MEMORIES: purge_primary_memories,
     Layer.SEARCH_PROJECTION: purge_search_projection,
     Layer.AUDIT_BODIES: purge_audit_bodies,

@@ -13,10 +13,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Boolean, ColumnElement, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from memory.events import next_revision
+from memory.models import Tombstone
 from memory.sessions.messages import Stage
 from memory.sessions.models import ChatSession, SessionSummary
 from memory.sessions.store import stage_messages
@@ -45,11 +46,21 @@ def _evidence(summary: StructuredSummary) -> list[str]:
     return sorted(f"event:{event}" for event in cited)
 
 
+def summary_tombstoned() -> ColumnElement[bool]:
+    """A summary citing an event a deletion barrier has tombstoned: hidden at once, until the purge rebuilds it."""
+    link = (literal("event:") + Tombstone.target_id).self_group()
+    return select(Tombstone.target_id).where(
+        Tombstone.tenant_id == SessionSummary.tenant_id, Tombstone.target_type == "event",
+        SessionSummary.evidence_refs.op("?", return_type=Boolean)(link),
+    ).exists()
+
+
 def latest_summary(session: Session, tenant_id: str, session_id: str) -> SessionSummary | None:
+    """The newest readable version: not scrubbed, and citing no event whose deletion is under way."""
     return session.execute(
         select(SessionSummary)
         .where(SessionSummary.tenant_id == tenant_id, SessionSummary.session_id == session_id,
-               SessionSummary.purged_at.is_(None))
+               SessionSummary.purged_at.is_(None), ~summary_tombstoned())
         .order_by(SessionSummary.version.desc())
         .limit(1)
     ).scalar_one_or_none()

@@ -1,0 +1,134 @@
+"""What a deletion does to sessions: the ``derived_summaries`` layer and its verification.
+
+Summaries and stable-choice rows are derived copies of a session's events. When events go (one event, a
+session, a whole subject), every summary version citing them is scrubbed (its text, items and evidence
+emptied, the row kept as proof), the choices they recorded are removed, and where the session itself
+survives a new summary version is built from the events that remain (seed 003 §5.2: rebuild after a
+deletion). A deleted session's row keeps only its id and owner. The source events layer runs first, so
+the rebuild never sees the deleted events.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import ARRAY, ColumnElement, Text, and_, cast, delete, false, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from memory.db import affected_rows
+from memory.deletion.scope import Scope, ScopeType
+from memory.models import DeletionJob
+from memory.sessions.archive import store_summary, task_observation
+from memory.sessions.models import ChatSession, SessionChoice, SessionSummary
+
+
+def _deleted_event_links(scope: Scope) -> list[str]:
+    return [f"event:{scope.target_id}"] if scope.type is ScopeType.EVENT else []
+
+
+def _covered(scope: Scope, job: DeletionJob, links: list[str]) -> ColumnElement[bool]:
+    """Summary rows the deletion covers: citing a deleted event, or of a deleted session / subject."""
+    mine = SessionSummary.session_id.in_(
+        select(ChatSession.session_id).where(ChatSession.tenant_id == job.tenant_id,
+                                             ChatSession.user_id == scope.subject)
+    )
+    if scope.type is ScopeType.SESSION:
+        return and_(mine, SessionSummary.session_id == scope.target_id)
+    if scope.type is ScopeType.SUBJECT:
+        return mine
+    if links:
+        return SessionSummary.evidence_refs.op("?|")(cast(links, ARRAY(Text)))
+    return false()
+
+
+def purge_derived_summaries(session: Session, job: DeletionJob, batch: int) -> tuple[int, bool, dict[str, Any]]:
+    """One batch: scrub covered summary versions, drop choices, scrub deleted sessions, rebuild survivors."""
+    from memory.deletion.layers import scope_of  # the deletion package imports this module
+
+    scope = scope_of(job)
+    links = _deleted_event_links(scope)
+    rows = session.execute(
+        select(SessionSummary)
+        .where(SessionSummary.tenant_id == job.tenant_id, SessionSummary.purged_at.is_(None),
+               _covered(scope, job, links))
+        .limit(batch)
+        .with_for_update(skip_locked=True)
+    ).scalars().all()
+    rebuild: dict[str, int] = {}
+    for row in rows:
+        rebuild[row.session_id] = max(rebuild.get(row.session_id, 0), row.to_sequence)
+        row.body, row.abstract, row.overview, row.evidence_refs = {}, "", "", []
+        row.purged_at = func.now()
+    session.flush()
+    choices = _drop_choices(session, job, scope)
+    sessions_scrubbed = _scrub_sessions(session, job, scope)
+    rebuilt = 0
+    if scope.type in (ScopeType.EVENT, ScopeType.MEMORY):
+        for session_id, to_sequence in rebuild.items():
+            chat = session.get(ChatSession, (job.tenant_id, session_id))
+            if chat is None or chat.purged_at is not None:
+                continue
+            if store_summary(session, chat, to_sequence, commit_id=None, reason="rebuilt_after_deletion",
+                             observation=task_observation(session, chat)) is not None:
+                rebuilt += 1
+    done = len(rows) < batch
+    return len(rows), done, {"summaries_scrubbed": len(rows), "summaries_rebuilt": rebuilt,
+                             "choices_removed": choices, "sessions_scrubbed": sessions_scrubbed}
+
+
+def _drop_choices(session: Session, job: DeletionJob, scope: Scope) -> int:
+    condition: ColumnElement[bool]
+    if scope.type is ScopeType.EVENT:
+        condition = SessionChoice.event_id == uuid.UUID(scope.target_id)
+    elif scope.type is ScopeType.SESSION:
+        condition = and_(SessionChoice.session_id == scope.target_id, SessionChoice.user_id == scope.subject)
+    elif scope.type is ScopeType.SUBJECT:
+        condition = SessionChoice.user_id == scope.subject
+    else:
+        return 0
+    return affected_rows(session.execute(delete(SessionChoice).where(SessionChoice.tenant_id == job.tenant_id,
+                                                                      condition)))
+
+
+def _scrub_sessions(session: Session, job: DeletionJob, scope: Scope) -> int:
+    if scope.type not in (ScopeType.SESSION, ScopeType.SUBJECT):
+        return 0
+    condition = ChatSession.user_id == scope.subject
+    if scope.type is ScopeType.SESSION:
+        condition = and_(condition, ChatSession.session_id == scope.target_id)
+    return affected_rows(session.execute(
+        update(ChatSession)
+        .where(ChatSession.tenant_id == job.tenant_id, condition, ChatSession.purged_at.is_(None),
+               ChatSession.revision <= job.barrier_revision)
+        .values(title=None, profile_snapshot=[], purged_at=func.now())
+    ))
+
+
+def summary_hits(session: Session, job: DeletionJob, probes: list[str]) -> dict[str, int]:
+    """Verification: summary versions still citing a deleted event, or still holding a deleted text."""
+    from memory.deletion.layers import scope_of
+
+    scope = scope_of(job)
+    links = _deleted_event_links(scope)
+    live = and_(SessionSummary.tenant_id == job.tenant_id, SessionSummary.purged_at.is_(None))
+    hits = {"summaries_citing_deleted": session.execute(
+        select(func.count()).select_from(SessionSummary).where(live, _covered(scope, job, links))
+    ).scalar_one() if scope.type is not ScopeType.MEMORY else 0}
+    owned = SessionSummary.session_id.in_(
+        select(ChatSession.session_id).where(ChatSession.tenant_id == job.tenant_id,
+                                             ChatSession.user_id == scope.subject)
+    )
+    text_hits = 0
+    for probe in probes:
+        text_hits += session.execute(
+            select(func.count()).select_from(SessionSummary).where(
+                live, owned,
+                or_(SessionSummary.overview.contains(probe), cast(SessionSummary.body, Text).contains(probe)),
+            )
+        ).scalar_one()
+    hits["summary_text"] = text_hits
+    return hits
+
+
+__all__ = ["purge_derived_summaries", "summary_hits"]
