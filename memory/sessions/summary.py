@@ -230,8 +230,9 @@ def summarize(
         raise ValueError(f"max_items_per_section must be at least 1, not {max_items_per_section}")
     require_sequence_order(stage.messages)
     drafts: dict[str, _Draft] = {}
+    memo: dict[tuple[MessageRole, str], str | None] = {}
     for message in stage.messages:
-        for sentence, section in _classified(message):
+        for sentence, section in _classified(message, memo):
             draft = drafts.setdefault(_identity(sentence), _Draft(section, sentence, []))
             if message.event_id not in draft.event_ids:
                 draft.event_ids.append(message.event_id)
@@ -255,13 +256,18 @@ def summarize(
     )
 
 
-def _classified(message: StageMessage) -> list[tuple[str, str]]:
+def _classified(message: StageMessage, memo: dict[tuple[MessageRole, str], str | None]) -> list[tuple[str, str]]:
+    """The message's sentences with their sections; ``memo`` spares repeated sentences (log lines, table rows)
+    the cue scan."""
     allowed = _ALLOWED.get(message.role)
     if allowed is None or message.context_refs:
         return []
     out: list[tuple[str, str]] = []
     for sentence in split_sentences(message.content):
-        section = _section(sentence, allowed)
+        key = (message.role, sentence)
+        if key not in memo:
+            memo[key] = _section(sentence, allowed)
+        section = memo[key]
         if section is not None:
             out.append((sentence, section))
     return out
@@ -323,6 +329,7 @@ def check_faithful(summary: StructuredSummary, stage: Stage) -> list[str]:
     that completion in a sentence with no unfinished state.
     """
     contents = {message.event_id: message.content for message in stage.messages}
+    sentences: dict[str, dict[str, None]] = {}
     problems: list[str] = []
     if (summary.from_sequence, summary.to_sequence) != (stage.from_sequence, stage.to_sequence):
         problems.append(
@@ -331,12 +338,18 @@ def check_faithful(summary: StructuredSummary, stage: Stage) -> list[str]:
         )
     for name, items in summary.sections().items():
         for item in items:
-            problems.extend(_item_problems(name, item, contents))
+            problems.extend(_item_problems(name, item, contents, sentences))
     problems.extend(_abstract_problems(summary.abstract, stage))
     return problems
 
 
-def _item_problems(section: str, item: SummaryItem, contents: Mapping[str, str]) -> list[str]:
+def _item_problems(
+    section: str, item: SummaryItem, contents: Mapping[str, str], sentences: dict[str, dict[str, None]]
+) -> list[str]:
+    """``sentences`` caches each cited event's distinct sentences across items.
+
+    An item that is a whole sentence of an event is its own source there; otherwise the sentences it was cut
+    from or summarises are, and each must keep its markers in the item."""
     if not item.source_event_ids:
         return [f"{section} item {item.text!r} cites no source event"]
     problems = [
@@ -347,9 +360,14 @@ def _item_problems(section: str, item: SummaryItem, contents: Mapping[str, str])
     sources = [(event_id, contents[event_id]) for event_id in item.source_event_ids if event_id in contents]
     if sources and not any(item.text in content for _, content in sources):
         problems.append(f"{section} item {item.text!r} is not verbatim in any event it cites")
+    own = frozenset(tokens(item.text))
     for event_id, content in sources:
-        for sentence in split_sentences(content):
-            if _covers(item.text, sentence):
+        if event_id not in sentences:
+            sentences[event_id] = dict.fromkeys(split_sentences(content))
+        if item.text in sentences[event_id]:
+            continue
+        for sentence in sentences[event_id]:
+            if _covers(item.text, own, sentence):
                 problems.extend(
                     f"{section} item {item.text!r} drops the {kind} {marker!r} of {sentence!r} (event {event_id})"
                     for kind, marker in _dropped_markers(item.text, sentence)
@@ -357,11 +375,10 @@ def _item_problems(section: str, item: SummaryItem, contents: Mapping[str, str])
     return problems
 
 
-def _covers(text: str, sentence: str) -> bool:
-    """Is ``sentence`` what ``text`` summarises: inside it, around it, or sharing most of its words?"""
+def _covers(text: str, own: frozenset[str], sentence: str) -> bool:
+    """Is ``sentence`` what ``text`` summarises: inside it, around it, or sharing most of its search tokens?"""
     if sentence in text or text in sentence:
         return True
-    own = set(tokens(text))
     return bool(own) and len(own & set(tokens(sentence))) / len(own) >= _RELATED_SHARE
 
 
@@ -376,14 +393,18 @@ def _dropped_markers(text: str, sentence: str) -> list[tuple[str, str]]:
 
 
 def _abstract_problems(abstract: str, stage: Stage) -> list[str]:
-    stated = {
-        _identity(sentence)
-        for message in stage.messages
-        for sentence in split_sentences(message.content)
-        if not _PENDING.search(sentence)
+    claims = {
+        _identity(sentence): sentence
+        for sentence in split_sentences(abstract)
+        if _COMPLETION_CLAIM.search(sentence) and not _PENDING.search(sentence)
     }
+    for message in stage.messages:
+        if not claims:
+            break
+        for sentence in split_sentences(message.content):
+            if not _PENDING.search(sentence):
+                claims.pop(_identity(sentence), None)
     return [
         f"abstract claims completion in {sentence!r}, which the stage does not state without an unfinished state"
-        for sentence in split_sentences(abstract)
-        if _COMPLETION_CLAIM.search(sentence) and not _PENDING.search(sentence) and _identity(sentence) not in stated
+        for sentence in claims.values()
     ]
