@@ -37,6 +37,7 @@ from memory.sessions import archive, commits, store
 from memory.sessions.commits import TERMINAL, CommitStatus
 from memory.sessions.messages import StageMessage, ToolCall
 from memory.sessions.models import ChatSession, SessionCommit
+from memory.sessions.remember import remember_now
 from memory.sessions.state import SessionState, derive_state
 from memory.sessions.window import ProfileEntry, build_window
 from workflows.session_commit import SessionCommitWorkflow
@@ -91,11 +92,14 @@ def post_messages(
     digests = [request_digest(m.model_dump(mode="json")) for m in body.messages]
     with tenant_session(engine, principal.tenant_id) as session:
         stored = store.append_messages(session, principal, session_id, messages, digests)
+        chat = store.get_session(session, principal, session_id)
+        remembered = remember_now(session, principal, chat, [s.as_stage_message() for s in stored])
     if all(s.replayed for s in stored):
         response.status_code = status.HTTP_200_OK
     return MessagesOut(
         events=[StoredEventOut(event_id=s.event_id, sequence_no=s.sequence_no, replayed=s.replayed) for s in stored],
         sequence_range={"from": min(s.sequence_no for s in stored), "to": max(s.sequence_no for s in stored)},
+        remembered=remembered,
     )
 
 

@@ -101,18 +101,21 @@ def stable_choices(session: Session, chat: ChatSession, stage: Stage) -> list[Ca
     return found
 
 
-def _source(chat: ChatSession, commit: SessionCommit, candidate: Candidate, stage: Stage) -> Source:
+def _source(chat: ChatSession, candidate: Candidate, stage: Stage) -> Source:
     cited = [m for m in stage.messages if m.event_id in set(candidate.evidence_event_ids)]
     captured: datetime = max((m.created_at for m in cited), default=stage.messages[-1].created_at)
     return Source(source_id=f"session:{chat.session_id}", source_type="SESSION_COMMIT", captured_at=captured,
                   evidence_refs=tuple(f"event:{e}" for e in candidate.evidence_event_ids))
 
 
-def _write(
-    session: Session, principal: PrincipalContext, chat: ChatSession, commit: SessionCommit, position: int,
-    decided: Decided, stage: Stage,
+def write_decision(
+    session: Session, principal: PrincipalContext, chat: ChatSession, decided: Decided, stage: Stage, *,
+    position: int, idempotency_key: str, held_epoch: int | None,
 ) -> dict[str, Any]:
-    """Apply one decision; returns what the commit's ``memories`` lists for it."""
+    """Apply one decision through the store; returns what a commit's ``memories`` lists for it.
+
+    A CREATE is idempotent by ``idempotency_key`` (a retried write finds its memory); ``held_epoch`` refuses
+    it if the owner's data was deleted since the writer started."""
     candidate, target = decided.candidate, decided.target
     entry: dict[str, Any] = {"position": position, "category": candidate.category.value, "key": candidate.key,
                              "abstract": candidate.abstract, "source_level": candidate.source_level.value,
@@ -122,7 +125,7 @@ def _write(
         assert target is not None
         entry.update(memory_id=str(target.memory_id), version=target.version)
         return entry
-    source = _source(chat, commit, candidate, stage)
+    source = _source(chat, candidate, stage)
     content = stored_content(candidate)
     overview = candidate.overview if content == candidate.content else f"{candidate.overview}\n«{candidate.content}»"
     if decided.decision is Decision.MERGE:
@@ -150,8 +153,8 @@ def _write(
         category=candidate.category, space=space_for(candidate.category), content=content,
         source=source, source_level=candidate.source_level, abstract=candidate.abstract,
         overview=overview, key=candidate.key, project_id=chat.project_id,
-        idempotency_key=f"session-commit:{chat.session_id}:{commit.commit_id}:{position}",
-    ), request_digest(candidate_json(candidate)), held_epoch=commit.held_epoch)
+        idempotency_key=idempotency_key,
+    ), request_digest(candidate_json(candidate)), held_epoch=held_epoch)
     entry.update(decision=Decision.CREATE.value, memory_id=str(written.memory.memory_id),
                  version=written.memory.version, status=written.memory.status)
     return entry
@@ -194,16 +197,20 @@ def persist(session: Session, tenant_id: str, session_id: str, commit_id: str) -
     extracted = commit.memories.get("proposed", {})
     rejections: list[dict[str, Any]] = list(extracted.get("rejections", []))
     record_choices(session, chat, stage)
-    candidates = [candidate_of(c) for c in extracted.get("candidates", [])] + stable_choices(session, chat, stage)
+    proposed = [candidate_of(c) for c in extracted.get("candidates", [])]
+    candidates = proposed + stable_choices(session, chat, stage)  # E3 cites other sessions' (live) choices
     live = set(stage.event_ids())
     entries: list[dict[str, Any]] = []
     for position, candidate in enumerate(candidates):
-        if not set(candidate.evidence_event_ids) <= live:  # an event deleted since extraction
+        if position < len(proposed) and not set(candidate.evidence_event_ids) <= live:  # deleted since extraction
             rejections.append({"reason": RejectionReason.EVIDENCE_OUTSIDE_STAGE.value,
                                "detail": "an event this candidate cites was deleted before it could be stored",
                                "evidence_event_ids": list(candidate.evidence_event_ids)})
             continue
-        entries.append(_write(session, principal, chat, commit, position, decide(session, principal, candidate), stage))
+        entries.append(write_decision(
+            session, principal, chat, decide(session, principal, candidate), stage, position=position,
+            idempotency_key=f"session-commit:{session_id}:{commit_id}:{position}", held_epoch=commit.held_epoch,
+        ))
         session.flush()
     for entry in entries:
         if "memory_id" in entry and entry["decision"] != Decision.SKIP.value:

@@ -70,6 +70,12 @@ class StoredMessage:
     event_id: uuid.UUID
     sequence_no: int
     replayed: bool
+    message: NewMessage
+
+    def as_stage_message(self) -> StageMessage:
+        m = self.message
+        return StageMessage(str(self.event_id), self.sequence_no, m.role, m.content, m.created_at, m.tool_calls,
+                            m.tool_call_id, m.context_refs)
 
 
 def _tombstoned(principal: PrincipalContext, session_id: str) -> Any:
@@ -227,7 +233,7 @@ def append_messages(
             revision=next_revision(session),
         )
         session.add(event)
-        stored.append(StoredMessage(event.event_id, chat.next_sequence, replayed=False))
+        stored.append(StoredMessage(event.event_id, chat.next_sequence, replayed=False, message=message))
         chat.next_sequence += 1
     if any(not s.replayed for s in stored):
         chat.last_message_at = func.now()
@@ -255,7 +261,7 @@ def _replay_of(
             "message; use a new key for a new message",
             details={"event_id": str(existing.event_id), "sequence_no": existing.sequence_no},
         )
-    return StoredMessage(existing.event_id, existing.sequence_no, replayed=True)
+    return StoredMessage(existing.event_id, existing.sequence_no, replayed=True, message=message)
 
 
 def _as_stage_message(event: MemoryEvent) -> StageMessage:

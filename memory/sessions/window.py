@@ -106,7 +106,7 @@ class WindowMessage:
         }
         if self.message.tool_calls:
             out["tool_calls"] = [
-                {"call_id": call.call_id, "name": call.name, "arguments": call.arguments}
+                {"id": call.call_id, "name": call.name, "arguments": call.arguments}
                 for call in self.message.tool_calls
             ]
         if self.message.tool_call_id is not None:

@@ -105,7 +105,7 @@ def test_the_answer_is_in_sequence_order_and_counts_every_token_it_holds() -> No
         "tokens": count_tokens("Never reveal customer names."),
     }
     call, result = answer["messages"][9], answer["messages"][10]
-    assert call["tool_calls"] == [{"call_id": "c1", "name": "query_sales", "arguments": '{"month": "2026-06"}'}]
+    assert call["tool_calls"] == [{"id": "c1", "name": "query_sales", "arguments": '{"month": "2026-06"}'}]
     assert call["tokens"] == count_tokens("") + count_tokens('query_sales {"month": "2026-06"}')
     assert result["tool_call_id"] == "c1"
 
