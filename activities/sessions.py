@@ -12,9 +12,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, or_, select
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -25,7 +26,9 @@ from memory.sessions.extraction.base import Extractor
 from memory.sessions.extraction.gates import apply_gates
 from memory.sessions.extraction.llm import LlmUnavailable
 from memory.sessions.messages import Stage
+from memory.sessions.models import SessionCommit
 from memory.sessions.persist import candidate_json, persist, rejection_json
+from memory.sessions.policy import CommitPolicy, commit_idle
 from memory.sessions.store import stage_messages
 
 
@@ -43,14 +46,49 @@ class CommitFailure:
     detail: str
 
 
+@dataclass(frozen=True)
+class SessionSweepRequest:
+    tenant_id: str
+    limit: int
+
+
+@dataclass(frozen=True)
+class StartCommit:
+    ref: CommitRef
+    workflow_id: str
+
+
+STALLED_AFTER = timedelta(minutes=1)
+"""An accepted commit whose workflow has not moved it for this long may never have been started (Temporal was
+down when it was accepted): the sweep starts it, under its own id, so a running one is left alone."""
+
+
 class SessionActivities:
-    def __init__(self, engine: Engine, extractor: Extractor, extractor_slots: int = 4) -> None:
+    def __init__(
+        self, engine: Engine, extractor: Extractor, extractor_slots: int = 4, policy: CommitPolicy | None = None
+    ) -> None:
         self.engine = engine
         self.extractor = extractor
+        self.policy = policy or CommitPolicy()
         self._slots = threading.BoundedSemaphore(extractor_slots)
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.archive, self.extract, self.persist, self.fail]
+        return [self.archive, self.extract, self.persist, self.fail, self.sweep]
+
+    @activity.defn(name="session_commit_sweep")
+    def sweep(self, request: SessionSweepRequest) -> list[StartCommit]:
+        """Commit the tenant's idle sessions, and list the commits whose workflows must be started."""
+        now, tenant_id = datetime.now(UTC), request.tenant_id
+        with shielded_session(self.engine, tenant_id) as session:
+            commit_idle(session, tenant_id, self.policy, now, request.limit)
+            session.flush()
+            waiting = session.execute(
+                select(SessionCommit).where(
+                    SessionCommit.tenant_id == tenant_id, SessionCommit.status == CommitStatus.ACCEPTED.value,
+                    or_(SessionCommit.trigger == "policy:idle", SessionCommit.updated_at < now - STALLED_AFTER),
+                ).limit(request.limit)
+            ).scalars().all()
+            return [StartCommit(CommitRef(c.tenant_id, c.session_id, c.commit_id), c.workflow_id) for c in waiting]
 
     @activity.defn(name="session_commit_archive")
     def archive(self, ref: CommitRef) -> None:

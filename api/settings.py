@@ -9,6 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memory.sessions.extraction.llm import LlmConfig
+from memory.sessions.policy import CommitPolicy
 
 
 class Settings(BaseSettings):
@@ -57,6 +58,16 @@ class Settings(BaseSettings):
     llm_max_concurrency: int = Field(
         default=4, ge=1, le=64, description="LLM calls one worker makes at once; more commits wait their turn"
     )
+    session_commit_after_messages: int = Field(
+        default=50, ge=0, le=100_000,
+        description="A session commits by itself after this many uncommitted messages (0: never)",
+    )
+    session_commit_after_tokens: int = Field(
+        default=8_000, ge=0, le=10_000_000, description="... or after this many uncommitted tokens (0: never)"
+    )
+    session_commit_idle_seconds: float = Field(
+        default=1_800.0, ge=0, description="... or when no message came for this long (0: never; swept every minute)"
+    )
     deletion_batch_size: int = Field(default=500, ge=1, le=10_000, description="Rows per purge batch (checkpoint)")
     deletion_retry_wait_seconds: float = Field(
         default=30.0, gt=0, description="First wait in retry_wait after a purge layer failed; grows per round"
@@ -102,3 +113,7 @@ class Settings(BaseSettings):
         if self.llm_base_url is None or self.llm_model is None:
             return None
         return LlmConfig(self.llm_base_url, self.llm_model, self.llm_api_key, self.llm_timeout_seconds)
+
+    def commit_policy(self) -> CommitPolicy:
+        return CommitPolicy(self.session_commit_after_messages, self.session_commit_after_tokens,
+                            self.session_commit_idle_seconds)

@@ -32,6 +32,7 @@ from workflows.projection import (
 )
 from workflows.retention import SCHEDULE_ID as RETENTION_SCHEDULE_ID
 from workflows.retention import RetentionSweepWorkflow, SweepInput
+from workflows.session_commit import SWEEP_SCHEDULE_ID, SessionCommitSweepWorkflow, SessionSweepInput
 
 
 async def connect(settings: Settings) -> Client:
@@ -87,4 +88,13 @@ async def ensure_embedding_schedule(
     """The Schedule that sweeps embedding backlogs."""
     return await ensure_interval_schedule(
         client, schedule_id, EmbeddingSweepWorkflow.run, EmbeddingSweepInput(), task_queue, every
+    )
+
+
+async def ensure_session_sweep_schedule(
+    client: Client, task_queue: str, every: timedelta = timedelta(minutes=1), schedule_id: str = SWEEP_SCHEDULE_ID
+) -> ScheduleHandle:
+    """The Schedule that commits idle sessions and starts commits accepted while Temporal was down."""
+    return await ensure_interval_schedule(
+        client, schedule_id, SessionCommitSweepWorkflow.run, SessionSweepInput(), task_queue, every
     )

@@ -23,22 +23,23 @@ from activities.tasks import TaskActivities
 from activities.tasks.faults import FaultPlan as TaskFaultPlan
 from api.outbox import drain_forever
 from api.settings import Settings
-from api.temporal import connect, ensure_embedding_schedule, ensure_retention_schedule
+from api.temporal import connect, ensure_embedding_schedule, ensure_retention_schedule, ensure_session_sweep_schedule
 from memory.db import make_engine
 from memory.sessions.extraction.base import Extractor
 from memory.sessions.extraction.factory import make_extractor
 from memory.sessions.extraction.rules import RulesExtractor
+from memory.sessions.policy import CommitPolicy
 from workflows.deletion import DeletionWorkflow
 from workflows.embedding import EmbedBacklogWorkflow, EmbeddingSweepWorkflow
 from workflows.projection import RebuildProjectionWorkflow
 from workflows.report_task import ReportTaskWorkflow
 from workflows.retention import RetentionSweepWorkflow
-from workflows.session_commit import SessionCommitWorkflow
+from workflows.session_commit import SessionCommitSweepWorkflow, SessionCommitWorkflow
 
 logger = logging.getLogger(__name__)
 
 WORKFLOWS = [RebuildProjectionWorkflow, DeletionWorkflow, RetentionSweepWorkflow, ReportTaskWorkflow]
-WORKFLOWS += [EmbedBacklogWorkflow, EmbeddingSweepWorkflow, SessionCommitWorkflow]
+WORKFLOWS += [EmbedBacklogWorkflow, EmbeddingSweepWorkflow, SessionCommitWorkflow, SessionCommitSweepWorkflow]
 
 
 def build_worker(
@@ -56,6 +57,7 @@ def build_worker(
     activity_slots: int | None = None,
     extractor: Extractor | None = None,
     extractor_slots: int = 4,
+    commit_policy: CommitPolicy | None = None,
 ) -> Worker:
     """A worker for every mnemo workflow and activity on ``task_queue``.
 
@@ -66,6 +68,9 @@ def build_worker(
     on their heartbeat before they ever started (issue 12). Bounded, the surplus stays in
     Temporal's task queue, where no timeout runs but schedule-to-start, and another worker may
     take it.
+
+    ``extractor`` is what session commits extract with (default: the rules extractor), at most
+    ``extractor_slots`` calls at once; ``commit_policy`` says when idle sessions commit by themselves.
 
     ``task_faults`` and ``publish_fault`` inject faults for drills (settings: MNEMO_TASK_SLOW_STEPS,
     MNEMO_PUBLISH_FAULT; :func:`run_worker` passes them); by default there are none.
@@ -92,7 +97,7 @@ def build_worker(
             retention.open_jobs,
             *tasks.all(),
             *EmbeddingActivities(engine).all(),
-            *SessionActivities(engine, extractor or RulesExtractor(), extractor_slots).all(),
+            *SessionActivities(engine, extractor or RulesExtractor(), extractor_slots, commit_policy).all(),
         ],
         activity_executor=executor,
         max_concurrent_activities=slots,
@@ -115,6 +120,7 @@ async def _start_up(settings: Settings, stop: asyncio.Event, patience: float = S
                 client, settings.task_queue, timedelta(hours=settings.retention_sweep_hours)
             )
             await ensure_embedding_schedule(client, settings.task_queue)
+            await ensure_session_sweep_schedule(client, settings.task_queue)
             return client
         except (RuntimeError, RPCError) as exc:
             if stop.is_set() or loop.time() + delay > deadline:
@@ -150,6 +156,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 activity_slots=settings.worker_activity_slots,
                 extractor=make_extractor(settings.extractor, settings.llm_config()),
                 extractor_slots=settings.llm_max_concurrency,
+                commit_policy=settings.commit_policy(),
             ):
                 # Deletions accepted while Temporal was down start now, and whenever one is queued later.
                 await drain_forever(client, engine, settings, stop)

@@ -8,14 +8,19 @@ backoff (an LLM endpoint that is down or answers 429); when it keeps failing, th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.sessions import CommitFailure, CommitRef, SessionActivities
+    from activities.retention import RetentionActivities
+    from activities.sessions import CommitFailure, CommitRef, SessionActivities, SessionSweepRequest
+
+SWEEP_SCHEDULE_ID = "mnemo-session-commit-sweep"
 
 STEP_TIMEOUT = timedelta(minutes=2)
 EXTRACT_TIMEOUT = timedelta(minutes=5)
@@ -45,3 +50,37 @@ class SessionCommitWorkflow:
         return await workflow.execute_activity_method(
             SessionActivities.persist, ref, start_to_close_timeout=STEP_TIMEOUT
         )
+
+
+@dataclass(frozen=True)
+class SessionSweepInput:
+    limit_per_tenant: int = 100
+
+
+@workflow.defn(name="SessionCommitSweep")
+class SessionCommitSweepWorkflow:
+    """Started every minute by a Schedule: commits idle sessions (the commit policy's idle time) and starts
+    accepted commits whose workflow never started (accepted while Temporal was down)."""
+
+    @workflow.run
+    async def run(self, request: SessionSweepInput) -> int:
+        tenants = await workflow.execute_activity_method(
+            RetentionActivities.tenants, start_to_close_timeout=timedelta(minutes=1)
+        )
+        started = 0
+        for tenant in tenants:
+            due = await workflow.execute_activity_method(
+                SessionActivities.sweep, SessionSweepRequest(tenant, request.limit_per_tenant),
+                start_to_close_timeout=STEP_TIMEOUT,
+            )
+            for item in due:
+                try:
+                    await workflow.start_child_workflow(
+                        SessionCommitWorkflow.run, item.ref, id=item.workflow_id,
+                        parent_close_policy=ParentClosePolicy.ABANDON,
+                        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    )
+                    started += 1
+                except WorkflowAlreadyStartedError:
+                    pass  # it runs, or ran: that run is the commit's
+        return started

@@ -13,9 +13,11 @@ from sqlalchemy.orm import Session
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
 
 from activities.sessions import CommitRef
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal
+from api.errors import TemporalUnavailable
 from api.schemas.common import replay_of
 from api.schemas.sessions import (
     CommitAcceptedOut,
@@ -37,6 +39,7 @@ from memory.sessions import archive, commits, store
 from memory.sessions.commits import TERMINAL, CommitStatus
 from memory.sessions.messages import StageMessage, ToolCall
 from memory.sessions.models import ChatSession, SessionCommit
+from memory.sessions.policy import commit_if_due
 from memory.sessions.remember import remember_now
 from memory.sessions.state import SessionState, derive_state
 from memory.sessions.window import ProfileEntry, build_window
@@ -73,10 +76,14 @@ def open_session(
 
 
 @router.post("/sessions/{session_id}/messages", status_code=status.HTTP_201_CREATED, responses=replay_of(MessagesOut))
-def post_messages(
-    session_id: str, body: MessagesIn, principal: CurrentPrincipal, engine: EngineDep, response: Response
+async def post_messages(
+    session_id: str, body: MessagesIn, request: Request, principal: CurrentPrincipal, engine: EngineDep,
+    settings: SettingsDep, response: Response,
 ) -> MessagesOut:
-    """Store up to 500 messages in one transaction, numbered in order; a replay returns the first result."""
+    """Store up to 500 messages in one transaction, numbered in order; a replay returns the first result.
+
+    A message asking to remember something is written as a memory at once (``remembered``); when the
+    uncommitted messages reach the commit policy's thresholds, a commit starts by itself (``commit``)."""
     messages = [
         store.NewMessage(
             idempotency_key=m.idempotency_key,
@@ -90,16 +97,29 @@ def post_messages(
         for m in body.messages
     ]
     digests = [request_digest(m.model_dump(mode="json")) for m in body.messages]
-    with tenant_session(engine, principal.tenant_id) as session:
-        stored = store.append_messages(session, principal, session_id, messages, digests)
-        chat = store.get_session(session, principal, session_id)
-        remembered = remember_now(session, principal, chat, [s.as_stage_message() for s in stored])
+
+    def write() -> tuple[list[store.StoredMessage], list[dict[str, Any]], commits.Accepted | None]:
+        with tenant_session(engine, principal.tenant_id) as session:
+            stored = store.append_messages(session, principal, session_id, messages, digests)
+            chat = store.get_session(session, principal, session_id, lock=True)
+            remembered = remember_now(session, principal, chat, [s.as_stage_message() for s in stored])
+            return stored, remembered, commit_if_due(session, chat, settings.commit_policy())
+
+    stored, remembered, due = await asyncio.to_thread(write)
     if all(s.replayed for s in stored):
         response.status_code = status.HTTP_200_OK
+    started: dict[str, Any] | None = None
+    if due is not None:
+        started = {"commit_id": due.commit.commit_id, "trigger": due.commit.trigger, "status": due.commit.status}
+        try:
+            await start_commit(await get_temporal(request), settings, due.commit)
+        except (TemporalUnavailable, RPCError, RuntimeError) as exc:  # the workers' sweep starts it later
+            started["status"] = f"accepted; not started yet ({type(exc).__name__}), the workers' sweep starts it"
     return MessagesOut(
         events=[StoredEventOut(event_id=s.event_id, sequence_no=s.sequence_no, replayed=s.replayed) for s in stored],
         sequence_range={"from": min(s.sequence_no for s in stored), "to": max(s.sequence_no for s in stored)},
         remembered=remembered,
+        commit=started,
     )
 
 

@@ -64,6 +64,9 @@ class MessagesOut(BaseModel):
     remembered: list[dict[str, Any]] = Field(
         default_factory=list, description="memories written at once because a message asked to remember (E1)"
     )
+    commit: dict[str, Any] | None = Field(
+        default=None, description="a commit these messages started by policy (pending messages or tokens)"
+    )
 
 
 class SessionOut(BaseModel):

@@ -32,6 +32,8 @@ class ChatSession(Base):
     next_sequence: Mapped[int] = mapped_column(BigInteger, server_default="1")
     committed_through: Mapped[int] = mapped_column(BigInteger, server_default="0")
     """The last sequence number a commit has claimed: the next commit starts after it."""
+    writer_roles: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default="{}")
+    """Roles of the key that last posted messages: a commit started by policy writes with them."""
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     last_message_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     revision: Mapped[int] = mapped_column(BigInteger)

@@ -237,6 +237,7 @@ def append_messages(
         chat.next_sequence += 1
     if any(not s.replayed for s in stored):
         chat.last_message_at = func.now()
+        chat.writer_roles = sorted(principal.roles)
     session.flush()
     return stored
 

@@ -5,6 +5,8 @@
   the order they were stored, with no gap and no duplicate under concurrent posts. ``profile_snapshot``
   holds *refs* to the profile memories injected at session start (ids, versions, sources), never their
   text: the text is read from the memory at window time, so a deletion or correction reaches it.
+  ``writer_roles`` are the roles of the key that last posted messages: a commit started by policy (no
+  request) writes with them.
 - ``memory_events.sequence_no``: messages stay memory events (one home for source events, one deletion
   path); the sequence is unique per session.
 - ``session_summaries``: immutable versions of a structured summary (seed 003 §5). ``evidence_refs`` lists
@@ -49,6 +51,7 @@ def upgrade() -> None:
             profile_snapshot jsonb NOT NULL DEFAULT '[]',
             next_sequence bigint NOT NULL DEFAULT 1,
             committed_through bigint NOT NULL DEFAULT 0,
+            writer_roles text[] NOT NULL DEFAULT '{}',
             created_at timestamptz NOT NULL DEFAULT now(),
             last_message_at timestamptz,
             revision bigint NOT NULL,

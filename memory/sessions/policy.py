@@ -1,0 +1,83 @@
+"""Commits that start by policy: enough pending messages, enough pending tokens, or a session gone idle.
+
+An agent that never calls ``commit`` still has its conversations learned from. The thresholds are
+settings (``MNEMO_SESSION_COMMIT_AFTER_MESSAGES`` / ``_AFTER_TOKENS`` / ``_IDLE_SECONDS``; 0 turns one off).
+A policy commit is an ordinary commit with a deterministic id (``auto-<from>-<to>``), so two API processes
+deciding at once claim it once, and it writes with the roles of the key that last posted messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from memory.auth import PrincipalContext
+from memory.models import MemoryEvent
+from memory.sessions.commits import Accepted, accept_commit
+from memory.sessions.models import ChatSession
+from memory.tokens import count_tokens
+
+
+@dataclass(frozen=True)
+class CommitPolicy:
+    after_messages: int = 50
+    after_tokens: int = 8_000
+    idle_seconds: float = 1_800.0
+
+    def volume_trigger(self, pending_messages: int, pending_tokens: int) -> str | None:
+        if self.after_messages and pending_messages >= self.after_messages:
+            return "policy:messages"
+        if self.after_tokens and pending_tokens >= self.after_tokens:
+            return "policy:tokens"
+        return None
+
+
+def auto_commit_id(chat: ChatSession) -> str:
+    return f"auto-{chat.committed_through + 1}-{chat.next_sequence - 1}"
+
+
+def _writer(chat: ChatSession) -> PrincipalContext:
+    return PrincipalContext(chat.tenant_id, chat.user_id, chat.agent_id, frozenset(chat.writer_roles),
+                            key_id="session-commit-policy")
+
+
+def pending_tokens(session: Session, chat: ChatSession) -> int:
+    contents = session.execute(
+        select(MemoryEvent.payload["content"].astext).where(
+            MemoryEvent.tenant_id == chat.tenant_id, MemoryEvent.session_id == chat.session_id,
+            MemoryEvent.sequence_no > chat.committed_through, MemoryEvent.purged_at.is_(None),
+        )
+    ).scalars()
+    return sum(count_tokens(content or "") for content in contents)
+
+
+def commit_if_due(session: Session, chat: ChatSession, policy: CommitPolicy) -> Accepted | None:
+    """After messages were stored: a commit of the pending stage if it reached a volume threshold."""
+    pending = chat.next_sequence - 1 - chat.committed_through
+    if pending <= 0:
+        return None
+    trigger = policy.volume_trigger(pending, pending_tokens(session, chat) if policy.after_tokens else 0)
+    if trigger is None:
+        return None
+    return accept_commit(session, _writer(chat), chat.session_id, auto_commit_id(chat), trigger=trigger)
+
+
+def commit_idle(
+    session: Session, tenant_id: str, policy: CommitPolicy, now: datetime, limit: int = 100
+) -> list[Accepted]:
+    """Commits of sessions with uncommitted messages and no new message for ``policy.idle_seconds``."""
+    if not policy.idle_seconds:
+        return []
+    idle = session.execute(
+        select(ChatSession)
+        .where(ChatSession.tenant_id == tenant_id, ChatSession.purged_at.is_(None),
+               ChatSession.next_sequence - 1 > ChatSession.committed_through,
+               ChatSession.last_message_at < now - timedelta(seconds=policy.idle_seconds))
+        .order_by(ChatSession.last_message_at)
+        .limit(limit)
+    ).scalars().all()
+    return [accept_commit(session, _writer(chat), chat.session_id, auto_commit_id(chat), trigger="policy:idle")
+            for chat in idle]

@@ -1,0 +1,71 @@
+"""Commits that start by themselves: after enough messages (at once, from the API) and after idle time
+(from the workers' sweep Schedule's workflow), with a real worker and Temporal."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+
+from api.main import create_app
+from api.settings import Settings
+from api.temporal import connect
+from memory.sessions.policy import CommitPolicy
+from tests.conftest import MakeKey, auth
+from tests.sessions.conftest import TERMINAL, post, say
+from tests.workers import ThreadWorker
+from workflows.session_commit import SessionCommitSweepWorkflow, SessionSweepInput
+
+
+def _wait(client: TestClient, key: str, session_id: str, commit_id: str) -> dict[str, object]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        answer = client.get(f"/sessions/{session_id}/commits/{commit_id}", headers=auth(key))
+        if answer.status_code == 200 and answer.json()["status"] in TERMINAL:
+            return dict(answer.json())
+        time.sleep(0.2)
+    raise AssertionError(f"{commit_id} did not end")
+
+
+def test_enough_messages_start_a_commit_and_an_idle_session_is_committed_by_the_sweep(
+    settings: Settings, engine: Engine, make_key: MakeKey
+) -> None:
+    own = settings.model_copy(update={
+        "task_queue": f"policy-{uuid.uuid4().hex[:8]}", "session_commit_after_messages": 3,
+        "session_commit_after_tokens": 0,
+    })
+    worker = ThreadWorker(own, engine, own.task_queue, data_dir=own.data_dir,
+                          commit_policy=CommitPolicy(after_messages=0, after_tokens=0, idle_seconds=1)).start()
+    try:
+        with TestClient(create_app(own)) as client:
+            key = make_key()
+            client.post("/sessions", json={"session_id": "s-vol"}, headers=auth(key))
+            two = client.post("/sessions/s-vol/messages", json={"messages": [
+                say("v1", "user", "我住在成都。"), say("v2", "assistant", "好的。")]}, headers=auth(key)).json()
+            assert two["commit"] is None
+            three = client.post("/sessions/s-vol/messages", json={"messages": [say("v3", "user", "谢谢")]},
+                                headers=auth(key)).json()
+            assert three["commit"]["commit_id"] == "auto-1-3" and three["commit"]["trigger"] == "policy:messages"
+            done = _wait(client, key, "s-vol", "auto-1-3")
+            assert done["trigger"] == "policy:messages" and done["memories"]["created"]  # type: ignore[index]
+
+            post(client, key, "s-idle", say("i1", "user", "I live in Lisbon."))
+            assert client.get("/sessions/s-idle/commits/auto-1-1", headers=auth(key)).status_code == 404
+            time.sleep(1.5)
+
+            async def sweep() -> int:
+                temporal = await connect(own)
+                return int(await temporal.execute_workflow(
+                    SessionCommitSweepWorkflow.run, SessionSweepInput(), id=f"sweep-{uuid.uuid4().hex[:8]}",
+                    task_queue=own.task_queue,
+                ))
+
+            assert asyncio.run(sweep()) >= 1
+            idle = _wait(client, key, "s-idle", "auto-1-1")
+            assert idle["trigger"] == "policy:idle"
+            assert idle["memories"]["merged"]  # type: ignore[index]  # Lisbon supersedes Chengdu (profile.city)
+    finally:
+        worker.stop()
