@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 
+from api.session_demo import session_demo
 from api.task_demo import run_task_demo
 
 DEMO_MEMORY = {
@@ -44,4 +45,5 @@ def run_demo(api_url: str, api_key: str) -> None:
     headers = {"Authorization": f"Bearer {api_key}"}
     with httpx.Client(base_url=api_url, headers=headers, timeout=10) as client:
         memory_demo(client)
+        session_demo(client)
     run_task_demo(api_url, api_key)
