@@ -232,3 +232,23 @@ def test_a_401_is_not_retried_and_fails_the_commit_with_a_reason_a_person_can_ac
     assert len(stack.standin.received) == 1
     assert _memories(engine, owner.tenant) == []
 
+
+@pytest.mark.parametrize("failure", [
+    Reply(401, '{"error": {"message": "bad key"}}'), completion("I could not find anything to remember."),
+], ids=["unreachable", "unusable_answer"])
+def test_after_a_failed_commit_the_same_stage_is_committed_again_once_the_endpoint_answers(
+    stack: LlmStack, owner: Owner, engine: Engine, failure: Reply
+) -> None:
+    events = _shanghai(stack, owner, "s-again")
+    stack.standin.script(failure)
+    failed = commit(stack.api, owner.key, "s-again", "c-first")
+    assert failed["status"] == "failed_requires_action", failed
+    stack.standin.script(answer(_item(events[0])))
+
+    again = commit(stack.api, owner.key, "s-again", "c-second")
+
+    assert again["status"] == "completed", again
+    assert again["sequence_range"] == failed["sequence_range"] == {"from": 1, "to": 3}
+    [row] = _memories(engine, owner.tenant)
+    assert row.key == "profile.city" and row.evidence_refs == [f"event:{events[0]}"]
+    assert stack.standin.received[-1].body == stack.standin.received[0].body  # the same stage, asked again
