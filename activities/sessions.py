@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.db import heartbeating, shielded_session
 from memory.sessions.archive import archive_stage
-from memory.sessions.commits import TERMINAL, CommitStatus, lock_commit, move
+from memory.sessions.commits import TERMINAL, CommitStatus, lock_commit, move, release_stage
 from memory.sessions.extraction.base import Extractor
 from memory.sessions.extraction.gates import apply_gates
 from memory.sessions.extraction.llm import LlmUnavailable
@@ -141,4 +141,5 @@ class SessionActivities:
             if CommitStatus(commit.status) not in TERMINAL:
                 move(commit, CommitStatus.FAILED_REQUIRES_ACTION, error=failure.detail,
                      reasons=[{"reason": failure.reason, "detail": failure.detail, "evidence_event_ids": []}])
+                release_stage(session, commit)
             return commit.status

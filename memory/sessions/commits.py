@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
@@ -112,6 +112,17 @@ def lock_commit(session: Session, tenant_id: str, session_id: str, commit_id: st
         select(ChatSession).where(ChatSession.tenant_id == tenant_id, ChatSession.session_id == session_id)
     ).scalar_one()
     return commit, chat
+
+
+def release_stage(session: Session, commit: SessionCommit) -> None:
+    """A commit that failed gives its stage back, so the next commit (after the fix) covers those messages
+    again; unless a later commit has already claimed past it (one atomic update, racing no acceptance)."""
+    session.execute(
+        update(ChatSession)
+        .where(ChatSession.tenant_id == commit.tenant_id, ChatSession.session_id == commit.session_id,
+               ChatSession.committed_through == commit.to_sequence)
+        .values(committed_through=commit.from_sequence - 1)
+    )
 
 
 def move(commit: SessionCommit, to: CommitStatus, **fields: Any) -> None:

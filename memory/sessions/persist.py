@@ -27,7 +27,7 @@ from memory.errors import Forbidden
 from memory.events import request_digest
 from memory.memories import Correction, NewMemory, Source, correct_memory, create_memory
 from memory.recall.bundle import mark_used_ids
-from memory.sessions.commits import TERMINAL, CommitStatus, lock_commit, move
+from memory.sessions.commits import TERMINAL, CommitStatus, lock_commit, move, release_stage
 from memory.sessions.constraints import temporary_constraints
 from memory.sessions.dedupe import Decided, Decision, decide, space_for, stored_content
 from memory.sessions.extraction.base import Candidate, Rejection, RejectionReason
@@ -247,4 +247,6 @@ def persist(session: Session, tenant_id: str, session_id: str, commit_id: str) -
         rejections.append({"reason": "no_candidates", "detail": "no message of the stage asked to remember, "
                            "stated a preference or profile fact, or corrected one", "evidence_event_ids": []})
     move(commit, status, memories=memories, stats=stats, reasons=rejections)
+    if status is CommitStatus.FAILED_REQUIRES_ACTION:
+        release_stage(session, commit)
     return commit

@@ -1,0 +1,254 @@
+"""session.commit end to end on the ``llm`` path: real API, real PostgreSQL, a real Temporal worker whose
+extractor talks HTTP to the labelled LLM stand-in (tests/sessions/llm_standin.py), the one scripted part.
+
+The exhaustion of the extract activity's retries (six attempts backing off from 1 s, over 30 s of waiting)
+is not driven here to keep the file fast; a 401 (not retried) covers the ``extractor_unavailable`` ending
+and a 429 then a 500 then an answer covers the retries."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, select
+
+from api.main import create_app
+from api.settings import Settings
+from memory.db import tenant_session
+from memory.models import Memory
+from memory.sessions.extraction.llm import LlmConfig, LlmExtractor
+from tests.conftest import MakeKey
+from tests.sessions.conftest import commit, post, say
+from tests.sessions.llm_standin import LlmStandIn, Reply, answer, completion, running_standin
+from tests.workers import ThreadWorker
+
+MODEL = "qwen2.5-7b-instruct"
+
+
+@dataclass(frozen=True)
+class LlmStack:
+    api: TestClient
+    standin: LlmStandIn
+
+
+@pytest.fixture(scope="module")
+def llm_stack(settings: Settings, engine: Engine) -> Iterator[LlmStack]:
+    """An API and a worker on their own task queue, the worker extracting through the stand-in."""
+    own = settings.model_copy(update={"task_queue": f"llm-commit-{uuid.uuid4().hex[:8]}"})
+    with running_standin() as standin:
+        extractor = LlmExtractor(LlmConfig(standin.base_url, MODEL, "sk-standin-key", timeout_seconds=5.0))
+        worker = ThreadWorker(own, engine, own.task_queue, data_dir=own.data_dir, extractor=extractor).start()
+        try:
+            with TestClient(create_app(own)) as api:
+                yield LlmStack(api, standin)
+        finally:
+            worker.stop()
+
+
+@pytest.fixture
+def stack(llm_stack: LlmStack) -> Iterator[LlmStack]:
+    """The module's stack with an empty script and record; every scripted reply must be used by the test."""
+    llm_stack.standin.replies.clear()
+    llm_stack.standin.received.clear()
+    yield llm_stack
+    assert not llm_stack.standin.replies, f"scripted replies left unused: {list(llm_stack.standin.replies)}"
+
+
+@dataclass(frozen=True)
+class Owner:
+    tenant: str
+    key: str
+
+
+@pytest.fixture
+def owner(make_key: MakeKey) -> Owner:
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    return Owner(tenant, make_key(tenant=tenant))
+
+
+def _item(event_id: str, **overrides: Any) -> dict[str, Any]:
+    """One candidate as the model writes it: by default the user's city, citing ``event_id``."""
+    item: dict[str, Any] = {
+        "category": "PROFILE",
+        "abstract": "lives in Shanghai",
+        "overview": "PROFILE profile.city = 上海\nsource: the user said so",
+        "content": "我住在上海。",
+        "key": "profile.city",
+        "source_level": "E2",
+        "evidence_event_ids": [event_id],
+        "correction": False,
+    }
+    item.update(overrides)
+    return item
+
+
+def _memories(engine: Engine, tenant: str) -> list[Memory]:
+    with tenant_session(engine, tenant) as session:
+        rows = list(session.execute(select(Memory).order_by(Memory.stored_at)).scalars())
+        session.expunge_all()
+    return rows
+
+
+def _shanghai(stack: LlmStack, owner: Owner, session_id: str) -> list[str]:
+    return post(
+        stack.api, owner.key, session_id,
+        say("m1", "user", "我住在上海。"),
+        say("m2", "user", "以后都用英文回答。"),
+        say("m3", "assistant", "Got it, I will answer in English from now on."),
+    )
+
+
+def test_a_well_formed_answer_is_stored_with_the_cited_evidence_and_the_tokens_used(
+    stack: LlmStack, owner: Owner, engine: Engine
+) -> None:
+    events = _shanghai(stack, owner, "s-good")
+    language = _item(events[1], category="PREFERENCE", abstract="answers in English", content="以后都用英文回答。",
+                     overview="PREFERENCE response.language = en", key="response.language")
+    stack.standin.script(answer(_item(events[0]), language, prompt_tokens=812, completion_tokens=97))
+
+    done = commit(stack.api, owner.key, "s-good", "c-good")
+
+    assert done["status"] == "completed", done
+    created = {m["key"]: m for m in done["memories"]["created"]}
+    assert set(created) == {"profile.city", "response.language"}
+    assert created["profile.city"]["evidence_refs"] == [f"event:{events[0]}"]
+    assert created["response.language"]["evidence_refs"] == [f"event:{events[1]}"]
+    assert {m["status"] for m in created.values()} == {"ACTIVE"}
+    stats = done["stats"]
+    assert (stats["extractor"], stats["model"]) == ("llm", MODEL)
+    assert (stats["prompt_tokens"], stats["completion_tokens"]) == (812, 97)
+    assert (stats["candidates"], stats["memories_extracted"], stats["rejected"]) == (2, 2, {})
+
+    [request] = stack.standin.received
+    transcript = request.body["messages"][1]["content"]
+    for event_id, role in zip(events, ("user", "user", "assistant"), strict=True):
+        assert f"[event {event_id} | {role}]" in transcript
+    stored = {row.key: row for row in _memories(engine, owner.tenant)}
+    assert set(stored) == {"profile.city", "response.language"}
+    assert stored["profile.city"].evidence_refs == [f"event:{events[0]}"]
+    assert stored["profile.city"].source_type == "SESSION_COMMIT"
+    assert stored["response.language"].content == "en"  # a keyed preference stores its value
+
+
+def test_a_model_claiming_e1_for_an_assistant_sentence_gets_an_e4_candidate(
+    stack: LlmStack, owner: Owner, engine: Engine
+) -> None:
+    events = post(
+        stack.api, owner.key, "s-guess",
+        say("g1", "user", "帮我写一份周报。"),
+        say("g2", "assistant", "好的。你似乎更喜欢简短的回答。"),
+    )
+    guess = _item(
+        events[1], category="PREFERENCE", abstract="prefers brief answers", content="你似乎更喜欢简短的回答。",
+        overview="PREFERENCE response.verbosity = brief", key="response.verbosity", source_level="E1",
+    )
+    stack.standin.script(answer(guess))
+
+    done = commit(stack.api, owner.key, "s-guess", "c-guess")
+
+    assert done["status"] == "completed", done
+    [created] = done["memories"]["created"]
+    assert (created["source_level"], created["status"]) == ("E4", "CANDIDATE")
+    [row] = _memories(engine, owner.tenant)
+    assert (row.source_level, row.status, row.evidence_refs) == ("E4", "CANDIDATE", [f"event:{events[1]}"])
+
+
+def test_an_unknown_category_is_refused_by_name_and_the_good_candidate_alone_is_stored(
+    stack: LlmStack, owner: Owner, engine: Engine
+) -> None:
+    events = _shanghai(stack, owner, "s-mixed")
+    hobby = _item(events[1], category="HOBBY", abstract="likes English", content="以后都用英文回答。", key=None,
+                  overview="HOBBY english")
+    stack.standin.script(answer(hobby, _item(events[0])))
+
+    done = commit(stack.api, owner.key, "s-mixed", "c-mixed")
+
+    assert done["status"] == "completed_with_rejections", done
+    [refused] = done["reasons"]
+    assert refused["reason"] == "invalid_category" and "'HOBBY'" in refused["detail"], refused
+    assert refused["evidence_event_ids"] == [events[1]]
+    assert done["stats"]["rejected"] == {"invalid_category": 1}
+    [created] = done["memories"]["created"]
+    assert created["key"] == "profile.city" and done["memories"]["candidates"] == 1
+    [row] = _memories(engine, owner.tenant)
+    assert str(row.memory_id) == created["memory_id"] and row.category == "PROFILE"
+
+
+def test_an_answer_that_is_not_json_fails_the_commit_naming_invalid_answer_and_stores_nothing(
+    stack: LlmStack, owner: Owner, engine: Engine
+) -> None:
+    _shanghai(stack, owner, "s-prose")
+    stack.standin.script(completion("Sure! The user lives in Shanghai and wants English answers."))
+
+    done = commit(stack.api, owner.key, "s-prose", "c-prose")
+
+    assert done["status"] == "failed_requires_action", done
+    assert [r["reason"] for r in done["reasons"]] == ["invalid_answer"]
+    assert "not the JSON asked for" in done["reasons"][0]["detail"]
+    assert done["stats"]["rejected"] == {"invalid_answer": 1}
+    assert done["memories"]["created"] == [] and done["memories"]["merged"] == []
+    assert _memories(engine, owner.tenant) == []
+
+
+def test_a_429_then_a_500_are_retried_and_the_commit_completes_from_the_third_answer(
+    stack: LlmStack, owner: Owner, engine: Engine
+) -> None:
+    events = _shanghai(stack, owner, "s-retry")
+    stack.standin.script(
+        Reply(429, '{"error": {"message": "rate limited"}}'),
+        Reply(500, '{"error": {"message": "upstream crashed"}}'),
+        answer(_item(events[0]), prompt_tokens=300, completion_tokens=20),
+    )
+
+    done = commit(stack.api, owner.key, "s-retry", "c-retry")
+
+    assert done["status"] == "completed", done
+    assert len(stack.standin.received) == 3
+    first, second, third = (request.body for request in stack.standin.received)
+    assert first == second == third  # each attempt asks for the same stage
+    assert (done["stats"]["prompt_tokens"], done["stats"]["completion_tokens"]) == (300, 20)
+    [row] = _memories(engine, owner.tenant)
+    assert row.key == "profile.city" and row.evidence_refs == [f"event:{events[0]}"]
+
+
+def test_a_401_is_not_retried_and_fails_the_commit_with_a_reason_a_person_can_act_on(
+    stack: LlmStack, owner: Owner, engine: Engine
+) -> None:
+    _shanghai(stack, owner, "s-401")
+    stack.standin.script(Reply(401, '{"error": {"message": "invalid api key sk-standin-key"}}'))
+
+    done = commit(stack.api, owner.key, "s-401", "c-401")
+
+    assert done["status"] == "failed_requires_action", done
+    [reason] = done["reasons"]
+    assert reason["reason"] == "extractor_unavailable"
+    assert "answered 401" in reason["detail"] and "check MNEMO_LLM_API_KEY" in reason["detail"], reason
+    assert "sk-standin-key" not in reason["detail"]  # the endpoint's body (which may echo the key) is not quoted
+    assert done["error"] == reason["detail"]
+    assert len(stack.standin.received) == 1
+    assert _memories(engine, owner.tenant) == []
+
+
+@pytest.mark.parametrize("failure", [
+    Reply(401, '{"error": {"message": "bad key"}}'), completion("I could not find anything to remember."),
+], ids=["unreachable", "unusable_answer"])
+def test_after_a_failed_commit_the_same_stage_is_committed_again_once_the_endpoint_answers(
+    stack: LlmStack, owner: Owner, engine: Engine, failure: Reply
+) -> None:
+    events = _shanghai(stack, owner, "s-again")
+    stack.standin.script(failure)
+    failed = commit(stack.api, owner.key, "s-again", "c-first")
+    assert failed["status"] == "failed_requires_action", failed
+    stack.standin.script(answer(_item(events[0])))
+
+    again = commit(stack.api, owner.key, "s-again", "c-second")
+
+    assert again["status"] == "completed", again
+    assert again["sequence_range"] == failed["sequence_range"] == {"from": 1, "to": 3}
+    [row] = _memories(engine, owner.tenant)
+    assert row.key == "profile.city" and row.evidence_refs == [f"event:{events[0]}"]
+    assert stack.standin.received[-1].body == stack.standin.received[0].body  # the same stage, asked again
