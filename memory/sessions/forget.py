@@ -13,14 +13,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import ARRAY, ColumnElement, Text, and_, cast, delete, false, func, or_, select, update
+from sqlalchemy import ARRAY, ColumnElement, Text, and_, cast, delete, exists, false, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from memory.db import affected_rows
 from memory.deletion.scope import Scope, ScopeType
-from memory.models import DeletionJob
+from memory.models import DeletionJob, MemoryEvent
 from memory.sessions.archive import store_summary, task_observation
-from memory.sessions.models import ChatSession, SessionChoice, SessionSummary
+from memory.sessions.models import ChatSession, SessionChoice, SessionCommit, SessionSummary
 
 
 def _deleted_event_links(scope: Scope) -> list[str]:
@@ -62,6 +62,7 @@ def purge_derived_summaries(session: Session, job: DeletionJob, batch: int) -> t
         row.purged_at = func.now()
     session.flush()
     choices = _drop_choices(session, job, scope)
+    commits_scrubbed = _scrub_commits(session, job, scope)
     sessions_scrubbed = _scrub_sessions(session, job, scope)
     rebuilt = 0
     if scope.type in (ScopeType.EVENT, ScopeType.MEMORY):
@@ -74,7 +75,50 @@ def purge_derived_summaries(session: Session, job: DeletionJob, batch: int) -> t
                 rebuilt += 1
     done = len(rows) < batch
     return len(rows), done, {"summaries_scrubbed": len(rows), "summaries_rebuilt": rebuilt,
-                             "choices_removed": choices, "sessions_scrubbed": sessions_scrubbed}
+                             "choices_removed": choices, "sessions_scrubbed": sessions_scrubbed,
+                             "commits_scrubbed": commits_scrubbed}
+
+
+def _commits_covered(job: DeletionJob, scope: Scope) -> ColumnElement[bool]:
+    """Commit rows whose stage held a deleted message (their entries' abstracts may quote it)."""
+    mine = SessionCommit.session_id.in_(
+        select(ChatSession.session_id).where(ChatSession.tenant_id == job.tenant_id,
+                                             ChatSession.user_id == scope.subject)
+    )
+    if scope.type is ScopeType.SESSION:
+        return and_(mine, SessionCommit.session_id == scope.target_id)
+    if scope.type is ScopeType.SUBJECT:
+        return mine
+    if scope.type is ScopeType.EVENT:
+        event = select(MemoryEvent.session_id, MemoryEvent.sequence_no).where(
+            MemoryEvent.tenant_id == job.tenant_id, MemoryEvent.event_id == uuid.UUID(scope.target_id)
+        ).subquery()
+        return exists().where(SessionCommit.session_id == event.c.session_id,
+                              event.c.sequence_no.between(SessionCommit.from_sequence, SessionCommit.to_sequence))
+    return false()
+
+
+def _scrub_commits(session: Session, job: DeletionJob, scope: Scope) -> int:
+    """Keep a covered commit's ids, decisions and counts; drop every text (abstracts, keys, proposals)."""
+    rows = session.execute(
+        select(SessionCommit).where(SessionCommit.tenant_id == job.tenant_id, _commits_covered(job, scope))
+        .with_for_update()
+    ).scalars().all()
+    scrubbed = 0
+    for row in rows:
+        if not row.memories:
+            continue
+        kept = {name: [_without_text(entry) for entry in row.memories.get(name, [])]
+                for name in ("created", "merged", "skipped")}
+        memories = {**kept, "candidates": row.memories.get("candidates", 0)}
+        if memories != row.memories:
+            row.memories = memories
+            scrubbed += 1
+    return scrubbed
+
+
+def _without_text(entry: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in entry.items() if key not in ("abstract", "key")}
 
 
 def _drop_choices(session: Session, job: DeletionJob, scope: Scope) -> int:
@@ -128,6 +172,15 @@ def summary_hits(session: Session, job: DeletionJob, probes: list[str]) -> dict[
             )
         ).scalar_one()
     hits["summary_text"] = text_hits
+    hits["commit_text"] = sum(
+        session.execute(
+            select(func.count()).select_from(SessionCommit).where(
+                SessionCommit.tenant_id == job.tenant_id, _commits_covered(job, scope),
+                cast(SessionCommit.memories, Text).contains(probe),
+            )
+        ).scalar_one()
+        for probe in probes
+    )
     return hits
 
 

@@ -233,7 +233,8 @@ def persist(session: Session, tenant_id: str, session_id: str, commit_id: str) -
         "rejected": dict(sorted(refused.items())),
         **extracted.get("usage", {}),
     }
-    memories = {**commit.memories, "created": [e for e in entries if e["decision"] == Decision.CREATE.value],
+    # The proposal (candidates' text) was only for this step: a commit row keeps ids, decisions and abstracts.
+    memories = {"created": [e for e in entries if e["decision"] == Decision.CREATE.value],
                 "merged": [e for e in entries if e["decision"] == Decision.MERGE.value],
                 "skipped": [e for e in entries if e["decision"] == Decision.SKIP.value],
                 "candidates": len(candidates)}

@@ -60,6 +60,10 @@ def test_deleting_a_source_event_rebuilds_the_summary_and_removes_the_memory_it_
     with tenant_session(engine, tenant) as session:
         old = session.execute(select(SessionSummary).where(SessionSummary.version == before["version"])).scalar_one()
         assert old.purged_at is not None and old.overview == "" and old.body == {}
+    assert "上海" in str(done["memories"])  # the commit row quoted the message's abstract ...
+    scrubbed = sessions_api.get("/sessions/s-del/commits/c-del", headers=auth(key)).json()
+    assert "上海" not in str(scrubbed) and scrubbed["memories"]["created"][0]["memory_id"]  # ... ids stay
+    assert layers["derived_summaries"]["evidence"]["commits_scrubbed"] == 1
 
 
 def test_a_commit_racing_a_deletion_of_its_owner_writes_nothing_back(
