@@ -103,6 +103,12 @@ def _fields(view: dict[str, Any], names: list[str]) -> list[str]:
     return [f"{name:<18} {'-' if view.get(name) is None else view[name]}" for name in names]
 
 
+def _state_lines(state: dict[str, Any]) -> list[str]:
+    """The session state's non-empty parts (active task, entities, temporary constraints, questions)."""
+    return [f"{'state.' + name:<18} {json.dumps(value, ensure_ascii=False)}"
+            for name, value in state.items() if value not in (None, [], {})]
+
+
 # --------------------------------------------------------------- messages ---
 
 
@@ -170,12 +176,11 @@ def _render_window(window: dict[str, Any]) -> str:
         rows = [{**p, "content": _short(p.get("content", ""))} for p in window["profile"]]
         out += ["", "profile:", table(rows, ["memory_id", "category", "key", "tokens", "content"])]
     rows = [{**m, "content": _short(m["content"])} for m in window["messages"]]
-    out += ["", table(rows, ["sequence_no", "priority", "role", "tokens", "content"])]
+    out += ["", table(rows, ["sequence_no", "priority", "role", "tokens", "content"]) if rows else "no message fits"]
     if window["dropped"]:
         out += ["", "dropped:", table(window["dropped"], ["sequence_no", "priority", "reason"])]
-    if window.get("state"):
-        out += ["", f"state {json.dumps(window['state'], ensure_ascii=False)}"]
-    return "\n".join(out)
+    state = _state_lines(window.get("state") or {})
+    return "\n".join([*out, *(["", *state] if state else [])])
 
 
 @session_app.command("window")
@@ -204,7 +209,7 @@ def _render_commit(commit: dict[str, Any]) -> str:
     stats = commit.get("stats") or {}
     if stats:
         out.append(f"{'stats':<18} " + ", ".join(
-            f"{name} {value}" for name, value in stats.items() if not isinstance(value, dict)
+            f"{name} {value}" for name, value in stats.items() if value is not None and not isinstance(value, dict)
         ))
         if stats.get("rejected"):
             out.append(f"{'refused':<18} " + ", ".join(f"{r} {n}" for r, n in stats["rejected"].items()))
@@ -271,9 +276,7 @@ def _render_summary(summary: dict[str, Any]) -> list[str]:
 def _render_session(view: dict[str, Any]) -> str:
     out = _fields(view, ["session_id", "status", "title", "project_id", "task_id", "agent_id", "created_at",
                          "last_message_at", "messages", "committed_through"])
-    for name, value in (view.get("state") or {}).items():
-        if value not in (None, [], {}):
-            out.append(f"{'state.' + name:<18} {json.dumps(value, ensure_ascii=False)}")
+    out += _state_lines(view.get("state") or {})
     if view.get("profile"):
         rows = [{**p, "content": _short(p.get("content", ""))} for p in view["profile"]]
         out += ["", "profile:", table(rows, ["memory_id", "category", "key", "content"])]
