@@ -110,14 +110,15 @@ def message_text(turn: dict[str, Any]) -> str:
     return f"{text} [shares {turn['blip_caption']}]".strip() if turn.get("blip_caption") else text
 
 
-def session_messages(session_name: str, date: str, turns: list[dict[str, Any]], speaker: str) -> list[dict[str, Any]]:
+def session_messages(session_id: str, date: str, turns: list[dict[str, Any]], speaker: str) -> list[dict[str, Any]]:
     """One LoCoMo session as the messages of ``speaker``'s mnemo session: their turns ``user``, the other's
-    ``assistant``; one second apart from the session's date, so their order is the conversation's."""
+    ``assistant``; one second apart from the session's date, so their order is the conversation's. Keys name
+    the mnemo session: an idempotency key is unique in the tenant, and both sides share one."""
     start = parse_date(date)
     if start is None:
-        raise SystemExit(f"{session_name}: cannot read its date {date!r}")
+        raise SystemExit(f"{session_id}: cannot read its date {date!r}")
     return [
-        {"idempotency_key": f"{session_name}:{turn['dia_id']}",
+        {"idempotency_key": f"{session_id}:{turn['dia_id']}",
          "role": "user" if turn.get("speaker") == speaker else "assistant",
          "content": message_text(turn), "created_at": (start + timedelta(seconds=i)).isoformat()}
         for i, turn in enumerate(turns)
@@ -218,7 +219,7 @@ def ingest_side(
             continue
         session_id = f"{session_name}-{side.side}"
         post(client, "/sessions", {"session_id": session_id, "title": f"{side.sample_id} {session_name}"})
-        messages = session_messages(session_name, date, turns, side.speaker)
+        messages = session_messages(session_id, date, turns, side.speaker)
         t0 = time.perf_counter()
         stored = post(client, f"/sessions/{session_id}/messages", {"messages": messages})
         run.post_seconds += time.perf_counter() - t0
