@@ -5,8 +5,8 @@ commit turns each stage into a few memories and a structured summary. This measu
 
 (a) **observation coverage**: the share of LoCoMo's annotated ``observation`` facts (per session and
     speaker, each with the dia_ids that support it) of which at least one dia_id is cited by a memory a
-    commit created or merged (its ``evidence_refs``), by a summary item (its ``source_event_ids``), or by
-    either;
+    commit created or merged or a "remember this" wrote as its message arrived (its ``evidence_refs``), by
+    a summary item (its ``source_event_ids``), or by either;
 (b) **evidence recall@k over the derived memories only**: the QA questions asked through ``POST
     /memory-query`` in the tenant that holds nothing but what the commits wrote. A hit counts every dia_id
     its ``evidence_refs`` cite. Summaries are not memories: recall never returns them, so they are not in
@@ -14,7 +14,8 @@ commit turns each stage into a few memories and a structured summary. This measu
 (c) the same over **raw turns**, today's figure: every turn a memory, ingested as bench/locomo_recall.py
     does, in the same run, into tenants of their own;
 (d) **commit latency** (``POST /sessions/{id}/commit`` until a terminal status) p50/p95 per session, and
-    the messages/s of ``POST /sessions/{id}/messages``.
+    the messages/s of ``POST /sessions/{id}/messages``. A commit the policy's thresholds started by
+    themselves (the messages answer names it) is waited for instead of a commit of the bench's own.
 
 Speakers. LoCoMo's conversations are between two people; the rules extractor takes facts only from ``user``
 messages (an assistant's sentence about the user is at most an E4 guess, never ACTIVE). So each
@@ -188,6 +189,17 @@ def wait_for_commit(client: httpx.Client, path: str, timeout: float, check: Call
         time.sleep(POLL_SECONDS)
 
 
+def record_memories(run: SideRun, entries: list[dict[str, Any]]) -> None:
+    """Memories written (a commit's created and merged, or an E1 written as its message arrived): their level
+    and the events they cite."""
+    for entry in entries:
+        cited = {ref.removeprefix("event:") for ref in entry.get("evidence_refs", [])}
+        run.levels[entry.get("source_level", "E1")] += 1  # a replayed 'remember' names no level: E1 by rule
+        run.memory_events |= cited
+        if entry.get("status", "ACTIVE") != "CANDIDATE":  # a merge is written ACTIVE or refused
+            run.active_memory_events |= cited
+
+
 def record_commit(run: SideRun, commit: dict[str, Any], summary: dict[str, Any] | None) -> None:
     run.statuses[commit["status"]] += 1
     stats = commit.get("stats", {})
@@ -196,12 +208,7 @@ def record_commit(run: SideRun, commit: dict[str, Any], summary: dict[str, Any] 
     run.rejected.update({reason: int(n) for reason, n in stats.get("rejected", {}).items()})
     if "extractor" in stats:
         run.extractors.add(str(stats["extractor"]))
-    for entry in [*commit["memories"].get("created", []), *commit["memories"].get("merged", [])]:
-        cited = {ref.removeprefix("event:") for ref in entry.get("evidence_refs", [])}
-        run.levels[entry["source_level"]] += 1
-        run.memory_events |= cited
-        if entry.get("status", "ACTIVE") != "CANDIDATE":  # a merge is written ACTIVE or refused
-            run.active_memory_events |= cited
+    record_memories(run, [*commit["memories"].get("created", []), *commit["memories"].get("merged", [])])
     for section in (summary or {}).values():
         if isinstance(section, list):
             run.summary_events |= {e for item in section if isinstance(item, dict)
@@ -226,9 +233,12 @@ def ingest_side(
         run.messages += len(messages)
         for event, turn in zip(stored["events"], turns, strict=True):
             run.dia_of_event[str(event["event_id"])] = str(turn["dia_id"])
-        commit_id = f"{session_id}-commit"
+        record_memories(run, [m for m in stored.get("remembered", []) if m.get("decision") != "SKIP"])
         t0 = time.perf_counter()
-        post(client, f"/sessions/{session_id}/commit", {"commit_id": commit_id})
+        started = stored.get("commit")  # the commit policy's thresholds can start one by themselves
+        commit_id = started["commit_id"] if started else f"{session_id}-commit"
+        if not started:
+            post(client, f"/sessions/{session_id}/commit", {"commit_id": commit_id})
         commit = wait_for_commit(client, f"/sessions/{session_id}/commits/{commit_id}", timeout, check)
         run.commit_ms.append((time.perf_counter() - t0) * 1000)
         record_commit(run, commit, get(client, f"/sessions/{session_id}/summaries/latest", missing_ok=True))
