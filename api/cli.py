@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from api.session_cli import session_app
 from api.settings import Settings
 from api.task_cli import task_app
 
@@ -28,6 +29,7 @@ app.add_typer(keys_app, name="keys")
 admin_app = typer.Typer(help="Operator commands.", no_args_is_help=True)
 app.add_typer(admin_app, name="admin")
 app.add_typer(task_app, name="task")
+app.add_typer(session_app, name="session")
 
 DataDir = Annotated[
     Path, typer.Option("--data-dir", envvar="MNEMO_DATA_DIR", help="Data directory of the embedded stack.")
