@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, cast, exists, func, or_, select
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
@@ -218,22 +218,33 @@ def append_messages(
             raise InvalidInput(f"messages[{position}]: only a tool message has a tool_call_id",
                                code="tool_call_id_not_allowed")
         calls_in_batch.update(c.call_id for c in message.tool_calls)
-        event = MemoryEvent(
-            tenant_id=principal.tenant_id,
-            event_id=uuid.uuid4(),
-            idempotency_key=message.idempotency_key,
-            request_sha256=digest,
-            kind=(EventKind.TOOL_RESULT if message.role is MessageRole.TOOL else EventKind.MESSAGE).value,
-            user_id=principal.user_id,
-            agent_id=principal.agent_id,
-            session_id=chat.session_id,
-            sequence_no=chat.next_sequence,
-            payload=message.payload(),
-            occurred_at=message.created_at,
-            revision=next_revision(session),
-        )
-        session.add(event)
-        stored.append(StoredMessage(event.event_id, chat.next_sequence, replayed=False, message=message))
+        event_id = uuid.uuid4()
+        inserted = session.execute(
+            insert(MemoryEvent)
+            .values(
+                tenant_id=principal.tenant_id,
+                event_id=event_id,
+                idempotency_key=message.idempotency_key,
+                request_sha256=digest,
+                kind=(EventKind.TOOL_RESULT if message.role is MessageRole.TOOL else EventKind.MESSAGE).value,
+                user_id=principal.user_id,
+                agent_id=principal.agent_id,
+                session_id=chat.session_id,
+                sequence_no=chat.next_sequence,
+                payload=message.payload(),
+                occurred_at=message.created_at,
+                revision=next_revision(session),
+            )
+            # Another request stored this key since our check (keys are unique per tenant): its answer decides.
+            .on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"])
+            .returning(MemoryEvent.event_id)
+        ).scalar_one_or_none()
+        if inserted is None:
+            raced = _replay_of(session, principal, chat, message, digest, position)
+            assert raced is not None  # the conflicting row is committed: the statement waited for it
+            stored.append(raced)
+            continue
+        stored.append(StoredMessage(event_id, chat.next_sequence, replayed=False, message=message))
         chat.next_sequence += 1
     if any(not s.replayed for s in stored):
         chat.last_message_at = func.now()
