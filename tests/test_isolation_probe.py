@@ -64,6 +64,14 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     ),
     ("GET", "/tasks/{task_id}/artifacts/{sha256}"): ("artifact", None),
     ("GET", "/tasks/{task_id}/timeline"): ("task", None),
+    ("GET", "/sessions/{session_id}"): ("session", None),
+    ("POST", "/sessions/{session_id}/messages"): ("session", {"messages": [
+        {"idempotency_key": "probe-message", "role": "user", "content": "probe", "created_at": "2026-07-14T14:00:00Z"},
+    ]}),
+    ("GET", "/sessions/{session_id}/window"): ("session", None),
+    ("GET", "/sessions/{session_id}/summaries/latest"): ("session", None),
+    ("POST", "/sessions/{session_id}/commit"): ("session", {"commit_id": "probe-commit"}),
+    ("GET", "/sessions/{session_id}/commits/{commit_id}"): ("commit", None),
 }
 
 ROLE_FIRST = {
@@ -125,6 +133,14 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     approved = api.post(f"/tasks/{published['task_id']}/approvals", json=decision, headers=auth(approver))
     assert approved.status_code == 200
     done = poll(api, alice, f"/tasks/{published['task_id']}", lambda v: v["status"] == "SUCCEEDED", 60)
+    session_id = f"s-{uuid.uuid4().hex[:8]}"
+    assert api.post("/sessions", json={"session_id": session_id}, headers=auth(alice)).status_code == 201
+    said = {"idempotency_key": f"{session_id}-1", "role": "user", "content": "我住在上海。",
+            "created_at": "2026-07-14T14:00:00Z"}
+    posted = api.post(f"/sessions/{session_id}/messages", json={"messages": [said]}, headers=auth(alice))
+    assert posted.status_code == 201
+    assert api.post(f"/sessions/{session_id}/commit", json={"commit_id": "c-1"}, headers=auth(alice)).status_code == 202
+    poll(api, alice, f"/sessions/{session_id}/commits/c-1", lambda v: v["status"] == "completed", 60)
     return World(
         ids={
             "memory": {"memory_id": memory.json()["memory_id"]},
@@ -134,6 +150,8 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
                      "state_version": str(waiting["state_version"])},
             "artifact": {"task_id": waiting["task_id"], "sha256": waiting["draft_sha256"]},
             "operation": {"task_id": done["task_id"], "operation_id": done["operations"][0]["operation_id"]},
+            "session": {"session_id": session_id},
+            "commit": {"session_id": session_id, "commit_id": "c-1"},
         },
         alice=alice,
         stranger=make_key(tenant=tenant_b, user="alice", roles=EVERY_ROLE),
@@ -184,3 +202,5 @@ def test_the_probes_changed_nothing(api: TestClient, world: World) -> None:
     task = api.get(f"/tasks/{world.ids['task']['task_id']}", headers=auth(world.alice)).json()
     assert task["status"] == "WAITING_FOR_APPROVAL" and task["pause_requested"] is False
     assert str(task["state_version"]) == world.ids["task"]["state_version"]
+    chat = api.get(f"/sessions/{world.ids['session']['session_id']}", headers=auth(world.alice)).json()
+    assert chat["messages"] == 1 and chat["committed_through"] == 1
