@@ -72,7 +72,9 @@ def decide(session: Session, principal: PrincipalContext, candidate: Candidate) 
         Memory.category == candidate.category.value,
         Memory.status.in_([Status.ACTIVE.value, Status.CANDIDATE.value]),
     )
-    accumulating = candidate.category in ACCUMULATING
+    # A model's inference (E4) can neither supersede nor be counted into a new version (the store refuses an
+    # E4 correction): for it, "the same again" is a SKIP.
+    accumulating = candidate.category in ACCUMULATING and candidate.source_level is not SourceLevel.E4
     content = stored_content(candidate)
     similarity = func.similarity(Memory.content, content)
     nearest = session.execute(

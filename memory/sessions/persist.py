@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from memory.auth import PrincipalContext
 from memory.enums import Category, SourceLevel
 from memory.epochs import StaleEpoch, guard_write
-from memory.errors import Forbidden
+from memory.errors import Forbidden, MnemoError
 from memory.events import request_digest
 from memory.memories import Correction, NewMemory, Source, correct_memory, create_memory
 from memory.recall.bundle import mark_used_ids
@@ -207,11 +207,18 @@ def persist(session: Session, tenant_id: str, session_id: str, commit_id: str) -
                                "detail": "an event this candidate cites was deleted before it could be stored",
                                "evidence_event_ids": list(candidate.evidence_event_ids)})
             continue
-        entries.append(write_decision(
-            session, principal, chat, decide(session, principal, candidate), stage, position=position,
-            idempotency_key=f"session-commit:{session_id}:{commit_id}:{position}", held_epoch=commit.held_epoch,
-        ))
-        session.flush()
+        try:
+            with session.begin_nested():  # one refused write (a rule of the store) leaves the others standing
+                entries.append(write_decision(
+                    session, principal, chat, decide(session, principal, candidate), stage, position=position,
+                    idempotency_key=f"session-commit:{session_id}:{commit_id}:{position}",
+                    held_epoch=commit.held_epoch,
+                ))
+        except StaleEpoch:
+            raise
+        except MnemoError as exc:
+            rejections.append({"reason": "write_refused", "detail": f"{exc.code}: {exc.message}",
+                               "evidence_event_ids": list(candidate.evidence_event_ids)})
     for entry in entries:
         if "memory_id" in entry and entry["decision"] != Decision.SKIP.value:
             _link(session, chat, commit, f"memory:{entry['memory_id']}", entry["decision"].lower())

@@ -252,3 +252,41 @@ def test_after_a_failed_commit_the_same_stage_is_committed_again_once_the_endpoi
     [row] = _memories(engine, owner.tenant)
     assert row.key == "profile.city" and row.evidence_refs == [f"event:{events[0]}"]
     assert stack.standin.received[-1].body == stack.standin.received[0].body  # the same stage, asked again
+
+
+def test_a_tool_experience_seen_again_accumulates_its_count_in_a_new_version(
+    stack: LlmStack, make_key: MakeKey, engine: Engine
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key = make_key(tenant=tenant, agent="report-agent")
+    lesson = "sales_query needs the month as YYYY-MM; '2026年6月' fails with a 400."
+    seen: list[str] = []
+    for n in (1, 2):
+        (event,) = post(stack.api, key, f"s-tool-{n}", say(f"t{n}", "user", f"查一下六月的销售额。{lesson}"))
+        seen.append(event)
+        stack.standin.script(answer(_item(event, category="TOOL_EXPERIENCE", abstract="sales_query month format",
+                                          overview="TOOL_EXPERIENCE sales_query", content=lesson,
+                                          key="tool.sales_query.month_format")))
+        done = commit(stack.api, key, f"s-tool-{n}", f"c-tool-{n}")
+        assert done["status"] == "completed", done
+    (merged,) = done["memories"]["merged"]
+    assert merged["reason"] == "accumulate" and merged["supersedes_version"] == 1
+    rows = [row for row in _memories(engine, tenant) if row.key == "tool.sales_query.month_format"]
+    head = max(rows, key=lambda row: row.version)
+    assert (head.version, head.occurrences, head.space, head.owner_id) == (2, 2, "AGENT", "report-agent")
+    assert head.evidence_refs == [f"event:{seen[0]}", f"event:{seen[1]}"]
+
+
+def test_an_inferred_tool_experience_seen_again_is_skipped_not_a_failed_commit(
+    stack: LlmStack, make_key: MakeKey
+) -> None:
+    key = make_key(agent="report-agent")
+    lesson = "The export tool times out on files over 50 MB."
+    for n in (1, 2):
+        (event,) = post(stack.api, key, f"s-inf-{n}", say(f"i{n}", "tool", lesson, tool_call_id=None)
+                        if False else say(f"i{n}", "assistant", lesson))
+        stack.standin.script(answer(_item(event, category="TOOL_EXPERIENCE", abstract="export timeout",
+                                          overview="TOOL_EXPERIENCE export", content=lesson, key=None)))
+        done = commit(stack.api, key, f"s-inf-{n}", f"c-inf-{n}")
+        assert done["status"] == "completed", done
+    assert [m["reason"] for m in done["memories"]["skipped"]] == ["same_content"]
