@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.db import heartbeating, shielded_session
 from memory.sessions.archive import archive_stage
-from memory.sessions.commits import TERMINAL, CommitStatus, lock_commit, move, release_stage
+from memory.sessions.commits import TERMINAL, CommitStatus, cancelled_by_deletion, lock_commit, move, release_stage
 from memory.sessions.extraction.base import Extractor
 from memory.sessions.extraction.gates import apply_gates
 from memory.sessions.extraction.llm import LlmUnavailable
@@ -94,7 +94,7 @@ class SessionActivities:
     def archive(self, ref: CommitRef) -> None:
         with shielded_session(self.engine, ref.tenant_id) as session:
             commit, chat = lock_commit(session, ref.tenant_id, ref.session_id, ref.commit_id)
-            if commit.status != CommitStatus.ACCEPTED.value:
+            if commit.status != CommitStatus.ACCEPTED.value or cancelled_by_deletion(session, commit, chat):
                 return
             summary = archive_stage(session, chat, ref.commit_id, commit.to_sequence)
             move(commit, CommitStatus.ARCHIVED, summary_id=summary.summary_id if summary is not None else None)
@@ -123,8 +123,8 @@ class SessionActivities:
                       "prompt_tokens": extraction.prompt_tokens, "completion_tokens": extraction.completion_tokens},
         }
         with shielded_session(self.engine, ref.tenant_id) as session:
-            commit, _ = lock_commit(session, ref.tenant_id, ref.session_id, ref.commit_id)
-            if commit.status == CommitStatus.ARCHIVED.value:
+            commit, chat = lock_commit(session, ref.tenant_id, ref.session_id, ref.commit_id)
+            if commit.status == CommitStatus.ARCHIVED.value and not cancelled_by_deletion(session, commit, chat):
                 move(commit, CommitStatus.EXTRACTED, memories={**commit.memories, "proposed": proposed})
 
     @activity.defn(name="session_commit_persist")

@@ -5,14 +5,23 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, Field
+from pydantic_core import PydanticCustomError
 
 from api.schemas.common import Lax, ShortText, StrictRequest, Timestamp
 from memory.sessions.messages import MessageRole
+from memory.sessions.policy import AUTO_PREFIX
 from memory.sessions.store import MAX_MESSAGES_PER_BATCH
 
 SessionId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")]
 """Ids a client chooses (sessions, commits): letters, digits and ``. _ : -``; they appear in URLs."""
+
+
+def _not_automatic(commit_id: str) -> str:
+    if commit_id.startswith(AUTO_PREFIX):
+        raise PydanticCustomError("reserved_commit_id", "commit ids starting with {prefix} are the commit policy's",
+                                  {"prefix": AUTO_PREFIX})
+    return commit_id
 
 
 class SessionIn(StrictRequest):
@@ -85,7 +94,7 @@ class SessionOut(BaseModel):
 
 
 class CommitIn(StrictRequest):
-    commit_id: SessionId
+    commit_id: Annotated[SessionId, AfterValidator(_not_automatic)]
 
 
 class CommitAcceptedOut(BaseModel):

@@ -17,7 +17,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
-from memory.epochs import current_epoch
+from memory.epochs import StaleEpoch, current_epoch, guard_write
 from memory.errors import Conflict, NotFound
 from memory.sessions.models import ChatSession, SessionCommit
 from memory.sessions.store import get_session
@@ -110,6 +110,7 @@ def lock_commit(session: Session, tenant_id: str, session_id: str, commit_id: st
     ).scalar_one()
     chat = session.execute(
         select(ChatSession).where(ChatSession.tenant_id == tenant_id, ChatSession.session_id == session_id)
+        .with_for_update()  # one commit step of a session at a time: summaries are built in stage order
     ).scalar_one()
     return commit, chat
 
@@ -132,6 +133,22 @@ def move(commit: SessionCommit, to: CommitStatus, **fields: Any) -> None:
     commit.status = to.value
     for name, value in fields.items():
         setattr(commit, name, value)
+    if to in TERMINAL and "proposed" in commit.memories:  # the candidates' text was only for the persist step
+        commit.memories = {k: v for k, v in commit.memories.items() if k != "proposed"}
     commit.updated_at = func.now()
     if to in TERMINAL:
         commit.completed_at = func.now()
+
+
+def cancelled_by_deletion(session: Session, commit: SessionCommit, chat: ChatSession) -> bool:
+    """Has the owner's data been deleted since the commit was accepted? Then it ends, writing nothing, and gives
+    its stage back (the messages that remain are the next commit's). Every step that writes asks first: the
+    share lock this takes on the owner's epoch keeps a deletion barrier out until the step's transaction ends."""
+    try:
+        guard_write(session, commit.tenant_id, chat.user_id, commit.held_epoch)
+    except StaleEpoch as exc:
+        release_stage(session, commit)
+        move(commit, CommitStatus.CANCELLED_BY_DELETION, error=exc.message,
+             reasons=[*commit.reasons, {"reason": "deleted_meanwhile", "detail": exc.message}])
+        return True
+    return False

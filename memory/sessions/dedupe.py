@@ -63,6 +63,13 @@ def space_for(category: Category) -> Space:
     )
 
 
+def serialize_owner(session: Session, principal: PrincipalContext) -> None:
+    """Hold the owner's de-duplication lock until the transaction ends: two commits (or a commit and a
+    remember-now) of one user deciding at once would both see "new" and both CREATE the same memory."""
+    session.execute(select(func.pg_advisory_xact_lock(func.hashtextextended(
+        f"mnemo-dedupe:{principal.tenant_id}:{principal.user_id}", 0))))
+
+
 def decide(session: Session, principal: PrincipalContext, candidate: Candidate) -> Decided:
     """The decision for one candidate against the caller's current memories of its space and category."""
     base = select(Memory).where(
@@ -83,6 +90,9 @@ def decide(session: Session, principal: PrincipalContext, candidate: Candidate) 
     if nearest is not None and normalize(nearest[0].content) == normalize(content):
         if accumulating:
             return Decided(candidate, Decision.MERGE, "accumulate", nearest[0], 1.0)
+        if nearest[0].status == Status.CANDIDATE.value and candidate.source_level is not SourceLevel.E4:
+            # the user now states what was only proposed (a model's guess): a new version, by the statement
+            return Decided(candidate, Decision.MERGE, "stated_now", nearest[0], 1.0)
         return Decided(candidate, Decision.SKIP, "same_content", nearest[0], 1.0)
     if candidate.key is not None:
         same_key = session.execute(

@@ -80,7 +80,8 @@ def purge_derived_summaries(session: Session, job: DeletionJob, batch: int) -> t
 
 
 def _commits_covered(job: DeletionJob, scope: Scope) -> ColumnElement[bool]:
-    """Commit rows whose stage held a deleted message (their entries' abstracts may quote it)."""
+    """Commit rows whose stage held a deleted message, or that name a deleted memory (their entries' abstracts
+    may quote either)."""
     mine = SessionCommit.session_id.in_(
         select(ChatSession.session_id).where(ChatSession.tenant_id == job.tenant_id,
                                              ChatSession.user_id == scope.subject)
@@ -95,7 +96,8 @@ def _commits_covered(job: DeletionJob, scope: Scope) -> ColumnElement[bool]:
         ).subquery()
         return exists().where(SessionCommit.session_id == event.c.session_id,
                               event.c.sequence_no.between(SessionCommit.from_sequence, SessionCommit.to_sequence))
-    return false()
+    # a deleted memory: the commits that name it (created, merged or skipped as its duplicate)
+    return cast(SessionCommit.memories, Text).contains(scope.target_id)
 
 
 def _scrub_commits(session: Session, job: DeletionJob, scope: Scope) -> int:
@@ -164,7 +166,9 @@ def summary_hits(session: Session, job: DeletionJob, probes: list[str]) -> dict[
                                              ChatSession.user_id == scope.subject)
     )
     text_hits = 0
-    for probe in probes:
+    # A deleted memory's messages stay (they are the user's, not the memory's): a summary quoting them is no copy
+    # of the memory. Deleting messages (an event, a session, a subject) must leave no summary quoting them.
+    for probe in probes if scope.type is not ScopeType.MEMORY else []:
         text_hits += session.execute(
             select(func.count()).select_from(SessionSummary).where(
                 live, owned,

@@ -22,19 +22,21 @@ from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.enums import Category, SourceLevel
-from memory.epochs import StaleEpoch, guard_write
+from memory.epochs import StaleEpoch
 from memory.errors import Forbidden, MnemoError
 from memory.events import request_digest
 from memory.memories import Correction, NewMemory, Source, correct_memory, create_memory
+from memory.models import Memory
 from memory.recall.bundle import mark_used_ids
-from memory.sessions.commits import TERMINAL, CommitStatus, lock_commit, move, release_stage
+from memory.sessions.commits import TERMINAL, CommitStatus, cancelled_by_deletion, lock_commit, move, release_stage
 from memory.sessions.constraints import temporary_constraints
-from memory.sessions.dedupe import Decided, Decision, decide, space_for, stored_content
+from memory.sessions.dedupe import Decided, Decision, decide, serialize_owner, space_for, stored_content
 from memory.sessions.extraction.base import Candidate, Rejection, RejectionReason
 from memory.sessions.messages import MessageRole, Stage
 from memory.sessions.models import ChatSession, SessionChoice, SessionCommit, SessionLink
 from memory.sessions.store import stage_messages
 from memory.tokens import count_tokens
+from memory.visibility import not_tombstoned, visible_to
 
 STABLE_CHOICE_SESSIONS = 3
 """Seed 003 §6.2 E3: the same choice in this many sessions is a stable preference."""
@@ -167,18 +169,25 @@ def _link(session: Session, chat: ChatSession, commit: SessionCommit, target: st
     ).on_conflict_do_nothing())
 
 
-def _used(chat: ChatSession, stage: Stage) -> list[uuid.UUID]:
-    """Memories that reached the agent in this stage: the refs its messages carry and the profile injection."""
+def _used(session: Session, principal: PrincipalContext, chat: ChatSession, stage: Stage) -> list[uuid.UUID]:
+    """Memories that reached the agent in this stage: the refs its messages carry and the profile injection,
+    as far as the owner may see them (a ref is the client's word: it never counts a use of someone else's)."""
     refs = [ref for m in stage.messages for ref in m.context_refs]
     refs += [f"memory:{entry['memory_id']}" for entry in chat.profile_snapshot] if stage.from_sequence == 1 else []
-    used: list[uuid.UUID] = []
+    named: list[uuid.UUID] = []
     for ref in dict.fromkeys(refs):
         kind, _, raw = ref.partition(":")
         try:
-            used.append(uuid.UUID(raw)) if kind == "memory" else None
+            if kind == "memory":
+                named.append(uuid.UUID(raw))
         except ValueError:
             continue
-    return used
+    if not named:
+        return []
+    visible = set(session.execute(
+        select(Memory.memory_id).where(visible_to(principal), not_tombstoned(), Memory.memory_id.in_(named))
+    ).scalars())
+    return [memory_id for memory_id in named if memory_id in visible]
 
 
 def persist(session: Session, tenant_id: str, session_id: str, commit_id: str) -> SessionCommit:
@@ -187,12 +196,9 @@ def persist(session: Session, tenant_id: str, session_id: str, commit_id: str) -
     if CommitStatus(commit.status) in TERMINAL:
         return commit
     principal = principal_of(chat, commit)
-    try:
-        guard_write(session, tenant_id, chat.user_id, commit.held_epoch)
-    except StaleEpoch as exc:
-        move(commit, CommitStatus.CANCELLED_BY_DELETION, error=exc.message,
-             reasons=[*commit.reasons, {"reason": "deleted_meanwhile", "detail": exc.message}])
+    if cancelled_by_deletion(session, commit, chat):
         return commit
+    serialize_owner(session, principal)
     stage = Stage(session_id, stage_messages(session, tenant_id, session_id, commit.from_sequence, commit.to_sequence))
     extracted = commit.memories.get("proposed", {})
     rejections: list[dict[str, Any]] = list(extracted.get("rejections", []))
@@ -222,7 +228,7 @@ def persist(session: Session, tenant_id: str, session_id: str, commit_id: str) -
     for entry in entries:
         if "memory_id" in entry and entry["decision"] != Decision.SKIP.value:
             _link(session, chat, commit, f"memory:{entry['memory_id']}", entry["decision"].lower())
-    used = _used(chat, stage)
+    used = _used(session, principal, chat, stage)
     for memory_id in used:
         _link(session, chat, commit, f"memory:{memory_id}", "used")
     mark_used_ids(session, tenant_id, used, datetime.now().astimezone())

@@ -2,8 +2,8 @@
 
 An agent that never calls ``commit`` still has its conversations learned from. The thresholds are
 settings (``MNEMO_SESSION_COMMIT_AFTER_MESSAGES`` / ``_AFTER_TOKENS`` / ``_IDLE_SECONDS``; 0 turns one off).
-A policy commit is an ordinary commit with a deterministic id (``auto-<from>-<to>``), so two API processes
-deciding at once claim it once, and it writes with the roles of the key that last posted messages.
+A policy commit is an ordinary commit with the id ``auto-<from>-<to>`` (accepted under the session's row lock,
+like every commit), and it writes with the roles of the key that last posted messages.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, exists, func, select
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.models import MemoryEvent
 from memory.sessions.commits import Accepted, accept_commit
-from memory.sessions.models import ChatSession
+from memory.sessions.models import ChatSession, SessionCommit
 from memory.tokens import count_tokens
 
 
@@ -35,8 +35,12 @@ class CommitPolicy:
         return None
 
 
+AUTO_PREFIX = "auto-"
+"""Commit ids of policy commits; a client's commit id may not start with it."""
+
+
 def auto_commit_id(chat: ChatSession) -> str:
-    return f"auto-{chat.committed_through + 1}-{chat.next_sequence - 1}"
+    return f"{AUTO_PREFIX}{chat.committed_through + 1}-{chat.next_sequence - 1}"
 
 
 def _writer(chat: ChatSession) -> PrincipalContext:
@@ -65,6 +69,16 @@ def commit_if_due(session: Session, chat: ChatSession, policy: CommitPolicy) -> 
     return accept_commit(session, _writer(chat), chat.session_id, auto_commit_id(chat), trigger=trigger)
 
 
+def _tried(tenant_id: str) -> ColumnElement[bool]:
+    """This stage's policy commit exists already (it failed and gave the stage back): a new message makes a
+    new stage and a new try; until then the session is not swept again, nor does it take others' turns."""
+    return exists().where(
+        SessionCommit.tenant_id == tenant_id, SessionCommit.session_id == ChatSession.session_id,
+        SessionCommit.commit_id == func.concat(AUTO_PREFIX, ChatSession.committed_through + 1, "-",
+                                               ChatSession.next_sequence - 1),
+    )
+
+
 def commit_idle(
     session: Session, tenant_id: str, policy: CommitPolicy, now: datetime, limit: int = 100
 ) -> list[Accepted]:
@@ -75,7 +89,8 @@ def commit_idle(
         select(ChatSession)
         .where(ChatSession.tenant_id == tenant_id, ChatSession.purged_at.is_(None),
                ChatSession.next_sequence - 1 > ChatSession.committed_through,
-               ChatSession.last_message_at < now - timedelta(seconds=policy.idle_seconds))
+               ChatSession.last_message_at < now - timedelta(seconds=policy.idle_seconds),
+               ~_tried(tenant_id))
         .order_by(ChatSession.last_message_at)
         .limit(limit)
     ).scalars().all()

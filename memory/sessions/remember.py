@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from memory.auth import PrincipalContext
 from memory.enums import SourceLevel
 from memory.models import Memory
-from memory.sessions.dedupe import decide
+from memory.sessions.dedupe import decide, serialize_owner
 from memory.sessions.extraction.gates import apply_gates
 from memory.sessions.extraction.rules import RulesExtractor, is_remember_request
 from memory.sessions.messages import MessageRole, Stage, StageMessage
@@ -39,6 +39,7 @@ def remember_now(
     for message in messages:
         if message.role is not MessageRole.USER or message.context_refs or not is_remember_request(message.content):
             continue
+        serialize_owner(session, principal)
         stage = Stage(chat.session_id, (message,))
         gated = apply_gates(stage, _RULES.extract(stage))
         for position, candidate in enumerate(c for c in gated.admitted if c.source_level is SourceLevel.E1):

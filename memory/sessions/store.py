@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, cast, exists, func, or_, select
+from sqlalchemy import Text, and_, cast, exists, func, or_, select
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.orm import Session
 
@@ -96,6 +96,7 @@ def get_session(session: Session, principal: PrincipalContext, session_id: str, 
         ChatSession.tenant_id == principal.tenant_id,
         ChatSession.session_id == session_id,
         ChatSession.user_id == principal.user_id,
+        ChatSession.agent_id.is_not_distinct_from(principal.agent_id),  # a session is one user's with one agent
         ChatSession.purged_at.is_(None),
         ~_tombstoned(principal, session_id),
     )
@@ -129,46 +130,62 @@ def _profile_snapshot(session: Session, principal: PrincipalContext) -> list[dic
     ]
 
 
-def open_session(
-    session: Session, principal: PrincipalContext, new: NewSession, digest: str
-) -> tuple[ChatSession, bool]:
-    """Create the caller's session, or return it when this is a replay of the same request.
-
-    Returns ``(row, created)``. The same id with another body, or someone else's id, is a 409."""
+def _existing(session: Session, principal: PrincipalContext, new: NewSession, digest: str) -> ChatSession | None:
+    """The session this id names already, if any: a replay of the same request, or a 409 saying why not."""
     existing = session.execute(
         select(ChatSession).where(
             ChatSession.tenant_id == principal.tenant_id, ChatSession.session_id == new.session_id
         )
     ).scalar_one_or_none()
+    if existing is None:
+        return None
+    if existing.user_id != principal.user_id or existing.agent_id != principal.agent_id:
+        raise IdempotencyConflict(f"session id {new.session_id!r} is already taken; use a new id")
+    if existing.purged_at is not None or session.execute(select(_tombstoned(principal, new.session_id))).scalar():
+        raise SessionDeleted(f"session {new.session_id!r} was deleted; start a new session with a new id")
+    if existing.request_sha256 != digest:
+        raise IdempotencyConflict(
+            f"session {new.session_id!r} already exists with other settings; use a new session id"
+        )
+    return existing
+
+
+def open_session(
+    session: Session, principal: PrincipalContext, new: NewSession, digest: str
+) -> tuple[ChatSession, bool]:
+    """Create the caller's session, or return it when this is a replay of the same request.
+
+    Returns ``(row, created)``. The same id with another body, or someone else's id, is a 409; two requests
+    opening one id at once are one creation and one replay."""
+    existing = _existing(session, principal, new, digest)
     if existing is not None:
-        if existing.user_id != principal.user_id:
-            raise IdempotencyConflict(f"session id {new.session_id!r} is already taken; use a new id")
-        if existing.purged_at is not None or session.execute(select(_tombstoned(principal, new.session_id))).scalar():
-            raise SessionDeleted(f"session {new.session_id!r} was deleted; start a new session with a new id")
-        if existing.request_sha256 != digest:
-            raise IdempotencyConflict(
-                f"session {new.session_id!r} already exists with other settings; use a new session id"
-            )
         return existing, False
     guard_write(session, principal.tenant_id, principal.user_id, None)
-    row = ChatSession(
-        tenant_id=principal.tenant_id,
-        session_id=new.session_id,
-        user_id=principal.user_id,
-        agent_id=principal.agent_id,
-        project_id=new.project_id,
-        task_id=new.task_id,
-        title=new.title,
-        status="active",
-        request_sha256=digest,
-        profile_snapshot=_profile_snapshot(session, principal),
-        next_sequence=1,
-        committed_through=0,
-        revision=next_revision(session),
-    )
-    session.add(row)
-    session.flush()
-    return row, True
+    created = session.execute(
+        insert(ChatSession)
+        .values(
+            tenant_id=principal.tenant_id,
+            session_id=new.session_id,
+            user_id=principal.user_id,
+            agent_id=principal.agent_id,
+            project_id=new.project_id,
+            task_id=new.task_id,
+            title=new.title,
+            status="active",
+            request_sha256=digest,
+            profile_snapshot=_profile_snapshot(session, principal),
+            next_sequence=1,
+            committed_through=0,
+            revision=next_revision(session),
+        )
+        .on_conflict_do_nothing(index_elements=["tenant_id", "session_id"])
+        .returning(ChatSession.session_id)
+    ).scalar_one_or_none()
+    if created is None:  # another request created it since our check: that one decides
+        raced = _existing(session, principal, new, digest)
+        assert raced is not None
+        return raced, False
+    return get_session(session, principal, new.session_id), True
 
 
 def _call_was_made(session: Session, chat: ChatSession, call_id: str) -> bool:
@@ -302,6 +319,10 @@ def stage_messages(
             MemoryEvent.session_id == session_id,
             MemoryEvent.sequence_no >= from_sequence,
             MemoryEvent.purged_at.is_(None),
+            ~exists().where(  # a deletion's barrier hides the message at once; the purge scrubs it later
+                Tombstone.tenant_id == MemoryEvent.tenant_id, Tombstone.target_type == "event",
+                Tombstone.target_id == cast(MemoryEvent.event_id, Text),
+            ),
         )
         .order_by(MemoryEvent.sequence_no)
     )

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.sessions.constraints import slots_in
+from memory.sessions.extraction.gates import secret_kind
 from memory.sessions.messages import MessageRole, Stage, StageMessage
 from memory.sessions.state import require_sequence_order
 from memory.text import normalize, tokens
@@ -264,6 +265,8 @@ def _classified(message: StageMessage, memo: dict[tuple[MessageRole, str], str |
         return []
     out: list[tuple[str, str]] = []
     for sentence in split_sentences(message.content):
+        if secret_kind(sentence) is not None:  # a summary is a copy: a secret is never copied (seed 003 §6)
+            continue
         key = (message.role, sentence)
         if key not in memo:
             memo[key] = _section(sentence, allowed)

@@ -13,11 +13,13 @@ is a configuration mistake and says what to fix.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -28,6 +30,17 @@ from memory.sessions.extraction.base import Candidate, Extraction, Rejection, Re
 from memory.sessions.messages import Stage
 
 BODY_PREVIEW_CHARS = 200
+"""How much of a refusing endpoint's body goes to the worker's log. Never into an error a commit stores: endpoints
+echo the prompt (the user's messages), and a stored error outlives a deletion of them."""
+
+logger = logging.getLogger(__name__)
+
+
+def _shown(url: str) -> str:
+    """The URL without any ``user:password@`` part: it is quoted in errors a commit stores."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")
+                                     if parts.hostname else parts.netloc))
 """How much of an endpoint's error body an :class:`LlmUnavailable` message quotes."""
 
 
@@ -220,7 +233,7 @@ def _refusal_advice(status: int, config: LlmConfig) -> str:
     if status == 404:
         return (
             f"no such model or path: check MNEMO_LLM_MODEL ({config.model!r}) and that MNEMO_LLM_BASE_URL "
-            f"({config.base_url!r}) ends in /v1"
+            f"({_shown(config.base_url)!r}) ends in /v1"
         )
     return (
         f"the endpoint refused the request: check MNEMO_LLM_MODEL ({config.model!r}) and that the endpoint "
@@ -276,15 +289,14 @@ class LlmExtractor:
         else:
             with httpx.Client() as client:
                 response = self._post(client, url, body, headers)
+        if not response.is_success and response.status_code not in (401, 403):
+            logger.warning("%s answered %s: %r", _shown(url), response.status_code,
+                           response.text[:BODY_PREVIEW_CHARS])
         if response.status_code == 429 or response.status_code >= 500:
-            raise LlmUnavailable(
-                f"{url} answered {response.status_code} ({response.text[:BODY_PREVIEW_CHARS]!r}); try again later",
-                retryable=True,
-            )
+            raise LlmUnavailable(f"{_shown(url)} answered {response.status_code}; try again later", retryable=True)
         if not response.is_success:
-            preview = "" if response.status_code in (401, 403) else f" ({response.text[:BODY_PREVIEW_CHARS]!r})"
             advice = _refusal_advice(response.status_code, self._config)
-            raise LlmUnavailable(f"{url} answered {response.status_code}{preview}: {advice}", retryable=False)
+            raise LlmUnavailable(f"{_shown(url)} answered {response.status_code}: {advice}", retryable=False)
         try:
             return _Completion.model_validate_json(response.content)
         except ValidationError:
@@ -295,6 +307,6 @@ class LlmExtractor:
         try:
             return client.post(url, json=body, headers=headers, timeout=timeout)
         except httpx.TimeoutException as error:
-            raise LlmUnavailable(f"{url} gave no answer within {timeout}s", retryable=True) from error
+            raise LlmUnavailable(f"{_shown(url)} gave no answer within {timeout}s", retryable=True) from error
         except httpx.RequestError as error:
-            raise LlmUnavailable(f"could not reach {url}: {error}", retryable=True) from error
+            raise LlmUnavailable(f"could not reach {_shown(url)}: {type(error).__name__}", retryable=True) from error
