@@ -192,12 +192,13 @@ def read_session(session_id: str, principal: CurrentPrincipal, engine: EngineDep
     the profile injected at its start (re-read: a deleted or corrected memory shows as it is now)."""
     with tenant_session(engine, principal.tenant_id) as session:
         view = _session_view(session, principal, session_id)
+        links = store.links_of(session, view.chat)
     chat = view.chat
     return SessionOut(
         session_id=chat.session_id, status=chat.status, project_id=chat.project_id, task_id=chat.task_id,
         title=chat.title, agent_id=chat.agent_id, created_at=chat.created_at, last_message_at=chat.last_message_at,
         messages=chat.next_sequence - 1, committed_through=chat.committed_through, state=view.state.as_json(),
-        profile=[entry.as_json() for entry in view.profile],
+        profile=[entry.as_json() for entry in view.profile], links=links,
     )
 
 

@@ -91,6 +91,10 @@ class SessionOut(BaseModel):
     committed_through: int = Field(description="the last sequence_no a commit has claimed")
     state: dict[str, Any]
     profile: list[dict[str, Any]] = Field(description="the profile injected at session start, re-read now")
+    links: list[dict[str, Any]] = Field(
+        description="what the session used (memory refs its messages carried, the profile) and produced "
+        "(memories its commits created or merged): target, relation, commit_id"
+    )
 
 
 class CommitIn(StrictRequest):

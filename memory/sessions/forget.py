@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import ARRAY, ColumnElement, Text, and_, cast, delete, exists, false, func, or_, select, update
+from sqlalchemy import ARRAY, ColumnElement, Select, Text, and_, cast, delete, exists, false, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from memory.db import affected_rows
@@ -23,16 +23,19 @@ from memory.sessions.archive import store_summary, task_observation
 from memory.sessions.models import ChatSession, SessionChoice, SessionCommit, SessionSummary
 
 
+def _subjects_sessions(job: DeletionJob, scope: Scope) -> Select[str]:
+    """The ids of the deletion subject's sessions."""
+    return select(ChatSession.session_id).where(ChatSession.tenant_id == job.tenant_id,
+                                                ChatSession.user_id == scope.subject)
+
+
 def _deleted_event_links(scope: Scope) -> list[str]:
     return [f"event:{scope.target_id}"] if scope.type is ScopeType.EVENT else []
 
 
 def _covered(scope: Scope, job: DeletionJob, links: list[str]) -> ColumnElement[bool]:
     """Summary rows the deletion covers: citing a deleted event, or of a deleted session / subject."""
-    mine = SessionSummary.session_id.in_(
-        select(ChatSession.session_id).where(ChatSession.tenant_id == job.tenant_id,
-                                             ChatSession.user_id == scope.subject)
-    )
+    mine = SessionSummary.session_id.in_(_subjects_sessions(job, scope))
     if scope.type is ScopeType.SESSION:
         return and_(mine, SessionSummary.session_id == scope.target_id)
     if scope.type is ScopeType.SUBJECT:
@@ -82,10 +85,7 @@ def purge_derived_summaries(session: Session, job: DeletionJob, batch: int) -> t
 def _commits_covered(job: DeletionJob, scope: Scope) -> ColumnElement[bool]:
     """Commit rows whose stage held a deleted message, or that name a deleted memory (their entries' abstracts
     may quote either)."""
-    mine = SessionCommit.session_id.in_(
-        select(ChatSession.session_id).where(ChatSession.tenant_id == job.tenant_id,
-                                             ChatSession.user_id == scope.subject)
-    )
+    mine = SessionCommit.session_id.in_(_subjects_sessions(job, scope))
     if scope.type is ScopeType.SESSION:
         return and_(mine, SessionCommit.session_id == scope.target_id)
     if scope.type is ScopeType.SUBJECT:
@@ -161,10 +161,7 @@ def summary_hits(session: Session, job: DeletionJob, probes: list[str]) -> dict[
     hits = {"summaries_citing_deleted": session.execute(
         select(func.count()).select_from(SessionSummary).where(live, _covered(scope, job, links))
     ).scalar_one() if scope.type is not ScopeType.MEMORY else 0}
-    owned = SessionSummary.session_id.in_(
-        select(ChatSession.session_id).where(ChatSession.tenant_id == job.tenant_id,
-                                             ChatSession.user_id == scope.subject)
-    )
+    owned = SessionSummary.session_id.in_(_subjects_sessions(job, scope))
     text_hits = 0
     # A deleted memory's messages stay (they are the user's, not the memory's): a summary quoting them is no copy
     # of the memory. Deleting messages (an event, a session, a subject) must leave no summary quoting them.

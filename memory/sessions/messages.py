@@ -7,7 +7,7 @@ the summarizer and the extractors are plain functions of a tuple of :class:`Stag
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
@@ -56,8 +56,6 @@ class Stage:
 
     session_id: str
     messages: tuple[StageMessage, ...]
-    language_hint: str | None = None
-    metadata: dict[str, str] = field(default_factory=dict)
 
     @property
     def from_sequence(self) -> int:

@@ -24,7 +24,7 @@ from memory.errors import Conflict, IdempotencyConflict, InvalidInput, NotFound
 from memory.events import next_revision
 from memory.models import Memory, MemoryEvent, Tombstone
 from memory.sessions.messages import MessageRole, StageMessage, ToolCall
-from memory.sessions.models import ChatSession
+from memory.sessions.models import ChatSession, SessionLink
 from memory.sessions.window import ProfileEntry
 from memory.visibility import not_tombstoned, visible_to
 
@@ -351,3 +351,12 @@ def answered_only(messages: Sequence[StageMessage]) -> tuple[StageMessage, ...]:
     """Leave out tool results whose call was deleted: a result never stands without its call."""
     calls = {call.call_id for m in messages for call in m.tool_calls}
     return tuple(m for m in messages if m.role is not MessageRole.TOOL or m.tool_call_id in calls)
+
+
+def links_of(session: Session, chat: ChatSession) -> list[dict[str, Any]]:
+    """What the session used and produced (seed 004 §8.3 step 4), oldest first."""
+    rows = session.execute(
+        select(SessionLink).where(SessionLink.tenant_id == chat.tenant_id, SessionLink.session_id == chat.session_id)
+        .order_by(SessionLink.created_at, SessionLink.target)
+    ).scalars()
+    return [{"target": row.target, "relation": row.relation, "commit_id": row.commit_id} for row in rows]

@@ -82,6 +82,8 @@ def test_the_profile_is_injected_at_session_start_and_recalled_context_is_cited_
         usage = session.execute(select(MemoryUsage.active_count)).scalar_one()
         links = session.execute(select(SessionLink.target, SessionLink.relation)).all()
     assert usage == 1 and [(t, r) for t, r in links] == [(recalled, "used")]
+    shown = sessions_api.get("/sessions/s-prof", headers=auth(key)).json()["links"]
+    assert shown == [{"target": recalled, "relation": "used", "commit_id": "c-prof"}]
 
 
 def test_the_window_keeps_a_tool_call_and_its_result_together_under_a_tight_budget(

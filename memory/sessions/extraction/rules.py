@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from memory.enums import Category, SourceLevel
+from memory.memories import abstract_for
 from memory.sessions.constraints import is_temporary, slots_in
 from memory.sessions.extraction.base import Candidate, Extraction
 from memory.sessions.extraction.sentences import Span, clauses, sentences
@@ -111,8 +112,6 @@ _ABOUT_USER = re.compile(
 )
 _PREFERENCE_WORDS = re.compile(r"喜欢|偏好|习惯|\bprefer|\blike|\bwant", _I)
 
-ABSTRACT_CHARS = 200
-"""L0 is one line: the statement cut here (about 100 tokens of CJK, more of English)."""
 
 
 def is_remember_request(text: str) -> bool:
@@ -200,11 +199,6 @@ def _is_modifier(statement: _Statement) -> bool:
     return is_remember_request(text) or _CORRECTION.search(text) is not None or is_temporary(text)
 
 
-def _one_line(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= ABSTRACT_CHARS else line[: ABSTRACT_CHARS - 1] + "…"
-
-
 def _candidate(
     message: StageMessage,
     content: str,
@@ -223,7 +217,7 @@ def _candidate(
         lines.append("correction: supersedes the earlier value")
     return Candidate(
         category=category,
-        abstract=_one_line(f"{named}: {content}" if named else content),
+        abstract=abstract_for(f"{named}: {content}" if named else content, None),
         overview="\n".join(lines),
         content=content,
         source_level=level,
