@@ -181,7 +181,8 @@ def read_commit(session_id: str, commit_id: str, principal: CurrentPrincipal, en
 
 def _session_view(session: Session, principal: PrincipalContext, session_id: str) -> SessionView:
     chat = store.get_session(session, principal, session_id)
-    messages = store.answered_only(store.stage_messages(session, principal.tenant_id, session_id))
+    recent = max(1, chat.next_sequence - store.WINDOW_LOOKBACK)
+    messages = store.answered_only(store.stage_messages(session, principal.tenant_id, session_id, recent))
     return SessionView(chat, messages, derive_state(messages, task_id=chat.task_id),
                        store.current_profile(session, principal, chat))
 

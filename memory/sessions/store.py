@@ -29,6 +29,9 @@ from memory.sessions.window import ProfileEntry
 from memory.visibility import not_tombstoned, visible_to
 
 MAX_MESSAGES_PER_BATCH = 500
+WINDOW_LOOKBACK = 2_000
+"""The window and the state read the session's newest messages only: older turns reach the model through the
+summary, and a request stays bounded however long the session grew."""
 PROFILE_SNAPSHOT_LIMIT = 50
 """Profile and preference memories injected at session start, newest first."""
 
