@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -23,6 +23,8 @@ with workflow.unsafe.imports_passed_through():
 SWEEP_SCHEDULE_ID = "mnemo-session-commit-sweep"
 
 STEP_TIMEOUT = timedelta(minutes=2)
+EXTRACTOR_FAILURES = frozenset({"LlmUnavailable", "ExtractorRefused"})
+"""Error types an extract attempt ends with when the endpoint failed (not mnemo's own step)."""
 EXTRACT_TIMEOUT = timedelta(minutes=5)
 EXTRACT_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=30),
@@ -41,10 +43,14 @@ class SessionCommitWorkflow:
                 heartbeat_timeout=timedelta(seconds=30), retry_policy=EXTRACT_RETRY,
             )
         except ActivityError as exc:
-            detail = str(exc.cause) if exc.cause is not None else str(exc)
+            cause = exc.cause
+            detail = str(cause) if cause is not None else str(exc)
+            # The endpoint's own failures name the extractor; anything else is a fault of the step itself.
+            unavailable = isinstance(cause, ApplicationError) and cause.type in EXTRACTOR_FAILURES
+            reason, what = ("extractor_unavailable", "the extractor could not be used") if unavailable else (
+                "extraction_failed", "extracting failed")
             return await workflow.execute_activity_method(
-                SessionActivities.fail,
-                CommitFailure(ref, "extractor_unavailable", f"the extractor could not be used: {detail}"),
+                SessionActivities.fail, CommitFailure(ref, reason, f"{what}: {detail}"),
                 start_to_close_timeout=STEP_TIMEOUT,
             )
         return await workflow.execute_activity_method(

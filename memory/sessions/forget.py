@@ -169,7 +169,8 @@ def summary_hits(session: Session, job: DeletionJob, probes: list[str]) -> dict[
         text_hits += session.execute(
             select(func.count()).select_from(SessionSummary).where(
                 live, owned,
-                or_(SessionSummary.overview.contains(probe), cast(SessionSummary.body, Text).contains(probe)),
+                or_(SessionSummary.overview.contains(probe), SessionSummary.abstract.contains(probe),
+                    cast(SessionSummary.body, Text).contains(probe)),
             )
         ).scalar_one()
     hits["summary_text"] = text_hits

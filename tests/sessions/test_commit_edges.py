@@ -12,7 +12,10 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
+from temporalio.exceptions import ApplicationError
 
+from api.main import create_app
+from api.settings import Settings
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.enums import Category, SourceLevel
@@ -24,6 +27,7 @@ from memory.sessions.persist import candidate_json, persist
 from memory.sessions.policy import CommitPolicy, commit_idle
 from tests.conftest import MakeKey, auth
 from tests.sessions.conftest import commit, post, say
+from tests.workers import ThreadWorker
 
 
 def _alice(tenant: str) -> PrincipalContext:
@@ -159,3 +163,28 @@ def test_deleting_a_memory_removes_its_abstract_from_the_commits_that_name_it_an
         assert time.monotonic() < deadline and state["status"] != "failed_requires_action", state
         time.sleep(0.2)
     assert "厦门" not in sessions_api.get("/sessions/s-m/commits/c-m", headers=auth(key)).text
+
+
+class _BrokenExtractor:
+    """An extractor with a bug of its own (not an endpoint failing): the commit must not blame the endpoint."""
+
+    name = "broken"
+
+    def extract(self, stage: Any) -> Any:
+        raise ApplicationError("a bug in the extractor", type="Bug", non_retryable=True)
+
+
+def test_a_failing_extractor_step_is_extraction_failed_not_extractor_unavailable(
+    settings: Settings, engine: Engine, make_key: MakeKey
+) -> None:
+    own = settings.model_copy(update={"task_queue": f"broken-{uuid.uuid4().hex[:8]}"})
+    worker = ThreadWorker(own, engine, own.task_queue, data_dir=own.data_dir, extractor=_BrokenExtractor()).start()
+    try:
+        with TestClient(create_app(own)) as client:
+            key = make_key()
+            post(client, key, "s-broken", say("b1", "user", "我住在上海。"))
+            done = commit(client, key, "s-broken", "c-broken")
+    finally:
+        worker.stop()
+    assert done["status"] == "failed_requires_action"
+    assert [r["reason"] for r in done["reasons"]] == ["extraction_failed"], done["reasons"]
