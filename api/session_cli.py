@@ -26,6 +26,8 @@ session_app = typer.Typer(help="Sessions: messages, context windows, commits int
 
 TERMINAL = frozenset({"completed", "completed_with_rejections", "failed_requires_action", "cancelled_by_deletion"})
 """The statuses a commit ends in; ``--wait`` polls until one of them."""
+PROGRESS_EVERY_SECONDS = 5.0
+"""``--wait`` says on stderr what the commit is doing when it changes, and at least this often."""
 CONTENT_WIDTH = 60
 SUMMARY_SECTIONS = ("goal", "facts", "decisions", "constraints", "completed", "pending", "unknowns", "errors")
 
@@ -249,14 +251,19 @@ def commit(
             + (" — already accepted" if a.get("replayed") else "")
         ))
         return
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline, said, last = started + timeout, started, ""
     while True:
         view = _call(conn, "GET", f"/sessions/{session_id}/commits/{chosen}")
         if view["status"] in TERMINAL:
             break
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             _fail(f"commit {chosen} is still {view['status']} after {timeout:g}s (see `mnemo session show "
                   f"{session_id} --commit {chosen}`)")
+        if view["status"] != last or now - said >= PROGRESS_EVERY_SECONDS:  # long work shows progress
+            typer.echo(f"commit {chosen}: {view['status']} ({now - started:.0f}s)", err=True)
+            said, last = now, view["status"]
         time.sleep(0.2)
     _print(view, as_json, _render_commit)
 

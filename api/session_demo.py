@@ -42,6 +42,10 @@ def session_demo(client: httpx.Client, timeout: float = 60.0) -> dict[str, Any]:
         if commit["status"] in TERMINAL or time.monotonic() > deadline:
             break
         time.sleep(0.3)
+    if commit["status"] not in TERMINAL:
+        print(f"demo: the session commit is still {commit['status']} after {timeout:.0f}s; follow it with "
+              f"`mnemo session show {DEMO_SESSION} --commit {DEMO_COMMIT}`")
+        return commit
     print(f"demo: session commit {commit['status']} ({commit['stats'].get('messages', 0)} messages)")
     for decision in ("created", "merged", "skipped"):
         for memory in commit["memories"].get(decision, []):

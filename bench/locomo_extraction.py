@@ -227,15 +227,15 @@ def ingest_side(
         session_id = f"{session_name}-{side.side}"
         post(client, "/sessions", {"session_id": session_id, "title": f"{side.sample_id} {session_name}"})
         messages = session_messages(session_id, date, turns, side.speaker)
-        t0 = time.perf_counter()
+        posted_at = time.perf_counter()
         stored = post(client, f"/sessions/{session_id}/messages", {"messages": messages})
-        run.post_seconds += time.perf_counter() - t0
+        run.post_seconds += time.perf_counter() - posted_at
         run.messages += len(messages)
         for event, turn in zip(stored["events"], turns, strict=True):
             run.dia_of_event[str(event["event_id"])] = str(turn["dia_id"])
         record_memories(run, [m for m in stored.get("remembered", []) if m.get("decision") != "SKIP"])
-        t0 = time.perf_counter()
         started = stored.get("commit")  # the commit policy's thresholds can start one by themselves
+        t0 = posted_at if started else time.perf_counter()  # a policy commit began inside the messages POST
         commit_id = started["commit_id"] if started else f"{session_id}-commit"
         if not started:
             post(client, f"/sessions/{session_id}/commit", {"commit_id": commit_id})
