@@ -8,7 +8,8 @@ the same space and category are the only ones compared (hard filters before anyt
 2. the same key (``profile.city``) with other content → MERGE: the new value supersedes (PROFILE always
    merges; a correction always does), unless the candidate is a model's inference (E4), which never
    supersedes anything: it stays a CANDIDATE of its own;
-3. a near-duplicate (pg_trgm similarity ≥ :data:`NEAR_DUPLICATE`) → SKIP (TOOL/SKILL: MERGE);
+3. a near-duplicate (pg_trgm similarity ≥ :data:`NEAR_DUPLICATE`, with as many negation words) → SKIP
+   (TOOL/SKILL: MERGE);
 4. else CREATE.
 """
 
@@ -24,6 +25,7 @@ from memory.auth import PrincipalContext
 from memory.enums import Category, SourceLevel, Space, Status
 from memory.models import Memory
 from memory.sessions.extraction.base import Candidate
+from memory.sessions.negation import negations
 from memory.text import normalize
 from memory.visibility import not_tombstoned, visible_to
 
@@ -102,7 +104,8 @@ def decide(session: Session, principal: PrincipalContext, candidate: Candidate) 
             if candidate.source_level is SourceLevel.E4:
                 return Decided(candidate, Decision.CREATE, "inference_never_supersedes")
             return Decided(candidate, Decision.MERGE, "accumulate" if accumulating else "same_key", same_key)
-    if nearest is not None and float(nearest.similarity) >= NEAR_DUPLICATE:
+    if (nearest is not None and float(nearest.similarity) >= NEAR_DUPLICATE
+            and negations(nearest[0].content) == negations(content)):  # "I like X" is no duplicate of "I don't"
         row, score = nearest[0], float(nearest.similarity)
         if accumulating:
             return Decided(candidate, Decision.MERGE, "accumulate", row, score)

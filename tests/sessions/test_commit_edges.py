@@ -188,3 +188,19 @@ def test_a_failing_extractor_step_is_extraction_failed_not_extractor_unavailable
         worker.stop()
     assert done["status"] == "failed_requires_action"
     assert [r["reason"] for r in done["reasons"]] == ["extraction_failed"], done["reasons"]
+
+
+def test_a_negated_statement_is_not_skipped_as_a_near_duplicate_of_the_positive_one(
+    client: TestClient, make_key: MakeKey, engine: Engine
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key = make_key(tenant=tenant)
+    liked = "I like spicy food, especially Sichuan hotpot with extra chili."
+    disliked = "I don't like spicy food, especially Sichuan hotpot with extra chili."
+    (first,) = post(client, key, "s-neg", say("n1", "user", liked))
+    _persist(engine, tenant, "s-neg", "c1", Candidate(Category.PREFERENCE, liked, "PREFERENCE", liked,
+                                                       SourceLevel.E2, (first,)))
+    (second,) = post(client, key, "s-neg", say("n2", "user", disliked))
+    memories = _persist(engine, tenant, "s-neg", "c2", Candidate(Category.PREFERENCE, disliked, "PREFERENCE",
+                                                                  disliked, SourceLevel.E2, (second,)))
+    assert [m["decision"] for m in memories["created"]] == ["CREATE"], memories
