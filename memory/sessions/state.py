@@ -172,10 +172,10 @@ def _pending_questions(messages: Sequence[StageMessage]) -> tuple[PendingQuestio
     return tuple(
         PendingQuestion(m.sequence_no, m.event_id, m.content.strip())
         for m in after_last_user
-        if m.role is MessageRole.ASSISTANT and _asks(m.content)
+        if m.role is MessageRole.ASSISTANT and asks(m.content)
     )
 
 
-def _asks(text: str) -> bool:
+def asks(text: str) -> bool:
     """Does ``text`` end in a question mark or ask for a confirmation?"""
     return text.rstrip(_CLOSING).endswith(("?", "？")) or _CONFIRM.search(text) is not None

@@ -2,9 +2,11 @@
 
 Every item is a source sentence kept verbatim, so a negation, a condition, a time, an uncertainty and an
 unfinished state survive by construction: "报告草稿已经生成，但尚未审批，也没有发布。" can land in
-``pending`` whole, never in ``completed`` and never as "报告已完成". Sentences are sorted into the eight
-sections by Chinese and English cue words; a sentence matches the first section of :data:`_PRECEDENCE`
-whose cues it has, so an unfinished state ("not approved") wins over a completion ("generated").
+``pending`` whole, never in ``completed`` and never as "报告已完成". A semicolon joins the clauses of one
+sentence ("已经生成；但还没有审批"), so it never splits one. Sentences are sorted into the eight sections by
+Chinese and English cue words; a sentence matches the first section of :data:`_PRECEDENCE` whose cues it
+has, so an unfinished state ("not approved") wins over a completion ("generated"), and a question
+("已经发布了吗？") is never a completion nor a decision.
 
 Skipped: system messages (the agent's configuration, not the conversation) and recalled context (messages
 carrying ``context_refs``: a bundle's text is cited where it came from, never summarised again as new).
@@ -29,7 +31,7 @@ from memory.tokens import count_tokens
 ABSTRACT_TOKENS = 100
 """L0 budget (``count_tokens``): whole sentences up to it, the first one even if it alone is longer."""
 
-_SENTENCE_END = re.compile(r"[。！？；\n]+|[.!?;]+(?=\s|$)")
+_SENTENCE_END = re.compile(r"[。！？\n]+|[.!?]+(?=\s|$)")
 _CLOSERS = "\"'\u201d\u2019」』）)]】"
 
 _COMPLETION_VERBS_ZH = "完成|生成|发布|审批|审核|提交|通过|批准|上线|发送|处理|解决|修复|做完|确认|部署|合并"
@@ -44,16 +46,23 @@ def _cues(pattern: str) -> re.Pattern[str]:
 
 
 _ERRORS = _cues(
-    r"失败|错误|报错|出错|异常|超时|崩溃|\bfail(?:ed|s|ure)?\b|\berrors?\b|\bexceptions?\b|\btime[d ]?out\b|\bcrash"
+    r"失败|错误|报错|出错|异常|超时|崩溃|\bfail(?:ed|s|ure|ing)?\b|\berrors?\b|\bexceptions?\b|\btime[d ]?out\b|"
+    r"\bcrash|\bbroken\b"
 )
 _PENDING = _cues(
     r"尚未|还没|未(?!来|知|必|免)|待(?:审|处理|定|确认|办|发布|完成|补充|跟进|评审|核|批)|等待|等着|"
     rf"(?:没有?|不)(?:被)?(?:{_COMPLETION_VERBS_ZH})|(?:将要|将会|将在|即将|打算|准备|计划)\S{{0,8}}(?:{_COMPLETION_VERBS_ZH})|"
     r"\bnot yet\b|\bpending\b|\bstill (?:need|have|has|to)\b|\bwaiting (?:for|on)\b|\btodo\b|"
     rf"(?:\bnot|n't|\bnever)\s+(?:(?:yet|been|be|being)\s+)*(?:{_COMPLETION_VERBS_EN})\b|"
-    rf"\b(?:will|going to|shall|must|should|needs? to|has to|have to)\s+(?:be\s+)?(?:{_COMPLETION_VERBS_EN})\b"
+    rf"\b(?:will|going to|shall|must|should|needs? to|has to|have to)\s+(?:be\s+)?(?:{_COMPLETION_VERBS_EN})\b|"
+    rf"没有?人\S{{0,4}}?(?:{_COMPLETION_VERBS_ZH})|\b(?:nobody|no one)\b|\bbut(?=\s+not\b)|"
+    rf"\bexcept\b|\bapart from\b|除了.{{0,30}}?(?:{_COMPLETION_VERBS_ZH})"
 )
-"""An unfinished state: a pending word, a negated completion ("没有发布", "not approved") or a future one."""
+"""An unfinished state: a pending word, a negated completion ("没有发布", "not approved", "nobody has
+reviewed it"), a completion with an exception ("except for the EU region", "除了欧盟区都部署了") or a future one."""
+_FUTURE = _cues(r"\b(?:will|going to|gonna)\s+[a-z]+|'ll\s+[a-z]+")
+"""A deed still to come ("I will deploy it tomorrow"); weighed after the decisions and goals, so "we'll use X"
+stays a decision and "I want to know if it will pass" a goal."""
 _UNKNOWNS = _cues(
     r"不确定|不知道|不清楚|可能|也许|或许|大概|未知|估计|似乎|好像|\bnot sure\b|\bunsure\b|\bmaybe\b|\bperhaps\b|"
     r"\bprobably\b|\bpossibly\b|\bunknown\b|\bunclear\b|\bmight\b|\bi guess\b"
@@ -82,10 +91,23 @@ _PRECEDENCE: tuple[tuple[str, Callable[[str], object]], ...] = (
     ("unknowns", _UNKNOWNS.search),
     ("decisions", DECISIONS.search),
     ("constraints", lambda sentence: _CONSTRAINTS.search(sentence) or slots_in(sentence)),
+    ("pending", _CONSTRAINTS.search),
     ("goal", _GOAL.search),
+    ("pending", _FUTURE.search),
     ("completed", _COMPLETED.search),
 )
-"""A sentence naming a response preference ("这次用纯文本") is a constraint even without a constraint word."""
+"""A sentence naming a response preference ("这次用纯文本") is a constraint even without a constraint word.
+A condition or a limit is a constraint when the user sets it; the assistant and tools set none, so one they
+state ("明天如果测试通过就发布", "but only the draft version") is an unfinished state: the second
+``pending`` entry is reached only by roles without ``constraints``."""
+_NEVER_ASKED = frozenset({"completed", "decisions"})
+"""A question states neither: "Is the report published?" is an unknown."""
+_QUESTION_END = re.compile(r"(?:[?？]|吗)[\s。！？.!?]*$")
+_QUALIFYING = frozenset({"pending", "unknowns", "errors"})
+"""What a completion said beside them must not lose (:func:`check_faithful`)."""
+_UNCAPPED = frozenset({"pending", "unknowns", "errors", "constraints"})
+"""Sections the summary keeps whole, however long the session: dropping one item would turn what is unfinished,
+unknown, failed or forbidden into silence."""
 _ALLOWED: dict[MessageRole, frozenset[str]] = {
     MessageRole.USER: frozenset(_SECTIONS),
     MessageRole.ASSISTANT: frozenset({"decisions", "completed", "pending", "unknowns", "errors"}),
@@ -114,7 +136,7 @@ _MARKERS: dict[str, re.Pattern[str]] = {
         r"before|after|until|deadline)\b|\d{1,2}\s*(?:am|pm)\b"
     ),
     "uncertainty": _UNKNOWNS,
-    "unfinished": _PENDING,
+    "unfinished": _cues(f"{_PENDING.pattern}|{_FUTURE.pattern}"),
 }
 """What seed 003 §5.1 says a summary must never drop; :func:`check_faithful` compares them item to source."""
 _COMPLETION_CLAIM = _cues(r"完成了|已完成|已经完成|\bdone\b|\bfinished\b|\bcomplete(?:d)?\b")
@@ -224,7 +246,8 @@ def is_chit_chat(text: str) -> bool:
 def summarize(
     stage: Stage, *, task_observation: Mapping[str, Any] | None = None, max_items_per_section: int = 12
 ) -> StructuredSummary:
-    """The extractive summary of ``stage``; each section keeps its latest ``max_items_per_section`` items."""
+    """The extractive summary of ``stage``; goal, facts, decisions and completed keep their latest
+    ``max_items_per_section`` items, the :data:`_UNCAPPED` sections keep all of theirs."""
     if not stage.messages:
         raise EmptyStageError(f"stage of session {stage.session_id} has no messages to summarise")
     if max_items_per_section < 1:
@@ -239,7 +262,9 @@ def summarize(
                 draft.event_ids.append(message.event_id)
     by_section: dict[str, tuple[SummaryItem, ...]] = {}
     for name in _SECTIONS:
-        chosen = [draft for draft in drafts.values() if draft.section == name][-max_items_per_section:]
+        chosen = [draft for draft in drafts.values() if draft.section == name]
+        if name not in _UNCAPPED:
+            chosen = chosen[-max_items_per_section:]
         by_section[name] = tuple(_item(draft) for draft in chosen)
     return StructuredSummary(
         goal=by_section["goal"],
@@ -279,11 +304,19 @@ def _classified(message: StageMessage, memo: dict[tuple[MessageRole, str], str |
 def _section(sentence: str, allowed: frozenset[str]) -> str | None:
     if is_chit_chat(sentence):
         return None
+    question = is_question(sentence)
     for name, matches in _PRECEDENCE:
         if name in allowed and matches(sentence):
+            if question and name in _NEVER_ASKED:
+                return "unknowns" if "unknowns" in allowed else None
             return name
-    informative = len(tokens(sentence)) >= _FACT_MIN_TOKENS and not sentence.rstrip(_CLOSERS).endswith(("?", "？"))
+    informative = len(tokens(sentence)) >= _FACT_MIN_TOKENS and not question
     return "facts" if informative and "facts" in allowed else None
+
+
+def is_question(sentence: str) -> bool:
+    """Does ``sentence`` end in a question mark or in 吗 ("已经发布了吗")?"""
+    return _QUESTION_END.search(sentence.rstrip(_CLOSERS)) is not None
 
 
 def _identity(sentence: str) -> str:
@@ -328,8 +361,9 @@ def check_faithful(summary: StructuredSummary, stage: Stage) -> list[str]:
 
     Each item must be verbatim in one of the events it cites, cite only events of the stage, and keep every
     negation, condition, time, uncertainty and unfinished-state marker of the source sentences it covers;
-    the summary's range must be the stage's; the abstract may claim completion only where the stage states
-    that completion in a sentence with no unfinished state.
+    the summary's range must be the stage's; a completed item must come with every unfinished state its source
+    event says beside it ("The report is published. But only the draft version…"); the abstract may claim
+    completion only where the stage states that completion in a sentence with no unfinished state.
     """
     contents = {message.event_id: message.content for message in stage.messages}
     sentences: dict[str, dict[str, None]] = {}
@@ -342,6 +376,7 @@ def check_faithful(summary: StructuredSummary, stage: Stage) -> list[str]:
     for name, items in summary.sections().items():
         for item in items:
             problems.extend(_item_problems(name, item, contents, sentences))
+    problems.extend(_sibling_problems(summary, stage))
     problems.extend(_abstract_problems(summary.abstract, stage))
     return problems
 
@@ -376,6 +411,39 @@ def _item_problems(
                     for kind, marker in _dropped_markers(item.text, sentence)
                 )
     return problems
+
+
+def _sibling_problems(summary: StructuredSummary, stage: Stage) -> list[str]:
+    """A completed item whose event also says something unfinished, uncertain or failed that no item covers."""
+    messages = {message.event_id: message for message in stage.messages}
+    items = [item for section in summary.sections().values() for item in section]
+    problems: list[str] = []
+    for item in summary.completed:
+        for event_id in item.source_event_ids:
+            message = messages.get(event_id)
+            if message is None:
+                continue
+            for sentence in _qualifiers(message):
+                if sentence != item.text and not any(
+                    event_id in other.source_event_ids and _covers(other.text, frozenset(tokens(other.text)), sentence)
+                    for other in items
+                ):
+                    problems.append(
+                        f"completed item {item.text!r} is shown without {sentence!r}, which event {event_id} says "
+                        "beside it"
+                    )
+    return problems
+
+
+def _qualifiers(message: StageMessage) -> list[str]:
+    """The sentences of ``message`` that this reading files as pending, unknown or an error, or that carry an
+    unfinished-state marker."""
+    allowed = _ALLOWED.get(message.role, frozenset())
+    return [
+        sentence
+        for sentence in split_sentences(message.content)
+        if _MARKERS["unfinished"].search(sentence) or _section(sentence, allowed) in _QUALIFYING
+    ]
 
 
 def _covers(text: str, own: frozenset[str], sentence: str) -> bool:

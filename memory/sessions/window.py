@@ -5,24 +5,28 @@ profile injection; P1 the task state, the last :data:`RECENT_TOOL_EXCHANGES` too
 corrections; P2 decisions, the last :data:`RECENT_USER_TURNS` turns and older messages that share a search
 term with the current request; P3 chit-chat, repeats and old topics (older messages sharing none).
 
-The budget is filled by priority, then recency (newest first), skipping what no longer fits; the answer
-lists messages in sequence order. A tool call and its results are one unit, kept or dropped whole, and a
-large tool result enters as its artifact reference and a digest, never in full. Every count is
-:func:`memory.tokens.count_tokens`.
+The budget is filled by priority, then recency (newest first), skipping what no longer fits, except that the
+current request comes first within P0 and that once a P0 claim does not fit nothing of lower priority is
+filled in its place (a window of small talk without its request would mislead the model); the answer lists
+messages in sequence order. A tool call and its results are one unit, kept or dropped whole, and so are an
+assistant's question and the acknowledgement answering it ("ok" is consent, not chit-chat); a large tool
+result enters as its artifact reference and a digest, never in full. The state section is counted as
+rendered, and names a correction or pending question left out of the window by reference only. Every count
+is :func:`memory.tokens.count_tokens`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
 from memory.enums import Category
 from memory.sessions.messages import MessageRole, StageMessage
-from memory.sessions.state import SessionState, require_sequence_order
+from memory.sessions.state import SessionState, asks, require_sequence_order
 from memory.sessions.summary import DECISIONS, is_chit_chat
 from memory.text import lexemes, normalize, search_terms
 from memory.tokens import MESSAGE_OVERHEAD, count_tokens
@@ -49,7 +53,11 @@ class Priority(StrEnum):
 class DropReason(StrEnum):
     OVER_BUDGET = "over_budget"
     PAIR_OVER_BUDGET = "pair_over_budget"
-    """Dropped with its tool partner(s): the call and its results did not fit together."""
+    """Dropped with its partner(s): a tool call and its results, or a question and the acknowledgement answering
+    it, did not fit together."""
+    P0_INCOMPLETE = "p0_incomplete"
+    """Not filled in: a P0 claim (the request, a safety rule, a pending question, the profile) did not fit, and
+    nothing of lower priority takes its place."""
 
 
 class UnpairedToolResultError(ValueError):
@@ -141,10 +149,13 @@ class Dropped:
 class Window:
     messages: tuple[WindowMessage, ...]
     profile: tuple[ProfileEntry, ...]
-    state: SessionState
+    state: dict[str, Any]
+    """The state section as handed to the model: the active task, entities and temporary constraints, and
+    ``{"sequence_no", "event_id"}`` of each correction or pending question whose message is not in the window
+    (never their text: a kept message is not repeated, a dropped one is not smuggled in). Keys without a value
+    are left out; ``{}`` when there is nothing or it did not fit."""
     state_tokens: int
-    """What the task-state section (active task, entities, temporary constraints) costs; 0 when it is empty
-    or did not fit. Pending questions and corrections are not repeated there: their messages are in P0/P1."""
+    """What :attr:`state` costs as rendered (compact JSON); 0 when it is empty."""
     dropped: tuple[Dropped, ...]
     budget_tokens: int
 
@@ -159,7 +170,7 @@ class Window:
             "tokens": self.tokens,
             "budget_tokens": self.budget_tokens,
             "dropped": [d.as_json() for d in self.dropped],
-            "state": self.state.as_json(),
+            "state": dict(self.state),
             "state_tokens": self.state_tokens,
         }
 
@@ -171,10 +182,14 @@ class _Claim:
     section: WindowSection
     priority: Priority
     order: tuple[int, float]
-    """Within a priority: the state first (0), then messages (1), then the profile (2); newest first."""
+    """Within a priority: its rank (:data:`_RANKS`), then newest first."""
     tokens: int
     members: tuple[WindowMessage, ...] = ()
     profile_index: int | None = None
+
+
+_RANKS = {"request": 0, "correction": 1, "state": 2, "message": 3, "profile": 4}
+"""The current request first; corrections before the state, so the state knows which of them it must name."""
 
 
 def build_window(
@@ -192,25 +207,34 @@ def build_window(
         raise ValueError(f"large_tool_result_tokens must be at least 1, not {large_tool_result_tokens}")
     require_sequence_order(messages)
     claims = [*_message_claims(messages, state, large_tool_result_tokens), *_profile_claims(profile)]
-    state_section = _state_section(state)
-    if state_section:
-        claims.append(_Claim("state", Priority.P1, (0, 0.0), count_tokens(state_section)))
+    if _state_section(state, present=()):
+        claims.append(_Claim("state", Priority.P1, (_RANKS["state"], 0.0), 0))
 
     kept: list[_Claim] = []
     dropped: list[Dropped] = []
+    section: dict[str, Any] = {}
     remaining = budget_tokens
+    p0_incomplete = False
     for claim in sorted(claims, key=lambda c: (c.priority, c.order)):
+        if p0_incomplete and claim.priority is not Priority.P0:
+            dropped.extend(_dropped(claim, profile, DropReason.P0_INCOMPLETE))
+            continue
+        if claim.section == "state":  # decided after P0 and the corrections: the messages it must name are known
+            section = _state_section(state, present={m.message.sequence_no for c in kept for m in c.members})
+            claim = replace(claim, tokens=_section_tokens(section))
         if claim.tokens <= remaining:
             kept.append(claim)
             remaining -= claim.tokens
         else:
+            p0_incomplete = p0_incomplete or claim.priority is Priority.P0
             dropped.extend(_dropped(claim, profile))
     kept_profile = {c.profile_index for c in kept if c.section == "profile"}
+    state_kept = any(c.section == "state" for c in kept)
     return Window(
         messages=tuple(sorted((m for c in kept for m in c.members), key=lambda m: m.message.sequence_no)),
         profile=tuple(entry for index, entry in enumerate(profile) if index in kept_profile),
-        state=state,
-        state_tokens=sum(c.tokens for c in kept if c.section == "state"),
+        state=section if state_kept else {},
+        state_tokens=_section_tokens(section) if state_kept else 0,
         dropped=tuple(sorted(dropped, key=_dropped_order)),
         budget_tokens=budget_tokens,
     )
@@ -223,26 +247,35 @@ def _message_claims(
     exchanges = sorted(head for head, members in units.items() if members[0].tool_calls)
     recent_exchanges = set(exchanges[-RECENT_TOOL_EXCHANGES:])
     priority_of = _ranker(messages, state)
+    current = _current_request(messages)
+    corrections = {c.sequence_no for c in state.corrections}
     for head, members in units.items():
         unit_priority = min(priority_of(m) for m in members)
         if head in recent_exchanges:
             unit_priority = min(unit_priority, Priority.P1)
         rendered = tuple(_rendered(m, unit_priority, large_tool_result_tokens) for m in members)
+        numbers = {m.sequence_no for m in members}
+        rank = "request" if current in numbers else "correction" if numbers & corrections else "message"
         yield _Claim(
             section="message",
             priority=unit_priority,
-            order=(1, -float(members[-1].sequence_no)),
+            order=(_RANKS[rank], -float(members[-1].sequence_no)),
             tokens=sum(m.tokens for m in rendered),
             members=rendered,
         )
 
 
 def _units(messages: Sequence[StageMessage]) -> dict[int, list[StageMessage]]:
-    """Messages grouped by the sequence_no of their unit's head: a tool call's results join the call."""
+    """Messages grouped by the sequence_no of their unit's head: a tool call's results join the call, and a
+    user's acknowledgement right after an assistant's question joins the question."""
     caller: dict[str, int] = {}
+    head_of: dict[int, int] = {}
     units: dict[int, list[StageMessage]] = {}
+    previous: StageMessage | None = None
     for message in messages:
         head = message.sequence_no
+        if previous is not None and _answers(message, previous):
+            head = head_of[previous.sequence_no]
         if message.role is MessageRole.TOOL:
             if message.tool_call_id is None or message.tool_call_id not in caller:
                 raise UnpairedToolResultError(
@@ -253,7 +286,25 @@ def _units(messages: Sequence[StageMessage]) -> dict[int, list[StageMessage]]:
         for call in message.tool_calls:
             caller[call.call_id] = message.sequence_no
         units.setdefault(head, []).append(message)
+        head_of[message.sequence_no] = head
+        previous = message
     return units
+
+
+def _answers(message: StageMessage, previous: StageMessage) -> bool:
+    """Is ``message`` a user's bare acknowledgement ("ok", "好的") of the question ``previous`` asked?"""
+    return (
+        message.role is MessageRole.USER
+        and previous.role is MessageRole.ASSISTANT
+        and is_chit_chat(message.content)
+        and asks(previous.content)
+    )
+
+
+def _current_request(messages: Sequence[StageMessage]) -> int | None:
+    """The sequence_no of the last user message: the request the window is built to answer."""
+    users = [m.sequence_no for m in messages if m.role is MessageRole.USER]
+    return users[-1] if users else None
 
 
 def _ranker(messages: Sequence[StageMessage], state: SessionState) -> Callable[[StageMessage], Priority]:
@@ -337,28 +388,41 @@ def _profile_claims(profile: Sequence[ProfileEntry]) -> Iterator[_Claim]:
         yield _Claim("profile", Priority.P0, (2, -entry.captured_at.timestamp()), entry.tokens, profile_index=index)
 
 
-def _state_section(state: SessionState) -> str:
-    """The task state as the window carries it (compact JSON), or ``""`` when there is none."""
-    section = {
+def _state_section(state: SessionState, *, present: Collection[int]) -> dict[str, Any]:
+    """The state as the window hands it, given the sequence numbers of the messages ``present`` in it."""
+    absent = [
+        (name, [{"sequence_no": m.sequence_no, "event_id": m.event_id} for m in marked if m.sequence_no not in present])
+        for name, marked in (("pending_questions", state.pending_questions), ("corrections", state.corrections))
+    ]
+    return {
         key: value
         for key, value in (
             ("active_task_id", state.active_task_id),
-            ("active_entities", state.active_entities),
-            ("temporary_constraints", state.temporary_constraints),
+            ("active_entities", dict(state.active_entities)),
+            ("temporary_constraints", dict(state.temporary_constraints)),
+            *absent,
         )
         if value
     }
-    return json.dumps(section, ensure_ascii=False, sort_keys=True, separators=(",", ":")) if section else ""
 
 
-def _dropped(claim: _Claim, profile: Sequence[ProfileEntry]) -> Iterator[Dropped]:
+def _section_tokens(section: dict[str, Any]) -> int:
+    """What the state section costs rendered as compact JSON; nothing when it is empty."""
+    if not section:
+        return 0
+    return count_tokens(json.dumps(section, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
+
+
+def _dropped(claim: _Claim, profile: Sequence[ProfileEntry], reason: DropReason | None = None) -> Iterator[Dropped]:
+    """``reason`` None: the claim did not fit (alone or with its partners)."""
     if claim.profile_index is not None:
         memory_id = profile[claim.profile_index].memory_id
-        yield Dropped("profile", claim.priority, DropReason.OVER_BUDGET, memory_id=memory_id)
+        yield Dropped("profile", claim.priority, reason or DropReason.OVER_BUDGET, memory_id=memory_id)
     elif claim.section == "state":
-        yield Dropped("state", claim.priority, DropReason.OVER_BUDGET)
+        yield Dropped("state", claim.priority, reason or DropReason.OVER_BUDGET)
     else:
-        reason = DropReason.PAIR_OVER_BUDGET if len(claim.members) > 1 else DropReason.OVER_BUDGET
+        if reason is None:
+            reason = DropReason.PAIR_OVER_BUDGET if len(claim.members) > 1 else DropReason.OVER_BUDGET
         for member in claim.members:
             yield Dropped("message", claim.priority, reason, sequence_no=member.message.sequence_no)
 

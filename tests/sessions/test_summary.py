@@ -195,12 +195,83 @@ def test_every_item_cites_events_inside_the_stage_and_a_foreign_citation_is_caug
     assert check_faithful(shifted, stage) == ["summary range 3-9 is not the stage's 3-8"]
 
 
-def test_each_section_keeps_its_latest_items_up_to_the_limit() -> None:
-    stage = _stage(*(_msg(seq, "user", f"第 {seq} 项必须用人民币。") for seq in range(1, 6)))
+def test_a_capped_section_keeps_its_latest_items_up_to_the_limit() -> None:
+    stage = _stage(*(_msg(seq, "user", f"第 {seq} 批销售数据已经导入了。") for seq in range(1, 6)))
     summary = summarize(stage, max_items_per_section=2)
-    assert _texts(summary.constraints) == ["第 4 项必须用人民币。", "第 5 项必须用人民币。"]
+    assert _texts(summary.completed) == ["第 4 批销售数据已经导入了。", "第 5 批销售数据已经导入了。"]
     with pytest.raises(ValueError, match="max_items_per_section"):
         summarize(stage, max_items_per_section=0)
+
+
+@pytest.mark.parametrize(
+    ("section", "sentence"),
+    [("pending", "第 {n} 项检查还没有做。"), ("unknowns", "第 {n} 项可能要重做。"), ("errors", "第 {n} 项导出失败。"),
+     ("constraints", "第 {n} 项必须用人民币。")],
+)
+def test_unfinished_states_unknowns_errors_and_constraints_are_never_capped(section: str, sentence: str) -> None:
+    said = [sentence.format(n=n) for n in range(1, 6)]
+    stage = _stage(*(_msg(n, "user", text) for n, text in enumerate(said, start=1)))
+    summary = summarize(stage, max_items_per_section=2)
+    assert _texts(summary.sections()[section]) == said
+
+
+def test_a_semicolon_does_not_split_a_completion_from_its_unfinished_state() -> None:
+    said = [("user", "报告草稿已经生成；但还没有审批。"), ("user", "The draft is generated; it is not approved.")]
+    said += [("user", f"第{n}项检查还没有做。") for n in range(12)]
+    stage = _stage(*(_msg(n, role, text) for n, (role, text) in enumerate(said, start=1)))
+    summary = summarize(stage)
+    assert summary.completed == ()
+    assert _texts(summary.pending)[:2] == ["报告草稿已经生成；但还没有审批。", said[1][1]]
+    assert check_faithful(summary, stage) == []
+
+
+def test_a_completion_kept_without_the_unfinished_state_said_beside_it_is_caught() -> None:
+    said = "The report is published. But only the draft version, the final one stays private."
+    stage = _stage(_msg(1, "assistant", said))
+    summary = summarize(stage)
+    assert _texts(summary.completed) == ["The report is published."]
+    assert _texts(summary.pending) == ["But only the draft version, the final one stays private."]
+    assert check_faithful(summary, stage) == []
+    assert check_faithful(replace(summary, pending=()), stage) == [
+        "completed item 'The report is published.' is shown without "
+        "'But only the draft version, the final one stays private.', which event ev-1 says beside it"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("role", "question"),
+    [("user", "Is the report published?"), ("assistant", "Have you approved the release?"),
+     ("assistant", "已经发布了吗？"), ("user", "报告已经审批了吗"), ("user", "Have we decided to use CNY?")],
+)
+def test_a_question_is_never_a_completion_nor_a_decision(role: str, question: str) -> None:
+    stage = _stage(_msg(1, role, question))
+    summary = summarize(stage)
+    assert _section_of(summary, question) == ["unknowns"]
+    assert summary.abstract == question
+    assert check_faithful(summary, stage) == []
+
+
+@pytest.mark.parametrize(
+    ("sentence", "section"),
+    [
+        ("The fix is merged but the tests are failing.", "errors"),
+        ("The build is broken after the merge.", "errors"),
+        ("Published, though nobody has reviewed it.", "pending"),
+        ("发布了，但没人审核过。", "pending"),
+        ("The deployment has been completed except for the EU region.", "pending"),
+        ("除了欧盟区，其他区域都已经部署了。", "pending"),
+        ("Approved, but not by the finance team.", "pending"),
+        ("I will deploy it tomorrow if the tests pass.", "pending"),
+        ("We are going to ship the report on Friday.", "pending"),
+        ("明天如果测试通过就发布。", "pending"),
+        ("But only the draft version, the final one stays private.", "pending"),
+    ],
+)
+def test_a_failure_a_limit_a_future_deed_or_a_condition_the_assistant_states_is_never_completed(
+    sentence: str, section: str
+) -> None:
+    summary = summarize(_stage(_msg(1, "assistant", sentence)))
+    assert _section_of(summary, sentence) == [section]
 
 
 def test_the_abstract_is_one_line_of_whole_sentences_within_its_budget() -> None:
@@ -263,14 +334,13 @@ def test_an_empty_stage_is_refused() -> None:
         summarize(_stage())
 
 
-def test_sentences_split_on_chinese_and_english_marks_but_not_inside_numbers() -> None:
-    text = "Version 3.5 is out. Really? 好的！数据在 v1.2 里；另一份在这里\n“已经发了。”他说"
+def test_sentences_split_on_chinese_and_english_marks_but_not_on_semicolons_nor_inside_numbers() -> None:
+    text = "Version 3.5 is out. Really? 好的！数据在 v1.2 里；另一份在这里; see\n“已经发了。”他说"
     assert split_sentences(text) == [
         "Version 3.5 is out.",
         "Really?",
         "好的！",
-        "数据在 v1.2 里；",
-        "另一份在这里",
+        "数据在 v1.2 里；另一份在这里; see",
         "“已经发了。”",
         "他说",
     ]

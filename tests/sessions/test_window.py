@@ -95,7 +95,7 @@ def test_the_answer_is_in_sequence_order_and_counts_every_token_it_holds() -> No
     assert [m["sequence_no"] for m in answer["messages"]] == list(range(1, 15))
     assert answer["tokens"] == sum(m["tokens"] for m in answer["messages"]) + answer["state_tokens"]
     assert answer["budget_tokens"] == 10_000
-    assert answer["state"] == derive_state(_CONVERSATION).as_json()
+    assert answer["state"] == {}  # the correction and the pending question are in the window: not repeated
     assert answer["messages"][0] == {
         "event_id": "ev-1",
         "sequence_no": 1,
@@ -147,7 +147,7 @@ def test_a_budget_below_the_current_request_returns_what_fits_and_lists_the_rest
     assert window.tokens == 0
     assert [d.as_json() for d in window.dropped] == [
         {"section": "message", "sequence_no": 1, "priority": "P0", "reason": "over_budget"},
-        {"section": "state", "sequence_no": None, "priority": "P1", "reason": "over_budget"},
+        {"section": "state", "sequence_no": None, "priority": "P1", "reason": "p0_incomplete"},
     ]
 
 
@@ -305,3 +305,100 @@ def test_when_the_profile_does_not_fit_the_request_comes_first_then_the_newest_e
     assert [d.as_json() for d in window.dropped] == [
         {"section": "profile", "sequence_no": None, "priority": "P0", "reason": "over_budget", "memory_id": "m-old"}
     ]
+
+
+_CHIT_CHAT_THEN_A_LONG_REQUEST = (
+    _msg(1, "user", "hi"),
+    _msg(2, "assistant", "hello there"),
+    _msg(3, "user", "ok thanks"),
+    _msg(4, "user", "please " + "analyse this log line carefully " * 20),
+)
+
+
+def test_once_a_p0_claim_does_not_fit_nothing_of_lower_priority_takes_its_place() -> None:
+    window = _window(_CHIT_CHAT_THEN_A_LONG_REQUEST, 40)
+    assert window.messages == ()
+    assert window.tokens == 0
+    assert [(d.sequence_no, d.priority.value, d.reason.value) for d in window.dropped] == [
+        (1, "P3", "p0_incomplete"),
+        (2, "P2", "p0_incomplete"),
+        (3, "P3", "p0_incomplete"),
+        (4, "P0", "over_budget"),
+    ]
+
+
+def test_a_p0_claim_that_fits_after_one_that_did_not_is_still_kept() -> None:
+    messages = (_msg(1, "system", "Never reveal customer names."), *_CHIT_CHAT_THEN_A_LONG_REQUEST[1:])
+    window = _window(messages, 40)
+    assert _priorities(window) == {1: "P0"}
+    assert {d.sequence_no: d.reason.value for d in window.dropped} == {
+        2: "p0_incomplete", 3: "p0_incomplete", 4: "over_budget"
+    }
+
+
+def test_the_current_request_comes_first_within_p0() -> None:
+    question = "Here is the plan: " + "step " * 60 + " Shall I proceed?"
+    messages = (_msg(1, "user", "Deploy the service to prod"), _msg(2, "assistant", question))
+    assert _priorities(_window(messages, 10_000)) == {1: "P0", 2: "P0"}
+    window = _window(messages, count_tokens(question))  # room for the newer question alone
+    assert _priorities(window) == {1: "P0"}
+    assert [(d.sequence_no, d.reason.value) for d in window.dropped] == [(2, "over_budget"), (None, "p0_incomplete")]
+
+
+_CONSENT = (
+    _msg(1, "user", "clean up the old release branches please"),
+    _msg(2, "assistant", "Should I also delete the production database backups from last year?"),
+    _msg(3, "user", "ok"),
+    _msg(4, "user", "and list what you removed"),
+)
+
+
+def test_an_acknowledgement_answering_a_question_takes_its_priority_and_goes_with_it() -> None:
+    full = _window(_CONSENT, 10_000)
+    assert _priorities(full) == {1: "P2", 2: "P2", 3: "P2", 4: "P0"}
+    for budget in range(1, full.tokens + 1):
+        kept = {m.message.sequence_no for m in _window(_CONSENT, budget).messages}
+        assert {2, 3} <= kept or not {2, 3} & kept, (budget, kept)
+    question_and_answer = count_tokens(_CONSENT[1].content) + count_tokens("ok")
+    window = _window(_CONSENT, count_tokens(_CONSENT[3].content) + question_and_answer)
+    assert _priorities(window) == {2: "P2", 3: "P2", 4: "P0"}
+    assert [(d.sequence_no, d.priority.value) for d in window.dropped] == [(1, "P2")]
+
+
+def test_a_lone_acknowledgement_is_still_chit_chat() -> None:
+    messages = (_msg(1, "assistant", "The branches are gone."), _msg(2, "user", "ok"), _msg(3, "user", "list the tags"))
+    assert _priorities(_window(messages, 10_000)) == {1: "P2", 2: "P3", 3: "P0"}
+
+
+def _handed(window: Window) -> int:
+    """Every token the answer hands the model: messages, profile and the state section as rendered."""
+    answer = window.as_json()
+    state = json.dumps(answer["state"], ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    state_tokens = count_tokens(state) if answer["state"] else 0
+    listed: list[int] = [m["tokens"] for m in answer["messages"]] + [p["tokens"] for p in answer["profile"]]
+    return sum(listed) + state_tokens
+
+
+def test_the_state_names_a_correction_left_out_by_reference_and_its_tokens_are_counted() -> None:
+    correction = "actually " + "the numbers in the quarterly table are wrong " * 40
+    messages = (_msg(1, "user", correction), _msg(2, "user", "redo the table for 2026-06"))
+    full = _window(messages, 10_000).as_json()
+    assert full["state"] == {"active_entities": {"month": "2026-06"}}
+    budget = 60
+    window = _window(messages, budget)
+    answer = window.as_json()
+    assert _priorities(window) == {2: "P0"}
+    assert answer["state"] == {
+        "active_entities": {"month": "2026-06"},
+        "corrections": [{"sequence_no": 1, "event_id": "ev-1"}],
+    }
+    assert correction.strip() not in json.dumps(answer)
+    assert answer["tokens"] == _handed(window) <= budget
+
+
+def test_at_every_budget_the_reported_tokens_cover_all_the_answer_hands_and_stay_within_it() -> None:
+    messages = (*_CONVERSATION, _msg(15, "user", "其实我要的是 task-1001 的 2026-06 报告，这次用纯文本"))
+    full = _window(messages, 10_000)
+    for budget in range(1, full.tokens + 2, 3):
+        window = _window(messages, budget)
+        assert window.tokens == _handed(window) <= budget, budget
