@@ -24,6 +24,7 @@ from typing import Any
 from memory.sessions.constraints import slots_in
 from memory.sessions.extraction.gates import secret_kind
 from memory.sessions.messages import MessageRole, Stage, StageMessage
+from memory.sessions.negation import NEGATION
 from memory.sessions.state import require_sequence_order
 from memory.text import normalize, tokens
 from memory.tokens import count_tokens
@@ -126,7 +127,7 @@ _FACT_MIN_TOKENS = 3
 """Fewer search tokens than this ("OK", ``{"ok": 1}``) carry no fact worth a line."""
 
 _MARKERS: dict[str, re.Pattern[str]] = {
-    "negation": _cues(r"不|没|未|无|非|别|勿|\bnot\b|\bno\b|\bnever\b|n't\b|\bwithout\b|\bnone\b|\bneither\b|\bnor\b"),
+    "negation": NEGATION,
     "condition": _cues(r"如果|假如|要是|除非|只要|一旦|否则|\bif\b|\bunless\b|\bprovided\b|\bin case\b|\botherwise\b"),
     "time": _cues(
         r"\d{4}-\d{1,2}(?:-\d{1,2})?|\d+\s*[年月日号点]|今天|明天|昨天|前天|后天|[上下本这]周[一二三四五六日天]?|"
