@@ -112,6 +112,41 @@ def test_each_kind_of_secret_is_refused_and_never_echoed(content: str, secret: s
     assert secret not in rejection.detail and secret not in repr(rejection)
 
 
+SAID_SECRETS = [
+    ("Remember: the root password for the db is Tr0ub4dor&3", "Tr0ub4dor&3"),
+    ("请记住服务器root密码hunter2", "hunter2"),
+    ("remember my wifi password hunter2", "hunter2"),
+    ("请记住我的卡号 4111.1111.1111.1111", "4111.1111.1111.1111"),
+    ("请记住我的信用卡号：" + "".join(chr(ord(c) + 0xFEE0) if c != " " else "\u3000" for c in "4111 1111 1111 1111"),
+     "\uff11\uff11\uff11\uff11"),
+    ("Remember my card number 4111-1111-1111-1112", "4111-1111-1111-1112"),
+    ("please remember my api key: AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY", "AIzaSyD"),
+    ("please remember my api key: sk-abc123", "sk-abc123"),
+    ("Remember my AWS secret access key is wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+    ("remember my pin is 4821", "4821"),
+    ("记住我的验证码 739201", "739201"),
+    ("remember the token xoxb-1234", "xoxb-1234"),
+    ("记住这个：wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+]
+
+
+@pytest.mark.parametrize(("said", "secret"), SAID_SECRETS)
+def test_a_secret_said_in_any_phrasing_is_refused_from_the_rules_extractor(said: str, secret: str) -> None:
+    result = _rules(("user", said))
+    assert result.admitted == ()
+    assert [r.reason for r in result.rejections] == [RejectionReason.SECRET]
+    assert secret not in repr(result.rejections)
+
+
+@pytest.mark.parametrize(
+    "said",
+    ["I prefer token-based auth.", "请帮我重置密码。", "我的订单号是 20260601。", "I have 2 API keys for staging."],
+)
+def test_words_about_secrets_without_a_secret_are_no_secret(said: str) -> None:
+    stage = stage_of(("user", said))
+    assert len(_gate(stage, _claim(said, "e1", category=Category.ENTITY)).admitted) == 1
+
+
 def test_a_secret_in_the_abstract_alone_is_refused_too() -> None:
     stage = stage_of(("user", "我的密码是 hunter2"))
     rejection = _refused(stage, _claim("用户设置了密码", "e1", abstract="password: hunter2"))

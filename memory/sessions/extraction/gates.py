@@ -14,6 +14,7 @@ it with ``INVALID_CATEGORY`` before a candidate exists (:mod:`memory.sessions.ex
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -34,7 +35,9 @@ class GateResult:
     rejections: tuple[Rejection, ...]
 
 
-_PASSWORD = re.compile(r"(?:密码|口令|\bpassword|\bpasswd|\bpwd|\bpasscode)\s*(?:是|为|:|：|=|\bis\b)\s*\S", _I)
+_PASSWORD = re.compile(
+    r"(?:密码|口令|验证码|\bpassword|\bpasswd|\bpwd|\bpasscode|\bpin)\s*(?:是|为|:|：|=|\bis\b)\s*\S", _I
+)
 _SECRETS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a password", _PASSWORD),
     ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
@@ -45,7 +48,23 @@ _SECRETS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("an API token", re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]{16,}", _I)),
     ("an API token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
 )
-_CARD_SHAPED = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
+_CODE_WORD = re.compile(
+    r"密码|口令|验证码|安全码|卡号|pin码|\bpass(?:word|wd|code|phrase)|\bpwd\b|\bmy pin\b|\bpin (?:code|number)\b|"
+    r"\bcvv\b|\bcvc\b|\bcard (?:number|no\.?)",
+    _I,
+)
+"""A word naming a code whose value is a secret even when it is all digits ("my pin is 4821", "验证码 739201")."""
+_KEY_WORD = re.compile(
+    r"密钥|私钥|令牌|\bapi[ _-]?keys?\b|\baccess[ _-]?keys?\b|\bsecrets?\b|\btokens?\b", _I
+)
+"""A word naming a key whose value mixes letters and digits ("api key: sk-abc123")."""
+_NEAR = 30
+"""How far after such a word its value may start ("the root password for the db is Tr0ub4dor&3")."""
+_VALUE_RUN = re.compile(r"[!-~]{4,}")
+"""A run of printable ASCII without a blank: what a password, pin or key looks like."""
+_HIGH_ENTROPY = re.compile(r"(?<![A-Za-z0-9/+_=-])[A-Za-z0-9/+_=-]{24,}")
+_CARD_SHAPED = re.compile(r"(?<![\d.-])\d(?:[ .-]?\d){12,18}(?![\d-])")
+_CARD_WORD = re.compile(r"卡号|信用卡|银行卡|借记卡|\bcard\b", _I)
 
 _ROLE = re.compile(
     r"我是(?:系统|超级)?管理员|给我(?:开通|开|加|分配)?(?:\S{0,6})?权限|授予我|我的角色是|我有\S{0,8}权限|管理员权限|"
@@ -79,15 +98,53 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
+def _valued(word: re.Pattern[str], text: str, *, digits_alone: bool) -> bool:
+    """Does a value follow ``word`` within :data:`_NEAR` characters: a run of 4+ holding a digit (and, unless
+    ``digits_alone``, a letter too)?"""
+    for named in word.finditer(text):
+        window = text[named.end() : named.end() + _NEAR + 64]
+        for run in _VALUE_RUN.finditer(window):
+            if run.start() > _NEAR:
+                break
+            value = run.group().strip(".,;:!?\"'()")
+            has_digit = any(char.isdigit() for char in value)
+            if len(value) >= 4 and has_digit and (digits_alone or any(char.isalpha() for char in value)):
+                return True
+    return False
+
+
+def _high_entropy(text: str) -> bool:
+    """A long run mixing digits with upper- and lower-case letters: a key of some kind nobody named."""
+    return any(
+        any(c.isdigit() for c in run) and any(c.isupper() for c in run) and any(c.islower() for c in run)
+        for run in _HIGH_ENTROPY.findall(text)
+    )
+
+
+def _card(text: str) -> bool:
+    """13-19 digits (blanks, dots or dashes between them) passing Luhn, or any when a card word names them."""
+    named = _CARD_WORD.search(text) is not None
+    for match in _CARD_SHAPED.finditer(text):
+        digits = re.sub(r"[ .-]", "", match.group())
+        if 13 <= len(digits) <= 19 and (named or _luhn(digits)):
+            return True
+    return False
+
+
 def secret_kind(text: str) -> str | None:
-    """Which kind of secret ``text`` holds ("a password", "an API token", ...), or None."""
+    """Which kind of secret ``text`` holds ("a password", "an API token", ...), or None.
+
+    Full-width forms count as their ASCII selves (NFKC): a card number typed in full-width digits is one too."""
+    text = unicodedata.normalize("NFKC", text)
     for kind, pattern in _SECRETS:
         if pattern.search(text):
             return kind
-    for match in _CARD_SHAPED.finditer(text):
-        digits = re.sub(r"[ -]", "", match.group())
-        if 13 <= len(digits) <= 19 and _luhn(digits):
-            return "a card number"
+    if _card(text):
+        return "a card number"
+    if _valued(_CODE_WORD, text, digits_alone=True):
+        return "a password or code"
+    if _valued(_KEY_WORD, text, digits_alone=False) or _high_entropy(text):
+        return "an API token"
     return None
 
 
