@@ -211,6 +211,26 @@ def test_a_temporary_constraint_from_the_rules_extractor_ends_as_a_rejection(sai
     assert [r.reason for r in result.rejections] == [RejectionReason.TEMPORARY_CONSTRAINT]
 
 
+@pytest.mark.parametrize(
+    "said",
+    [
+        "这次不要用英文。", "这次用中文，不要英文。", "这次不用markdown。", "这次别用表格。", "For now, no tables.",
+        "I prefer English for this session.", "In this conversation I'd prefer tables.",
+        "Right now I prefer short answers.", "I prefer plain text for the next few answers.",
+        "今天我比较喜欢简短的回答。", "这周我习惯用英文。", "我喜欢这个回答用表格。", "先别用markdown。",
+    ],
+)
+def test_a_temporary_constraint_negated_or_worded_otherwise_is_refused_and_never_stored(said: str) -> None:
+    result = _rules(("user", said))
+    assert result.admitted == ()
+    assert [r.reason for r in result.rejections] == [RejectionReason.TEMPORARY_CONSTRAINT]
+
+
+def test_a_negated_temporary_clause_does_not_make_the_stable_one_beside_it_temporary() -> None:
+    [admitted] = _rules(("user", "这次不要用英文，以后都用中文。")).admitted
+    assert (admitted.key, admitted.value, admitted.content) == ("response.language", "zh", "以后都用中文")
+
+
 def test_a_temporary_constraint_is_refused_even_when_quoted_without_its_marker() -> None:
     stage = stage_of(("user", "这次用英文回答。"))
     claim = _claim("用英文回答", "e1", key="response.language", value="en")

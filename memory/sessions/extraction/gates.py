@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from memory.enums import SourceLevel
-from memory.sessions.constraints import is_temporary, slots_in
+from memory.sessions.constraints import is_temporary, mentions_a_slot, slots_in
 from memory.sessions.extraction.base import Candidate, Extraction, Rejection, RejectionReason
 from memory.sessions.extraction.rules import is_remember_request
 from memory.sessions.extraction.sentences import clauses, sentences
@@ -154,14 +154,14 @@ def _texts(candidate: Candidate) -> str:
 
 def _slots_said(messages: Sequence[StageMessage]) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     """The response preferences the messages name (stable, temporary). A temporary marker limits its own
-    clause ("以后都用英文，这次先用中文"), or the whole sentence when its clause names nothing ("For now, keep
-    it brief")."""
+    clause ("以后都用英文，这次先用中文"), or the whole sentence when its clause speaks of no slot ("For now,
+    keep it brief"; "这次不要用英文" speaks of one, refused)."""
     stable: set[tuple[str, str]] = set()
     temporary: set[tuple[str, str]] = set()
     for message in messages:
         for sentence in sentences(message.content):
             parts = clauses(sentence)
-            sentence_wide = any(is_temporary(c.text) and not slots_in(c.text) for c in parts)
+            sentence_wide = any(is_temporary(c.text) and not mentions_a_slot(c.text) for c in parts)
             for clause in parts:
                 named = set(slots_in(clause.text).items())
                 (temporary if sentence_wide or is_temporary(clause.text) else stable).update(named)

@@ -26,7 +26,7 @@ from enum import StrEnum
 
 from memory.enums import Category, SourceLevel
 from memory.memories import abstract_for
-from memory.sessions.constraints import is_temporary, slots_in
+from memory.sessions.constraints import is_temporary, mentions_a_slot, slots_in
 from memory.sessions.extraction.base import Candidate, Extraction
 from memory.sessions.extraction.sentences import Span, clauses, sentences
 from memory.sessions.messages import MessageRole, Stage, StageMessage
@@ -154,7 +154,7 @@ def _read(text: str) -> _Reading | None:
         return _Reading(_Kind.PROFILE, slot)
     if _is_event(text):
         return _Reading(_Kind.EVENT)
-    if slots_in(text) and is_temporary(text):
+    if mentions_a_slot(text) and is_temporary(text):  # "这次不用markdown" too: refused and counted
         return _Reading(_Kind.TEMPORARY)
     return None
 
