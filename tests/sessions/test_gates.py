@@ -126,6 +126,7 @@ SAID_SECRETS = [
     ("remember my pin is 4821", "4821"),
     ("记住我的验证码 739201", "739201"),
     ("remember the token xoxb-1234", "xoxb-1234"),
+    ("我的信用卡号是 4111 1111 1111 1111，请记住", "4111 1111 1111 1111"),
     ("记住这个：wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
 ]
 
@@ -182,6 +183,8 @@ def test_the_rules_extractor_proposes_a_remembered_password_and_the_gate_refuses
         ("我刚才点了一下那个链接", RejectionReason.ONE_OFF_ACTION),
         ("the user clicked 'export'", RejectionReason.ONE_OFF_ACTION),
         ("I tapped the banner", RejectionReason.ONE_OFF_ACTION),
+        ("请记住我刚才选了第二个选项", RejectionReason.ONE_OFF_ACTION),
+        ("remember I just picked the second option", RejectionReason.ONE_OFF_ACTION),
         ("用户性格急躁", RejectionReason.PERSONALITY_LABEL),
         ("你比较内向", RejectionReason.PERSONALITY_LABEL),
         ("我很懒", RejectionReason.PERSONALITY_LABEL),

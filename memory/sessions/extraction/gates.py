@@ -72,7 +72,12 @@ _ROLE = re.compile(
     r"(?:access|permissions?|rights|admin)\b|\bmy role is\b|\bmake me (?:an? )?(?:admin|owner|superuser)\b",
     _I,
 )
-_ONE_OFF = re.compile(r"点击了|点了一下|点开了|单击了|\bclicked\b|\btapped\b|\bpressed the\b", _I)
+_ONE_OFF = re.compile(
+    r"点击了|点了一下|点开了|单击了|(?:刚才|刚刚|刚)(?:选了|选择了|点了|按了)|选了第\S{1,3}个|"
+    r"\bclicked\b|\btapped\b|\bpressed the\b|\bI (?:just )?(?:picked|chose|selected) (?:the )?"
+    r"(?:option|first|second|third|last|\w+ option)\b",
+    _I,
+)
 _PERSONALITY = re.compile(
     r"性格|急躁|内向|外向|懒(?!加载)|没耐心|脾气|"
     r"\bimpatient\b|\bintrovert(?:ed)?\b|\bextrovert(?:ed)?\b|\blazy\b(?![- ](?:load|evaluat))|"

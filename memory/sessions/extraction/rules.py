@@ -238,8 +238,11 @@ def _remembered_category(text: str) -> Category:
 def _from_user(message: StageMessage) -> Iterator[Candidate]:
     for sentence in sentences(message.content):
         level = SourceLevel.E1 if is_remember_request(sentence.text) else SourceLevel.E2
-        for statement in _statements(sentence):
+        found = list(_statements(sentence))
+        for statement in found:
             content = statement.text(message)
+            if len(found) == 1 and statement.reading is None:
+                content = sentence.text  # "我对花生过敏，帮我记住": the request names what came before it
             correction = _CORRECTION.search(content) is not None
             for category, slot, note in _proposals(content, statement.reading):
                 yield _candidate(message, content, category, level, slot, correction=correction, note=note)
