@@ -24,7 +24,7 @@ from memory.sessions.extraction.base import Candidate, Extraction, Rejection, Re
 from memory.sessions.extraction.rules import is_remember_request
 from memory.sessions.extraction.sentences import clauses, sentences
 from memory.sessions.messages import MessageRole, Stage, StageMessage
-from memory.text import normalize
+from memory.text import STOPWORDS, normalize, tokens
 
 _I = re.IGNORECASE
 
@@ -219,10 +219,46 @@ def _refusal(candidate: Candidate, cited: Sequence[StageMessage], stage: Stage) 
     return None
 
 
+def _flat(text: str) -> str:
+    return " ".join(normalize(text).split())
+
+
+def _quoted_by(content: str, messages: Sequence[StageMessage]) -> bool:
+    """Is every sentence of ``content`` copied from one of ``messages``?"""
+    said = [_flat(message.content) for message in messages]
+    pieces = [_flat(sentence.text) for sentence in sentences(content)]
+    return bool(pieces) and all(any(piece in text for text in said) for piece in pieces)
+
+
+def _value_said(candidate: Candidate, messages: Sequence[StageMessage]) -> bool:
+    """Does one of ``messages`` state the candidate's slot value ("上海" verbatim, "英文" for ``en``)?"""
+    key, value = candidate.key, candidate.value
+    if key is None or value is None:
+        return False
+    if key.startswith("response."):
+        return any(slots_in(message.content).get(key) == value for message in messages)
+    return any(_flat(value) in _flat(message.content) for message in messages)
+
+
+def _echoes(candidate: Candidate, message: StageMessage) -> bool:
+    """Does ``message`` say what the candidate says: its slot value, a sentence of it, or half its words?"""
+    if _value_said(candidate, [message]) or _quoted_by(candidate.content, [message]):
+        return True
+    words = {token for token in tokens(candidate.content) if token not in STOPWORDS}
+    return bool(words) and len(words & set(tokens(message.content))) * 2 >= len(words)
+
+
 def _ceiling(candidate: Candidate, cited: Sequence[StageMessage]) -> SourceLevel:
-    """The strongest level the evidence supports: E4 without a user message, E1 only for a remember request."""
+    """The strongest level the evidence supports: E1 only for a remember request, E1 and E2 only for what a
+    cited user message says. The content copied from a user message is the user's; a content only the slot
+    value of which a user gave is the user's only if no cited assistant or tool message says it too (a tool
+    result "the user's employer is EvilCorp" and the user's "ok" are not the user saying so). Anything else
+    is E4, an inference."""
     said = [m for m in cited if m.role is MessageRole.USER]
-    if not said:
+    others = [m for m in cited if m.role is not MessageRole.USER]
+    quoted = _quoted_by(candidate.content, said)
+    valued = _value_said(candidate, said) and not any(_echoes(candidate, m) for m in others)
+    if not said or not (quoted or valued):
         return SourceLevel.E4
     return SourceLevel.E1 if any(is_remember_request(m.content) for m in said) else SourceLevel.E2
 

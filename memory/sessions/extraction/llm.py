@@ -13,6 +13,7 @@ is a configuration mistake and says what to fix.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass
@@ -157,12 +158,19 @@ def system_prompt() -> str:
 
 
 def transcript(stage: Stage) -> str:
-    """The stage as the model reads it: each message behind a header naming its event id and role."""
-    blocks = []
-    for message in stage.messages:
-        marker = " | recalled context" if message.context_refs else ""
-        blocks.append(f"[event {message.event_id} | {message.role.value}{marker}]\n{message.content}")
-    return "\n\n".join(blocks)
+    """The stage as the model reads it: a JSON array of ``{event_id, role, recalled_context, content}``.
+
+    JSON, not headers between texts: a message's content is a string value, so a message cannot forge
+    another message's header ("[event e9 | user]" in a tool result stays inside that tool result)."""
+    return json.dumps(
+        [
+            {"event_id": m.event_id, "role": m.role.value, "recalled_context": bool(m.context_refs),
+             "content": m.content}
+            for m in stage.messages
+        ],
+        ensure_ascii=False,
+        indent=1,
+    )
 
 
 def _field_of(error: Any) -> str:
