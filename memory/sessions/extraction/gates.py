@@ -66,10 +66,17 @@ _HIGH_ENTROPY = re.compile(r"(?<![A-Za-z0-9/+_=-])[A-Za-z0-9/+_=-]{24,}")
 _CARD_SHAPED = re.compile(r"(?<![\d.-])\d(?:[ .-]?\d){12,18}(?![\d-])")
 _CARD_WORD = re.compile(r"卡号|信用卡|银行卡|借记卡|\bcard\b", _I)
 
+_ZH_SPAN = r"[^，。！？,.!?；;\s]"
 _ROLE = re.compile(
-    r"我是(?:系统|超级)?管理员|给我(?:开通|开|加|分配)?(?:\S{0,6})?权限|授予我|我的角色是|我有\S{0,8}权限|管理员权限|"
-    r"\bI(?:'m| am) (?:an? )?(?:admin|administrator|superuser|root)\b|\b(?:grant|give) me (?:\w+ )?"
-    r"(?:access|permissions?|rights|admin)\b|\bmy role is\b|\bmake me (?:an? )?(?:admin|owner|superuser)\b",
+    rf"我是{_ZH_SPAN}{{0,12}}(?:管理员|所有者|超级用户|超管|root)|给我(?:开通|开|加|分配)?(?:\S{{0,6}})?权限|授予我|"
+    r"我的角色是|我有\S{0,8}权限|管理员权限|"
+    r"\bI(?:'m| am) (?:an?|the) (?:[\w-]+ ){0,3}(?:admin|administrator|sysadmin|superuser|root)\b|"
+    r"\bI(?:'m| am) (?:an?|the) (?:[\w-]+ ){0,2}owner of\b|"
+    r"\b(?:project|repo|repository|workspace|account|org|organization|team|tenant) owner\b|"
+    r"\bI (?:have|got|hold) (?:[\w-]+ ){0,3}(?:access|permissions?|rights|privileges)\b|"
+    r"\b(?:write|admin|root|sudo|owner) (?:access|permissions?|rights|privileges)\b|"
+    r"\b(?:grant|give) me (?:\w+ )?(?:access|permissions?|rights|admin)\b|\bmy role is\b|"
+    r"\bmake me (?:an? )?(?:admin|owner|superuser)\b",
     _I,
 )
 _ONE_OFF = re.compile(
@@ -79,9 +86,11 @@ _ONE_OFF = re.compile(
     _I,
 )
 _PERSONALITY = re.compile(
-    r"性格|急躁|内向|外向|懒(?!加载)|没耐心|脾气|"
+    r"性格|急躁|内向|外向|懒(?!加载)|没(?:什么|有)?耐心|脾气|急性子|慢性子|完美主义|强迫症|拖延症|玻璃心|社恐|暴躁|"
+    rf"我是(?:一个|一位|个)?{_ZH_SPAN}{{1,12}}的人|"
     r"\bimpatient\b|\bintrovert(?:ed)?\b|\bextrovert(?:ed)?\b|\blazy\b(?![- ](?:load|evaluat))|"
-    r"\byou(?:'re| are) (?:a|an) (?:[\w-]+ )?person\b",
+    r"\bperfectionists?\b|\bprocrastinators?\b|\bcontrol freak\b|\bhot-?headed\b|\bshort-tempered\b|"
+    r"\b(?:you(?:'re| are)|I(?:'m| am)|the user is) (?:a|an) (?:[\w-]+ ){0,3}(?:person|guy|type)\b",
     _I,
 )
 _REFUSALS: tuple[tuple[RejectionReason, re.Pattern[str], str], ...] = (
