@@ -14,7 +14,14 @@ from memory.enums import Category, SourceLevel
 from memory.sessions.extraction.base import Extraction, RejectionReason
 from memory.sessions.extraction.factory import make_extractor
 from memory.sessions.extraction.gates import apply_gates
-from memory.sessions.extraction.llm import ANSWER_SCHEMA, LlmConfig, LlmExtractor, LlmUnavailable, transcript
+from memory.sessions.extraction.llm import (
+    ANSWER_SCHEMA,
+    KEYS,
+    LlmConfig,
+    LlmExtractor,
+    LlmUnavailable,
+    transcript,
+)
 from memory.sessions.extraction.rules import RulesExtractor
 from memory.sessions.messages import Stage
 from tests.sessions.llm_standin import LlmStandIn, Reply, answer, completion, running_standin
@@ -170,6 +177,14 @@ def test_a_message_without_content_is_an_invalid_answer(standin: LlmStandIn) -> 
         (_item(correction="no"), RejectionReason.INVALID_ANSWER),
         (_item(evidence_event_ids="e3"), RejectionReason.INVALID_ANSWER),
         (_item(confidence=0.9), RejectionReason.INVALID_ANSWER),
+        (_item(overview="The user lives in Shanghai"), RejectionReason.MISSING_FIELD),
+        (_item(key="anything.at.all", overview="PROFILE anything.at.all = 1"), RejectionReason.INVALID_ANSWER),
+        (_item(key="response.language", overview="PROFILE response.language = en"), RejectionReason.INVALID_ANSWER),
+        (_item(category="PREFERENCE", content="以后都用英文回答", key="response.language",
+               overview="PREFERENCE response.language = klingon"), RejectionReason.INVALID_ANSWER),
+        (_item(overview="PROFILE profile.city = 北京"), RejectionReason.INVALID_ANSWER),
+        (_item(overview="PROFILE profile.city = 上海", evidence_event_ids=["e4"], content="You seem to live in 上海"),
+         RejectionReason.INVALID_ANSWER),
     ],
 )
 def test_a_bad_candidate_is_rejected_with_its_reason_and_the_good_one_kept(
@@ -181,6 +196,18 @@ def test_a_bad_candidate_is_rejected_with_its_reason_and_the_good_one_kept(
     assert [c.content for c in extraction.candidates] == ["以后都用英文回答"]
     [rejection] = extraction.rejections
     assert rejection.reason is reason and rejection.detail.startswith("candidate 1")
+
+
+def test_a_refused_slot_value_is_never_quoted(standin: LlmStandIn) -> None:
+    standin.script(answer(_item(category="PREFERENCE", content="以后都用英文回答", key="response.language",
+                                overview="PREFERENCE response.language = hunter2")))
+    [rejection] = _extractor(standin).extract(_stage()).rejections
+    assert rejection.reason is RejectionReason.INVALID_ANSWER and "hunter2" not in rejection.detail
+
+
+def test_every_key_the_parser_accepts_is_one_the_prompt_lists() -> None:
+    prompt = files("memory.sessions.extraction").joinpath("prompts/extract.md").read_text(encoding="utf-8")
+    assert all(f"`{key}`" in prompt for key in KEYS) and len(KEYS) == 7
 
 
 def test_evidence_outside_the_stage_is_named_and_the_real_events_kept(standin: LlmStandIn) -> None:
