@@ -80,9 +80,15 @@ def slots_in(text: str) -> dict[str, str]:
     return found
 
 
+def keys_spoken_of(text: str) -> tuple[str, ...]:
+    """The response slots ``text`` speaks of at all, asked for or refused ("不要用表格" speaks of the output
+    format): what a constraint is about, where :func:`slots_in` is what it asks for."""
+    return tuple(dict.fromkeys(key for key, _value, pattern in _SLOTS if pattern.search(text)))
+
+
 def mentions_a_slot(text: str) -> bool:
-    """Does ``text`` speak of a response slot at all, asked for or refused ("不要英文" does)?"""
-    return any(pattern.search(text) for _key, _value, pattern in _SLOTS)
+    """Does ``text`` speak of a response slot at all ("不要英文" does)?"""
+    return bool(keys_spoken_of(text))
 
 
 def is_temporary(text: str) -> bool:

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.dialects.postgresql import insert
 
 from memory.db import tenant_session
-from memory.sessions.constraints import is_temporary, slots_in, temporary_constraints
+from memory.sessions.constraints import is_temporary, keys_spoken_of, slots_in, temporary_constraints
 from memory.sessions.models import ChatSession, SessionChoice
 from tests.conftest import MakeKey
 from tests.sessions.conftest import commit, post, say
@@ -36,6 +36,12 @@ from tests.sessions.conftest import commit, post, say
 )
 def test_a_negated_slot_is_not_named_and_the_positive_one_beside_it_wins(text: str, expected: dict[str, str]) -> None:
     assert slots_in(text) == expected
+
+
+def test_a_refused_slot_is_still_spoken_of() -> None:
+    assert keys_spoken_of("不要用表格。") == ("response.output_format",)
+    assert keys_spoken_of("这次用中文，不要英文，简短一点") == ("response.language", "response.verbosity")
+    assert keys_spoken_of("我住在上海") == ()
 
 
 @pytest.mark.parametrize("text", ["这次不要用英文", "这次不用markdown", "这次别用表格", "for now, no tables"])

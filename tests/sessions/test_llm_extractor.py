@@ -183,6 +183,9 @@ def test_a_message_without_content_is_an_invalid_answer(standin: LlmStandIn) -> 
         (_item(category="PREFERENCE", content="以后都用英文回答", key="response.language",
                overview="PREFERENCE response.language = klingon"), RejectionReason.INVALID_ANSWER),
         (_item(overview="PROFILE profile.city = 北京"), RejectionReason.INVALID_ANSWER),
+        (_item(category="ENTITY", key="entity.contract", overview="ENTITY entity.contract = x"),
+         RejectionReason.INVALID_ANSWER),
+        (_item(category="TOOL_EXPERIENCE", key="profile.city"), RejectionReason.INVALID_ANSWER),
         (_item(overview="PROFILE profile.city = 上海", evidence_event_ids=["e4"], content="You seem to live in 上海"),
          RejectionReason.INVALID_ANSWER),
     ],
@@ -205,7 +208,14 @@ def test_a_refused_slot_value_is_never_quoted(standin: LlmStandIn) -> None:
     assert rejection.reason is RejectionReason.INVALID_ANSWER and "hunter2" not in rejection.detail
 
 
-def test_every_key_the_parser_accepts_is_one_the_prompt_lists() -> None:
+def test_an_agents_lesson_may_name_a_key_of_its_own_without_a_value(standin: LlmStandIn) -> None:
+    lesson = _item(category="TOOL_EXPERIENCE", key="tool.sales_query.month_format", overview="TOOL_EXPERIENCE x")
+    standin.script(answer(lesson))
+    [candidate] = _extractor(standin).extract(_stage()).candidates
+    assert (candidate.key, candidate.value) == ("tool.sales_query.month_format", None)
+
+
+def test_every_user_key_the_parser_accepts_is_one_the_prompt_lists() -> None:
     prompt = files("memory.sessions.extraction").joinpath("prompts/extract.md").read_text(encoding="utf-8")
     assert all(f"`{key}`" in prompt for key in KEYS) and len(KEYS) == 7
 

@@ -26,8 +26,9 @@ import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
-from memory.enums import Category, SourceLevel
+from memory.enums import Category, SourceLevel, Space
 from memory.sessions.constraints import slots_in
+from memory.sessions.dedupe import space_for
 from memory.sessions.extraction.base import Candidate, Extraction, Rejection, RejectionReason
 from memory.sessions.messages import MessageRole, Stage
 from memory.text import normalize
@@ -197,16 +198,20 @@ KEYS: dict[str, Category] = {
     "response.output_format": Category.PREFERENCE,
     "response.verbosity": Category.PREFERENCE,
 }
-"""The keys the prompt lists, with the one category each belongs to: a key means "one value, the newer
-supersedes", so a key the model invents would make its text supersede whatever else bears that key."""
+"""The user's keys the prompt lists, with the one category each belongs to: such a key means "one value, the
+newer supersedes", so a key the model invents would make its text supersede whatever else bears that key."""
 
 
 def _slot_problem(answered: _Answered, value: str | None, stage: Stage) -> tuple[RejectionReason, str] | None:
-    """Why the candidate's (key, value) cannot be used, or None: the key must be one the prompt lists, of the
-    candidate's category, with its value; a response value must be what the content names; a profile value
-    must be what a cited user message says."""
+    """Why the candidate's (key, value) cannot be used, or None: a key of the user's (a user-space category,
+    or ``profile.*`` / ``response.*``) must be one the prompt lists, of the candidate's category, with its
+    value; a response value must be what the content names; a profile value what a cited user message says.
+    An agent's own lesson (TOOL_EXPERIENCE, ...) may name a key of its own: it only gathers occurrences."""
     key = answered.key
     if key is None:
+        return None
+    users = space_for(Category(answered.category)) is Space.USER or key.startswith(("profile.", "response."))
+    if not users:
         return None
     if key not in KEYS:
         return RejectionReason.INVALID_ANSWER, f"key {key!r} is not one of {', '.join(KEYS)}"
