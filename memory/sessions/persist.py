@@ -16,7 +16,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Text, cast, exists, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -26,7 +26,7 @@ from memory.epochs import StaleEpoch
 from memory.errors import Forbidden, MnemoError
 from memory.events import request_digest
 from memory.memories import Correction, NewMemory, Source, correct_memory, create_memory
-from memory.models import Memory
+from memory.models import Memory, MemoryEvent, Tombstone
 from memory.recall.bundle import mark_used_ids
 from memory.sessions.commits import TERMINAL, CommitStatus, cancelled_by_deletion, lock_commit, move, release_stage
 from memory.sessions.constraints import temporary_constraints
@@ -78,19 +78,29 @@ def record_choices(session: Session, chat: ChatSession, stage: Stage) -> None:
 
 
 def stable_choices(session: Session, chat: ChatSession, stage: Stage) -> list[Candidate]:
-    """E3 preferences: a choice of this stage that the user made in :data:`STABLE_CHOICE_SESSIONS` sessions."""
+    """E3 preferences: a choice of this stage that the user made in :data:`STABLE_CHOICE_SESSIONS` sessions.
+
+    Each counted choice is judged again from its message as it stands now (a user's, not recalled, not
+    deleted, and still naming that choice by today's rules): a row recorded by an older reading ("这次不要用
+    英文" once read as English) or of a message deleted since never counts toward a stable preference."""
     chosen = {(key, value) for m in stage.messages if m.role is MessageRole.USER and not m.context_refs
               for key, value in temporary_constraints(m.content).items()}
     found: list[Candidate] = []
     for key, value in sorted(chosen):
         first_event: dict[str, str] = {}
-        for session_id, event_id in session.execute(
-            select(SessionChoice.session_id, SessionChoice.event_id)
+        for session_id, event_id, payload in session.execute(
+            select(SessionChoice.session_id, SessionChoice.event_id, MemoryEvent.payload)
+            .join(MemoryEvent, (MemoryEvent.tenant_id == SessionChoice.tenant_id)
+                  & (MemoryEvent.event_id == SessionChoice.event_id))
             .where(SessionChoice.tenant_id == chat.tenant_id, SessionChoice.user_id == chat.user_id,
-                   SessionChoice.choice_key == key, SessionChoice.choice_value == value)
+                   SessionChoice.choice_key == key, SessionChoice.choice_value == value,
+                   MemoryEvent.purged_at.is_(None),
+                   ~exists().where(Tombstone.tenant_id == MemoryEvent.tenant_id, Tombstone.target_type == "event",
+                                   Tombstone.target_id == cast(MemoryEvent.event_id, Text)))
             .order_by(SessionChoice.session_id, SessionChoice.event_id)
         ):
-            first_event.setdefault(session_id, str(event_id))
+            if _still_chooses(payload, key, value):
+                first_event.setdefault(session_id, str(event_id))
         if len(first_event) < STABLE_CHOICE_SESSIONS:
             continue
         rows = list(first_event.values())
@@ -101,6 +111,13 @@ def stable_choices(session: Session, chat: ChatSession, stage: Stage) -> list[Ca
             evidence_event_ids=tuple(rows), key=key, value=value,
         ))
     return found
+
+
+def _still_chooses(payload: dict[str, Any], key: str, value: str) -> bool:
+    """Does this stored message, read today, make the choice (key, value) for its session?"""
+    if payload.get("role") != MessageRole.USER.value or payload.get("context_refs"):
+        return False
+    return temporary_constraints(str(payload.get("content", ""))).get(key) == value
 
 
 def _source(chat: ChatSession, candidate: Candidate, stage: Stage) -> Source:

@@ -7,6 +7,7 @@ and a 429 then a 500 then an answer covers the retries."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -124,9 +125,9 @@ def test_a_well_formed_answer_is_stored_with_the_cited_evidence_and_the_tokens_u
     assert (stats["candidates"], stats["memories_extracted"], stats["rejected"]) == (2, 2, {})
 
     [request] = stack.standin.received
-    transcript = request.body["messages"][1]["content"]
-    for event_id, role in zip(events, ("user", "user", "assistant"), strict=True):
-        assert f"[event {event_id} | {role}]" in transcript
+    transcript = json.loads(request.body["messages"][1]["content"])
+    assert [(m["event_id"], m["role"]) for m in transcript] == list(zip(events, ("user", "user", "assistant"),
+                                                                         strict=True))
     stored = {row.key: row for row in _memories(engine, owner.tenant)}
     assert set(stored) == {"profile.city", "response.language"}
     assert stored["profile.city"].evidence_refs == [f"event:{events[0]}"]

@@ -35,6 +35,19 @@ def test_an_explicit_remember_request_is_e1(text: str, category: Category, key: 
     assert (candidate.category, candidate.key) == (category, key)
 
 
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        ("我女儿的生日是5月3日，请记住。", "我女儿的生日是5月3日，请记住"),
+        ("我对花生过敏，帮我记住。", "我对花生过敏，帮我记住"),
+        ("The meeting room code is 4471, remember that.", "The meeting room code is 4471, remember that"),
+    ],
+)
+def test_a_remember_request_after_the_fact_keeps_the_fact_verbatim(text: str, content: str) -> None:
+    candidate = _only(text)
+    assert (candidate.content, candidate.source_level) == (content, SourceLevel.E1)
+
+
 @pytest.mark.parametrize("text", ["我记住了，谢谢。", "I remember that trip fondly."])
 def test_remembering_is_not_a_request_to_remember(text: str) -> None:
     assert not is_remember_request(text)

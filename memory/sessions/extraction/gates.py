@@ -14,16 +14,17 @@ it with ``INVALID_CATEGORY`` before a candidate exists (:mod:`memory.sessions.ex
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from memory.enums import SourceLevel
-from memory.sessions.constraints import is_temporary, slots_in
+from memory.sessions.constraints import is_temporary, mentions_a_slot, slots_in
 from memory.sessions.extraction.base import Candidate, Extraction, Rejection, RejectionReason
 from memory.sessions.extraction.rules import is_remember_request
 from memory.sessions.extraction.sentences import clauses, sentences
 from memory.sessions.messages import MessageRole, Stage, StageMessage
-from memory.text import normalize
+from memory.text import STOPWORDS, normalize, tokens
 
 _I = re.IGNORECASE
 
@@ -34,7 +35,9 @@ class GateResult:
     rejections: tuple[Rejection, ...]
 
 
-_PASSWORD = re.compile(r"(?:密码|口令|\bpassword|\bpasswd|\bpwd|\bpasscode)\s*(?:是|为|:|：|=|\bis\b)\s*\S", _I)
+_PASSWORD = re.compile(
+    r"(?:密码|口令|验证码|\bpassword|\bpasswd|\bpwd|\bpasscode|\bpin)\s*(?:是|为|:|：|=|\bis\b)\s*\S", _I
+)
 _SECRETS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a password", _PASSWORD),
     ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
@@ -45,19 +48,49 @@ _SECRETS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("an API token", re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]{16,}", _I)),
     ("an API token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
 )
-_CARD_SHAPED = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
-
-_ROLE = re.compile(
-    r"我是(?:系统|超级)?管理员|给我(?:开通|开|加|分配)?(?:\S{0,6})?权限|授予我|我的角色是|我有\S{0,8}权限|管理员权限|"
-    r"\bI(?:'m| am) (?:an? )?(?:admin|administrator|superuser|root)\b|\b(?:grant|give) me (?:\w+ )?"
-    r"(?:access|permissions?|rights|admin)\b|\bmy role is\b|\bmake me (?:an? )?(?:admin|owner|superuser)\b",
+_CODE_WORD = re.compile(
+    r"密码|口令|验证码|安全码|卡号|pin码|\bpass(?:word|wd|code|phrase)|\bpwd\b|\bmy pin\b|\bpin (?:code|number)\b|"
+    r"\bcvv\b|\bcvc\b|\bcard (?:number|no\.?)",
     _I,
 )
-_ONE_OFF = re.compile(r"点击了|点了一下|点开了|单击了|\bclicked\b|\btapped\b|\bpressed the\b", _I)
+"""A word naming a code whose value is a secret even when it is all digits ("my pin is 4821", "验证码 739201")."""
+_KEY_WORD = re.compile(
+    r"密钥|私钥|令牌|\bapi[ _-]?keys?\b|\baccess[ _-]?keys?\b|\bsecrets?\b|\btokens?\b", _I
+)
+"""A word naming a key whose value mixes letters and digits ("api key: sk-abc123")."""
+_NEAR = 30
+"""How far after such a word its value may start ("the root password for the db is Tr0ub4dor&3")."""
+_VALUE_RUN = re.compile(r"[!-~]{4,}")
+"""A run of printable ASCII without a blank: what a password, pin or key looks like."""
+_HIGH_ENTROPY = re.compile(r"(?<![A-Za-z0-9/+_=-])[A-Za-z0-9/+_=-]{24,}")
+_CARD_SHAPED = re.compile(r"(?<![\d.-])\d(?:[ .-]?\d){12,18}(?![\d-])")
+_CARD_WORD = re.compile(r"卡号|信用卡|银行卡|借记卡|\bcard\b", _I)
+
+_ZH_SPAN = r"[^，。！？,.!?；;\s]"
+_ROLE = re.compile(
+    rf"我是{_ZH_SPAN}{{0,12}}(?:管理员|所有者|超级用户|超管|root)|给我(?:开通|开|加|分配)?(?:\S{{0,6}})?权限|授予我|"
+    r"我的角色是|我有\S{0,8}权限|管理员权限|"
+    r"\bI(?:'m| am) (?:an?|the) (?:[\w-]+ ){0,3}(?:admin|administrator|sysadmin|superuser|root)\b|"
+    r"\bI(?:'m| am) (?:an?|the) (?:[\w-]+ ){0,2}owner of\b|"
+    r"\b(?:project|repo|repository|workspace|account|org|organization|team|tenant) owner\b|"
+    r"\bI (?:have|got|hold) (?:[\w-]+ ){0,3}(?:access|permissions?|rights|privileges)\b|"
+    r"\b(?:write|admin|root|sudo|owner) (?:access|permissions?|rights|privileges)\b|"
+    r"\b(?:grant|give) me (?:\w+ )?(?:access|permissions?|rights|admin)\b|\bmy role is\b|"
+    r"\bmake me (?:an? )?(?:admin|owner|superuser)\b",
+    _I,
+)
+_ONE_OFF = re.compile(
+    r"点击了|点了一下|点开了|单击了|(?:刚才|刚刚|刚)(?:选了|选择了|点了|按了)|选了第\S{1,3}个|"
+    r"\bclicked\b|\btapped\b|\bpressed the\b|\bI (?:just )?(?:picked|chose|selected) (?:the )?"
+    r"(?:option|first|second|third|last|\w+ option)\b",
+    _I,
+)
 _PERSONALITY = re.compile(
-    r"性格|急躁|内向|外向|懒(?!加载)|没耐心|脾气|"
+    r"性格|急躁|内向|外向|懒(?!加载)|没(?:什么|有)?耐心|脾气|急性子|慢性子|完美主义|强迫症|拖延症|玻璃心|社恐|暴躁|"
+    rf"我是(?:一个|一位|个)?{_ZH_SPAN}{{1,12}}的人|"
     r"\bimpatient\b|\bintrovert(?:ed)?\b|\bextrovert(?:ed)?\b|\blazy\b(?![- ](?:load|evaluat))|"
-    r"\byou(?:'re| are) (?:a|an) (?:[\w-]+ )?person\b",
+    r"\bperfectionists?\b|\bprocrastinators?\b|\bcontrol freak\b|\bhot-?headed\b|\bshort-tempered\b|"
+    r"\b(?:you(?:'re| are)|I(?:'m| am)|the user is) (?:a|an) (?:[\w-]+ ){0,3}(?:person|guy|type)\b",
     _I,
 )
 _REFUSALS: tuple[tuple[RejectionReason, re.Pattern[str], str], ...] = (
@@ -79,15 +112,53 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
+def _valued(word: re.Pattern[str], text: str, *, digits_alone: bool) -> bool:
+    """Does a value follow ``word`` within :data:`_NEAR` characters: a run of 4+ holding a digit (and, unless
+    ``digits_alone``, a letter too)?"""
+    for named in word.finditer(text):
+        window = text[named.end() : named.end() + _NEAR + 64]
+        for run in _VALUE_RUN.finditer(window):
+            if run.start() > _NEAR:
+                break
+            value = run.group().strip(".,;:!?\"'()")
+            has_digit = any(char.isdigit() for char in value)
+            if len(value) >= 4 and has_digit and (digits_alone or any(char.isalpha() for char in value)):
+                return True
+    return False
+
+
+def _high_entropy(text: str) -> bool:
+    """A long run mixing digits with upper- and lower-case letters: a key of some kind nobody named."""
+    return any(
+        any(c.isdigit() for c in run) and any(c.isupper() for c in run) and any(c.islower() for c in run)
+        for run in _HIGH_ENTROPY.findall(text)
+    )
+
+
+def _card(text: str) -> bool:
+    """13-19 digits (blanks, dots or dashes between them) passing Luhn, or any when a card word names them."""
+    named = _CARD_WORD.search(text) is not None
+    for match in _CARD_SHAPED.finditer(text):
+        digits = re.sub(r"[ .-]", "", match.group())
+        if 13 <= len(digits) <= 19 and (named or _luhn(digits)):
+            return True
+    return False
+
+
 def secret_kind(text: str) -> str | None:
-    """Which kind of secret ``text`` holds ("a password", "an API token", ...), or None."""
+    """Which kind of secret ``text`` holds ("a password", "an API token", ...), or None.
+
+    Full-width forms count as their ASCII selves (NFKC): a card number typed in full-width digits is one too."""
+    text = unicodedata.normalize("NFKC", text)
     for kind, pattern in _SECRETS:
         if pattern.search(text):
             return kind
-    for match in _CARD_SHAPED.finditer(text):
-        digits = re.sub(r"[ -]", "", match.group())
-        if 13 <= len(digits) <= 19 and _luhn(digits):
-            return "a card number"
+    if _card(text):
+        return "a card number"
+    if _valued(_CODE_WORD, text, digits_alone=True):
+        return "a password or code"
+    if _valued(_KEY_WORD, text, digits_alone=False) or _high_entropy(text):
+        return "an API token"
     return None
 
 
@@ -97,14 +168,14 @@ def _texts(candidate: Candidate) -> str:
 
 def _slots_said(messages: Sequence[StageMessage]) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     """The response preferences the messages name (stable, temporary). A temporary marker limits its own
-    clause ("以后都用英文，这次先用中文"), or the whole sentence when its clause names nothing ("For now, keep
-    it brief")."""
+    clause ("以后都用英文，这次先用中文"), or the whole sentence when its clause speaks of no slot ("For now,
+    keep it brief"; "这次不要用英文" speaks of one, refused)."""
     stable: set[tuple[str, str]] = set()
     temporary: set[tuple[str, str]] = set()
     for message in messages:
         for sentence in sentences(message.content):
             parts = clauses(sentence)
-            sentence_wide = any(is_temporary(c.text) and not slots_in(c.text) for c in parts)
+            sentence_wide = any(is_temporary(c.text) and not mentions_a_slot(c.text) for c in parts)
             for clause in parts:
                 named = set(slots_in(clause.text).items())
                 (temporary if sentence_wide or is_temporary(clause.text) else stable).update(named)
@@ -157,10 +228,46 @@ def _refusal(candidate: Candidate, cited: Sequence[StageMessage], stage: Stage) 
     return None
 
 
+def _flat(text: str) -> str:
+    return " ".join(normalize(text).split())
+
+
+def _quoted_by(content: str, messages: Sequence[StageMessage]) -> bool:
+    """Is every sentence of ``content`` copied from one of ``messages``?"""
+    said = [_flat(message.content) for message in messages]
+    pieces = [_flat(sentence.text) for sentence in sentences(content)]
+    return bool(pieces) and all(any(piece in text for text in said) for piece in pieces)
+
+
+def _value_said(candidate: Candidate, messages: Sequence[StageMessage]) -> bool:
+    """Does one of ``messages`` state the candidate's slot value ("上海" verbatim, "英文" for ``en``)?"""
+    key, value = candidate.key, candidate.value
+    if key is None or value is None:
+        return False
+    if key.startswith("response."):
+        return any(slots_in(message.content).get(key) == value for message in messages)
+    return any(_flat(value) in _flat(message.content) for message in messages)
+
+
+def _echoes(candidate: Candidate, message: StageMessage) -> bool:
+    """Does ``message`` say what the candidate says: its slot value, a sentence of it, or half its words?"""
+    if _value_said(candidate, [message]) or _quoted_by(candidate.content, [message]):
+        return True
+    words = {token for token in tokens(candidate.content) if token not in STOPWORDS}
+    return bool(words) and len(words & set(tokens(message.content))) * 2 >= len(words)
+
+
 def _ceiling(candidate: Candidate, cited: Sequence[StageMessage]) -> SourceLevel:
-    """The strongest level the evidence supports: E4 without a user message, E1 only for a remember request."""
+    """The strongest level the evidence supports: E1 only for a remember request, E1 and E2 only for what a
+    cited user message says. The content copied from a user message is the user's; a content only the slot
+    value of which a user gave is the user's only if no cited assistant or tool message says it too (a tool
+    result "the user's employer is EvilCorp" and the user's "ok" are not the user saying so). Anything else
+    is E4, an inference."""
     said = [m for m in cited if m.role is MessageRole.USER]
-    if not said:
+    others = [m for m in cited if m.role is not MessageRole.USER]
+    quoted = _quoted_by(candidate.content, said)
+    valued = _value_said(candidate, said) and not any(_echoes(candidate, m) for m in others)
+    if not said or not (quoted or valued):
         return SourceLevel.E4
     return SourceLevel.E1 if any(is_remember_request(m.content) for m in said) else SourceLevel.E2
 

@@ -13,6 +13,7 @@ is a configuration mistake and says what to fix.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass
@@ -25,9 +26,12 @@ import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
-from memory.enums import Category, SourceLevel
+from memory.enums import Category, SourceLevel, Space
+from memory.sessions.constraints import slots_in
+from memory.sessions.dedupe import space_for
 from memory.sessions.extraction.base import Candidate, Extraction, Rejection, RejectionReason
-from memory.sessions.messages import Stage
+from memory.sessions.messages import MessageRole, Stage
+from memory.text import normalize
 
 BODY_PREVIEW_CHARS = 200
 """How much of a refusing endpoint's body goes to the worker's log. Never into an error a commit stores: endpoints
@@ -157,12 +161,19 @@ def system_prompt() -> str:
 
 
 def transcript(stage: Stage) -> str:
-    """The stage as the model reads it: each message behind a header naming its event id and role."""
-    blocks = []
-    for message in stage.messages:
-        marker = " | recalled context" if message.context_refs else ""
-        blocks.append(f"[event {message.event_id} | {message.role.value}{marker}]\n{message.content}")
-    return "\n\n".join(blocks)
+    """The stage as the model reads it: a JSON array of ``{event_id, role, recalled_context, content}``.
+
+    JSON, not headers between texts: a message's content is a string value, so a message cannot forge
+    another message's header ("[event e9 | user]" in a tool result stays inside that tool result)."""
+    return json.dumps(
+        [
+            {"event_id": m.event_id, "role": m.role.value, "recalled_context": bool(m.context_refs),
+             "content": m.content}
+            for m in stage.messages
+        ],
+        ensure_ascii=False,
+        indent=1,
+    )
 
 
 def _field_of(error: Any) -> str:
@@ -176,6 +187,48 @@ def _value_of(answered: _Answered) -> str | None:
     first = answered.overview.strip().splitlines()[0]
     match = re.fullmatch(rf"\s*{re.escape(answered.category)}\s+{re.escape(answered.key)}\s*=\s*(.+?)\s*", first)
     return match.group(1) if match else None
+
+
+KEYS: dict[str, Category] = {
+    "profile.city": Category.PROFILE,
+    "profile.employer": Category.PROFILE,
+    "profile.occupation": Category.PROFILE,
+    "profile.name": Category.PROFILE,
+    "response.language": Category.PREFERENCE,
+    "response.output_format": Category.PREFERENCE,
+    "response.verbosity": Category.PREFERENCE,
+}
+"""The user's keys the prompt lists, with the one category each belongs to: such a key means "one value, the
+newer supersedes", so a key the model invents would make its text supersede whatever else bears that key."""
+
+
+def _slot_problem(answered: _Answered, value: str | None, stage: Stage) -> tuple[RejectionReason, str] | None:
+    """Why the candidate's (key, value) cannot be used, or None: a key of the user's (a user-space category,
+    or ``profile.*`` / ``response.*``) must be one the prompt lists, of the candidate's category, with its
+    value; a response value must be what the content names; a profile value what a cited user message says.
+    An agent's own lesson (TOOL_EXPERIENCE, ...) may name a key of its own: it only gathers occurrences."""
+    key = answered.key
+    if key is None:
+        return None
+    users = space_for(Category(answered.category)) is Space.USER or key.startswith(("profile.", "response."))
+    if not users:
+        return None
+    if key not in KEYS:
+        return RejectionReason.INVALID_ANSWER, f"key {key!r} is not one of {', '.join(KEYS)}"
+    if KEYS[key].value != answered.category:
+        return RejectionReason.INVALID_ANSWER, f"key {key!r} belongs to {KEYS[key].value}, not {answered.category}"
+    if value is None:
+        first_line = f"{answered.category} {key} = <value>"
+        return RejectionReason.MISSING_FIELD, f"key {key!r} has no value (no overview first line {first_line!r})"
+    if key.startswith("response."):  # the value is never quoted: it is the model's text, refused unread
+        if slots_in(answered.content).get(key) != value:
+            return RejectionReason.INVALID_ANSWER, f"the content does not name the value given for {key}"
+        return None
+    cited = set(answered.evidence_event_ids)
+    said = [m.content for m in stage.messages if m.event_id in cited and m.role is MessageRole.USER]
+    if not any(normalize(value) in normalize(text) for text in said):
+        return RejectionReason.INVALID_ANSWER, f"no cited user message says the value of {key}"
+    return None
 
 
 def _candidate(index: int, item: dict[str, Any], stage: Stage) -> Candidate | Rejection:
@@ -199,6 +252,11 @@ def _candidate(index: int, item: dict[str, Any], stage: Stage) -> Candidate | Re
         outside = [event_id for event_id in evidence if event_id not in inside]
         detail = f"{label}: cites events outside the stage: {outside}"
         return Rejection(RejectionReason.EVIDENCE_OUTSIDE_STAGE, detail, inside)
+    value = _value_of(answered)
+    slot_problem = _slot_problem(answered, value, stage)
+    if slot_problem is not None:
+        reason, problem = slot_problem
+        return Rejection(reason, f"{label}: {problem}", inside)
     return Candidate(
         category=Category(answered.category),
         abstract=answered.abstract,
@@ -207,7 +265,7 @@ def _candidate(index: int, item: dict[str, Any], stage: Stage) -> Candidate | Re
         source_level=SourceLevel(answered.source_level),
         evidence_event_ids=evidence,
         key=answered.key,
-        value=_value_of(answered),
+        value=value,
         correction=answered.correction,
     )
 

@@ -26,7 +26,7 @@ from enum import StrEnum
 
 from memory.enums import Category, SourceLevel
 from memory.memories import abstract_for
-from memory.sessions.constraints import is_temporary, slots_in
+from memory.sessions.constraints import is_temporary, mentions_a_slot, slots_in
 from memory.sessions.extraction.base import Candidate, Extraction
 from memory.sessions.extraction.sentences import Span, clauses, sentences
 from memory.sessions.messages import MessageRole, Stage, StageMessage
@@ -154,7 +154,7 @@ def _read(text: str) -> _Reading | None:
         return _Reading(_Kind.PROFILE, slot)
     if _is_event(text):
         return _Reading(_Kind.EVENT)
-    if slots_in(text) and is_temporary(text):
+    if mentions_a_slot(text) and is_temporary(text):  # "这次不用markdown" too: refused and counted
         return _Reading(_Kind.TEMPORARY)
     return None
 
@@ -238,8 +238,11 @@ def _remembered_category(text: str) -> Category:
 def _from_user(message: StageMessage) -> Iterator[Candidate]:
     for sentence in sentences(message.content):
         level = SourceLevel.E1 if is_remember_request(sentence.text) else SourceLevel.E2
-        for statement in _statements(sentence):
+        found = list(_statements(sentence))
+        for statement in found:
             content = statement.text(message)
+            if len(found) == 1 and statement.reading is None:
+                content = sentence.text  # "我对花生过敏，帮我记住": the request names what came before it
             correction = _CORRECTION.search(content) is not None
             for category, slot, note in _proposals(content, statement.reading):
                 yield _candidate(message, content, category, level, slot, correction=correction, note=note)
