@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memory.sessions.constraints import slots_in
+from memory.sessions.constraints import keys_spoken_of, mentions_a_slot
 from memory.sessions.extraction.gates import secret_kind
 from memory.sessions.messages import MessageRole, Stage, StageMessage
 from memory.sessions.negation import NEGATION
@@ -91,7 +91,7 @@ _PRECEDENCE: tuple[tuple[str, Callable[[str], object]], ...] = (
     ("pending", _PENDING.search),
     ("unknowns", _UNKNOWNS.search),
     ("decisions", DECISIONS.search),
-    ("constraints", lambda sentence: _CONSTRAINTS.search(sentence) or slots_in(sentence)),
+    ("constraints", lambda sentence: _CONSTRAINTS.search(sentence) or mentions_a_slot(sentence)),
     ("pending", _CONSTRAINTS.search),
     ("goal", _GOAL.search),
     ("pending", _FUTURE.search),
@@ -325,7 +325,7 @@ def _identity(sentence: str) -> str:
 
 
 def _item(draft: _Draft) -> SummaryItem:
-    key = next(iter(slots_in(draft.text)), None) if draft.section in ("constraints", "decisions") else None
+    key = next(iter(keys_spoken_of(draft.text)), None) if draft.section in ("constraints", "decisions") else None
     return SummaryItem(text=draft.text, source_event_ids=tuple(draft.event_ids), key=key)
 
 
