@@ -49,7 +49,8 @@ def session_demo(client: httpx.Client, timeout: float = 60.0) -> dict[str, Any]:
     print(f"demo: session commit {commit['status']} ({commit['stats'].get('messages', 0)} messages)")
     for decision in ("created", "merged", "skipped"):
         for memory in commit["memories"].get(decision, []):
-            print(f"  {decision:<8} {memory['category']:<10} {memory['source_level']}  {memory['abstract']}"
+            status = f" {memory['status']}" if memory.get("status") else ""
+            print(f"  {decision:<8} {memory['category']:<10} {memory['source_level']}{status}  {memory['abstract']}"
                   f"  ← {', '.join(memory['evidence_refs'])} ({memory['reason']})")
     for reason in commit["reasons"]:
         print(f"  refused  {reason['reason']}: {reason['detail']}")
