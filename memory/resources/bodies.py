@@ -1,0 +1,84 @@
+"""Long fields of a record (a transcript's text) live in the artifact store, addressed by sha256.
+
+A declared long field whose value reaches :data:`LONG_CHARS` characters (a string's own length, any
+other value's compact JSON) is stored as its JSON encoding under the sha256 of it; PostgreSQL keeps the
+rest of the record and the field's metadata (:class:`memory.resources.models.ResourceArtifact`). The
+store is not part of the database transaction: the bytes are written first (idempotent by name), so a
+committed record never names bytes that are missing; a transaction that then fails leaves only
+unreferenced bytes behind.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memory.errors import MnemoError
+from memory.resources import pointers
+from memory.resources.declarations import Declaration
+from memory.tasks.artifacts import ArtifactStore
+
+LONG_CHARS = 100_000
+
+
+class BodyUnavailable(MnemoError):
+    """A record names a long field whose bytes the store no longer has, or has corrupted: never served partly."""
+
+    code = "record_body_unavailable"
+    http_status = 500
+
+
+@dataclass(frozen=True)
+class Offloaded:
+    path: str
+    sha256: str
+    size_bytes: int
+    characters: int
+
+
+def record_store(data_dir: Path) -> ArtifactStore:
+    """Record bodies have a store of their own, apart from the report tasks' artifacts: deleting one never
+    touches bytes a task still names."""
+    return ArtifactStore(data_dir / "record-artifacts")
+
+
+def encode(value: Any) -> str:
+    """The canonical JSON of a value: what is hashed (replays) and what the store holds."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def _length(value: Any) -> int:
+    return len(value) if isinstance(value, str) else len(encode(value))
+
+
+def offload(store: ArtifactStore, declaration: Declaration, data: dict[str, Any]) -> tuple[dict[str, Any],
+                                                                                            list[Offloaded]]:
+    """A copy of ``data`` without its long values, and those values, each put in ``store``."""
+    inline = copy.deepcopy(data)
+    offloaded: list[Offloaded] = []
+    for path in declaration.long_fields:
+        found = [value for _, value in pointers.values_at(inline, path)]
+        if not found or _length(found[0]) < LONG_CHARS:
+            continue
+        pointers.pop_at(inline, path)
+        text = encode(found[0])
+        content = text.encode("utf-8")
+        offloaded.append(Offloaded(path, store.put(content), len(content), len(text)))
+    return inline, offloaded
+
+
+def restore(store: ArtifactStore, inline: dict[str, Any], offloaded: list[Offloaded]) -> dict[str, Any]:
+    """The whole data again: ``inline`` with each long value read back (checked against its sha256)."""
+    data = copy.deepcopy(inline)
+    for body in offloaded:
+        try:
+            value = json.loads(store.get(body.sha256).decode("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BodyUnavailable(
+                f"the long field {body.path} (artifact {body.sha256}) cannot be read from the artifact store: {exc}"
+            ) from exc
+        pointers.put_at(data, body.path, value)
+    return data

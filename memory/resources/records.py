@@ -1,0 +1,149 @@
+"""Source records: written whole, versioned optimistically, each the caller's own.
+
+A record is named by its type and id (its ref: ``todo:t-1``) and belongs to the user of the key that
+wrote it: another user's or tenant's record is exactly as missing as one never written. A write without
+``expected_version`` creates; an update names the version it replaces, and a stale one is a 409 carrying
+``current_version``; the same data written again is a replay that answers the current version. The
+record, its long fields' metadata and its search projection change in one transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from memory.auth import PrincipalContext
+from memory.errors import InvalidInput, NotFound, VersionConflict
+from memory.events import next_revision
+from memory.resources.bodies import Offloaded, encode, offload, restore
+from memory.resources.declarations import RECORD_ID, Declaration
+from memory.resources.models import ResourceArtifact, ResourceRecord
+from memory.resources.projection import write_record_projection
+from memory.resources.validation import check_record
+from memory.tasks.artifacts import ArtifactStore
+
+_RECORD_ID = re.compile(f"^{RECORD_ID}$")
+
+
+@dataclass(frozen=True)
+class Written:
+    record: ResourceRecord
+    created: bool
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    record: ResourceRecord
+    data: dict[str, Any]
+    """The whole data, long fields read back from the artifact store."""
+    long_fields: list[Offloaded]
+
+
+def ref_of(resource: str, record_id: str) -> str:
+    return f"{resource}:{record_id}"
+
+
+def _digest(data: dict[str, Any]) -> str:
+    return hashlib.sha256(encode(data).encode("utf-8")).hexdigest()
+
+
+def _select(principal: PrincipalContext, resource: str, record_id: str) -> Any:
+    return select(ResourceRecord).where(
+        ResourceRecord.tenant_id == principal.tenant_id,
+        ResourceRecord.owner_id == principal.user_id,
+        ResourceRecord.resource == resource,
+        ResourceRecord.record_id == record_id,
+    )
+
+
+def put_record(
+    session: Session,
+    principal: PrincipalContext,
+    declaration: Declaration,
+    record_id: str,
+    data: dict[str, Any],
+    expected_version: int | None,
+    store: ArtifactStore,
+) -> Written:
+    """Create (``expected_version`` None) or update the caller's record, with its long fields and projection."""
+    if not _RECORD_ID.match(record_id):
+        raise InvalidInput("record ids are 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
+                           code="invalid_record_id")
+    check_record(declaration, data)
+    digest = _digest(data)
+    inline, long_fields = offload(store, declaration, data)
+    ref = ref_of(declaration.type, record_id)
+    record = session.execute(_select(principal, declaration.type, record_id).with_for_update()).scalar_one_or_none()
+    if record is None:
+        if expected_version is not None:
+            raise NotFound(f"no record {ref}: create it without expected_version")
+        created = session.execute(
+            insert(ResourceRecord)
+            .values(tenant_id=principal.tenant_id, owner_id=principal.user_id, resource=declaration.type,
+                    record_id=record_id, version=1, data=inline, data_sha256=digest, revision=next_revision(session))
+            .on_conflict_do_nothing()
+            .returning(ResourceRecord.version)
+        ).scalar_one_or_none()
+        # Nothing inserted: a concurrent request created it first, and this one is judged against that.
+        record = session.execute(
+            _select(principal, declaration.type, record_id).with_for_update()
+        ).scalar_one()
+        if created is not None:
+            _write_derived(session, record, declaration, data, long_fields)
+            return Written(record, created=True, replayed=False)
+    if record.data_sha256 == digest:
+        return Written(record, created=False, replayed=True)
+    if expected_version is None:
+        raise VersionConflict(
+            f"record {ref} exists (version {record.version}): send expected_version to update it",
+            details={"current_version": record.version},
+        )
+    if expected_version != record.version:
+        raise VersionConflict(
+            f"record {ref} is at version {record.version}, not {expected_version}: re-read it and retry",
+            details={"current_version": record.version},
+        )
+    record.version += 1
+    record.data = inline
+    record.data_sha256 = digest
+    record.updated_at = datetime.now(UTC)
+    record.revision = next_revision(session)
+    session.flush()
+    _write_derived(session, record, declaration, data, long_fields)
+    return Written(record, created=False, replayed=False)
+
+
+def _write_derived(session: Session, record: ResourceRecord, declaration: Declaration, data: dict[str, Any],
+                   long_fields: list[Offloaded]) -> None:
+    key = {"tenant_id": record.tenant_id, "owner_id": record.owner_id, "resource": record.resource,
+           "record_id": record.record_id}
+    session.execute(delete(ResourceArtifact).filter_by(**key))
+    for body in long_fields:
+        session.add(ResourceArtifact(**key, field_path=body.path, sha256=body.sha256, size_bytes=body.size_bytes,
+                                     characters=body.characters))
+    session.flush()
+    write_record_projection(session, record, declaration, data)
+
+
+def get_record(session: Session, principal: PrincipalContext, declaration: Declaration, record_id: str,
+               store: ArtifactStore) -> StoredRecord:
+    """The caller's record with its whole data; anyone else's is the 404 of a missing one."""
+    record = session.execute(_select(principal, declaration.type, record_id)).scalar_one_or_none()
+    if record is None:
+        raise NotFound(f"no record {ref_of(declaration.type, record_id)}")
+    rows = session.execute(
+        select(ResourceArtifact)
+        .filter_by(tenant_id=record.tenant_id, owner_id=record.owner_id, resource=record.resource,
+                   record_id=record.record_id)
+        .order_by(ResourceArtifact.field_path)
+    ).scalars()
+    long_fields = [Offloaded(row.field_path, row.sha256, row.size_bytes, row.characters) for row in rows]
+    return StoredRecord(record, restore(store, record.data, long_fields), long_fields)
