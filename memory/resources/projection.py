@@ -11,12 +11,17 @@ from typing import Any
 
 from sqlalchemy import delete, func
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from memory.errors import InvalidInput
 from memory.resources import pointers
 from memory.resources.declarations import Declaration
 from memory.resources.models import ResourceRecord, ResourceSearch
 from memory.text import lexemes, normalize
+
+TSVECTOR_TOO_LONG = "54000"
+"""PostgreSQL's program_limit_exceeded, which ``to_tsvector`` raises past 1 MB of lexemes and positions."""
 
 
 def field_texts(declaration: Declaration, data: dict[str, Any]) -> dict[str, str]:
@@ -36,16 +41,20 @@ def write_record_projection(session: Session, record: ResourceRecord, declaratio
     key = {"tenant_id": record.tenant_id, "owner_id": record.owner_id, "resource": record.resource,
            "record_id": record.record_id}
     session.execute(delete(ResourceSearch).filter_by(**key))
-    rows = [
-        {
-            **key,
-            "field_path": path,
-            "version": record.version,
-            "search_text": normalize(text),
-            "tokens": func.to_tsvector("simple", " ".join(lexemes(text))),
-            "source_revision": record.revision,
-        }
-        for path, text in field_texts(declaration, data).items()
-    ]
-    if rows:
-        session.execute(insert(ResourceSearch).values(rows))
+    for path, text in field_texts(declaration, data).items():
+        row = insert(ResourceSearch).values(
+            **key, field_path=path, version=record.version, search_text=normalize(text),
+            tokens=func.to_tsvector("simple", " ".join(lexemes(text))), source_revision=record.revision,
+        )
+        try:
+            with session.begin_nested():
+                session.execute(row)
+        except DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", None) != TSVECTOR_TOO_LONG:
+                raise
+            raise InvalidInput(
+                f"{path} has more distinct words than one search index entry holds (1 MB of lexemes);"
+                " split the record or shorten the field",
+                code="field_too_large_to_index",
+                details={"path": path},
+            ) from exc

@@ -224,3 +224,18 @@ def test_a_long_transcript_is_stored_in_the_artifact_store_and_reads_back_equal(
     assert _put(client, key, f"transcript/{rid}", short, expected_version=1).json()["version"] == 2
     again = client.get(f"/records/transcript/{rid}", headers=auth(key)).json()
     assert again["data"] == short and again["long_fields"] == []
+
+
+def test_a_field_too_large_for_the_search_index_is_refused_with_its_path(
+    client: TestClient, engine: Engine, alice: tuple[str, str]
+) -> None:
+    """100,000 distinct words are 1.2 MB of lexemes, over what one tsvector holds: a typed 422, nothing stored."""
+    tenant, key = alice
+    rid = _rid()
+    words = " ".join(f"w{i:06d}x" for i in range(100_000))
+    refused = _put(client, key, f"transcript/{rid}", {"title": "t", "text": words})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["code"] == "field_too_large_to_index"
+    assert refused.json()["error"]["details"] == {"path": "/text"}
+    assert client.get(f"/records/transcript/{rid}", headers=auth(key)).status_code == 404
+    assert _projection(engine, tenant, "transcript", rid) == {}
