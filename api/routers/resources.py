@@ -71,7 +71,7 @@ def write_record(
     declaration = catalog.get(resource)
     with tenant_session(engine, principal.tenant_id) as session:
         written = put_record(session, principal, declaration, record_id, body.data, body.expected_version,
-                             record_store(settings.data_dir))
+                             record_store(settings.data_dir, principal.tenant_id))
     if not written.created:
         response.status_code = status.HTTP_200_OK
     return RecordWrittenOut(ref=ref_of(resource, record_id), version=written.record.version,
@@ -87,7 +87,8 @@ def read_record(
     _not_public(principal)
     declaration = catalog.get(resource)
     with tenant_session(engine, principal.tenant_id) as session:
-        stored = get_record(session, principal, declaration, record_id, record_store(settings.data_dir))
+        stored = get_record(session, principal, declaration, record_id,
+                            record_store(settings.data_dir, principal.tenant_id))
     record = stored.record
     return RecordOut(
         ref=ref_of(resource, record_id), resource=resource, record_id=record_id, version=record.version,

@@ -11,6 +11,7 @@ unreferenced bytes behind.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +40,13 @@ class Offloaded:
     characters: int
 
 
-def record_store(data_dir: Path) -> ArtifactStore:
+def record_store(data_dir: Path, tenant_id: str) -> ArtifactStore:
     """Record bodies have a store of their own, apart from the report tasks' artifacts: deleting one never
-    touches bytes a task still names."""
-    return ArtifactStore(data_dir / "record-artifacts")
+    touches bytes a task still names. Each tenant has its own directory (named by the sha256 of the tenant
+    id, which may hold any character): whether a body is still referenced is asked of that tenant's rows
+    only, which is all row-level security lets a deletion see, so the same bytes stored by two tenants are
+    two files, and forgetting one tenant's never removes the other's."""
+    return ArtifactStore(data_dir / "record-artifacts" / hashlib.sha256(tenant_id.encode()).hexdigest())
 
 
 def encode(value: Any) -> str:
