@@ -190,7 +190,9 @@ def request_deletion(
             job_id=job_id,
             revision=revision,
         )
-        .on_conflict_do_nothing()
+        # A target deleted before (a subject, a record written again since) is covered up to this barrier now.
+        .on_conflict_do_update(index_elements=["tenant_id", "target_type", "target_id", "owner_user_id"],
+                               set_={"job_id": job_id, "revision": revision})
     )
     session.execute(update(Memory).where(covered).values(status=Status.DELETED.value))
     derived = hide_orphans(session, job, linked_refs(session, scope, tenant, revision), revision)
