@@ -15,15 +15,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import ColumnElement, and_, delete, exists, or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
-from memory.errors import InvalidInput, NotFound, VersionConflict
+from memory.errors import Conflict, InvalidInput, NotFound, VersionConflict
 from memory.events import next_revision
+from memory.models import Tombstone
 from memory.resources.bodies import Offloaded, encode, offload, restore
 from memory.resources.declarations import RECORD_ID, Declaration
+from memory.resources.forget import guard_bodies
 from memory.resources.models import ResourceArtifact, ResourceRecord
 from memory.resources.projection import write_record_projection
 from memory.resources.validation import check_record
@@ -53,6 +55,26 @@ def ref_of(resource: str, record_id: str) -> str:
 
 def _digest(data: dict[str, Any]) -> str:
     return hashlib.sha256(encode(data).encode("utf-8")).hexdigest()
+
+
+class RecordBeingDeleted(Conflict):
+    code = "record_deletion_pending"
+
+
+def not_forgotten() -> ColumnElement[bool]:
+    """No deletion barrier covers the record: a subject tombstone of its owner, or a tombstone of the record
+    itself, at or after the revision it was written in. From the barrier's commit on, a covered record is
+    as missing as one never written; the purge removes it later (:mod:`memory.resources.forget`)."""
+    return ~exists().where(
+        Tombstone.tenant_id == ResourceRecord.tenant_id,
+        Tombstone.owner_user_id == ResourceRecord.owner_id,
+        Tombstone.revision >= ResourceRecord.revision,
+        or_(
+            and_(Tombstone.target_type == "subject", Tombstone.target_id == ResourceRecord.owner_id),
+            and_(Tombstone.target_type == "record",
+                 Tombstone.target_id == ResourceRecord.resource + ":" + ResourceRecord.record_id),
+        ),
+    )
 
 
 def _select(principal: PrincipalContext, resource: str, record_id: str) -> Any:
@@ -97,8 +119,10 @@ def put_record(
             _select(principal, declaration.type, record_id).with_for_update()
         ).scalar_one()
         if created is not None:
-            _write_derived(session, record, declaration, data, long_fields)
+            _write_derived(session, record, declaration, data, long_fields, store)
             return Written(record, created=True, replayed=False)
+    if session.execute(_select(principal, declaration.type, record_id).where(not_forgotten())).first() is None:
+        raise RecordBeingDeleted(f"record {ref} is being deleted: write it again once its deletion job completes")
     if record.data_sha256 == digest:
         return Written(record, created=False, replayed=True)
     if expected_version is None:
@@ -117,15 +141,20 @@ def put_record(
     record.updated_at = datetime.now(UTC)
     record.revision = next_revision(session)
     session.flush()
-    _write_derived(session, record, declaration, data, long_fields)
+    _write_derived(session, record, declaration, data, long_fields, store)
     return Written(record, created=False, replayed=False)
 
 
 def _write_derived(session: Session, record: ResourceRecord, declaration: Declaration, data: dict[str, Any],
-                   long_fields: list[Offloaded]) -> None:
+                   long_fields: list[Offloaded], store: ArtifactStore) -> None:
     key = {"tenant_id": record.tenant_id, "owner_id": record.owner_id, "resource": record.resource,
            "record_id": record.record_id}
     session.execute(delete(ResourceArtifact).filter_by(**key))
+    # A deletion removing a body takes the same lock (memory.resources.forget): past it, the bytes either
+    # stay or are gone for good, and gone ones are written again before this transaction names them.
+    guard_bodies(session, [body.sha256 for body in long_fields])
+    if any(not store.path(body.sha256).exists() for body in long_fields):
+        offload(store, declaration, data)
     for body in long_fields:
         session.add(ResourceArtifact(**key, field_path=body.path, sha256=body.sha256, size_bytes=body.size_bytes,
                                      characters=body.characters))
@@ -136,7 +165,9 @@ def _write_derived(session: Session, record: ResourceRecord, declaration: Declar
 def get_record(session: Session, principal: PrincipalContext, declaration: Declaration, record_id: str,
                store: ArtifactStore) -> StoredRecord:
     """The caller's record with its whole data; anyone else's is the 404 of a missing one."""
-    record = session.execute(_select(principal, declaration.type, record_id)).scalar_one_or_none()
+    record = session.execute(
+        _select(principal, declaration.type, record_id).where(not_forgotten())
+    ).scalar_one_or_none()
     if record is None:
         raise NotFound(f"no record {ref_of(declaration.type, record_id)}")
     rows = session.execute(

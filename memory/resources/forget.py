@@ -1,0 +1,141 @@
+"""What a deletion does to source records: the ``source_records`` layer and its verification.
+
+A subject deletion covers every record its subject owns, written up to the barrier's revision (later
+writes are new data). The barrier hides them at once (:func:`memory.resources.records.not_forgotten`
+reads its tombstone); the purge deletes the record rows, and with them (the foreign keys cascade) their
+search projection rows and long-field metadata, and deletes from the tenant's artifact store every body
+that no remaining record of the tenant references. The bodies' sha256s are kept in the layer's evidence,
+so verification can look for each in the store afterwards.
+
+The store is outside the database transaction. A body is deleted while the batch's transaction, which
+already removed the rows naming it, still holds an advisory lock on its sha256; a record write naming
+the same bytes takes that lock and writes the bytes again (:func:`guard_bodies`), so whichever commits
+second finds what it needs: a write never commits naming bytes a deletion removed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, delete, false, func, select, text, tuple_
+from sqlalchemy.orm import Session
+
+from memory.deletion.scope import ScopeType
+from memory.models import DeletionJob, DeletionLayer
+from memory.resources.models import ResourceArtifact, ResourceRecord, ResourceSearch
+from memory.tasks.artifacts import ArtifactStore
+
+LAYER = "source_records"
+STORE_KEY = "mnemo.record_store"
+"""Where a deletion activity puts the tenant's record store in ``Session.info`` (:func:`bind_store`)."""
+
+
+def bind_store(session: Session, store: ArtifactStore) -> None:
+    """Give this session's purge and verification the tenant's record store (the worker knows the data dir)."""
+    session.info[STORE_KEY] = store
+
+
+def _store(session: Session) -> ArtifactStore:
+    store = session.info.get(STORE_KEY)
+    if not isinstance(store, ArtifactStore):
+        raise RuntimeError("no record store bound to this session: the deletion worker must bind_store() first")
+    return store
+
+
+def guard_bodies(session: Session, shas: list[str]) -> None:
+    """Take the advisory lock of each body (sorted, so two transactions never wait on each other in a cycle)."""
+    for sha in sorted(set(shas)):
+        session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+                        {"key": f"record-body:{sha}"})
+
+
+def records_in(job: DeletionJob) -> ColumnElement[bool]:
+    """Record rows the job covers: a subject's, written at or before its barrier."""
+    if job.scope_type != ScopeType.SUBJECT.value:
+        return false()  # a memory, an event or a session names no record
+    return and_(ResourceRecord.tenant_id == job.tenant_id, ResourceRecord.owner_id == job.subject_user_id,
+                ResourceRecord.revision <= job.barrier_revision)
+
+
+def _projection_in(job: DeletionJob) -> ColumnElement[bool]:
+    """Projection rows of covered records, found by their own columns: they are counted even without a record."""
+    if job.scope_type != ScopeType.SUBJECT.value:
+        return false()
+    return and_(ResourceSearch.tenant_id == job.tenant_id, ResourceSearch.owner_id == job.subject_user_id,
+                ResourceSearch.source_revision <= job.barrier_revision)
+
+
+def _referenced(session: Session, tenant_id: str, sha: str) -> bool:
+    return session.execute(
+        select(ResourceArtifact.sha256).where(ResourceArtifact.tenant_id == tenant_id, ResourceArtifact.sha256 == sha)
+        .limit(1)
+    ).first() is not None
+
+
+def _known_bodies(session: Session, job: DeletionJob) -> list[str]:
+    evidence = session.execute(
+        select(DeletionLayer.evidence).where(DeletionLayer.tenant_id == job.tenant_id,
+                                             DeletionLayer.job_id == job.job_id, DeletionLayer.layer == LAYER)
+    ).scalar_one_or_none() or {}
+    return [str(sha) for sha in evidence.get("body_sha256", [])]
+
+
+def purge_source_records(session: Session, job: DeletionJob, batch: int) -> tuple[int, bool, dict[str, Any]]:
+    """One batch: delete covered records (their projection and body metadata cascade), then their bodies."""
+    keys = [tuple(row) for row in session.execute(
+        select(ResourceRecord.tenant_id, ResourceRecord.owner_id, ResourceRecord.resource, ResourceRecord.record_id)
+        .where(records_in(job)).limit(batch).with_for_update(skip_locked=True)
+    )]
+    columns = (ResourceRecord.tenant_id, ResourceRecord.owner_id, ResourceRecord.resource, ResourceRecord.record_id)
+    shas: list[str] = []
+    projection_rows = 0
+    if keys:
+        shas = list(session.execute(
+            select(ResourceArtifact.sha256).where(tuple_(ResourceArtifact.tenant_id, ResourceArtifact.owner_id,
+                                                         ResourceArtifact.resource, ResourceArtifact.record_id)
+                                                  .in_(keys)).distinct()
+        ).scalars())
+        projection_rows = session.execute(
+            select(func.count()).select_from(ResourceSearch).where(
+                tuple_(ResourceSearch.tenant_id, ResourceSearch.owner_id, ResourceSearch.resource,
+                       ResourceSearch.record_id).in_(keys))
+        ).scalar_one()
+        session.execute(delete(ResourceRecord).where(tuple_(*columns).in_(keys)))
+    # Projection rows left without their record (none while the foreign key cascades): gone all the same.
+    projection_rows += session.execute(delete(ResourceSearch).where(_projection_in(job))).rowcount  # type: ignore[attr-defined]
+    known = _known_bodies(session, job)
+    # Every body this job has seen is checked again: one a concurrent write still named last time may be free now.
+    candidates = list(dict.fromkeys([*known, *shas]))
+    guard_bodies(session, candidates)
+    removed_bodies = 0
+    store = _store(session) if candidates else None
+    for sha in candidates:
+        assert store is not None
+        if not _referenced(session, job.tenant_id, sha) and store.path(sha).exists():
+            store.path(sha).unlink(missing_ok=True)
+            removed_bodies += 1
+    done = len(keys) < batch
+    return len(keys), done, {"records_deleted": len(keys), "record_projection_rows": projection_rows,
+                             "record_bodies_deleted": removed_bodies, "body_sha256": candidates}
+
+
+def record_hits(session: Session, job: DeletionJob) -> dict[str, int]:
+    """Verification: covered records, their projection rows, and bodies of theirs the store still holds
+    that no remaining record of the tenant references."""
+    hits = {
+        "records": session.execute(select(func.count()).select_from(ResourceRecord).where(records_in(job)))
+        .scalar_one(),
+        "record_projection_rows": session.execute(
+            select(func.count()).select_from(ResourceSearch).where(_projection_in(job))
+        ).scalar_one(),
+    }
+    known = _known_bodies(session, job)
+    if known:
+        store = _store(session)
+        hits["record_bodies"] = sum(
+            1 for sha in known if store.path(sha).exists() and not _referenced(session, job.tenant_id, sha)
+        )
+    return hits
+
+
+__all__ = ["bind_store", "guard_bodies", "purge_source_records", "record_hits", "records_in"]

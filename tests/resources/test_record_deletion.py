@@ -1,0 +1,115 @@
+"""Forgetting reaches source records: a subject deletion hides them at its barrier, then purges their rows, their
+search projection and their long bodies in the artifact store, and verification proves nothing is left; another
+user's records (and bodies with the same bytes) stay."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, text
+
+from api.settings import Settings
+from memory.db import tenant_session
+from memory.deletion.jobs import get_job
+from memory.deletion.verify import verify
+from memory.resources.bodies import encode, record_store
+from memory.resources.forget import bind_store
+from tests.conftest import MakeKey, auth, poll
+from tests.workers import api_with_worker
+
+
+@pytest.fixture(scope="module")
+def api(settings: Settings, engine: Engine) -> Iterator[TestClient]:
+    with api_with_worker(settings, engine, "record-deletion") as client:
+        yield client
+
+
+def _body(word: str) -> str:
+    line = f"{word}：提醒补发改成通知兜底。Li: ship the fallback first.\n"
+    return (line * (110_000 // len(line) + 1))[:110_000]
+
+
+def _transcript(body: str) -> dict[str, Any]:
+    return {"title": "评审 转写", "language": "zh-CN", "recorded_at": "2026-07-14T14:00:00+08:00", "text": body,
+            "segments": [{"speaker": "王设计", "start_ms": 0, "end_ms": 4200, "text": "下周三前出方案"}]}
+
+
+def _put(api: TestClient, key: str, path: str, data: dict[str, Any]) -> dict[str, Any]:
+    response = api.put(f"/records/{path}", json={"data": data}, headers=auth(key))
+    assert response.status_code == 201, response.text
+    read = api.get(f"/records/{path}", headers=auth(key)).json()
+    return dict(read)
+
+
+def _rows(engine: Engine, tenant: str, owner: str) -> dict[str, int]:
+    with tenant_session(engine, tenant) as session:
+        return {table: session.execute(text(f"SELECT count(*) FROM {table} WHERE owner_id = :o"), {"o": owner})
+                .scalar_one() for table in ("resource_records", "resource_search", "resource_artifacts")}
+
+
+def _sha(read: dict[str, Any]) -> str:
+    [long_field] = read["long_fields"]
+    return str(long_field["sha256"])
+
+
+def test_subject_deletion_hides_then_purges_records_projection_and_bodies(
+    api: TestClient, make_key: MakeKey, engine: Engine, settings: Settings
+) -> None:
+    tenant, other_tenant = f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}"
+    alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
+    carol = make_key(tenant=other_tenant, user="alice")  # another tenant's alice, same bytes
+    own, shared = _body("爱丽丝独有"), _body("共同")
+    todo = {"title": "更新推送配置", "status": "open"}
+    _put(api, alice, "todo/t-1", todo)
+    alone = _put(api, alice, "transcript/tr-own", _transcript(own))
+    alices_shared = _put(api, alice, "transcript/tr-shared", _transcript(shared))
+    bobs = _put(api, bob, "transcript/tr-shared", _transcript(shared))
+    carols = _put(api, carol, "transcript/tr-shared", _transcript(shared))
+    _put(api, bob, "todo/t-1", todo)
+    store, other_store = record_store(settings.data_dir, tenant), record_store(settings.data_dir, other_tenant)
+    own_sha, shared_sha = _sha(alone), _sha(alices_shared)
+    assert _sha(bobs) == _sha(carols) == shared_sha != own_sha
+    assert store.path(own_sha).exists() and store.path(shared_sha).exists() and other_store.path(shared_sha).exists()
+    assert _rows(engine, tenant, "alice") == {"resource_records": 3, "resource_search": 5, "resource_artifacts": 2}
+
+    accepted = api.post("/deletion-requests", json={"deletion_request_id": f"forget-{uuid.uuid4().hex[:8]}",
+                                                    "scope": {"type": "subject"}}, headers=auth(alice))
+    assert accepted.status_code == 202, accepted.text
+    # At once: her records are as missing as ones never written, and cannot be written over while they go.
+    for path in ("todo/t-1", "transcript/tr-own", "transcript/tr-shared"):
+        assert api.get(f"/records/{path}", headers=auth(alice)).status_code == 404, path
+    rewrite = api.put("/records/todo/t-1", json={"data": {**todo, "status": "done"}, "expected_version": 1},
+                      headers=auth(alice))
+    assert (rewrite.status_code, rewrite.json()["error"]["code"]) == (409, "record_deletion_pending")
+    assert api.get("/records/todo/t-1", headers=auth(bob)).status_code == 200
+
+    job = poll(api, alice, f"/memory-deletions/{accepted.json()['job_id']}",
+               lambda body: body["status"] in ("completed", "failed_requires_action"), 60)
+    assert (job["status"], job["fully_deleted"], job["remaining_copies"]) == ("completed", True, []), job
+    layers = {layer["layer"]: layer for layer in job["layers"]}
+    evidence = layers["source_records"]["evidence"]
+    assert layers["source_records"]["removed"] == 3
+    assert (evidence["records_deleted"], evidence["record_projection_rows"], evidence["record_bodies_deleted"]) == (
+        3, 5, 1)
+    assert sorted(evidence["body_sha256"]) == sorted([own_sha, shared_sha])
+    assert _rows(engine, tenant, "alice") == {"resource_records": 0, "resource_search": 0, "resource_artifacts": 0}
+    assert not store.path(own_sha).exists()
+    # Bob's record still names the shared bytes, and another tenant's copy is a file of its own: both stay.
+    assert store.path(shared_sha).exists() and other_store.path(shared_sha).exists()
+    assert _rows(engine, tenant, "bob") == {"resource_records": 2, "resource_search": 3, "resource_artifacts": 1}
+    assert api.get("/records/transcript/tr-shared", headers=auth(bob)).json()["data"] == _transcript(shared)
+    assert api.get("/records/transcript/tr-shared", headers=auth(carol)).json()["data"] == _transcript(shared)
+    # Written after the barrier, a record of the same id is new data, and readable.
+    assert api.put("/records/todo/t-1", json={"data": todo}, headers=auth(alice)).status_code == 201
+    assert api.get("/records/todo/t-1", headers=auth(alice)).json()["version"] == 1
+
+    # Verification counts a body left behind: put the deleted bytes back and it is found again.
+    store.put(encode(own).encode("utf-8"))
+    with tenant_session(engine, tenant) as session:
+        bind_store(session, store)
+        found = verify(session, get_job(session, tenant, uuid.UUID(job["job_id"])))
+    assert (found.clean, found.hits) == (False, {"record_bodies": 1})
