@@ -22,7 +22,7 @@ from memory.errors import Forbidden
 from memory.resources.bodies import record_store
 from memory.resources.catalog import Catalog, audience_of
 from memory.resources.declarations import Audience, Operation
-from memory.resources.records import get_record, put_record, ref_of
+from memory.resources.records import get_record, put_record, ref_of, release_bodies
 
 router = APIRouter(tags=["resources"])
 
@@ -69,9 +69,10 @@ def write_record(
     replay (200, ``replayed``). A stale ``expected_version`` is a 409 carrying ``current_version``."""
     _not_public(principal)
     declaration = catalog.get(resource)
+    store = record_store(settings.data_dir, principal.tenant_id)
     with tenant_session(engine, principal.tenant_id) as session:
-        written = put_record(session, principal, declaration, record_id, body.data, body.expected_version,
-                             record_store(settings.data_dir, principal.tenant_id))
+        written = put_record(session, principal, declaration, record_id, body.data, body.expected_version, store)
+    release_bodies(engine, principal.tenant_id, store, written.released)
     if not written.created:
         response.status_code = status.HTTP_200_OK
     return RecordWrittenOut(ref=ref_of(resource, record_id), version=written.record.version,

@@ -49,6 +49,20 @@ def guard_bodies(session: Session, shas: list[str]) -> None:
                         {"key": f"record-body:{sha}"})
 
 
+def drop_unreferenced(session: Session, store: ArtifactStore, tenant_id: str, shas: list[str]) -> int:
+    """Delete from ``store`` each of these bodies that no record of the tenant references; how many went.
+
+    Each is checked and deleted under its lock (held to the end of the transaction), so a write naming the
+    same bytes either committed first (the body stays) or finds them gone and writes them again."""
+    guard_bodies(session, shas)
+    removed = 0
+    for sha in sorted(set(shas)):
+        if not _referenced(session, tenant_id, sha) and store.path(sha).exists():
+            store.path(sha).unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
 def records_in(job: DeletionJob) -> ColumnElement[bool]:
     """Record rows the job covers: a subject's, written at or before its barrier."""
     if job.scope_type != ScopeType.SUBJECT.value:
@@ -106,14 +120,7 @@ def purge_source_records(session: Session, job: DeletionJob, batch: int) -> tupl
     known = _known_bodies(session, job)
     # Every body this job has seen is checked again: one a concurrent write still named last time may be free now.
     candidates = list(dict.fromkeys([*known, *shas]))
-    guard_bodies(session, candidates)
-    removed_bodies = 0
-    store = _store(session) if candidates else None
-    for sha in candidates:
-        assert store is not None
-        if not _referenced(session, job.tenant_id, sha) and store.path(sha).exists():
-            store.path(sha).unlink(missing_ok=True)
-            removed_bodies += 1
+    removed_bodies = drop_unreferenced(session, _store(session), job.tenant_id, candidates) if candidates else 0
     done = len(keys) < batch
     return len(keys), done, {"records_deleted": len(keys), "record_projection_rows": projection_rows,
                              "record_bodies_deleted": removed_bodies, "body_sha256": candidates}
@@ -138,4 +145,4 @@ def record_hits(session: Session, job: DeletionJob) -> dict[str, int]:
     return hits
 
 
-__all__ = ["bind_store", "guard_bodies", "purge_source_records", "record_hits", "records_in"]
+__all__ = ["bind_store", "drop_unreferenced", "guard_bodies", "purge_source_records", "record_hits", "records_in"]

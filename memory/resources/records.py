@@ -15,17 +15,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, exists, or_, select
+from sqlalchemy import ColumnElement, Engine, and_, delete, exists, or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
+from memory.db import tenant_session
 from memory.errors import Conflict, InvalidInput, NotFound, VersionConflict
 from memory.events import next_revision
 from memory.models import Tombstone
 from memory.resources.bodies import Offloaded, encode, offload, restore
 from memory.resources.declarations import RECORD_ID, Declaration
-from memory.resources.forget import guard_bodies
+from memory.resources.forget import drop_unreferenced, guard_bodies
 from memory.resources.models import ResourceArtifact, ResourceRecord
 from memory.resources.projection import write_record_projection
 from memory.resources.validation import check_record
@@ -39,6 +40,9 @@ class Written:
     record: ResourceRecord
     created: bool
     replayed: bool
+    released: tuple[str, ...] = ()
+    """Bodies the previous version named and this one does not: once the write commits, each one no record of
+    the tenant references any more is deleted (:func:`release_bodies`)."""
 
 
 @dataclass(frozen=True)
@@ -141,15 +145,18 @@ def put_record(
     record.updated_at = datetime.now(UTC)
     record.revision = next_revision(session)
     session.flush()
-    _write_derived(session, record, declaration, data, long_fields, store)
-    return Written(record, created=False, replayed=False)
+    released = _write_derived(session, record, declaration, data, long_fields, store)
+    return Written(record, created=False, replayed=False, released=released)
 
 
 def _write_derived(session: Session, record: ResourceRecord, declaration: Declaration, data: dict[str, Any],
-                   long_fields: list[Offloaded], store: ArtifactStore) -> None:
+                   long_fields: list[Offloaded], store: ArtifactStore) -> tuple[str, ...]:
+    """The record's long fields' rows and projection; returns the bodies its previous version named alone."""
     key = {"tenant_id": record.tenant_id, "owner_id": record.owner_id, "resource": record.resource,
            "record_id": record.record_id}
-    session.execute(delete(ResourceArtifact).filter_by(**key))
+    previous = session.execute(delete(ResourceArtifact).filter_by(**key).returning(ResourceArtifact.sha256))
+    kept = {body.sha256 for body in long_fields}
+    released = tuple(sorted({sha for sha in previous.scalars() if sha not in kept}))
     # A deletion removing a body takes the same lock (memory.resources.forget): past it, the bytes either
     # stay or are gone for good, and gone ones are written again before this transaction names them.
     guard_bodies(session, [body.sha256 for body in long_fields])
@@ -160,6 +167,16 @@ def _write_derived(session: Session, record: ResourceRecord, declaration: Declar
                                      characters=body.characters))
     session.flush()
     write_record_projection(session, record, declaration, data)
+    return released
+
+
+def release_bodies(engine: Engine, tenant_id: str, store: ArtifactStore, shas: tuple[str, ...]) -> int:
+    """After an update committed: delete the replaced bodies no record of the tenant references (another record
+    may name the same bytes). A crash before this leaves them unreferenced; a subject deletion sweeps those."""
+    if not shas:
+        return 0
+    with tenant_session(engine, tenant_id) as session:
+        return drop_unreferenced(session, store, tenant_id, list(shas))
 
 
 def get_record(session: Session, principal: PrincipalContext, declaration: Declaration, record_id: str,

@@ -113,3 +113,35 @@ def test_subject_deletion_hides_then_purges_records_projection_and_bodies(
         bind_store(session, store)
         found = verify(session, get_job(session, tenant, uuid.UUID(job["job_id"])))
     assert (found.clean, found.hits) == (False, {"record_bodies": 1})
+
+
+def test_an_update_deletes_the_body_it_replaced_unless_another_record_names_it(
+    api: TestClient, make_key: MakeKey, engine: Engine, settings: Settings
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
+    store = record_store(settings.data_dir, tenant)
+    first, second, shared = _body("初稿"), _body("终稿"), _body("同一份")
+    old_sha = _sha(_put(api, alice, "transcript/tr-1", _transcript(first)))
+    updated = api.put("/records/transcript/tr-1", json={"data": _transcript(second), "expected_version": 1},
+                      headers=auth(alice))
+    assert (updated.status_code, updated.json()["version"]) == (200, 2), updated.text
+    read = api.get("/records/transcript/tr-1", headers=auth(alice)).json()
+    assert read["data"] == _transcript(second)
+    assert store.path(_sha(read)).exists()
+    assert not store.path(old_sha).exists()  # the first version's text is nowhere any more
+    assert _rows(engine, tenant, "alice")["resource_artifacts"] == 1
+
+    # Bytes another record (here bob's) still names stay when one record stops naming them.
+    shared_sha = _sha(_put(api, alice, "transcript/tr-2", _transcript(shared)))
+    assert _sha(_put(api, bob, "transcript/tr-2", _transcript(shared))) == shared_sha
+    short = api.put("/records/transcript/tr-2", json={"data": _transcript("短了"), "expected_version": 1},
+                    headers=auth(alice))
+    assert short.status_code == 200, short.text
+    assert api.get("/records/transcript/tr-2", headers=auth(alice)).json()["long_fields"] == []
+    assert store.path(shared_sha).exists()
+    assert api.get("/records/transcript/tr-2", headers=auth(bob)).json()["data"] == _transcript(shared)
+    # ... and go once the last record naming them does.
+    assert api.put("/records/transcript/tr-2", json={"data": _transcript("也短了"), "expected_version": 1},
+                   headers=auth(bob)).status_code == 200
+    assert not store.path(shared_sha).exists()
