@@ -5,7 +5,9 @@ writes are new data). The barrier hides them at once (:func:`memory.resources.re
 reads its tombstone); the purge deletes the record rows, and with them (the foreign keys cascade) their
 search projection rows and long-field metadata, and deletes from the tenant's artifact store every body
 that no remaining record of the tenant references. The bodies' sha256s are kept in the layer's evidence,
-so verification can look for each in the store afterwards.
+so verification can look for each in the store afterwards. A subject deletion also empties the tenant's
+store of what no record references at all, from before its barrier (:func:`_orphans`): bytes a crash left
+between writing them and committing the record, whoever's they were.
 
 The store is outside the database transaction. A body is deleted while the batch's transaction, which
 already removed the rows naming it, still holds an advisory lock on its sha256; a record write naming
@@ -15,6 +17,8 @@ second finds what it needs: a write never commits naming bytes a deletion remove
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, false, func, select, text, tuple_
@@ -122,13 +126,57 @@ def purge_source_records(session: Session, job: DeletionJob, batch: int) -> tupl
     candidates = list(dict.fromkeys([*known, *shas]))
     removed_bodies = drop_unreferenced(session, _store(session), job.tenant_id, candidates) if candidates else 0
     done = len(keys) < batch
-    return len(keys), done, {"records_deleted": len(keys), "record_projection_rows": projection_rows,
-                             "record_bodies_deleted": removed_bodies, "body_sha256": candidates}
+    evidence: dict[str, Any] = {"records_deleted": len(keys), "record_projection_rows": projection_rows,
+                                "record_bodies_deleted": removed_bodies, "body_sha256": candidates}
+    if done and job.scope_type == ScopeType.SUBJECT.value:
+        orphans, temporaries = _orphans(session, _store(session), job, set(candidates))
+        evidence["record_orphan_bodies_deleted"] = drop_unreferenced(session, _store(session), job.tenant_id,
+                                                                     orphans[:batch])
+        for path in temporaries[:batch]:
+            path.unlink(missing_ok=True)
+        evidence["record_temporaries_deleted"] = len(temporaries[:batch])
+        done = len(orphans) <= batch and len(temporaries) <= batch
+    return len(keys), done, evidence
+
+
+_SHA256 = re.compile("^[0-9a-f]{64}$")
+
+
+def _orphans(session: Session, store: ArtifactStore, job: DeletionJob, known: set[str]) -> tuple[list[str],
+                                                                                                 list[Path]]:
+    """What the tenant's store holds from before the barrier that no record references: bodies (bytes written
+    by a request that never committed, or replaced by an update whose clean-up did not run) and temporary files
+    (a write that stopped before its rename). Whose they were cannot be told, so a subject deletion takes them
+    all. A file written after the barrier is not covered: it is new data, or a write still in flight (a write
+    names its bytes only after taking their lock, :func:`guard_bodies`, which :func:`drop_unreferenced` waits
+    for). ``known`` are the bodies of the job's own records, counted apart."""
+    barrier = job.barrier_at.timestamp()
+    bodies: list[str] = []
+    temporaries: list[Path] = []
+    shards = [shard for shard in store.root.iterdir() if shard.is_dir()] if store.root.is_dir() else []
+    for shard in sorted(shards):
+        for path in sorted(shard.iterdir()):
+            try:
+                if not path.is_file() or path.stat().st_mtime >= barrier:
+                    continue
+            except FileNotFoundError:  # deleted meanwhile
+                continue
+            if _SHA256.match(path.name) and path.name[:2] == shard.name:
+                if path.name not in known:
+                    bodies.append(path.name)
+            else:
+                temporaries.append(path)
+    referenced = set(session.execute(
+        select(ResourceArtifact.sha256).where(ResourceArtifact.tenant_id == job.tenant_id,
+                                              ResourceArtifact.sha256.in_(bodies))
+    ).scalars()) if bodies else set()
+    return [sha for sha in bodies if sha not in referenced], temporaries
 
 
 def record_hits(session: Session, job: DeletionJob) -> dict[str, int]:
-    """Verification: covered records, their projection rows, and bodies of theirs the store still holds
-    that no remaining record of the tenant references."""
+    """Verification: covered records, their projection rows, bodies of theirs the store still holds that no
+    remaining record of the tenant references, and, for a subject, any other unreferenced body or temporary file
+    the tenant's store holds from before the barrier."""
     hits = {
         "records": session.execute(select(func.count()).select_from(ResourceRecord).where(records_in(job)))
         .scalar_one(),
@@ -142,6 +190,10 @@ def record_hits(session: Session, job: DeletionJob) -> dict[str, int]:
         hits["record_bodies"] = sum(
             1 for sha in known if store.path(sha).exists() and not _referenced(session, job.tenant_id, sha)
         )
+    if job.scope_type == ScopeType.SUBJECT.value:
+        orphans, temporaries = _orphans(session, _store(session), job, set(known))
+        hits["record_orphan_bodies"] = len(orphans)
+        hits["record_temporaries"] = len(temporaries)
     return hits
 
 

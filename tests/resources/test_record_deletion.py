@@ -4,6 +4,8 @@ user's records (and bodies with the same bytes) stay."""
 
 from __future__ import annotations
 
+import os
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -145,3 +147,44 @@ def test_an_update_deletes_the_body_it_replaced_unless_another_record_names_it(
     assert api.put("/records/transcript/tr-2", json={"data": _transcript("也短了"), "expected_version": 1},
                    headers=auth(bob)).status_code == 200
     assert not store.path(shared_sha).exists()
+
+
+def test_a_subject_deletion_leaves_no_unreferenced_body_in_the_tenants_store(
+    api: TestClient, make_key: MakeKey, engine: Engine, settings: Settings
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
+    store = record_store(settings.data_dir, tenant)
+    bobs = _sha(_put(api, bob, "transcript/tr-1", _transcript(_body("鲍勃的"))))
+    _put(api, alice, "transcript/tr-1", _transcript(_body("爱丽丝的")))
+    # What a crash leaves: bytes written for a record that never committed, and a write stopped before its rename.
+    orphan_bytes = encode(_body("没提交的")).encode("utf-8")
+    orphan = store.path(store.put(orphan_bytes))
+    temporary = orphan.parent / "tmpcrashed"
+    temporary.write_bytes(orphan_bytes[:1000])
+    past = time.time() - 60
+    for path in (orphan, temporary):
+        os.utime(path, (past, past))
+
+    accepted = api.post("/deletion-requests", json={"deletion_request_id": f"forget-{uuid.uuid4().hex[:8]}",
+                                                    "scope": {"type": "subject"}}, headers=auth(alice))
+    assert accepted.status_code == 202, accepted.text
+    job = poll(api, alice, f"/memory-deletions/{accepted.json()['job_id']}",
+               lambda body: body["status"] in ("completed", "failed_requires_action"), 60)
+    assert (job["status"], job["fully_deleted"]) == ("completed", True), job
+    evidence = {layer["layer"]: layer for layer in job["layers"]}["source_records"]["evidence"]
+    assert (evidence["record_bodies_deleted"], evidence["record_orphan_bodies_deleted"],
+            evidence["record_temporaries_deleted"]) == (1, 1, 1)
+    assert not orphan.exists() and not temporary.exists()
+    assert store.path(bobs).exists()  # referenced: bob's record reads back whole
+    assert api.get("/records/transcript/tr-1", headers=auth(bob)).json()["data"] == _transcript(_body("鲍勃的"))
+
+    # Verification would have found them: put both back as they were before the barrier.
+    store.put(orphan_bytes)
+    temporary.write_bytes(orphan_bytes[:1000])
+    for path in (orphan, temporary):
+        os.utime(path, (past, past))
+    with tenant_session(engine, tenant) as session:
+        bind_store(session, store)
+        found = verify(session, get_job(session, tenant, uuid.UUID(job["job_id"])))
+    assert (found.clean, found.hits) == (False, {"record_orphan_bodies": 1, "record_temporaries": 1})
