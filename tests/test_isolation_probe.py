@@ -73,6 +73,7 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     ("POST", "/sessions/{session_id}/commit"): ("session", {"commit_id": "probe-commit"}),
     ("GET", "/sessions/{session_id}/commits/{commit_id}"): ("commit", None),
     ("GET", "/records/{resource}/{record_id}"): ("record", None),
+    ("DELETE", "/records/{resource}/{record_id}"): ("record", None),
     ("PUT", "/records/{resource}/{record_id}"): ("record", {"data": {"title": "probe", "status": "done"},
                                                           "expected_version": 1}),
 }

@@ -35,7 +35,7 @@ async def get_catalog(request: Request) -> Catalog:
 CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 
 
-def _not_public(principal: PrincipalContext) -> None:
+def not_public(principal: PrincipalContext) -> None:
     """Records are the user's own apps' to write and read back; a public client reads the resources only."""
     if audience_of(principal) is Audience.PUBLIC:
         raise Forbidden("a public_client key reads resources; records are written and read by the user's own keys")
@@ -67,7 +67,7 @@ def write_record(
 ) -> RecordWrittenOut:
     """Create (201) or update (200, with ``expected_version``) the caller's record; the same data again is a
     replay (200, ``replayed``). A stale ``expected_version`` is a 409 carrying ``current_version``."""
-    _not_public(principal)
+    not_public(principal)
     declaration = catalog.get(resource)
     store = record_store(settings.data_dir, principal.tenant_id)
     with tenant_session(engine, principal.tenant_id) as session:
@@ -85,7 +85,7 @@ def read_record(
     catalog: CatalogDep,
 ) -> RecordOut:
     """The caller's record, whole (long fields read back from the artifact store)."""
-    _not_public(principal)
+    not_public(principal)
     declaration = catalog.get(resource)
     with tenant_session(engine, principal.tenant_id) as session:
         stored = get_record(session, principal, declaration, record_id,

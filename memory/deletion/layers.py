@@ -52,6 +52,7 @@ def scope_of(job: DeletionJob) -> Scope:
         ScopeType.EVENT: job.scope.get("event_id"),
         ScopeType.SESSION: job.scope.get("session_id"),
         ScopeType.SUBJECT: job.subject_user_id,
+        ScopeType.RECORD: job.scope.get("record"),
     }[scope_type]
     return Scope(scope_type, str(target), job.subject_user_id)
 

@@ -67,20 +67,33 @@ def drop_unreferenced(session: Session, store: ArtifactStore, tenant_id: str, sh
     return removed
 
 
+def _one_record(job: DeletionJob) -> tuple[str, str]:
+    resource, record_id = str(job.scope["record"]).split(":", 1)
+    return resource, record_id
+
+
 def records_in(job: DeletionJob) -> ColumnElement[bool]:
-    """Record rows the job covers: a subject's, written at or before its barrier."""
-    if job.scope_type != ScopeType.SUBJECT.value:
-        return false()  # a memory, an event or a session names no record
-    return and_(ResourceRecord.tenant_id == job.tenant_id, ResourceRecord.owner_id == job.subject_user_id,
+    """Record rows the job covers, written at or before its barrier: a subject's, or the one record it names."""
+    mine = and_(ResourceRecord.tenant_id == job.tenant_id, ResourceRecord.owner_id == job.subject_user_id,
                 ResourceRecord.revision <= job.barrier_revision)
+    if job.scope_type == ScopeType.SUBJECT.value:
+        return mine
+    if job.scope_type == ScopeType.RECORD.value:
+        resource, record_id = _one_record(job)
+        return and_(mine, ResourceRecord.resource == resource, ResourceRecord.record_id == record_id)
+    return false()  # a memory, an event or a session names no record
 
 
 def _projection_in(job: DeletionJob) -> ColumnElement[bool]:
     """Projection rows of covered records, found by their own columns: they are counted even without a record."""
-    if job.scope_type != ScopeType.SUBJECT.value:
-        return false()
-    return and_(ResourceSearch.tenant_id == job.tenant_id, ResourceSearch.owner_id == job.subject_user_id,
+    mine = and_(ResourceSearch.tenant_id == job.tenant_id, ResourceSearch.owner_id == job.subject_user_id,
                 ResourceSearch.source_revision <= job.barrier_revision)
+    if job.scope_type == ScopeType.SUBJECT.value:
+        return mine
+    if job.scope_type == ScopeType.RECORD.value:
+        resource, record_id = _one_record(job)
+        return and_(mine, ResourceSearch.resource == resource, ResourceSearch.record_id == record_id)
+    return false()
 
 
 def _referenced(session: Session, tenant_id: str, sha: str) -> bool:

@@ -23,7 +23,7 @@ from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.errors import Conflict, InvalidInput, NotFound, VersionConflict
 from memory.events import next_revision
-from memory.models import Tombstone
+from memory.models import DeletionJob, Tombstone
 from memory.resources.bodies import Offloaded, encode, offload, restore
 from memory.resources.declarations import RECORD_ID, Declaration
 from memory.resources.forget import drop_unreferenced, guard_bodies
@@ -81,7 +81,8 @@ def not_forgotten() -> ColumnElement[bool]:
     )
 
 
-def _select(principal: PrincipalContext, resource: str, record_id: str) -> Any:
+def own_record(principal: PrincipalContext, resource: str, record_id: str) -> Any:
+    """The caller's record of that type and id (a select of it)."""
     return select(ResourceRecord).where(
         ResourceRecord.tenant_id == principal.tenant_id,
         ResourceRecord.owner_id == principal.user_id,
@@ -107,7 +108,7 @@ def put_record(
     digest = _digest(data)
     inline, long_fields = offload(store, declaration, data)
     ref = ref_of(declaration.type, record_id)
-    record = session.execute(_select(principal, declaration.type, record_id).with_for_update()).scalar_one_or_none()
+    record = session.execute(own_record(principal, declaration.type, record_id).with_for_update()).scalar_one_or_none()
     if record is None:
         if expected_version is not None:
             raise NotFound(f"no record {ref}: create it without expected_version")
@@ -120,12 +121,12 @@ def put_record(
         ).scalar_one_or_none()
         # Nothing inserted: a concurrent request created it first, and this one is judged against that.
         record = session.execute(
-            _select(principal, declaration.type, record_id).with_for_update()
+            own_record(principal, declaration.type, record_id).with_for_update()
         ).scalar_one()
         if created is not None:
             _write_derived(session, record, declaration, data, long_fields, store)
             return Written(record, created=True, replayed=False)
-    if session.execute(_select(principal, declaration.type, record_id).where(not_forgotten())).first() is None:
+    if session.execute(own_record(principal, declaration.type, record_id).where(not_forgotten())).first() is None:
         raise RecordBeingDeleted(f"record {ref} is being deleted: write it again once its deletion job completes")
     if record.data_sha256 == digest:
         return Written(record, created=False, replayed=True)
@@ -179,11 +180,40 @@ def release_bodies(engine: Engine, tenant_id: str, store: ArtifactStore, shas: t
         return drop_unreferenced(session, store, tenant_id, list(shas))
 
 
+MAX_REQUEST_ID = 256
+
+
+def default_deletion_request_id(session: Session, principal: PrincipalContext, resource: str, record_id: str) -> str:
+    """What ``DELETE /records/{resource}/{record_id}`` is idempotent by when the caller names no
+    ``deletion_request_id``: the request of the deletion that already covers the record (or covered it and
+    purged it), else one id per written incarnation of it (the revision it was last written in), so a record
+    written again after its deletion is deleted again rather than answered with the old job."""
+    ref = ref_of(resource, record_id)
+    revision = session.execute(
+        own_record(principal, resource, record_id).with_only_columns(ResourceRecord.revision)
+    ).scalar_one_or_none()
+    covering = (
+        select(DeletionJob.deletion_request_id)
+        .join(Tombstone, and_(Tombstone.tenant_id == DeletionJob.tenant_id, Tombstone.job_id == DeletionJob.job_id))
+        .where(Tombstone.tenant_id == principal.tenant_id, Tombstone.target_type == "record",
+               Tombstone.target_id == ref, Tombstone.owner_user_id == principal.user_id)
+    )
+    if revision is not None:
+        covering = covering.where(Tombstone.revision >= revision)
+    existing = session.execute(covering.limit(1)).scalar_one_or_none()
+    if existing is not None:
+        return str(existing)
+    readable = f"record-{ref}-{principal.user_id}" + (f"-r{revision}" if revision is not None else "")
+    if len(readable) <= MAX_REQUEST_ID:
+        return readable
+    return "record~" + hashlib.sha256(readable.encode()).hexdigest()
+
+
 def get_record(session: Session, principal: PrincipalContext, declaration: Declaration, record_id: str,
                store: ArtifactStore) -> StoredRecord:
     """The caller's record with its whole data; anyone else's is the 404 of a missing one."""
     record = session.execute(
-        _select(principal, declaration.type, record_id).where(not_forgotten())
+        own_record(principal, declaration.type, record_id).where(not_forgotten())
     ).scalar_one_or_none()
     if record is None:
         raise NotFound(f"no record {ref_of(declaration.type, record_id)}")

@@ -188,3 +188,65 @@ def test_a_subject_deletion_leaves_no_unreferenced_body_in_the_tenants_store(
         bind_store(session, store)
         found = verify(session, get_job(session, tenant, uuid.UUID(job["job_id"])))
     assert (found.clean, found.hits) == (False, {"record_orphan_bodies": 1, "record_temporaries": 1})
+
+
+def test_deleting_one_record_hides_it_at_once_then_purges_it_alone(
+    api: TestClient, make_key: MakeKey, engine: Engine, settings: Settings
+) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
+    carol = make_key(tenant=f"t-{uuid.uuid4().hex[:12]}", user="alice")
+    store = record_store(settings.data_dir, tenant)
+    todo = {"title": "更新推送配置", "status": "open"}
+    doomed_body, kept_body = _body("要忘掉的"), _body("留着的")
+    doomed = _sha(_put(api, alice, "transcript/tr-1", _transcript(doomed_body)))
+    kept = _sha(_put(api, alice, "transcript/tr-2", _transcript(kept_body)))
+    _put(api, alice, "todo/t-1", todo)
+    _put(api, bob, "transcript/tr-1", _transcript(kept_body))
+
+    # Another user's or tenant's record is the 404 of a missing one, and stays.
+    for key in (bob, carol):
+        other = api.delete("/records/transcript/tr-2", headers=auth(key))
+        assert (other.status_code, other.json()["error"]["code"]) == (404, "not_found"), other.text
+    assert api.delete("/records/transcript/tr-404", headers=auth(alice)).status_code == 404
+
+    accepted = api.delete("/records/transcript/tr-1", headers=auth(alice))
+    assert accepted.status_code == 202, accepted.text
+    job_id = accepted.json()["job_id"]
+    assert api.get("/records/transcript/tr-1", headers=auth(alice)).status_code == 404
+    rewrite = api.put("/records/transcript/tr-1", json={"data": _transcript("改"), "expected_version": 1},
+                      headers=auth(alice))
+    assert (rewrite.status_code, rewrite.json()["error"]["code"]) == (409, "record_deletion_pending")
+    assert api.delete("/records/transcript/tr-1", headers=auth(alice)).json()["job_id"] == job_id
+
+    job = poll(api, alice, f"/memory-deletions/{job_id}",
+               lambda body: body["status"] in ("completed", "failed_requires_action"), 60)
+    assert (job["status"], job["fully_deleted"], job["remaining_copies"]) == ("completed", True, []), job
+    assert job["scope"] == {"type": "record", "record": "transcript:tr-1", "user_id": "alice"}
+    evidence = {layer["layer"]: layer for layer in job["layers"]}["source_records"]["evidence"]
+    assert (evidence["records_deleted"], evidence["record_bodies_deleted"], evidence["body_sha256"]) == (
+        1, 1, [doomed])
+    assert "record_orphan_bodies_deleted" not in evidence  # one record's deletion leaves the rest of the store
+    assert not store.path(doomed).exists() and store.path(kept).exists()
+    # Only that record went: her others, and bob's record of the same id, read back whole.
+    assert _rows(engine, tenant, "alice") == {"resource_records": 2, "resource_search": 3, "resource_artifacts": 1}
+    assert api.get("/records/transcript/tr-2", headers=auth(alice)).json()["data"] == _transcript(kept_body)
+    assert api.get("/records/todo/t-1", headers=auth(alice)).json()["data"] == todo
+    assert api.get("/records/transcript/tr-1", headers=auth(bob)).json()["data"] == _transcript(kept_body)
+    # Repeated after the purge: still the same job.
+    assert api.delete("/records/transcript/tr-1", headers=auth(alice)).json()["job_id"] == job_id
+
+    # Verification would have found the body left behind.
+    store.put(encode(doomed_body).encode("utf-8"))
+    with tenant_session(engine, tenant) as session:
+        bind_store(session, store)
+        found = verify(session, get_job(session, tenant, uuid.UUID(job_id)))
+    assert (found.clean, found.hits) == (False, {"record_bodies": 1})
+    store.path(doomed).unlink()
+
+    # Written again, it is a new record, and deleting it is a new job.
+    assert api.put("/records/transcript/tr-1", json={"data": _transcript("新的")}, headers=auth(alice)).status_code \
+        == 201
+    again = api.delete("/records/transcript/tr-1", headers=auth(alice))
+    assert again.status_code == 202 and again.json()["job_id"] != job_id
+    assert api.get("/records/transcript/tr-1", headers=auth(alice)).status_code == 404
