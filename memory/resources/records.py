@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
+from memory.epochs import current_epoch
 from memory.errors import Conflict, InvalidInput, NotFound, VersionConflict
 from memory.events import next_revision
 from memory.models import DeletionJob, Tombstone
@@ -105,6 +106,9 @@ def put_record(
         raise InvalidInput("record ids are 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
                            code="invalid_record_id")
     check_record(declaration, data)
+    # Share-locks the subject's deletion epoch to the end of the transaction, as every write about a user does
+    # (memory.epochs): a subject deletion's barrier waits for this write, which is then before it and purged.
+    current_epoch(session, principal.tenant_id, principal.user_id)
     digest = _digest(data)
     inline, long_fields = offload(store, declaration, data)
     ref = ref_of(declaration.type, record_id)

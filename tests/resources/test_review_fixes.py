@@ -1,0 +1,87 @@
+"""Review fixes: a record write fenced by its subject's deletion epoch, deletion refused to public clients,
+bodies of refused writes never left behind, no sha256 kept in a completed job's evidence, ids and refs with a
+trailing newline refused."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, text
+
+from api.settings import Settings
+from memory.db import tenant_session
+from memory.resources.bodies import record_store
+from memory.tasks.artifacts import ArtifactStore
+from tests.conftest import MakeKey, auth, poll
+from tests.workers import api_with_worker
+
+
+@pytest.fixture(scope="module")
+def api(settings: Settings, engine: Engine) -> Iterator[TestClient]:
+    with api_with_worker(settings, engine, "resource-fixes") as client:
+        yield client
+
+
+def _tenant() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def _body(word: str) -> str:
+    line = f"{word}: secret transcript line.\n"
+    return (line * (110_000 // len(line) + 1))[:110_000]
+
+
+def _transcript(body: str) -> dict[str, Any]:
+    return {"title": "t", "language": "en", "recorded_at": "2026-07-14T14:00:00+08:00", "text": body,
+            "segments": [{"speaker": "a", "start_ms": 0, "end_ms": 1, "text": "x"}]}
+
+
+def _files(store: ArtifactStore) -> list[str]:
+    return sorted(p.name for p in store.root.rglob("*") if p.is_file()) if store.root.exists() else []
+
+
+def _finished(api: TestClient, key: str, job_id: str) -> dict[str, Any]:
+    job: dict[str, Any] = poll(api, key, f"/memory-deletions/{job_id}",
+                               lambda v: v["status"] in ("completed", "failed_requires_action"), 60)
+    return job
+
+
+def test_a_record_write_in_flight_holds_back_a_subject_deletions_barrier_and_is_purged_by_it(
+    api: TestClient, make_key: MakeKey, engine: Engine, settings: Settings
+) -> None:
+    """A PUT between its INSERT and its COMMIT share-locks the subject's epoch: the barrier waits for it, so the
+    record is written before the barrier and the deletion purges it (rather than leaving it behind)."""
+    from memory.auth import PrincipalContext
+    from memory.resources.catalog import load_catalog
+    from memory.resources.records import put_record
+
+    tenant = _tenant()
+    key = make_key(tenant=tenant, user="alice")
+    principal = PrincipalContext(tenant_id=tenant, user_id="alice", agent_id=None, roles=frozenset({"writer"}),
+                                 key_id="x")
+    accepted: dict[str, Any] = {}
+    with tenant_session(engine, tenant) as session:
+        put_record(session, principal, load_catalog().get("todo"), "t-late",
+                   {"title": "IN-FLIGHT SECRET", "status": "open"}, None, record_store(settings.data_dir, tenant))
+
+        def request() -> None:
+            accepted["response"] = api.post(
+                "/deletion-requests", headers=auth(key),
+                json={"deletion_request_id": f"f-{uuid.uuid4().hex[:8]}", "scope": {"type": "subject"}})
+
+        barrier = threading.Thread(target=request)
+        barrier.start()
+        barrier.join(timeout=2)
+        assert barrier.is_alive(), "the barrier did not wait for the write in flight"
+    barrier.join(timeout=30)
+    response = accepted["response"]
+    assert response.status_code == 202, response.text
+    assert _finished(api, key, response.json()["job_id"])["status"] == "completed"
+    with tenant_session(engine, tenant) as session:
+        assert session.execute(text("SELECT count(*) FROM resource_records")).scalar_one() == 0
+        assert session.execute(text("SELECT count(*) FROM resource_search")).scalar_one() == 0
