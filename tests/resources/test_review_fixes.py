@@ -85,3 +85,21 @@ def test_a_record_write_in_flight_holds_back_a_subject_deletions_barrier_and_is_
     with tenant_session(engine, tenant) as session:
         assert session.execute(text("SELECT count(*) FROM resource_records")).scalar_one() == 0
         assert session.execute(text("SELECT count(*) FROM resource_search")).scalar_one() == 0
+
+
+@pytest.mark.parametrize("scope", [{"type": "record", "resource": "todo", "record_id": "t1"}, {"type": "subject"}])
+def test_a_public_client_key_cannot_request_a_deletion(
+    api: TestClient, make_key: MakeKey, scope: dict[str, str]
+) -> None:
+    """A public client reads resources only: POST /deletion-requests is a 403, as DELETE /records is."""
+    tenant = _tenant()
+    owner = make_key(tenant=tenant, user="alice")
+    public = make_key(tenant=tenant, user="alice", roles=["public_client"])
+    assert api.put("/records/todo/t1", json={"data": {"title": "x", "status": "open"}},
+                   headers=auth(owner)).status_code == 201
+    refused = api.post("/deletion-requests", json={"deletion_request_id": "pub-1", "scope": scope},
+                       headers=auth(public))
+    assert refused.status_code == 403, refused.text
+    assert "a public_client key reads resources" in refused.json()["error"]["message"]
+    assert api.get("/records/todo/t1", headers=auth(owner)).status_code == 200
+    assert api.get("/resources", headers=auth(owner)).status_code == 200
