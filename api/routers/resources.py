@@ -22,7 +22,7 @@ from memory.errors import Forbidden
 from memory.resources.bodies import record_store
 from memory.resources.catalog import Catalog, audience_of
 from memory.resources.declarations import Audience, Operation
-from memory.resources.records import get_record, put_record, ref_of, release_bodies
+from memory.resources.records import get_record, ref_of, release_bodies, save_record
 
 router = APIRouter(tags=["resources"])
 
@@ -70,8 +70,7 @@ def write_record(
     not_public(principal)
     declaration = catalog.get(resource)
     store = record_store(settings.data_dir, principal.tenant_id)
-    with tenant_session(engine, principal.tenant_id) as session:
-        written = put_record(session, principal, declaration, record_id, body.data, body.expected_version, store)
+    written = save_record(engine, principal, declaration, record_id, body.data, body.expected_version, store)
     release_bodies(engine, principal.tenant_id, store, written.released)
     if not written.created:
         response.status_code = status.HTTP_200_OK

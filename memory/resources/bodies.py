@@ -3,9 +3,11 @@
 A declared long field whose value reaches :data:`LONG_CHARS` characters (a string's own length, any
 other value's compact JSON) is stored as its JSON encoding under the sha256 of it; PostgreSQL keeps the
 rest of the record and the field's metadata (:class:`memory.resources.models.ResourceArtifact`). The
-store is not part of the database transaction: the bytes are written first (idempotent by name), so a
-committed record never names bytes that are missing; a transaction that then fails leaves only
-unreferenced bytes behind.
+store is not part of the database transaction: a write checks what it can first (the record's lock, its
+tombstone, its version), then writes the bytes (idempotent by name) under their lock, before its transaction
+names them, so a committed record never names bytes that are missing; a write that fails after that deletes
+again the bytes it wrote that no record references (:func:`memory.resources.records.save_record`). Only a
+crash between the two leaves unreferenced bytes behind, which a subject deletion sweeps.
 """
 
 from __future__ import annotations
@@ -58,11 +60,18 @@ def _length(value: Any) -> int:
     return len(value) if isinstance(value, str) else len(encode(value))
 
 
-def offload(store: ArtifactStore, declaration: Declaration, data: dict[str, Any]) -> tuple[dict[str, Any],
-                                                                                            list[Offloaded]]:
-    """A copy of ``data`` without its long values, and those values, each put in ``store``."""
+@dataclass(frozen=True)
+class Body:
+    """A long value taken out of a record, with the bytes the store holds for it."""
+
+    offloaded: Offloaded
+    content: bytes
+
+
+def split(declaration: Declaration, data: dict[str, Any]) -> tuple[dict[str, Any], list[Body]]:
+    """A copy of ``data`` without its long values, and those values' bytes; nothing is written yet."""
     inline = copy.deepcopy(data)
-    offloaded: list[Offloaded] = []
+    bodies: list[Body] = []
     for path in declaration.long_fields:
         found = [value for _, value in pointers.values_at(inline, path)]
         if not found or _length(found[0]) < LONG_CHARS:
@@ -70,8 +79,8 @@ def offload(store: ArtifactStore, declaration: Declaration, data: dict[str, Any]
         pointers.pop_at(inline, path)
         text = encode(found[0])
         content = text.encode("utf-8")
-        offloaded.append(Offloaded(path, store.put(content), len(content), len(text)))
-    return inline, offloaded
+        bodies.append(Body(Offloaded(path, hashlib.sha256(content).hexdigest(), len(content), len(text)), content))
+    return inline, bodies
 
 
 def restore(store: ArtifactStore, inline: dict[str, Any], offloaded: list[Offloaded]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from memory.epochs import current_epoch
 from memory.errors import Conflict, InvalidInput, NotFound, VersionConflict
 from memory.events import next_revision
 from memory.models import DeletionJob, Tombstone
-from memory.resources.bodies import Offloaded, encode, offload, restore
+from memory.resources.bodies import Body, Offloaded, encode, restore, split
 from memory.resources.declarations import RECORD_ID, Declaration
 from memory.resources.forget import drop_unreferenced, guard_bodies
 from memory.resources.models import ResourceArtifact, ResourceRecord
@@ -100,8 +100,13 @@ def put_record(
     data: dict[str, Any],
     expected_version: int | None,
     store: ArtifactStore,
+    wrote: list[str] | None = None,
 ) -> Written:
-    """Create (``expected_version`` None) or update the caller's record, with its long fields and projection."""
+    """Create (``expected_version`` None) or update the caller's record, with its long fields and projection.
+
+    The long bodies are written only once the write is judged (its row locked, its tombstone and version
+    checked); the sha256 of each one this call put in the store is appended to ``wrote``, so a caller whose
+    transaction then fails can delete them again (:func:`save_record`)."""
     if not _RECORD_ID.match(record_id):
         raise InvalidInput("record ids are 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
                            code="invalid_record_id")
@@ -110,7 +115,7 @@ def put_record(
     # (memory.epochs): a subject deletion's barrier waits for this write, which is then before it and purged.
     current_epoch(session, principal.tenant_id, principal.user_id)
     digest = _digest(data)
-    inline, long_fields = offload(store, declaration, data)
+    inline, bodies = split(declaration, data)
     ref = ref_of(declaration.type, record_id)
     record = session.execute(own_record(principal, declaration.type, record_id).with_for_update()).scalar_one_or_none()
     if record is None:
@@ -128,7 +133,7 @@ def put_record(
             own_record(principal, declaration.type, record_id).with_for_update()
         ).scalar_one()
         if created is not None:
-            _write_derived(session, record, declaration, data, long_fields, store)
+            _write_derived(session, record, declaration, data, bodies, store, wrote)
             return Written(record, created=True, replayed=False)
     if session.execute(own_record(principal, declaration.type, record_id).where(not_forgotten())).first() is None:
         raise RecordBeingDeleted(f"record {ref} is being deleted: write it again once its deletion job completes")
@@ -150,29 +155,56 @@ def put_record(
     record.updated_at = datetime.now(UTC)
     record.revision = next_revision(session)
     session.flush()
-    released = _write_derived(session, record, declaration, data, long_fields, store)
+    released = _write_derived(session, record, declaration, data, bodies, store, wrote)
     return Written(record, created=False, replayed=False, released=released)
 
 
 def _write_derived(session: Session, record: ResourceRecord, declaration: Declaration, data: dict[str, Any],
-                   long_fields: list[Offloaded], store: ArtifactStore) -> tuple[str, ...]:
-    """The record's long fields' rows and projection; returns the bodies its previous version named alone."""
+                   bodies: list[Body], store: ArtifactStore, wrote: list[str] | None) -> tuple[str, ...]:
+    """The record's long fields (bytes and rows) and projection; returns the bodies its previous version named
+    alone."""
     key = {"tenant_id": record.tenant_id, "owner_id": record.owner_id, "resource": record.resource,
            "record_id": record.record_id}
     previous = session.execute(delete(ResourceArtifact).filter_by(**key).returning(ResourceArtifact.sha256))
-    kept = {body.sha256 for body in long_fields}
+    kept = {body.offloaded.sha256 for body in bodies}
     released = tuple(sorted({sha for sha in previous.scalars() if sha not in kept}))
     # A deletion removing a body takes the same lock (memory.resources.forget): past it, the bytes either
-    # stay or are gone for good, and gone ones are written again before this transaction names them.
-    guard_bodies(session, [body.sha256 for body in long_fields])
-    if any(not store.path(body.sha256).exists() for body in long_fields):
-        offload(store, declaration, data)
-    for body in long_fields:
-        session.add(ResourceArtifact(**key, field_path=body.path, sha256=body.sha256, size_bytes=body.size_bytes,
-                                     characters=body.characters))
+    # stay or are gone for good, and this write puts them (again) before its transaction names them.
+    guard_bodies(session, sorted(kept))
+    for body in bodies:
+        if not store.path(body.offloaded.sha256).exists():
+            store.put(body.content)
+            if wrote is not None:
+                wrote.append(body.offloaded.sha256)
+    for body in bodies:
+        long_field = body.offloaded
+        session.add(ResourceArtifact(**key, field_path=long_field.path, sha256=long_field.sha256,
+                                     size_bytes=long_field.size_bytes, characters=long_field.characters))
     session.flush()
     write_record_projection(session, record, declaration, data)
     return released
+
+
+def save_record(
+    engine: Engine,
+    principal: PrincipalContext,
+    declaration: Declaration,
+    record_id: str,
+    data: dict[str, Any],
+    expected_version: int | None,
+    store: ArtifactStore,
+) -> Written:
+    """:func:`put_record` in a transaction of its own. If it fails after putting bodies in the store (the
+    search index refuses a field, the commit fails), those no record of the tenant references are deleted
+    again, in a fresh transaction under each body's lock: a refused write leaves no bytes behind."""
+    wrote: list[str] = []
+    try:
+        with tenant_session(engine, principal.tenant_id) as session:
+            return put_record(session, principal, declaration, record_id, data, expected_version, store, wrote)
+    except BaseException:
+        if wrote:
+            release_bodies(engine, principal.tenant_id, store, tuple(wrote))
+        raise
 
 
 def release_bodies(engine: Engine, tenant_id: str, store: ArtifactStore, shas: tuple[str, ...]) -> int:

@@ -103,3 +103,34 @@ def test_a_public_client_key_cannot_request_a_deletion(
     assert "a public_client key reads resources" in refused.json()["error"]["message"]
     assert api.get("/records/todo/t1", headers=auth(owner)).status_code == 200
     assert api.get("/resources", headers=auth(owner)).status_code == 200
+
+
+def test_a_refused_write_leaves_no_body_in_the_store(
+    api: TestClient, make_key: MakeKey, settings: Settings
+) -> None:
+    """A stale expected_version, a write while the record's deletion is pending and a field the search index
+    refuses: none leaves its long body in the tenant's store, and a completed record deletion leaves nothing."""
+    tenant = _tenant()
+    key = make_key(tenant=tenant, user="alice")
+    store = record_store(settings.data_dir, tenant)
+    assert api.put("/records/transcript/tr-1", json={"data": _transcript(_body("v1"))},
+                   headers=auth(key)).status_code == 201
+    [v1] = _files(store)
+    stale = api.put("/records/transcript/tr-1", headers=auth(key),
+                    json={"data": _transcript(_body("v2-SECRET")), "expected_version": 7})
+    assert stale.status_code == 409, stale.text
+    assert _files(store) == [v1]
+
+    accepted = api.delete("/records/transcript/tr-1", headers=auth(key))
+    assert accepted.status_code == 202, accepted.text
+    pending = api.put("/records/transcript/tr-1", headers=auth(key),
+                      json={"data": _transcript(_body("v3-PENDING")), "expected_version": 1})
+    assert pending.status_code in (404, 409), pending.text
+    assert _finished(api, key, accepted.json()["job_id"])["status"] == "completed"
+    assert _files(store) == []
+
+    words = " ".join(f"w{i:06d}x" for i in range(100_000))
+    refused = api.put("/records/transcript/tr-2", json={"data": {"title": "t", "text": words}}, headers=auth(key))
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["code"] == "field_too_large_to_index"
+    assert _files(store) == []
