@@ -33,7 +33,7 @@ from memory.deletion.layers import PURGERS
 from memory.deletion.verify import verify
 from memory.models import RetentionHold
 from memory.resources.bodies import record_store
-from memory.resources.forget import bind_store
+from memory.resources.forget import bind_store, forget_known_bodies
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,8 @@ class DeletionActivities:
 
     @activity.defn(name="deletion_finish")
     def finish(self, ref: JobRef) -> VerifyOutcome:
-        """Verify; only if nothing is found, drop the probes and complete. Otherwise fail loudly."""
+        """Verify; only if nothing is found, drop the probes and the deleted bodies' sha256s, and complete. Otherwise
+        fail loudly."""
         job_id = uuid.UUID(ref.job_id)
         with heartbeating(), shielded_session(self.engine, ref.tenant_id) as session:
             job = get_job(session, ref.tenant_id, job_id, lock=True)
@@ -221,6 +222,7 @@ class DeletionActivities:
                     session, ref.tenant_id, job_id, Layer.VERIFICATION_PROBES, status="done",
                     removed=probes.removed, remaining=0, evidence={**probes.evidence, "verified_probes": result.probes},
                 )
+                forget_known_bodies(session, job)
                 transition(session, job, JobStatus.COMPLETED)
             else:
                 transition(

@@ -5,7 +5,8 @@ writes are new data). The barrier hides them at once (:func:`memory.resources.re
 reads its tombstone); the purge deletes the record rows, and with them (the foreign keys cascade) their
 search projection rows and long-field metadata, and deletes from the tenant's artifact store every body
 that no remaining record of the tenant references. The bodies' sha256s are kept in the layer's evidence,
-so verification can look for each in the store afterwards. A subject deletion also empties the tenant's
+so verification can look for each in the store afterwards; once it passed, only their count stays
+(:func:`forget_known_bodies`). A subject deletion also empties the tenant's
 store of what no record references at all, from before its barrier (:func:`_orphans`): bytes a crash left
 between writing them and committing the record, whoever's they were.
 
@@ -111,6 +112,21 @@ def _known_bodies(session: Session, job: DeletionJob) -> list[str]:
     return [str(sha) for sha in evidence.get("body_sha256", [])]
 
 
+def forget_known_bodies(session: Session, job: DeletionJob) -> None:
+    """Once verification passed: the layer's evidence keeps how many bodies it checked, not their sha256s (a
+    sha256 of a known text tells whether that text was stored, so it is not kept past the deletion)."""
+    layer = session.execute(
+        select(DeletionLayer).where(DeletionLayer.tenant_id == job.tenant_id, DeletionLayer.job_id == job.job_id,
+                                    DeletionLayer.layer == LAYER).with_for_update()
+    ).scalar_one_or_none()
+    if layer is None or "body_sha256" not in layer.evidence:
+        return
+    evidence = dict(layer.evidence)
+    evidence["record_bodies_verified"] = len(evidence.pop("body_sha256"))
+    layer.evidence = evidence
+    session.flush()
+
+
 def purge_source_records(session: Session, job: DeletionJob, batch: int) -> tuple[int, bool, dict[str, Any]]:
     """One batch: delete covered records (their projection and body metadata cascade), then their bodies."""
     keys = [tuple(row) for row in session.execute(
@@ -210,4 +226,5 @@ def record_hits(session: Session, job: DeletionJob) -> dict[str, int]:
     return hits
 
 
-__all__ = ["bind_store", "drop_unreferenced", "guard_bodies", "purge_source_records", "record_hits", "records_in"]
+__all__ = ["bind_store", "drop_unreferenced", "forget_known_bodies", "guard_bodies", "purge_source_records",
+           "record_hits", "records_in"]

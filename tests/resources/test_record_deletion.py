@@ -97,7 +97,8 @@ def test_subject_deletion_hides_then_purges_records_projection_and_bodies(
     assert layers["source_records"]["removed"] == 3
     assert (evidence["records_deleted"], evidence["record_projection_rows"], evidence["record_bodies_deleted"]) == (
         3, 5, 1)
-    assert sorted(evidence["body_sha256"]) == sorted([own_sha, shared_sha])
+    # Both bodies were checked; once verification passed, their sha256s are not kept.
+    assert evidence["record_bodies_verified"] == 2 and "body_sha256" not in evidence
     assert _rows(engine, tenant, "alice") == {"resource_records": 0, "resource_search": 0, "resource_artifacts": 0}
     assert not store.path(own_sha).exists()
     # Bob's record still names the shared bytes, and another tenant's copy is a file of its own: both stay.
@@ -109,12 +110,13 @@ def test_subject_deletion_hides_then_purges_records_projection_and_bodies(
     assert api.put("/records/todo/t-1", json={"data": todo}, headers=auth(alice)).status_code == 201
     assert api.get("/records/todo/t-1", headers=auth(alice)).json()["version"] == 1
 
-    # Verification counts a body left behind: put the deleted bytes back and it is found again.
-    store.put(encode(own).encode("utf-8"))
+    # Verification counts a body left behind: put the deleted bytes back (dated before the barrier) and it is
+    # found again, as an unreferenced body of the tenant's store (the job no longer keeps the bodies' sha256s).
+    os.utime(store.path(store.put(encode(own).encode("utf-8"))), (0, 0))
     with tenant_session(engine, tenant) as session:
         bind_store(session, store)
         found = verify(session, get_job(session, tenant, uuid.UUID(job["job_id"])))
-    assert (found.clean, found.hits) == (False, {"record_bodies": 1})
+    assert (found.clean, found.hits) == (False, {"record_orphan_bodies": 1})
 
 
 def test_an_update_deletes_the_body_it_replaced_unless_another_record_names_it(
@@ -224,8 +226,8 @@ def test_deleting_one_record_hides_it_at_once_then_purges_it_alone(
     assert (job["status"], job["fully_deleted"], job["remaining_copies"]) == ("completed", True, []), job
     assert job["scope"] == {"type": "record", "record": "transcript:tr-1", "user_id": "alice"}
     evidence = {layer["layer"]: layer for layer in job["layers"]}["source_records"]["evidence"]
-    assert (evidence["records_deleted"], evidence["record_bodies_deleted"], evidence["body_sha256"]) == (
-        1, 1, [doomed])
+    assert (evidence["records_deleted"], evidence["record_bodies_deleted"], evidence["record_bodies_verified"]) == (
+        1, 1, 1)
     assert "record_orphan_bodies_deleted" not in evidence  # one record's deletion leaves the rest of the store
     assert not store.path(doomed).exists() and store.path(kept).exists()
     # Only that record went: her others, and bob's record of the same id, read back whole.
@@ -236,9 +238,13 @@ def test_deleting_one_record_hides_it_at_once_then_purges_it_alone(
     # Repeated after the purge: still the same job.
     assert api.delete("/records/transcript/tr-1", headers=auth(alice)).json()["job_id"] == job_id
 
-    # Verification would have found the body left behind.
+    # Verification would have found the body left behind: between the purge and the finish the layer's
+    # evidence names the body (put back here; a completed job keeps only the count).
     store.put(encode(doomed_body).encode("utf-8"))
     with tenant_session(engine, tenant) as session:
+        session.execute(text("UPDATE deletion_layers SET evidence = evidence || jsonb_build_object('body_sha256',"
+                             " jsonb_build_array(CAST(:sha AS text))) WHERE job_id = CAST(:job AS uuid)"
+                             " AND layer = 'source_records'"), {"sha": doomed, "job": job_id})
         bind_store(session, store)
         found = verify(session, get_job(session, tenant, uuid.UUID(job_id)))
     assert (found.clean, found.hits) == (False, {"record_bodies": 1})

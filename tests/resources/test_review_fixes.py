@@ -134,3 +134,27 @@ def test_a_refused_write_leaves_no_body_in_the_store(
     assert refused.status_code == 422, refused.text
     assert refused.json()["error"]["code"] == "field_too_large_to_index"
     assert _files(store) == []
+
+
+def test_a_completed_deletion_keeps_no_sha256_of_the_bodies_it_deleted(
+    api: TestClient, make_key: MakeKey, engine: Engine
+) -> None:
+    """Verification needs the deleted bodies' sha256s; once it passed, the evidence keeps only their count."""
+    tenant = _tenant()
+    key = make_key(tenant=tenant, user="alice")
+    assert api.put("/records/transcript/tr-1", json={"data": _transcript(_body("gone"))},
+                   headers=auth(key)).status_code == 201
+    sha = api.get("/records/transcript/tr-1", headers=auth(key)).json()["long_fields"][0]["sha256"]
+    accepted = api.delete("/records/transcript/tr-1", headers=auth(key))
+    job = _finished(api, key, accepted.json()["job_id"])
+    assert job["status"] == "completed"
+    assert sha not in str(job)
+    with tenant_session(engine, tenant) as session:
+        evidence = session.execute(
+            text("SELECT evidence FROM deletion_layers WHERE job_id = :j AND layer = 'source_records'"),
+            {"j": job["job_id"]},
+        ).scalar_one()
+        everything = session.execute(text("SELECT string_agg(evidence::text, ' ') FROM deletion_layers"
+                                          " WHERE job_id = :j"), {"j": job["job_id"]}).scalar_one()
+    assert "body_sha256" not in evidence and sha not in everything
+    assert evidence["record_bodies_verified"] == 1
