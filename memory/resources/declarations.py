@@ -51,10 +51,11 @@ class DeclarationError(ValueError):
     """A declaration that cannot be honoured: the process refuses to start."""
 
 
-TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+TYPE_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
 RECORD_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
-"""A record's id, in a path and after the ``type:`` of a ref."""
-FILTER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+"""A record's id, in a path and after the ``type:`` of a ref. These patterns are matched whole (``fullmatch``, or
+``\\Z`` in a schema's pattern), never with ``$``, which also matches before a trailing newline."""
+FILTER_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
 RESERVED_FILTERS = frozenset({"cursor"})
 """Query parameters of ``list`` that are not filters."""
 KEYS = frozenset({"type", "description", "title", "operations", "schema", "search_fields", "filters", "refs",
@@ -79,7 +80,7 @@ class Declaration:
     """The field a search result shows as its title."""
     operations: frozenset[Operation]
     schema: dict[str, Any]
-    """As declared, with each ref field's pattern added (``^episode:<id>$``): what a record is validated by."""
+    """As declared, with each ref field's pattern added (``^episode:<id>\\Z``): what a record is validated by."""
     search_fields: tuple[str, ...]
     """The string fields the search projection holds, each apart (a field whitelist picks among them)."""
     filters: dict[str, Filter]
@@ -108,7 +109,7 @@ def _build(raw: Any, source: str) -> Declaration:
     unknown, missing = sorted(raw.keys() - KEYS), sorted(KEYS - OPTIONAL_KEYS - raw.keys())
     if unknown or missing:
         raise DeclarationError(f"unknown keys {unknown}, missing keys {missing}")
-    if not isinstance(raw["type"], str) or not TYPE_NAME.match(raw["type"]):
+    if not isinstance(raw["type"], str) or not TYPE_NAME.fullmatch(raw["type"]):
         raise DeclarationError("type must be 1-63 lowercase letters, digits or '_', starting with a letter")
     if not isinstance(raw["description"], str) or not raw["description"].strip():
         raise DeclarationError("description must be a non-empty string")
@@ -199,7 +200,7 @@ def _refs(schema: dict[str, Any], raw: Any) -> dict[str, str]:
         raise DeclarationError("refs must map field paths to resource types")
     for path, target in raw.items():
         node = _string_field(schema, path, "ref field")
-        if not isinstance(target, str) or not TYPE_NAME.match(target):
+        if not isinstance(target, str) or not TYPE_NAME.fullmatch(target):
             raise DeclarationError(f"ref field {path!r} must name a resource type, not {target!r}")
         if {"pattern", "format", "enum"} & node.keys():
             raise DeclarationError(f"ref field {path!r}: its pattern comes from the ref, declare none")
@@ -209,7 +210,8 @@ def _refs(schema: dict[str, Any], raw: Any) -> dict[str, str]:
 def _with_ref_patterns(schema: dict[str, Any], refs: dict[str, str]) -> dict[str, Any]:
     compiled = copy.deepcopy(schema)
     for path, target in refs.items():
-        pointers.schema_at(compiled, path)["pattern"] = f"^{target}:{RECORD_ID}$"
+        # \Z, not $: jsonschema searches with Python's re, where $ also matches before a final newline.
+        pointers.schema_at(compiled, path)["pattern"] = rf"^{target}:{RECORD_ID}\Z"
     return compiled
 
 
@@ -218,7 +220,7 @@ def _filters(schema: dict[str, Any], raw: Any, refs: dict[str, str]) -> dict[str
         raise DeclarationError("filters must map filter names to {path, type}")
     filters: dict[str, Filter] = {}
     for name, spec in raw.items():
-        if not FILTER_NAME.match(name) or name in RESERVED_FILTERS:
+        if not FILTER_NAME.fullmatch(name) or name in RESERVED_FILTERS:
             raise DeclarationError(f"filter {name!r}: a name is lowercase letters, digits, '_', and not 'cursor'")
         if not isinstance(spec, dict) or spec.keys() != {"path", "type"}:
             raise DeclarationError(f"filter {name!r} must be exactly {{\"path\", \"type\"}}")

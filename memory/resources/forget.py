@@ -168,7 +168,7 @@ def purge_source_records(session: Session, job: DeletionJob, batch: int) -> tupl
     return len(keys), done, evidence
 
 
-_SHA256 = re.compile("^[0-9a-f]{64}$")
+_SHA256 = re.compile("[0-9a-f]{64}")
 
 
 def _orphans(session: Session, store: ArtifactStore, job: DeletionJob, known: set[str]) -> tuple[list[str],
@@ -190,7 +190,7 @@ def _orphans(session: Session, store: ArtifactStore, job: DeletionJob, known: se
                     continue
             except FileNotFoundError:  # deleted meanwhile
                 continue
-            if _SHA256.match(path.name) and path.name[:2] == shard.name:
+            if _SHA256.fullmatch(path.name) and path.name[:2] == shard.name:
                 if path.name not in known:
                     bodies.append(path.name)
             else:

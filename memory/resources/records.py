@@ -33,7 +33,7 @@ from memory.resources.projection import write_record_projection
 from memory.resources.validation import check_record
 from memory.tasks.artifacts import ArtifactStore
 
-_RECORD_ID = re.compile(f"^{RECORD_ID}$")
+_RECORD_ID = re.compile(RECORD_ID)
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def put_record(
     The long bodies are written only once the write is judged (its row locked, its tombstone and version
     checked); the sha256 of each one this call put in the store is appended to ``wrote``, so a caller whose
     transaction then fails can delete them again (:func:`save_record`)."""
-    if not _RECORD_ID.match(record_id):
+    if not _RECORD_ID.fullmatch(record_id):
         raise InvalidInput("record ids are 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
                            code="invalid_record_id")
     check_record(declaration, data)

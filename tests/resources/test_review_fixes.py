@@ -158,3 +158,16 @@ def test_a_completed_deletion_keeps_no_sha256_of_the_bodies_it_deleted(
                                           " WHERE job_id = :j"), {"j": job["job_id"]}).scalar_one()
     assert "body_sha256" not in evidence and sha not in everything
     assert evidence["record_bodies_verified"] == 1
+
+
+def test_a_record_id_or_a_ref_with_a_trailing_newline_is_refused(api: TestClient, make_key: MakeKey) -> None:
+    """An id is the whole path segment and a ref the whole value: a trailing newline is not ignored."""
+    key = make_key(tenant=_tenant(), user="alice")
+    refused = api.put("/records/todo/abc%0A", json={"data": {"title": "x", "status": "open"}}, headers=auth(key))
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["code"] == "invalid_record_id"
+    ref = api.put("/records/todo/t2", json={"data": {"title": "x", "status": "open", "episode": "episode:e1\n"}},
+                  headers=auth(key))
+    assert ref.status_code == 422, ref.text
+    assert api.put("/records/todo/t2", json={"data": {"title": "x", "status": "open", "episode": "episode:e1"}},
+                   headers=auth(key)).status_code == 201
