@@ -10,6 +10,7 @@ record, its long fields' metadata and its search projection change in one transa
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,6 +33,8 @@ from memory.resources.models import ResourceArtifact, ResourceRecord
 from memory.resources.projection import write_record_projection
 from memory.resources.validation import check_record
 from memory.tasks.artifacts import ArtifactStore
+
+logger = logging.getLogger("mnemo.resources")
 
 _RECORD_ID = re.compile(RECORD_ID)
 
@@ -208,12 +211,18 @@ def save_record(
 
 
 def release_bodies(engine: Engine, tenant_id: str, store: ArtifactStore, shas: tuple[str, ...]) -> int:
-    """After an update committed: delete the replaced bodies no record of the tenant references (another record
-    may name the same bytes). A crash before this leaves them unreferenced; a subject deletion sweeps those."""
+    """After an update committed (or a write failed): delete these bodies no record of the tenant references
+    (another record may name the same bytes). Best effort: the write's outcome stands whatever happens here, so a
+    failure is logged, not raised; like a crash before this, it leaves unreferenced bytes a subject deletion
+    sweeps."""
     if not shas:
         return 0
-    with tenant_session(engine, tenant_id) as session:
-        return drop_unreferenced(session, store, tenant_id, list(shas))
+    try:
+        with tenant_session(engine, tenant_id) as session:
+            return drop_unreferenced(session, store, tenant_id, list(shas))
+    except Exception:
+        logger.exception("could not delete %d unreferenced record bodies of tenant %s", len(shas), tenant_id)
+        return 0
 
 
 MAX_REQUEST_ID = 256

@@ -171,3 +171,25 @@ def test_a_record_id_or_a_ref_with_a_trailing_newline_is_refused(api: TestClient
     assert ref.status_code == 422, ref.text
     assert api.put("/records/todo/t2", json={"data": {"title": "x", "status": "open", "episode": "episode:e1"}},
                    headers=auth(key)).status_code == 201
+
+
+def test_a_failed_clean_up_after_an_update_committed_does_not_fail_the_update(
+    api: TestClient, make_key: MakeKey, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Deleting the bodies an update replaced runs after its commit: if it fails, the update still answers 200
+    (it is committed) and the failure is logged; the bytes left are unreferenced, which a subject deletion sweeps."""
+    import memory.resources.records as records
+
+    key = make_key(tenant=_tenant(), user="alice")
+    assert api.put("/records/transcript/tr-1", json={"data": _transcript(_body("v1"))},
+                   headers=auth(key)).status_code == 201
+
+    def broken(*_: object) -> int:
+        raise OSError("store unavailable")
+
+    monkeypatch.setattr(records, "drop_unreferenced", broken)
+    updated = api.put("/records/transcript/tr-1", json={"data": _transcript(_body("v2")), "expected_version": 1},
+                      headers=auth(key))
+    assert (updated.status_code, updated.json()["version"]) == (200, 2), updated.text
+    assert "store unavailable" in caplog.text
+    assert api.get("/records/transcript/tr-1", headers=auth(key)).json()["version"] == 2
