@@ -169,6 +169,9 @@ def purge_source_records(session: Session, job: DeletionJob, batch: int) -> tupl
 
 
 _SHA256 = re.compile("[0-9a-f]{64}")
+TEMPORARY_GRACE_SECONDS = 300
+"""How much older than the barrier a temporary file must be to be swept: a write takes far less between opening
+its temporary and renaming it, so one older than that was stopped."""
 
 
 def _orphans(session: Session, store: ArtifactStore, job: DeletionJob, known: set[str]) -> tuple[list[str],
@@ -178,7 +181,9 @@ def _orphans(session: Session, store: ArtifactStore, job: DeletionJob, known: se
     (a write that stopped before its rename). Whose they were cannot be told, so a subject deletion takes them
     all. A file written after the barrier is not covered: it is new data, or a write still in flight (a write
     names its bytes only after taking their lock, :func:`guard_bodies`, which :func:`drop_unreferenced` waits
-    for). ``known`` are the bodies of the job's own records, counted apart."""
+    for). A temporary file names no sha256 to lock, so a younger one may be a write still in flight: only those
+older than the barrier by :data:`TEMPORARY_GRACE_SECONDS` are taken. ``known`` are the bodies of the job's own
+records, counted apart."""
     barrier = job.barrier_at.timestamp()
     bodies: list[str] = []
     temporaries: list[Path] = []
@@ -186,14 +191,15 @@ def _orphans(session: Session, store: ArtifactStore, job: DeletionJob, known: se
     for shard in sorted(shards):
         for path in sorted(shard.iterdir()):
             try:
-                if not path.is_file() or path.stat().st_mtime >= barrier:
+                if not path.is_file():
                     continue
+                written = path.stat().st_mtime
             except FileNotFoundError:  # deleted meanwhile
                 continue
             if _SHA256.fullmatch(path.name) and path.name[:2] == shard.name:
-                if path.name not in known:
+                if written < barrier and path.name not in known:
                     bodies.append(path.name)
-            else:
+            elif written < barrier - TEMPORARY_GRACE_SECONDS:
                 temporaries.append(path)
     referenced = set(session.execute(
         select(ResourceArtifact.sha256).where(ResourceArtifact.tenant_id == job.tenant_id,

@@ -164,7 +164,7 @@ def test_a_subject_deletion_leaves_no_unreferenced_body_in_the_tenants_store(
     orphan = store.path(store.put(orphan_bytes))
     temporary = orphan.parent / "tmpcrashed"
     temporary.write_bytes(orphan_bytes[:1000])
-    past = time.time() - 60
+    past = time.time() - 600  # a temporary is swept once older than the barrier by 5 minutes
     for path in (orphan, temporary):
         os.utime(path, (past, past))
 

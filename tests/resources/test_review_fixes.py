@@ -193,3 +193,29 @@ def test_a_failed_clean_up_after_an_update_committed_does_not_fail_the_update(
     assert (updated.status_code, updated.json()["version"]) == (200, 2), updated.text
     assert "store unavailable" in caplog.text
     assert api.get("/records/transcript/tr-1", headers=auth(key)).json()["version"] == 2
+
+
+def test_a_subject_deletion_leaves_temporaries_another_write_may_still_be_writing(
+    api: TestClient, make_key: MakeKey, settings: Settings
+) -> None:
+    """Temporary files are swept only once older than the barrier by 5 minutes: a younger one may be a write
+    still in flight (it names no sha256 yet, so no lock tells them apart)."""
+    import os
+    import time
+
+    tenant = _tenant()
+    key = make_key(tenant=tenant, user="alice")
+    store = record_store(settings.data_dir, tenant)
+    shard = store.root / "ab"
+    shard.mkdir(parents=True)
+    fresh, old = shard / "tmp-fresh", shard / "tmp-old"
+    for path, age in ((fresh, 60), (old, 600)):
+        path.write_bytes(b"partial")
+        os.utime(path, (time.time() - age, time.time() - age))
+    accepted = api.post("/deletion-requests", headers=auth(key),
+                        json={"deletion_request_id": f"s-{uuid.uuid4().hex[:8]}", "scope": {"type": "subject"}})
+    job = _finished(api, key, accepted.json()["job_id"])
+    assert job["status"] == "completed", job
+    assert fresh.exists() and not old.exists()
+    evidence = {layer["layer"]: layer for layer in job["layers"]}["source_records"]["evidence"]
+    assert evidence["record_temporaries_deleted"] == 1
