@@ -111,17 +111,17 @@ class DeletionActivities:
     """Three activities on the happy path (begin, purge, finish): the per-layer, per-batch
     checkpoints live in the database, so one purge activity can resume wherever a crash left it."""
 
-    def __init__(self, engine: Engine, *, batch_size: int = 500, faults: FaultPlan | None = None,
-                 data_dir: Path | None = None) -> None:
+    def __init__(self, engine: Engine, *, data_dir: Path, batch_size: int = 500,
+                 faults: FaultPlan | None = None) -> None:
         self.engine = engine
         self.batch_size = batch_size
         self.faults = faults or FaultPlan()
         self.data_dir = data_dir
-        """Where the record bodies are (``<data_dir>/record-artifacts``): the API's data directory."""
+        """Where the record bodies are (``<data_dir>/record-artifacts``): the API's data directory. Required:
+        without it a job could not purge or verify record bodies, and would fail only midway."""
 
     def _bind(self, session: Session, tenant_id: str) -> None:
-        if self.data_dir is not None:
-            bind_store(session, record_store(self.data_dir, tenant_id))
+        bind_store(session, record_store(self.data_dir, tenant_id))
 
     @activity.defn(name="deletion_begin")
     def begin(self, ref: JobRef) -> list[str]:

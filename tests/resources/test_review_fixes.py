@@ -219,3 +219,12 @@ def test_a_subject_deletion_leaves_temporaries_another_write_may_still_be_writin
     assert fresh.exists() and not old.exists()
     evidence = {layer["layer"]: layer for layer in job["layers"]}["source_records"]["evidence"]
     assert evidence["record_temporaries_deleted"] == 1
+
+
+def test_the_deletion_activities_need_the_record_store_from_the_start(engine: Engine) -> None:
+    """Without the data directory a deletion could not purge or verify record bodies: the worker refuses to be
+    built, rather than a job failing in the middle of its verification."""
+    from activities.deletion import DeletionActivities
+
+    with pytest.raises(TypeError, match="data_dir"):
+        DeletionActivities(engine)  # type: ignore[call-arg]
