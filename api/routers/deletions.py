@@ -117,7 +117,7 @@ async def create_deletion_request(
 ) -> DeletionAcceptedOut:
     """Delete a memory, an event, a session or a whole subject. The barrier is committed before this answers:
     from then on nothing returns the targets. A repeat with the same ``deletion_request_id`` returns the same job.
-    A public_client key reads resources only: it deletes nothing (403)."""
+    A public_client key may not request one here (403), as it may not ``DELETE /records``."""
     not_public(principal)
     return await _accept(request, response, settings, principal, engine, body)
 
