@@ -10,8 +10,10 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -30,6 +32,8 @@ from memory.deletion.jobs import (
 from memory.deletion.layers import PURGERS
 from memory.deletion.verify import verify
 from memory.models import RetentionHold
+from memory.resources.bodies import record_store
+from memory.resources.forget import bind_store, forget_known_bodies
 
 
 @dataclass(frozen=True)
@@ -107,10 +111,17 @@ class DeletionActivities:
     """Three activities on the happy path (begin, purge, finish): the per-layer, per-batch
     checkpoints live in the database, so one purge activity can resume wherever a crash left it."""
 
-    def __init__(self, engine: Engine, *, batch_size: int = 500, faults: FaultPlan | None = None) -> None:
+    def __init__(self, engine: Engine, *, data_dir: Path, batch_size: int = 500,
+                 faults: FaultPlan | None = None) -> None:
         self.engine = engine
         self.batch_size = batch_size
         self.faults = faults or FaultPlan()
+        self.data_dir = data_dir
+        """Where the record bodies are (``<data_dir>/record-artifacts``): the API's data directory. Required:
+        without it a job could not purge or verify record bodies, and would fail only midway."""
+
+    def _bind(self, session: Session, tenant_id: str) -> None:
+        bind_store(session, record_store(self.data_dir, tenant_id))
 
     @activity.defn(name="deletion_begin")
     def begin(self, ref: JobRef) -> list[str]:
@@ -151,10 +162,13 @@ class DeletionActivities:
         with shielded_session(self.engine, request.job.tenant_id) as session:
             layers = view_job(session, request.job.tenant_id, job_id).layers
             done = {layer.layer for layer in layers if layer.status == "done"}
+            known = {layer.layer for layer in layers}
         removed: dict[str, int] = {}
         for layer in PURGE_LAYERS:
             if layer.value in done and not request.again:
                 continue
+            if layer.value not in known:
+                continue  # a job accepted before this layer existed: nothing of its kind was in its scope
             try:
                 removed[layer.value] = self._purge_layer(request.job.tenant_id, job_id, layer)
             except Exception as exc:
@@ -175,6 +189,7 @@ class DeletionActivities:
         while True:
             with shielded_session(self.engine, tenant_id) as session:
                 job = get_job(session, tenant_id, job_id)
+                self._bind(session, tenant_id)
                 result = PURGERS[layer](session, job, self.batch_size)
                 record_layer(
                     session,
@@ -194,10 +209,12 @@ class DeletionActivities:
 
     @activity.defn(name="deletion_finish")
     def finish(self, ref: JobRef) -> VerifyOutcome:
-        """Verify; only if nothing is found, drop the probes and complete. Otherwise fail loudly."""
+        """Verify; only if nothing is found, drop the probes and the deleted bodies' sha256s, and complete. Otherwise
+        fail loudly."""
         job_id = uuid.UUID(ref.job_id)
         with heartbeating(), shielded_session(self.engine, ref.tenant_id) as session:
             job = get_job(session, ref.tenant_id, job_id, lock=True)
+            self._bind(session, ref.tenant_id)
             result = verify(session, job)
             if result.clean:
                 probes = PURGERS[Layer.VERIFICATION_PROBES](session, job, self.batch_size)
@@ -205,6 +222,7 @@ class DeletionActivities:
                     session, ref.tenant_id, job_id, Layer.VERIFICATION_PROBES, status="done",
                     removed=probes.removed, remaining=0, evidence={**probes.evidence, "verified_probes": result.probes},
                 )
+                forget_known_bodies(session, job)
                 transition(session, job, JobStatus.COMPLETED)
             else:
                 transition(

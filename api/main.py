@@ -15,19 +15,23 @@ from api.errors import (
     refuse_guarded,
 )
 from api.limits import EmbeddingLanes, TenantLimiter
-from api.routers import deletions, events, health, memories, policies, recall, sessions, tasks
+from api.routers import deletions, events, health, memories, policies, recall, resources, sessions, tasks
 from api.schemas.common import ErrorOut
 from api.settings import Settings
 from memory.db import make_engine
+from memory.resources.catalog import load_catalog
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     database_url = settings.require_database_url()
+    # Declarations are checked before anything starts: a bad one stops the process, naming the problem.
+    catalog = load_catalog(settings.resource_declarations_dir)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.settings = settings
+        app.state.catalog = catalog
         app.state.engine = make_engine(
             database_url, pool_size=settings.db_pool_size, statement_timeout_seconds=settings.statement_timeout_seconds
         )
@@ -59,4 +63,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(recall.router)
     app.include_router(policies.router)
     app.include_router(sessions.router)
+    app.include_router(resources.router)
     return app

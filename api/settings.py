@@ -90,6 +90,10 @@ class Settings(BaseSettings):
     ready_sample_data_tenant: str = Field(
         default="", description="Tenant whose sample sales data /readyz waits for (set by `mnemo dev` with its demo)"
     )
+    resource_declarations_dir: Path | None = Field(
+        default=None,
+        description="A directory of extra resource declarations (*.json) beside the built-in nine; checked at start",
+    )
     deletion_faults: str = Field(
         default="", description="Fault injection for drills, e.g. hang-after-first-batch:primary_memories"
     )

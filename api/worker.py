@@ -77,9 +77,9 @@ def build_worker(
     """
     slots = activity_slots if activity_slots is not None else getattr(executor, "_max_workers", None)
     projection = ProjectionActivities(engine)
-    deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults)
-    retention = RetentionActivities(engine)
     task_dir = data_dir or Settings().data_dir
+    deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults, data_dir=task_dir)
+    retention = RetentionActivities(engine)
     tasks = TaskActivities(
         engine, task_dir, destinations=destinations or default_destinations(task_dir, publish_fault), faults=task_faults
     )

@@ -60,6 +60,8 @@ class Role(StrEnum):
     APPROVER = "approver"
     OPERATOR = "operator"
     AUDITOR = "auditor"
+    PUBLIC_CLIENT = "public_client"
+    """An external (MCP) client's key: it reads the public resource catalog only (memory.resources.catalog)."""
 
 
 USER_CATEGORIES = frozenset({Category.PROFILE, Category.PREFERENCE, Category.ENTITY, Category.EVENT})

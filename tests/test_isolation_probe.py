@@ -72,6 +72,10 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     ("GET", "/sessions/{session_id}/summaries/latest"): ("session", None),
     ("POST", "/sessions/{session_id}/commit"): ("session", {"commit_id": "probe-commit"}),
     ("GET", "/sessions/{session_id}/commits/{commit_id}"): ("commit", None),
+    ("GET", "/records/{resource}/{record_id}"): ("record", None),
+    ("DELETE", "/records/{resource}/{record_id}"): ("record", None),
+    ("PUT", "/records/{resource}/{record_id}"): ("record", {"data": {"title": "probe", "status": "done"},
+                                                          "expected_version": 1}),
 }
 
 ROLE_FIRST = {
@@ -141,6 +145,10 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     assert posted.status_code == 201
     assert api.post(f"/sessions/{session_id}/commit", json={"commit_id": "c-1"}, headers=auth(alice)).status_code == 202
     poll(api, alice, f"/sessions/{session_id}/commits/c-1", lambda v: v["status"] == "completed", 60)
+    record_id = f"r-{uuid.uuid4().hex[:8]}"
+    record = api.put(f"/records/todo/{record_id}", json={"data": {"title": "alice's", "status": "open"}},
+                     headers=auth(alice))
+    assert record.status_code == 201, record.text
     return World(
         ids={
             "memory": {"memory_id": memory.json()["memory_id"]},
@@ -152,6 +160,7 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
             "operation": {"task_id": done["task_id"], "operation_id": done["operations"][0]["operation_id"]},
             "session": {"session_id": session_id},
             "commit": {"session_id": session_id, "commit_id": "c-1"},
+            "record": {"resource": "todo", "record_id": record_id},
         },
         alice=alice,
         stranger=make_key(tenant=tenant_b, user="alice", roles=EVERY_ROLE),
@@ -165,6 +174,8 @@ def _random_ids(ids: dict[str, str]) -> dict[str, str]:
         fresh["sha256"] = uuid.uuid4().hex * 2
     if "state_version" in ids:
         fresh["state_version"] = ids["state_version"]
+    if "resource" in ids:  # a declared type, not an id: the record id is what is random
+        fresh["resource"] = ids["resource"]
     return fresh
 
 
@@ -204,3 +215,5 @@ def test_the_probes_changed_nothing(api: TestClient, world: World) -> None:
     assert str(task["state_version"]) == world.ids["task"]["state_version"]
     chat = api.get(f"/sessions/{world.ids['session']['session_id']}", headers=auth(world.alice)).json()
     assert chat["messages"] == 1 and chat["committed_through"] == 1
+    record = api.get(f"/records/todo/{world.ids['record']['record_id']}", headers=auth(world.alice)).json()
+    assert record["version"] == 1 and record["data"] == {"title": "alice's", "status": "open"}

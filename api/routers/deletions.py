@@ -7,16 +7,19 @@ operation with a different result, is a memory's (api/routers/memories.py).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
+from sqlalchemy.orm import Session
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal, parse_id, require_role
 from api.errors import TemporalUnavailable
 from api.outbox import start_job
+from api.routers.resources import CatalogDep, not_public
 from api.schemas.deletions import (
     DeletionAcceptedOut,
     DeletionJobOut,
@@ -26,6 +29,7 @@ from api.schemas.deletions import (
     HoldOut,
     LayerOut,
     MemoryScopeIn,
+    RecordScopeIn,
 )
 from api.settings import Settings
 from memory import retention
@@ -37,6 +41,7 @@ from memory.deletion.scope import ScopeType
 from memory.enums import Role
 from memory.events import request_digest
 from memory.models import DeletionJob
+from memory.resources.records import default_deletion_request_id
 from workflows.deletion import DeletionWorkflow
 
 router = APIRouter(tags=["deletion"])
@@ -50,6 +55,8 @@ def _scope_request(body: DeletionRequestIn) -> ScopeRequest:
         return ScopeRequest(ScopeType.EVENT, event_id=scope.event_id)
     if scope.type == "session":
         return ScopeRequest(ScopeType.SESSION, session_id=scope.session_id, user_id=scope.user_id)
+    if scope.type == "record":
+        return ScopeRequest(ScopeType.RECORD, resource=scope.resource, record_id=scope.record_id)
     return ScopeRequest(ScopeType.SUBJECT, user_id=scope.user_id)
 
 
@@ -70,13 +77,17 @@ async def _accept(
     settings: Settings,
     principal: PrincipalContext,
     engine: EngineDep,
-    body: DeletionRequestIn,
+    body: DeletionRequestIn | Callable[[Session], DeletionRequestIn],
 ) -> DeletionAcceptedOut:
-    digest = request_digest(body.model_dump(mode="json"))
+    """The barrier, then the purge scheduled; ``body`` may be made in the barrier's transaction (a default
+    request id that depends on what is stored)."""
 
     def barrier() -> DeletionJob:
         with tenant_session(engine, principal.tenant_id) as session:
-            return request_deletion(session, principal, body.deletion_request_id, _scope_request(body), digest).job
+            request = body(session) if callable(body) else body
+            digest = request_digest(request.model_dump(mode="json"))
+            return request_deletion(session, principal, request.deletion_request_id, _scope_request(request),
+                                    digest).job
 
     started = time.perf_counter()
     job = await run_in_threadpool(barrier)
@@ -105,7 +116,9 @@ async def create_deletion_request(
     settings: SettingsDep,
 ) -> DeletionAcceptedOut:
     """Delete a memory, an event, a session or a whole subject. The barrier is committed before this answers:
-    from then on nothing returns the targets. A repeat with the same ``deletion_request_id`` returns the same job."""
+    from then on nothing returns the targets. A repeat with the same ``deletion_request_id`` returns the same job.
+    A public_client key may not request one here (403), as it may not ``DELETE /records``."""
+    not_public(principal)
     return await _accept(request, response, settings, principal, engine, body)
 
 
@@ -125,6 +138,34 @@ async def delete_memory(
         deletion_request_id=deletion_request_id or f"memory-{parsed}-{principal.user_id}",
         scope=MemoryScopeIn(type="memory", memory_id=parsed),
     )
+    return await _accept(request, response, settings, principal, engine, body)
+
+
+@router.delete("/records/{resource}/{record_id}", status_code=status.HTTP_202_ACCEPTED)
+async def delete_record(
+    resource: str,
+    record_id: str,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
+    engine: EngineDep,
+    settings: SettingsDep,
+    catalog: CatalogDep,
+    deletion_request_id: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+) -> DeletionAcceptedOut:
+    """Delete one of the caller's records: its rows, search projection and long bodies. From the 202 on it is
+    as missing as one never written. Repeating the call returns the same job; a record written again after
+    its deletion is a new one, and deleting it is a new job."""
+    not_public(principal)
+    declaration = catalog.get(resource)
+
+    def body(session: Session) -> DeletionRequestIn:
+        return DeletionRequestIn(
+            deletion_request_id=deletion_request_id
+            or default_deletion_request_id(session, principal, declaration.type, record_id),
+            scope=RecordScopeIn(type="record", resource=declaration.type, record_id=record_id),
+        )
+
     return await _accept(request, response, settings, principal, engine, body)
 
 

@@ -37,7 +37,16 @@ class SubjectScopeIn(TargetUser):
     user_id: ShortText | None = None
 
 
-ScopeIn = Annotated[MemoryScopeIn | EventScopeIn | SessionScopeIn | SubjectScopeIn, Field(discriminator="type")]
+class RecordScopeIn(StrictRequest):
+    """One source record of the caller's own (``DELETE /records/{resource}/{record_id}``)."""
+
+    type: Literal["record"]
+    resource: ShortText
+    record_id: ShortText
+
+
+ScopeIn = Annotated[MemoryScopeIn | EventScopeIn | SessionScopeIn | SubjectScopeIn | RecordScopeIn,
+                    Field(discriminator="type")]
 
 
 class DeletionRequestIn(StrictRequest):

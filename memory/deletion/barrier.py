@@ -31,6 +31,7 @@ from memory.events import next_revision
 from memory.keys import revoke_keys
 from memory.models import AuditEntry, DeletionJob, DeletionLayer, DeletionProbe, Memory, MemoryEvent, Tombstone
 from memory.permissions import MemoryAction, require
+from memory.resources.records import not_forgotten, own_record, ref_of
 from memory.visibility import not_tombstoned, visible_to
 
 MAX_PROBES = 200
@@ -46,6 +47,8 @@ class ScopeRequest:
     event_id: uuid.UUID | None = None
     session_id: str | None = None
     user_id: str | None = None
+    resource: str | None = None
+    record_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,15 @@ def resolve_scope(session: Session, principal: PrincipalContext, request: ScopeR
         if event is None or (event.user_id != principal.user_id and not principal.has(Role.ADMIN)):
             raise NotFound(f"event {request.event_id} does not exist")
         return Scope(ScopeType.EVENT, str(event.event_id), event.user_id)
+    if request.type is ScopeType.RECORD:
+        assert request.resource is not None and request.record_id is not None
+        ref = ref_of(request.resource, request.record_id)
+        # The caller's own record, not yet covered by a deletion: anyone else's is as missing as one never written.
+        if session.execute(
+            own_record(principal, request.resource, request.record_id).where(not_forgotten())
+        ).first() is None:
+            raise NotFound(f"no record {ref}")
+        return Scope(ScopeType.RECORD, ref, principal.user_id)
     subject = _subject_for(principal, request.user_id)
     if request.type is ScopeType.SESSION:
         assert request.session_id is not None
@@ -190,7 +202,9 @@ def request_deletion(
             job_id=job_id,
             revision=revision,
         )
-        .on_conflict_do_nothing()
+        # A target deleted before (a subject, a record written again since) is covered up to this barrier now.
+        .on_conflict_do_update(index_elements=["tenant_id", "target_type", "target_id", "owner_user_id"],
+                               set_={"job_id": job_id, "revision": revision})
     )
     session.execute(update(Memory).where(covered).values(status=Status.DELETED.value))
     derived = hide_orphans(session, job, linked_refs(session, scope, tenant, revision), revision)

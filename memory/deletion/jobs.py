@@ -80,6 +80,8 @@ class Layer(StrEnum):
     """
 
     SOURCE_EVENTS = "source_events"
+    SOURCE_RECORDS = "source_records"
+    """Source records (todos, transcripts, ...): rows, search projection and long bodies (memory.resources.forget)."""
     DERIVED_MEMORIES = "derived_memories"
     DERIVED_SUMMARIES = "derived_summaries"
     """Session summaries (scrubbed, then rebuilt from the remaining events) and stable-choice rows."""

@@ -34,6 +34,7 @@ from memory.models import (
     Tombstone,
 )
 from memory.projection import delete_projection, write_projection
+from memory.resources.forget import purge_source_records
 from memory.sessions.forget import purge_derived_summaries
 
 
@@ -51,6 +52,7 @@ def scope_of(job: DeletionJob) -> Scope:
         ScopeType.EVENT: job.scope.get("event_id"),
         ScopeType.SESSION: job.scope.get("session_id"),
         ScopeType.SUBJECT: job.subject_user_id,
+        ScopeType.RECORD: job.scope.get("record"),
     }[scope_type]
     return Scope(scope_type, str(target), job.subject_user_id)
 
@@ -353,6 +355,7 @@ def purge_probes(session: Session, job: DeletionJob, batch: int) -> BatchResult:
 
 PURGERS: dict[Layer, Callable[[Session, DeletionJob, int], BatchResult]] = {
     Layer.SOURCE_EVENTS: purge_source_events,
+    Layer.SOURCE_RECORDS: lambda session, job, batch: BatchResult(*purge_source_records(session, job, batch)),
     Layer.DERIVED_MEMORIES: purge_derived_memories,
     Layer.DERIVED_SUMMARIES: lambda session, job, batch: BatchResult(*purge_derived_summaries(session, job, batch)),
     Layer.PRIMARY_MEMORIES: purge_primary_memories,

@@ -1,4 +1,4 @@
-"""What a deletion request covers: a memory, an event, a session, or a whole subject."""
+"""What a deletion request covers: a memory, an event, a session, a source record, or a whole subject."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ class ScopeType(StrEnum):
     EVENT = "event"
     SESSION = "session"
     SUBJECT = "subject"
+    RECORD = "record"
+    """One source record of its owner's, named ``resource:record_id`` (memory.resources.forget purges it)."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,8 @@ class Scope:
         key = {ScopeType.MEMORY: "memory_id", ScopeType.EVENT: "event_id", ScopeType.SESSION: "session_id"}
         if self.type is ScopeType.SUBJECT:
             return {"type": self.type.value, "user_id": self.subject}
+        if self.type is ScopeType.RECORD:
+            return {"type": self.type.value, "record": self.target_id, "user_id": self.subject}
         return {"type": self.type.value, key[self.type]: self.target_id, "user_id": self.subject}
 
 

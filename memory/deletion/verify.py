@@ -28,6 +28,7 @@ from memory.errors import InvalidInput
 from memory.models import DeletionJob, DeletionProbe, Memory, MemoryEvent, MemoryLexeme, MemorySearch
 from memory.recall.bundle import RecallRequest, build_bundle
 from memory.recall.plan import Intent, make_plan
+from memory.resources.forget import record_hits
 from memory.sessions.forget import summary_hits
 from memory.text import lexemes, normalize, tsquery_any
 
@@ -109,6 +110,7 @@ def verify(session: Session, job: DeletionJob) -> Verification:
                 select(func.count()).select_from(Memory).where(covered, Memory.memory_id.in_(recalled))
             ).scalar_one()
     hits.update(summary_hits(session, job, list(probes)))
+    hits.update(record_hits(session, job))
     found = {name: count for name, count in hits.items() if count}
     return Verification(clean=not found, probes=len(probes), hits=found)
 

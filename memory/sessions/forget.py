@@ -96,6 +96,8 @@ def _commits_covered(job: DeletionJob, scope: Scope) -> ColumnElement[bool]:
         ).subquery()
         return exists().where(SessionCommit.session_id == event.c.session_id,
                               event.c.sequence_no.between(SessionCommit.from_sequence, SessionCommit.to_sequence))
+    if scope.type is not ScopeType.MEMORY:
+        return false()  # a source record is in no session's commit
     # a deleted memory: the commits that name it (created, merged or skipped as its duplicate)
     return cast(SessionCommit.memories, Text).contains(scope.target_id)
 

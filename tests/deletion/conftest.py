@@ -37,7 +37,8 @@ def faults() -> FaultPlan:
 def deletion_worker(deletion_settings: Settings, engine: Engine, faults: FaultPlan) -> Iterator[None]:
     """Small purge batches, so a deletion takes several checkpoints; faults injected on demand."""
     worker = ThreadWorker(
-        deletion_settings, engine, deletion_settings.task_queue, deletion_batch_size=7, faults=faults
+        deletion_settings, engine, deletion_settings.task_queue, deletion_batch_size=7, faults=faults,
+        data_dir=deletion_settings.data_dir,
     ).start()
     yield
     worker.stop()
