@@ -9,6 +9,7 @@ the newest, and records the owner's deletion epoch; the :class:`~workflows.sessi
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -44,6 +45,11 @@ TERMINAL = frozenset({
 
 class NothingToCommit(Conflict):
     code = "nothing_to_commit"
+
+
+def owner_of(chat: ChatSession, roles: Iterable[str], key_id: str) -> PrincipalContext:
+    """Who a commit writes as: the session's owner (user and agent) with the roles it was given."""
+    return PrincipalContext(chat.tenant_id, chat.user_id, chat.agent_id, frozenset(roles), key_id=key_id)
 
 
 def workflow_id(tenant_id: str, session_id: str, commit_id: str) -> str:

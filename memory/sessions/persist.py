@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Text, cast, exists, select
+from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -26,15 +27,23 @@ from memory.epochs import StaleEpoch
 from memory.errors import Forbidden, MnemoError
 from memory.events import request_digest
 from memory.memories import Correction, NewMemory, Source, correct_memory, create_memory
-from memory.models import Memory, MemoryEvent, Tombstone
+from memory.models import Memory, MemoryEvent
 from memory.recall.bundle import mark_used_ids
-from memory.sessions.commits import TERMINAL, CommitStatus, cancelled_by_deletion, lock_commit, move, release_stage
+from memory.sessions.commits import (
+    TERMINAL,
+    CommitStatus,
+    cancelled_by_deletion,
+    lock_commit,
+    move,
+    owner_of,
+    release_stage,
+)
 from memory.sessions.constraints import temporary_constraints
 from memory.sessions.dedupe import Decided, Decision, decide, serialize_owner, space_for, stored_content
 from memory.sessions.extraction.base import Candidate, Rejection, RejectionReason
 from memory.sessions.messages import MessageRole, Stage
 from memory.sessions.models import ChatSession, SessionChoice, SessionCommit, SessionLink
-from memory.sessions.store import stage_messages
+from memory.sessions.store import message_live, stage_messages
 from memory.tokens import count_tokens
 from memory.visibility import not_tombstoned, visible_to
 
@@ -59,18 +68,17 @@ def rejection_json(rejection: Rejection) -> dict[str, Any]:
             "evidence_event_ids": list(rejection.evidence_event_ids)}
 
 
-def principal_of(chat: ChatSession, commit: SessionCommit) -> PrincipalContext:
-    """The commit writes as the session's owner, with the roles of the key that asked for the commit."""
-    return PrincipalContext(chat.tenant_id, chat.user_id, chat.agent_id, frozenset(commit.requester_roles),
-                            key_id=f"session-commit:{commit.commit_id}")
+def _chosen(role: str, context_refs: Sequence[str], content: str) -> dict[str, str]:
+    """The temporary choices a message makes: only a user's own words (recalled context chooses nothing)."""
+    if role != MessageRole.USER.value or context_refs:
+        return {}
+    return temporary_constraints(content)
 
 
 def record_choices(session: Session, chat: ChatSession, stage: Stage) -> None:
     """Remember each temporary constraint a user message of the stage chose (for E3)."""
     for message in stage.messages:
-        if message.role is not MessageRole.USER or message.context_refs:
-            continue
-        for key, value in temporary_constraints(message.content).items():
+        for key, value in _chosen(message.role.value, message.context_refs, message.content).items():
             session.execute(insert(SessionChoice).values(
                 tenant_id=chat.tenant_id, event_id=uuid.UUID(message.event_id), choice_key=key,
                 user_id=chat.user_id, session_id=chat.session_id, choice_value=value,
@@ -83,8 +91,8 @@ def stable_choices(session: Session, chat: ChatSession, stage: Stage) -> list[Ca
     Each counted choice is judged again from its message as it stands now (a user's, not recalled, not
     deleted, and still naming that choice by today's rules): a row recorded by an older reading ("这次不要用
     英文" once read as English) or of a message deleted since never counts toward a stable preference."""
-    chosen = {(key, value) for m in stage.messages if m.role is MessageRole.USER and not m.context_refs
-              for key, value in temporary_constraints(m.content).items()}
+    chosen = {(key, value) for m in stage.messages
+              for key, value in _chosen(m.role.value, m.context_refs, m.content).items()}
     found: list[Candidate] = []
     for key, value in sorted(chosen):
         first_event: dict[str, str] = {}
@@ -94,9 +102,7 @@ def stable_choices(session: Session, chat: ChatSession, stage: Stage) -> list[Ca
                   & (MemoryEvent.event_id == SessionChoice.event_id))
             .where(SessionChoice.tenant_id == chat.tenant_id, SessionChoice.user_id == chat.user_id,
                    SessionChoice.choice_key == key, SessionChoice.choice_value == value,
-                   MemoryEvent.purged_at.is_(None),
-                   ~exists().where(Tombstone.tenant_id == MemoryEvent.tenant_id, Tombstone.target_type == "event",
-                                   Tombstone.target_id == cast(MemoryEvent.event_id, Text)))
+                   message_live())
             .order_by(SessionChoice.session_id, SessionChoice.event_id)
         ):
             if _still_chooses(payload, key, value):
@@ -115,9 +121,8 @@ def stable_choices(session: Session, chat: ChatSession, stage: Stage) -> list[Ca
 
 def _still_chooses(payload: dict[str, Any], key: str, value: str) -> bool:
     """Does this stored message, read today, make the choice (key, value) for its session?"""
-    if payload.get("role") != MessageRole.USER.value or payload.get("context_refs"):
-        return False
-    return temporary_constraints(str(payload.get("content", ""))).get(key) == value
+    chosen = _chosen(str(payload.get("role")), payload.get("context_refs") or (), str(payload.get("content", "")))
+    return chosen.get(key) == value
 
 
 def _source(chat: ChatSession, candidate: Candidate, stage: Stage) -> Source:
@@ -212,7 +217,8 @@ def persist(session: Session, tenant_id: str, session_id: str, commit_id: str) -
     commit, chat = lock_commit(session, tenant_id, session_id, commit_id)
     if CommitStatus(commit.status) in TERMINAL:
         return commit
-    principal = principal_of(chat, commit)
+    # the session's owner, with the roles of the key that asked for the commit
+    principal = owner_of(chat, commit.requester_roles, f"session-commit:{commit.commit_id}")
     if cancelled_by_deletion(session, commit, chat):
         return commit
     serialize_owner(session, principal)

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.models import MemoryEvent
-from memory.sessions.commits import Accepted, accept_commit
+from memory.sessions.commits import Accepted, accept_commit, owner_of
 from memory.sessions.models import ChatSession, SessionCommit
 from memory.tokens import count_tokens
 
@@ -44,8 +44,7 @@ def auto_commit_id(chat: ChatSession) -> str:
 
 
 def _writer(chat: ChatSession) -> PrincipalContext:
-    return PrincipalContext(chat.tenant_id, chat.user_id, chat.agent_id, frozenset(chat.writer_roles),
-                            key_id="session-commit-policy")
+    return owner_of(chat, chat.writer_roles, "session-commit-policy")
 
 
 def pending_tokens(session: Session, chat: ChatSession) -> int:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Text, and_, cast, exists, func, or_, select
+from sqlalchemy import ColumnElement, Text, and_, cast, exists, func, or_, select
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.orm import Session
 
@@ -311,6 +311,15 @@ def _as_stage_message(event: MemoryEvent) -> StageMessage:
     )
 
 
+def message_live() -> ColumnElement[bool]:
+    """An event neither scrubbed nor under a deletion's barrier (which hides it at once; the purge scrubs it)."""
+    return and_(
+        MemoryEvent.purged_at.is_(None),
+        ~exists().where(Tombstone.tenant_id == MemoryEvent.tenant_id, Tombstone.target_type == "event",
+                        Tombstone.target_id == cast(MemoryEvent.event_id, Text)),
+    )
+
+
 def stage_messages(
     session: Session, tenant_id: str, session_id: str, from_sequence: int = 1, to_sequence: int | None = None,
 ) -> tuple[StageMessage, ...]:
@@ -321,11 +330,7 @@ def stage_messages(
             MemoryEvent.tenant_id == tenant_id,
             MemoryEvent.session_id == session_id,
             MemoryEvent.sequence_no >= from_sequence,
-            MemoryEvent.purged_at.is_(None),
-            ~exists().where(  # a deletion's barrier hides the message at once; the purge scrubs it later
-                Tombstone.tenant_id == MemoryEvent.tenant_id, Tombstone.target_type == "event",
-                Tombstone.target_id == cast(MemoryEvent.event_id, Text),
-            ),
+            message_live(),
         )
         .order_by(MemoryEvent.sequence_no)
     )
