@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +10,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from api.settings import Settings
-from tests.conftest import auth
+from tests.conftest import auth, poll
 from tests.workers import api_with_worker
 
 TERMINAL = {"completed", "completed_with_rejections", "failed_requires_action", "cancelled_by_deletion"}
@@ -35,14 +34,15 @@ def post(client: TestClient, api_key: str, session_id: str, *messages: dict[str,
     return [event["event_id"] for event in answer.json()["events"]]
 
 
+def wait_commit(client: TestClient, api_key: str, session_id: str, commit_id: str, timeout: float = 60
+                ) -> dict[str, Any]:
+    """The commit's read model once its status is terminal."""
+    return poll(client, api_key, f"/sessions/{session_id}/commits/{commit_id}",
+                lambda body: body["status"] in TERMINAL, timeout)
+
+
 def commit(client: TestClient, api_key: str, session_id: str, commit_id: str, timeout: float = 60) -> dict[str, Any]:
     """Commit and wait for the commit's terminal status; its read model."""
     accepted = client.post(f"/sessions/{session_id}/commit", json={"commit_id": commit_id}, headers=auth(api_key))
     assert accepted.status_code == 202, accepted.text
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        body: dict[str, Any] = client.get(f"/sessions/{session_id}/commits/{commit_id}", headers=auth(api_key)).json()
-        if body["status"] in TERMINAL:
-            return body
-        time.sleep(0.2)
-    raise AssertionError(f"commit {commit_id} did not end within {timeout}s: {body}")
+    return wait_commit(client, api_key, session_id, commit_id, timeout)

@@ -3,7 +3,6 @@ from it goes, and a commit racing a deletion of its owner writes nothing back.""
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -13,7 +12,7 @@ from sqlalchemy import Engine, select
 from memory.db import tenant_session
 from memory.sessions.models import SessionSummary
 from memory.sessions.persist import persist
-from tests.conftest import MakeKey, auth
+from tests.conftest import MakeKey, auth, poll
 from tests.sessions.conftest import commit, post, say
 
 
@@ -21,13 +20,8 @@ def _forget(client: TestClient, key: str, scope: dict[str, Any]) -> dict[str, An
     accepted = client.post("/deletion-requests", json={"deletion_request_id": f"d-{uuid.uuid4().hex[:8]}",
                                                        "scope": scope}, headers=auth(key))
     assert accepted.status_code == 202, accepted.text
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        job: dict[str, Any] = client.get(f"/memory-deletions/{accepted.json()['job_id']}", headers=auth(key)).json()
-        if job["status"] in ("completed", "failed_requires_action"):
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"deletion did not finish: {job}")
+    return poll(client, key, f"/memory-deletions/{accepted.json()['job_id']}",
+                lambda job: job["status"] in ("completed", "failed_requires_action"), 60)
 
 
 def test_deleting_a_source_event_rebuilds_the_summary_and_removes_the_memory_it_alone_supports(

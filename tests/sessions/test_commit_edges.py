@@ -25,7 +25,7 @@ from memory.sessions.commits import CommitStatus, accept_commit, move, release_s
 from memory.sessions.extraction.base import Candidate
 from memory.sessions.persist import candidate_json, persist
 from memory.sessions.policy import CommitPolicy, commit_idle
-from tests.conftest import MakeKey, auth
+from tests.conftest import MakeKey, auth, poll
 from tests.sessions.conftest import commit, post, say
 from tests.workers import ThreadWorker
 
@@ -156,12 +156,9 @@ def test_deleting_a_memory_removes_its_abstract_from_the_commits_that_name_it_an
     (memory,) = done["memories"]["created"]
     assert "厦门" in memory["abstract"]
     job = sessions_api.delete(f"/memories/{memory['memory_id']}", headers=auth(key)).json()
-    deadline = time.monotonic() + 60
-    while (state := sessions_api.get(f"/memory-deletions/{job['job_id']}", headers=auth(key)).json())[
-        "status"
-    ] != "completed":
-        assert time.monotonic() < deadline and state["status"] != "failed_requires_action", state
-        time.sleep(0.2)
+    state = poll(sessions_api, key, f"/memory-deletions/{job['job_id']}",
+                 lambda view: view["status"] in ("completed", "failed_requires_action"), 60)
+    assert state["status"] == "completed", state
     assert "厦门" not in sessions_api.get("/sessions/s-m/commits/c-m", headers=auth(key)).text
 
 

@@ -15,19 +15,9 @@ from api.settings import Settings
 from api.temporal import connect
 from memory.sessions.policy import CommitPolicy
 from tests.conftest import MakeKey, auth
-from tests.sessions.conftest import TERMINAL, post, say
+from tests.sessions.conftest import post, say, wait_commit
 from tests.workers import ThreadWorker
 from workflows.session_commit import SessionCommitSweepWorkflow, SessionSweepInput
-
-
-def _wait(client: TestClient, key: str, session_id: str, commit_id: str) -> dict[str, object]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        answer = client.get(f"/sessions/{session_id}/commits/{commit_id}", headers=auth(key))
-        if answer.status_code == 200 and answer.json()["status"] in TERMINAL:
-            return dict(answer.json())
-        time.sleep(0.2)
-    raise AssertionError(f"{commit_id} did not end")
 
 
 def test_enough_messages_start_a_commit_and_an_idle_session_is_committed_by_the_sweep(
@@ -49,8 +39,8 @@ def test_enough_messages_start_a_commit_and_an_idle_session_is_committed_by_the_
             three = client.post("/sessions/s-vol/messages", json={"messages": [say("v3", "user", "谢谢")]},
                                 headers=auth(key)).json()
             assert three["commit"]["commit_id"] == "auto-1-3" and three["commit"]["trigger"] == "policy:messages"
-            done = _wait(client, key, "s-vol", "auto-1-3")
-            assert done["trigger"] == "policy:messages" and done["memories"]["created"]  # type: ignore[index]
+            done = wait_commit(client, key, "s-vol", "auto-1-3")
+            assert done["trigger"] == "policy:messages" and done["memories"]["created"]
 
             post(client, key, "s-idle", say("i1", "user", "I live in Lisbon."))
             assert client.get("/sessions/s-idle/commits/auto-1-1", headers=auth(key)).status_code == 404
@@ -64,8 +54,8 @@ def test_enough_messages_start_a_commit_and_an_idle_session_is_committed_by_the_
                 ))
 
             assert asyncio.run(sweep()) >= 1
-            idle = _wait(client, key, "s-idle", "auto-1-1")
+            idle = wait_commit(client, key, "s-idle", "auto-1-1")
             assert idle["trigger"] == "policy:idle"
-            assert idle["memories"]["merged"]  # type: ignore[index]  # Lisbon supersedes Chengdu (profile.city)
+            assert idle["memories"]["merged"]  # Lisbon supersedes Chengdu (profile.city)
     finally:
         worker.stop()
