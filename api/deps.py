@@ -20,6 +20,7 @@ from memory.auth import PrincipalContext, authenticate
 from memory.db import global_session
 from memory.enums import Role
 from memory.errors import Forbidden, NotFound, Unauthorized
+from memory.resources.catalog import Catalog
 
 
 async def get_engine(request: Request) -> Engine:
@@ -28,6 +29,14 @@ async def get_engine(request: Request) -> Engine:
 
 
 EngineDep = Annotated[Engine, Depends(get_engine)]
+
+
+async def get_catalog(request: Request) -> Catalog:
+    catalog: Catalog = request.app.state.catalog
+    return catalog
+
+
+CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 
 
 BEARER = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer mnemo_...`")

@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal, parse_id, require_role
+from api.deps import CatalogDep, CurrentPrincipal, EngineDep, SettingsDep, get_temporal, parse_id, require_role
 from api.errors import TemporalUnavailable
 from api.outbox import start_job
-from api.routers.resources import CatalogDep, not_public
+from api.routers.resources import not_public
 from api.schemas.deletions import (
     DeletionAcceptedOut,
     DeletionJobOut,

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter, Response, status
 
-from fastapi import APIRouter, Depends, Request, Response, status
-
-from api.deps import CurrentPrincipal, EngineDep, SettingsDep
+from api.deps import CatalogDep, CurrentPrincipal, EngineDep, SettingsDep
 from api.schemas.common import replay_of
 from api.schemas.resources import (
     LongFieldOut,
@@ -20,19 +18,11 @@ from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.errors import Forbidden
 from memory.resources.bodies import record_store
-from memory.resources.catalog import Catalog, audience_of
+from memory.resources.catalog import audience_of
 from memory.resources.declarations import Audience, Operation
 from memory.resources.records import get_record, ref_of, release_bodies, save_record
 
 router = APIRouter(tags=["resources"])
-
-
-async def get_catalog(request: Request) -> Catalog:
-    catalog: Catalog = request.app.state.catalog
-    return catalog
-
-
-CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 
 
 def not_public(principal: PrincipalContext) -> None:
