@@ -15,7 +15,19 @@ from api.errors import (
     refuse_guarded,
 )
 from api.limits import EmbeddingLanes, TenantLimiter
-from api.routers import deletions, events, health, memories, policies, recall, resources, sessions, tasks
+from api.routers import (
+    agent_policies,
+    deletions,
+    events,
+    health,
+    memories,
+    policies,
+    recall,
+    resources,
+    runs,
+    sessions,
+    tasks,
+)
 from api.schemas.common import ErrorOut
 from api.settings import Settings
 from memory.db import make_engine
@@ -64,4 +76,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(policies.router)
     app.include_router(sessions.router)
     app.include_router(resources.router)
+    app.include_router(runs.router)
+    app.include_router(agent_policies.router)
     return app

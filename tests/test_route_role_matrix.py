@@ -54,6 +54,11 @@ TABLE: dict[str, dict[str, int]] = {
                                              "auditor": 200, "admin": 200},
     "PUT /tenant-policy":                   {**{r: 403 for r in ROLES}, "admin": 200},
     "POST /deletion-requests (another user's subject)": {**{r: 403 for r in ROLES}, "admin": 202},
+    "PUT /policies/{agent}/{resource}":     {**{r: 403 for r in ROLES}, "admin": 200},
+    "DELETE /policies/{agent}/{resource} (none set)": {**{r: 403 for r in ROLES}, "admin": 404},
+    "GET /policies/{agent}":                {**{r: 403 for r in ROLES}, "auditor": 200, "admin": 200},
+    "POST /runs":                           {**{r: 403 for r in ROLES}, "admin": 201},
+    "POST /runs/{id}/end (none such)":      {**{r: 403 for r in ROLES}, "admin": 404},
 }
 
 
@@ -93,6 +98,8 @@ def _snapshot(engine: Engine, tenant: str) -> dict[str, Any]:
         "jobs": "SELECT job_id, status FROM deletion_jobs ORDER BY job_id",
         "policy": "SELECT separation_of_duties, updated_at FROM tenant_policies",
         "sales": "SELECT count(*) FROM sales_order_lines",
+        "agent_policies": "SELECT agent_id, resource, operations, fields FROM resource_policies ORDER BY 1, 2",
+        "runs": "SELECT run_id, ended_at FROM resource_runs ORDER BY run_id",
     }
     with tenant_session(engine, tenant) as session:
         return {name: [tuple(row) for row in session.execute(text(sql)).all()] for name, sql in queries.items()}
@@ -138,6 +145,14 @@ def _calls(t: Tenant, state: dict[str, str]) -> dict[str, Call]:
             "/deletion-requests",
             json={"deletion_request_id": uuid.uuid4().hex, "scope": {"type": "subject", "user_id": "dave"}},
             headers=auth(key)),
+        "PUT /policies/{agent}/{resource}": lambda api, t, key: api.put(
+            "/policies/planner/todo", json={"operations": ["read"], "fields": ["/title"]}, headers=auth(key)),
+        "DELETE /policies/{agent}/{resource} (none set)":
+            lambda api, t, key: api.delete("/policies/nobody/todo", headers=auth(key)),
+        "GET /policies/{agent}": lambda api, t, key: api.get("/policies/planner", headers=auth(key)),
+        "POST /runs": lambda api, t, key: api.post("/runs", json={"thread_id": "th-1", "agent_id": "planner"},
+                                                   headers=auth(key)),
+        "POST /runs/{id}/end (none such)": lambda api, t, key: api.post(f"/runs/{uuid.uuid4()}/end", headers=auth(key)),
     }
 
 

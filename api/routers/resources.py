@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
+from api.access import ReadAccess
 from api.deps import CatalogDep, CurrentPrincipal, EngineDep, SettingsDep
 from api.schemas.common import replay_of
 from api.schemas.resources import (
@@ -11,8 +12,6 @@ from api.schemas.resources import (
     RecordIn,
     RecordOut,
     RecordWrittenOut,
-    ResourceOut,
-    ResourcesOut,
 )
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
@@ -21,6 +20,7 @@ from memory.resources.bodies import record_store
 from memory.resources.catalog import audience_of
 from memory.resources.declarations import Audience, Operation
 from memory.resources.records import get_record, ref_of, release_bodies, save_record
+from memory.resources.results import Directory, DirectoryEntry
 
 router = APIRouter(tags=["resources"])
 
@@ -32,19 +32,20 @@ def not_public(principal: PrincipalContext) -> None:
 
 
 @router.get("/resources")
-def list_resources(principal: CurrentPrincipal, catalog: CatalogDep) -> ResourcesOut:
-    """The resource types the caller's audience may see, their operations and the fields it may read at most."""
-    audience = audience_of(principal)
-    return ResourcesOut(
-        audience=audience.value,
+def list_resources(access: ReadAccess, catalog: CatalogDep) -> Directory:
+    """``list()``: the resource types the caller may use now (its run's snapshot ∩ its agent's current policy ∩
+    its audience's ceiling), their operations and the fields it may read; a type with no readable field is absent."""
+    return Directory(
+        audience=access.audience.value,
+        run_id=access.run_id,
         resources=[
-            ResourceOut(
-                type=declaration.type,
-                description=declaration.description,
-                operations=[operation.value for operation in Operation if operation in declaration.operations],
-                fields=list(declaration.ceilings[audience]),
+            DirectoryEntry(
+                type=grant.resource,
+                description=catalog.get(grant.resource).description,
+                operations=[operation.value for operation in Operation if operation in grant.operations],
+                fields=list(grant.fields),
             )
-            for declaration in catalog.visible_to(audience)
+            for _, grant in sorted(access.grants.items())
         ],
     )
 

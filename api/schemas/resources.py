@@ -42,15 +42,3 @@ class RecordOut(BaseModel):
     long_fields: list[LongFieldOut] = Field(description="Fields of data stored in the artifact store")
     created_at: datetime
     updated_at: datetime
-
-
-class ResourceOut(BaseModel):
-    type: str
-    description: str
-    operations: list[str]
-    fields: list[str] = Field(description="Field paths (JSON Pointers, `*` for array items) the caller may read")
-
-
-class ResourcesOut(BaseModel):
-    audience: str = Field(description="`internal`, or `public` for a `public_client` key")
-    resources: list[ResourceOut]

@@ -138,7 +138,7 @@ def test_the_catalog_per_audience(client: TestClient, make_key: MakeKey) -> None
     assert public["audience"] == "public"
     assert [r["type"] for r in public["resources"]] == ["calendar", "contact", "episode", "todo", "voice_memo"]
     todo = next(r for r in public["resources"] if r["type"] == "todo")
-    assert todo["fields"] == ["/title", "/status", "/due_at", "/completed_at", "/priority", "/episode"]
+    assert todo["fields"] == ["/completed_at", "/due_at", "/episode", "/priority", "/status", "/title"]
     # An admin holds every role but is not narrowed to the public catalog.
     admin = client.get("/resources", headers=auth(make_key(roles=("admin", "public_client")))).json()
     assert admin["audience"] == "internal"
