@@ -21,13 +21,14 @@ from sqlalchemy import Engine, text
 
 from memory.db import tenant_session
 from memory.reports.sales import seed_sales
-from tests.conftest import MakeKey, auth
+from tests.conftest import MakeKey, auth, poll
 from tests.factories import candidate
 from tests.tasks.conftest import awaiting_approval
 from tests.workers import api_with_worker
 
 ROLES = ("", "memory_writer", "approver", "operator", "auditor", "admin")
 R = ("approver", "operator", "auditor", "admin")  # read any task of the tenant
+SETTLED = {"completed", "blocked_by_retention", "failed_requires_action"}
 
 # endpoint -> the status each role gets (403 refused; 404 a task the caller may not see; else let through)
 TABLE: dict[str, dict[str, int]] = {
@@ -177,3 +178,6 @@ def test_route_role_table(api: TestClient, tenant: Tenant, engine: Engine, endpo
         if expected == 403:
             assert response.json()["error"]["code"] == "forbidden", response.text
             assert _snapshot(engine, tenant.tenant) == before, (endpoint, role)
+        elif response.status_code == 202:  # a deletion job let through runs on: settle it, or the next row sees it move
+            poll(api, tenant.keys["admin"], f"/memory-deletions/{response.json()['job_id']}",
+                 lambda job: job["status"] in SETTLED, timeout=60)
