@@ -28,7 +28,7 @@ from sqlalchemy import (
     select,
     tuple_,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import JSONB, aggregate_order_by
 from sqlalchemy.orm import Session
 
 from memory.errors import InvalidInput
@@ -86,8 +86,10 @@ class RecordSource:
             statement = statement.where(tuple_(ResourceRecord.updated_at, ResourceRecord.record_id)
                                         < tuple_(literal(after.updated_at), literal(after.record_id)))
         statement = statement.order_by(ResourceRecord.updated_at.desc(), ResourceRecord.record_id.desc()).limit(limit)
-        return [self._row(record, record.data, self._offloaded_paths(record))
-                for record in session.execute(statement).scalars()]
+        records = session.execute(statement).scalars().all()
+        offloaded = self._offloaded(session, access, [record.record_id for record in records])
+        return [self._row(record, record.data, tuple(body.path for body in offloaded[record.record_id]))
+                for record in records]
 
     def match(self, session: Session, access: Access, grant: Grant, query: Query, limit: int) -> list[Candidate]:
         readable = [path for path in self.declaration.search_fields if grant.reads(path)]
@@ -115,7 +117,8 @@ class RecordSource:
         matched = func.coalesce(func.max(found.c.found), 0)
         statement = (
             select(hits.c.record_id, (matched * 1.0 / func.greatest(total, 1)).label("coverage"),
-                   func.sum(hits.c.rank).label("rank"), func.array_agg(hits.c.field_path).label("fields"))
+                   func.sum(hits.c.rank).label("rank"),
+                   func.array_agg(aggregate_order_by(hits.c.field_path, hits.c.rank.desc())).label("fields"))
             .select_from(hits)
             .outerjoin(found, found.c.record_id == hits.c.record_id)
             .group_by(hits.c.record_id)
@@ -124,49 +127,48 @@ class RecordSource:
         )
         rows = session.execute(statement, {"tsquery": tsquery_any(list(query.terms)),
                                            "lexemes": " ".join(query.terms)}).all()
-        order = {path: place for place, path in enumerate(self.declaration.search_fields)}
         return [
             Candidate(record_id=row.record_id, coverage=min(1.0, float(row.coverage)),
-                      rank=float(row.rank) / (float(row.rank) + 1.0),
-                      fields=tuple(sorted(row.fields, key=order.__getitem__)))
+                      rank=float(row.rank) / (float(row.rank) + 1.0), fields=tuple(row.fields))
             for row in rows
         ]
 
     def fetch(self, session: Session, access: Access, grant: Grant, ids: Sequence[str], *,
               whole: bool = False) -> Mapping[str, SourceRow]:
-        del grant
         if not ids:
             return {}
         records = session.execute(
             select(ResourceRecord).where(self._own(access), ResourceRecord.record_id.in_(list(ids)))
         ).scalars().all()
-        offloaded: dict[str, list[Offloaded]] = {record.record_id: [] for record in records}
-        if records:
-            artifacts = session.execute(
-                select(ResourceArtifact)
-                .where(ResourceArtifact.tenant_id == access.principal.tenant_id,
-                       ResourceArtifact.owner_id == access.principal.user_id,
-                       ResourceArtifact.resource == self.resource,
-                       ResourceArtifact.record_id.in_(list(offloaded)))
-                .order_by(ResourceArtifact.record_id, ResourceArtifact.field_path)
-            ).scalars()
-            for artifact in artifacts:
-                offloaded[artifact.record_id].append(
-                    Offloaded(artifact.field_path, artifact.sha256, artifact.size_bytes, artifact.characters))
+        offloaded = self._offloaded(session, access, [record.record_id for record in records])
         store = record_store(self.data_dir, access.principal.tenant_id)
         rows: dict[str, SourceRow] = {}
         for record in records:
             bodies = offloaded[record.record_id]
-            if whole:
-                rows[record.record_id] = self._row(record, restore(store, record.data, bodies), ())
+            if whole:  # the bodies the grant reads; one it does not is never read from the store
+                wanted = [body for body in bodies if grant.reads(body.path)]
+                rows[record.record_id] = self._row(record, restore(store, record.data, wanted),
+                                                   tuple(body.path for body in bodies if body not in wanted))
             else:
                 rows[record.record_id] = self._row(record, record.data, tuple(body.path for body in bodies))
         return rows
 
-    def _offloaded_paths(self, record: ResourceRecord) -> tuple[str, ...]:
-        """The declared long fields a row's inline data lacks: their values are in the artifact store."""
-        return tuple(path for path in self.declaration.long_fields
-                     if next(pointers.values_at(record.data, path), None) is None)
+    def _offloaded(self, session: Session, access: Access, ids: list[str]) -> dict[str, list[Offloaded]]:
+        """Per record, its long fields held in the artifact store (absent from its inline data)."""
+        offloaded: dict[str, list[Offloaded]] = {record_id: [] for record_id in ids}
+        if not ids:
+            return offloaded
+        artifacts = session.execute(
+            select(ResourceArtifact)
+            .where(ResourceArtifact.tenant_id == access.principal.tenant_id,
+                   ResourceArtifact.owner_id == access.principal.user_id,
+                   ResourceArtifact.resource == self.resource, ResourceArtifact.record_id.in_(ids))
+            .order_by(ResourceArtifact.record_id, ResourceArtifact.field_path)
+        ).scalars()
+        for artifact in artifacts:
+            offloaded[artifact.record_id].append(
+                Offloaded(artifact.field_path, artifact.sha256, artifact.size_bytes, artifact.characters))
+        return offloaded
 
     def _row(self, record: ResourceRecord, data: dict[str, Any], long_fields: tuple[str, ...]) -> SourceRow:
         return SourceRow(resource=self.resource, record_id=record.record_id, version=record.version,

@@ -132,6 +132,6 @@ class Source(Protocol):
 
     def fetch(self, session: Session, access: Access, grant: Grant, ids: Sequence[str], *,
               whole: bool = False) -> Mapping[str, SourceRow]:
-        """The current rows of ``ids`` (by id; a missing, foreign or forgotten one is absent), long fields read
-        back when ``whole``."""
+        """The current rows of ``ids`` (by id; a missing, foreign or forgotten one is absent), with the long fields
+        ``grant`` reads read back when ``whole``."""
         ...

@@ -94,8 +94,10 @@ def test_items_carry_readable_fields_only_and_name_long_ones(client: TestClient,
     with pytest.raises(InvalidInput) as caught:
         reader(client).list(agent_a, "todo", {"status": "open", "priority": "low"}, None)
     assert caught.value.code == "filter_not_readable"
-    transcript = listing(client, key, "transcript")["items"][0]
-    assert (transcript["data"], transcript["omitted"]) == ({"title": "会议转写"}, ["/text"])
+    put(client, key, "transcript:big", {"title": "长转写", "text": "原话" * 60_000})  # in the artifact store
+    big, short = listing(client, key, "transcript")["items"]
+    assert (short["data"], short["omitted"]) == ({"title": "会议转写"}, ["/text"])
+    assert (big["ref"], big["data"], big["omitted"]) == ("transcript:big", {"title": "长转写"}, ["/text"])
 
 
 @pytest.mark.parametrize(("params", "code"), [
