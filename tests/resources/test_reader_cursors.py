@@ -6,7 +6,10 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 
+from api.main import create_app
+from api.settings import Settings
 from memory.errors import NotFound
 from memory.resources.cursors import (
     Binding,
@@ -130,6 +133,21 @@ def test_strict_search_bodies(client: TestClient, make_key: MakeKey, raw: str, c
     assert response.json()["error"]["code"] == code
 
 
+@pytest.mark.parametrize(("raw", "code"), [
+    ('{"ref": "todo:x", "cursor": null}', "null_not_allowed"),
+    ('{"ref": "todo:x", "page": 2}', "unknown_field"),
+    ('{"ref": "todo:x", "ref": "todo:y"}', "duplicate_key"),
+    ('{"ref": 5}', "invalid_value"),
+    ('{"ref": "todo:x", "cursor": ""}', "invalid_value"),
+])
+def test_strict_read_bodies(client: TestClient, make_key: MakeKey, raw: str, code: str) -> None:
+    key = new_key(make_key)
+    response = client.post("/resources/read", content=raw.encode(),
+                           headers=auth(key) | {"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == code
+
+
 def test_keys_rotate_the_first_signs_and_every_one_verifies() -> None:
     old_secret, new_secret = "o" * 43, "n" * 43  # base64url of 32 bytes each
     old = CursorKeys.parse(f"old:{old_secret}")
@@ -142,3 +160,8 @@ def test_keys_rotate_the_first_signs_and_every_one_verifies() -> None:
     for bad in ("nokey", "a:short", f"a:{new_secret},a:{old_secret}", f"bad id:{new_secret}"):
         with pytest.raises(CursorKeyError):
             CursorKeys.parse(bad)
+
+
+def test_a_malformed_cursor_key_setting_stops_the_start(settings: Settings) -> None:
+    with pytest.raises(CursorKeyError):
+        create_app(settings.model_copy(update={"cursor_keys": SecretStr("k1:tooshort")}))
