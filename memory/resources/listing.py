@@ -15,10 +15,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from memory.errors import InvalidInput
 from memory.resources import pointers
 from memory.resources.access import Access, Grant
-from memory.resources.cursors import Binding, CursorKeys, issue, redeem
+from memory.resources.cursors import Binding, CursorInvalid, CursorKeys, issue, redeem
 from memory.resources.declarations import Declaration, Operation
 from memory.resources.fields import readable, without
 from memory.resources.filters import parse_filters
@@ -51,7 +50,7 @@ def _item(declaration: Declaration, grant: Grant, row: SourceRow) -> ListItem:
 
 def _position(raw: Any) -> Position:
     if not (isinstance(raw, list) and len(raw) == 2 and all(isinstance(part, str) for part in raw)):
-        raise InvalidInput("the cursor cannot be read", code="cursor_invalid")
+        raise CursorInvalid("the cursor cannot be read")
     return Position(datetime.fromisoformat(raw[0]), raw[1])
 
 

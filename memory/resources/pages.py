@@ -100,20 +100,13 @@ def _pieces(text: str) -> list[tuple[int, str]]:
     return pieces
 
 
-@dataclass(frozen=True)
-class Cut:
-    page: ReadPage
-    body: bytes
-
-
 def read_page(ref: str, version: int, data: dict[str, Any], start: int | None,
-              cursor_for: Callable[[int], str]) -> Cut:
+              cursor_for: Callable[[int], str]) -> ReadPage:
     """The page of ``data`` from unit ``start`` (``None``: the first request, which may return ``data`` whole)."""
     if start is None:
         whole = ReadPage(ref=ref, version=version, complete=True, data=data)
-        body = encode(whole)
-        if len(body) <= PAGE_BYTES:
-            return Cut(whole, body)
+        if fits(whole):
+            return whole
         start = 0
     cut = units(data)
     if start >= len(cut):
@@ -134,9 +127,8 @@ def read_page(ref: str, version: int, data: dict[str, Any], start: int | None,
         page = ReadPage(ref=ref, version=version, complete=complete,
                         fragments=[unit.fragment() for unit in cut[start:end]],
                         next_cursor=None if complete else cursor_for(end))
-        body = encode(page)
-        if len(body) <= PAGE_BYTES:
-            return Cut(page, body)
+        if fits(page):
+            return page
         if end == start + 1:
             raise RuntimeError(f"one unit of {ref} at {cut[start].path} does not fit a page")
         end -= 1

@@ -95,4 +95,4 @@ class Reader:
                                 " read it again from the start", details={"current_version": row.version})
         data = readable(row.data, grant.fields)
         return read_page(ref, row.version, data, start,
-                         lambda position: issue(self.keys, access, grant, binding, position, row.version)).page
+                         lambda position: issue(self.keys, access, grant, binding, position, row.version))
