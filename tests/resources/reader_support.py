@@ -25,6 +25,14 @@ def new_key(make_key: MakeKey, tenant_id: str | None = None, user: str = "alice"
     return make_key(tenant=tenant_id or tenant(), user=user, **extra)
 
 
+def allow(client: TestClient, make_key: MakeKey, tenant_id: str, agent: str, resource: str, *fields: str) -> None:
+    """An admin of ``tenant_id`` lets ``agent`` list, search and read ``fields`` of ``resource``."""
+    admin = new_key(make_key, tenant_id, user="root", roles=("admin",))
+    body = {"operations": ["list", "search", "read"], "fields": list(fields)}
+    response = client.put(f"/policies/{agent}/{resource}", json=body, headers=auth(admin))
+    assert response.status_code == 200, response.text
+
+
 def put(client: TestClient, key: str, ref: str, data: dict[str, Any], version: int | None = None) -> int:
     resource, record_id = ref.split(":")
     body: dict[str, Any] = {"data": data} if version is None else {"data": data, "expected_version": version}

@@ -22,7 +22,7 @@ from memory.resources.cursors import (
 )
 from memory.resources.declarations import Operation
 from tests.conftest import MakeKey, auth
-from tests.resources.reader_support import agent_access, error, new_key, put, read, reader, tenant
+from tests.resources.reader_support import agent_access, allow, error, new_key, put, read, reader, tenant
 
 MEMO = {"title": "语音笔记", "recorded_at": "2026-06-01T09:00:00Z", "text": "笔记正文🙂 " * 12_000}
 
@@ -61,6 +61,7 @@ def test_another_users_cursor(client: TestClient, make_key: MakeKey, memo: tuple
 def test_another_callers_cursor(client: TestClient, make_key: MakeKey, memo: tuple[str, str, str]) -> None:
     tenant_id, _, cursor = memo
     agent_key = new_key(make_key, tenant_id, agent="agent-x")
+    allow(client, make_key, tenant_id, "agent-x", "voice_memo", "/title", "/text")  # may read: the cursor is refused
     public_key = new_key(make_key, tenant_id, roles=("public_client",))
     for other in (agent_key, public_key):
         assert error(read_with(client, other, "voice_memo:m", cursor), 422) == "cursor_other_caller"
