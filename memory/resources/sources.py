@@ -115,7 +115,10 @@ class Candidate:
 class Source(Protocol):
     """One resource type's records. Implementations are stateless beyond their configuration."""
 
-    resource: str
+    @property
+    def resource(self) -> str:
+        """The declared type whose records this source holds."""
+        ...
 
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:
