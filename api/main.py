@@ -20,6 +20,7 @@ from api.schemas.common import ErrorOut
 from api.settings import Settings
 from memory.db import make_engine
 from memory.resources.catalog import load_catalog
+from memory.resources.reader import Reader
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -27,6 +28,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     database_url = settings.require_database_url()
     # Declarations are checked before anything starts: a bad one stops the process, naming the problem.
     catalog = load_catalog(settings.resource_declarations_dir)
+    cursor_keys = settings.cursor_signing_keys()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -35,6 +37,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.engine = make_engine(
             database_url, pool_size=settings.db_pool_size, statement_timeout_seconds=settings.statement_timeout_seconds
         )
+        app.state.reader = Reader.build(app.state.engine, catalog, settings.data_dir, cursor_keys)
         app.state.recall_limiter = TenantLimiter(settings.tenant_recall_concurrency)
         app.state.embedding_lanes = EmbeddingLanes(settings.query_embedding_engines)
         app.state.temporal = None  # connected on first use, so the API starts even while Temporal is down
