@@ -125,9 +125,9 @@ def test_records_refuse_the_types_of_other_stores(client: TestClient, make_key: 
         answer = client.request(method, f"/records/{resource}/x-1", headers=auth(key),
                                 json={"data": {"title": "x"}} if method == "PUT" else None)
         assert answer.status_code == 422, answer.text
-        assert answer.json()["code"] == "not_a_record_type"
+        assert answer.json()["error"]["code"] == "not_a_record_type"
     answer = client.put("/records/memory/x-1", json={"data": {"title": "x"}}, headers=auth(key))
-    assert "POST /memory-candidates" in answer.json()["message"]
+    assert "POST /memory-candidates" in answer.json()["error"]["message"]
 
 
 # --- memories ---------------------------------------------------------------------------------------------
@@ -156,7 +156,7 @@ def test_memories_list_search_and_read_the_current_version_only(client: TestClie
     assert page.json()["complete"] and page.json()["data"]["version"] == 2
     deleted, missing = read(client, key, f"memory:{gone}"), read(client, key, f"memory:{uuid.uuid4()}")
     assert deleted.status_code == missing.status_code == 404
-    assert deleted.json()["code"] == missing.json()["code"]
+    assert deleted.json()["error"]["code"] == missing.json()["error"]["code"]
 
 
 def test_memory_filters_and_keyset_pages(client: TestClient, make_key: MakeKey, engine: Engine) -> None:
@@ -257,7 +257,8 @@ def test_sessions_and_their_latest_summary(client: TestClient, make_key: MakeKey
 
     assert summarise(engine, key, session_id) == 1
     summary_ref = f"session_summary:{session_id}"
-    assert listed(client, key, "session", status="active")[0]["data"]["summary"] == summary_ref
+    active = {item["ref"]: item["data"] for item in listed(client, key, "session", status="active")}
+    assert active[f"session:{session_id}"]["summary"] == summary_ref and "summary" not in active["session:s-titled"]
     page = read(client, key, summary_ref)
     assert page.status_code == 200, page.text
     data = page.json()["data"]
@@ -332,7 +333,8 @@ def test_tasks_from_waiting_to_published(client: TestClient, make_key: MakeKey, 
     assert page.status_code == 200, page.text
     data = page.json()["data"]
     assert data["status"] == "SUCCEEDED" and data["state_version"] == done["state_version"]
-    assert data["publication"]["status"] == "PUBLISHED" and data["publication"]["destination"] == "reports"
+    assert data["publication"]["status"] == "SUCCEEDED" and data["publication"]["destination"] == "reports"
+    assert data["publication"]["publication_id"] and data["timeline"]["operations"] == 1
     with tenant_session(engine, tenant) as session:
         after = source("task").fetch(session, access, access.grants["task"], [task_id])[task_id]
     assert after.state is RowState.CLOSED
@@ -354,7 +356,7 @@ def test_another_users_memories_and_sessions_are_absent(client: TestClient, make
     for ref in (f"memory:{bobs_memory}", "session:s-bob", summarise_ref):
         foreign, missing = read(client, alice, ref), read(client, alice, ref.split(":")[0] + ":absent-1")
         assert foreign.status_code == missing.status_code == 404
-        assert foreign.json()["code"] == missing.json()["code"]
+        assert foreign.json()["error"]["code"] == missing.json()["error"]["code"]
     assert refs(found(client, bob, "heron statue")) == {f"memory:{bobs_memory}", "session:s-bob", summarise_ref}
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import and_, select
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql.selectable import Select
 
@@ -102,7 +103,7 @@ def _latest(access: Access, session_ids: list[str] | None = None) -> Any:
         .join(ChatSession, and_(ChatSession.tenant_id == SessionSummary.tenant_id,
                                 ChatSession.session_id == SessionSummary.session_id))
         .where(own_sessions(access.principal), summary_readable())
-        .distinct(SessionSummary.session_id)
+        .ext(distinct_on(SessionSummary.session_id))
         .order_by(SessionSummary.session_id, SessionSummary.version.desc())
     )
     if session_ids is not None:

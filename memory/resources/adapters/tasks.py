@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, func, select, true
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.orm import Session
 
 from memory.auth import may_read_every_task
@@ -147,7 +148,7 @@ def _publications(session: Session, tenant_id: str, ids: list[str]) -> dict[str,
     latest = session.execute(
         select(TaskOperation)
         .where(TaskOperation.tenant_id == tenant_id, TaskOperation.task_id.in_(ids), TaskOperation.kind == PUBLISH)
-        .distinct(TaskOperation.task_id)
+        .ext(distinct_on(TaskOperation.task_id))
         .order_by(TaskOperation.task_id, TaskOperation.created_at.desc(), TaskOperation.operation_id.desc())
     ).scalars()
     return {op.task_id: present(status=op.status, destination=op.destination, publication_id=op.publication_id,
