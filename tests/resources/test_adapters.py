@@ -244,7 +244,8 @@ def test_sessions_and_their_latest_summary(client: TestClient, make_key: MakeKey
     session_id = f"s-{uuid.uuid4().hex[:8]}"
     open_session(client, key, session_id, ("user", "I want to plan the Lisbon offsite for March\nwith details"),
                  ("assistant", "Sure, let us plan it."))
-    open_session(client, key, "s-titled", ("user", "hello"), title="Budget review")
+    task_ref = f"task:{uuid.uuid4()}"
+    open_session(client, key, "s-titled", ("user", "hello"), title="Budget review", task_id=task_ref[5:])
 
     sessions = {item["ref"]: item for item in listed(client, key, "session")}
     assert set(sessions) == {f"session:{session_id}", "session:s-titled"}
@@ -252,6 +253,8 @@ def test_sessions_and_their_latest_summary(client: TestClient, make_key: MakeKey
     assert untitled["title"] == "I want to plan the Lisbon offsite for March"
     assert untitled["data"]["message_count"] == 2 and "summary" not in untitled["data"]
     assert sessions["session:s-titled"]["title"] == "Budget review"
+    assert sessions["session:s-titled"]["data"]["task"] == task_ref
+    assert refs(listed(client, key, "session", task=task_ref)) == {"session:s-titled"}
     assert refs(found(client, key, "Lisbon offsite", "session")) == {f"session:{session_id}"}
     assert listed(client, key, "session_summary") == []
 
