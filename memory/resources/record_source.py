@@ -86,7 +86,8 @@ class RecordSource:
             statement = statement.where(tuple_(ResourceRecord.updated_at, ResourceRecord.record_id)
                                         < tuple_(literal(after.updated_at), literal(after.record_id)))
         statement = statement.order_by(ResourceRecord.updated_at.desc(), ResourceRecord.record_id.desc()).limit(limit)
-        return [self._row(record, {}) for record in session.execute(statement).scalars()]
+        return [self._row(record, record.data, self._offloaded_paths(record))
+                for record in session.execute(statement).scalars()]
 
     def match(self, session: Session, access: Access, grant: Grant, query: Query, limit: int) -> list[Candidate]:
         readable = [path for path in self.declaration.search_fields if grant.reads(path)]
@@ -156,13 +157,18 @@ class RecordSource:
         rows: dict[str, SourceRow] = {}
         for record in records:
             bodies = offloaded[record.record_id]
-            data = restore(store, record.data, bodies) if whole and bodies else record.data
-            rows[record.record_id] = self._row(record, data if whole else {},
-                                               () if whole else tuple(body.path for body in bodies))
+            if whole:
+                rows[record.record_id] = self._row(record, restore(store, record.data, bodies), ())
+            else:
+                rows[record.record_id] = self._row(record, record.data, tuple(body.path for body in bodies))
         return rows
 
-    def _row(self, record: ResourceRecord, data: dict[str, Any], long_fields: tuple[str, ...] = ()) -> SourceRow:
-        data = data or record.data
+    def _offloaded_paths(self, record: ResourceRecord) -> tuple[str, ...]:
+        """The declared long fields a row's inline data lacks: their values are in the artifact store."""
+        return tuple(path for path in self.declaration.long_fields
+                     if next(pointers.values_at(record.data, path), None) is None)
+
+    def _row(self, record: ResourceRecord, data: dict[str, Any], long_fields: tuple[str, ...]) -> SourceRow:
         return SourceRow(resource=self.resource, record_id=record.record_id, version=record.version,
                          updated_at=record.updated_at, data=data, long_fields=long_fields,
                          state=state_of(self.resource, data))

@@ -73,12 +73,15 @@ def _hit(session: Session, access: Access, declaration: Declaration, sources: So
     row = ranked.row
     matched = ranked.candidate.fields
     fields = [*matched, *(path for path in declaration.search_fields if grant.reads(path) and path not in matched)]
-    if any(path in row.long_fields for path in fields):  # the words may be in a long body: read it back
-        row = sources.get(row.resource).fetch(session, access, grant, [row.record_id], whole=True).get(
-            row.record_id, row)
     shown = readable(row.data, grant.fields)
+    window = snippet(shown, fields, text)
+    if not window and any(path in row.long_fields for path in fields):  # the words are in a long body: read it
+        whole = sources.get(row.resource).fetch(session, access, grant, [row.record_id], whole=True)
+        row = whole.get(row.record_id, row)
+        shown = readable(row.data, grant.fields)
+        window = snippet(shown, fields, text)
     return SearchHit(ref=row.ref, resource=row.resource, title=title_of(declaration, shown),
-                     snippet=snippet(shown, fields, text) or title_of(declaration, shown)[:SNIPPET_CHARS],
+                     snippet=window or title_of(declaration, shown)[:SNIPPET_CHARS],
                      state=row.state.value, version=row.version, updated_at=row.updated_at, score=ranked.score)
 
 

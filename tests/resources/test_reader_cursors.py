@@ -8,7 +8,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memory.errors import NotFound
-from memory.resources.cursors import Binding, CursorPastEnd, PermissionsChanged, issue
+from memory.resources.cursors import (
+    Binding,
+    CursorInvalid,
+    CursorKeyError,
+    CursorKeys,
+    CursorPastEnd,
+    PermissionsChanged,
+    issue,
+)
 from memory.resources.declarations import Operation
 from tests.conftest import MakeKey, auth
 from tests.resources.reader_support import agent_access, error, new_key, put, read, reader, tenant
@@ -120,3 +128,17 @@ def test_strict_search_bodies(client: TestClient, make_key: MakeKey, raw: str, c
                            headers=auth(key) | {"content-type": "application/json"})
     assert response.status_code == 422, response.text
     assert response.json()["error"]["code"] == code
+
+
+def test_keys_rotate_the_first_signs_and_every_one_verifies() -> None:
+    old_secret, new_secret = "o" * 43, "n" * 43  # base64url of 32 bytes each
+    old = CursorKeys.parse(f"old:{old_secret}")
+    rotated = CursorKeys.parse(f"new:{new_secret},old:{old_secret}")
+    cursor = old.sign({"p": 1})
+    assert rotated.verify(cursor) == {"p": 1}
+    assert rotated.sign({"p": 2}).startswith("new.")
+    with pytest.raises(CursorInvalid):
+        CursorKeys.parse(f"new:{new_secret}").verify(cursor)  # the old key retired
+    for bad in ("nokey", "a:short", f"a:{new_secret},a:{old_secret}", f"bad id:{new_secret}"):
+        with pytest.raises(CursorKeyError):
+            CursorKeys.parse(bad)

@@ -103,8 +103,18 @@ def test_a_forgotten_record_is_gone_from_search(client: TestClient, make_key: Ma
     put(client, key, "todo:gone", {"title": "要忘掉的任务", "status": "open"})
     assert [hit["ref"] for hit in search(client, key, query="忘掉")["items"]] == ["todo:gone"]
     assert client.delete("/records/todo/gone", headers=auth(key)).status_code == 202
-    # The tombstone is committed before the 202: the very next search no longer finds it.
+    # The tombstone is committed before the 202: the very next search no longer finds it, nor does a read.
     assert search(client, key, query="忘掉")["items"] == []
+    assert error(client.post("/resources/read", json={"ref": "todo:gone"}, headers=auth(key)), 404) == "not_found"
+
+
+def test_a_snippet_from_a_long_body_in_the_artifact_store(client: TestClient, make_key: MakeKey) -> None:
+    key = new_key(make_key)
+    text = "会议开场。" * 30_000 + "最后决定：通知兜底先上线。" + "散会。" * 100
+    put(client, key, "transcript:big", {"title": "评审会转写", "text": text})
+    hit = search(client, key, query="通知兜底")["items"][0]
+    assert hit["ref"] == "transcript:big" and "最后决定：通知兜底先上线" in hit["snippet"]
+    assert len(hit["snippet"]) <= 202
 
 
 def test_a_public_key_never_searches_internal_types(client: TestClient, make_key: MakeKey) -> None:
