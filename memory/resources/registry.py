@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from memory.resources.adapters import ADAPTERS
 from memory.resources.catalog import Catalog
-from memory.resources.declarations import DeclarationError
+from memory.resources.declarations import RECORDS, DeclarationError
 from memory.resources.record_source import RecordSource
 from memory.resources.sources import Source
 
@@ -31,7 +32,8 @@ def build_sources(catalog: Catalog, data_dir: Path, adapters: Mapping[str, Sourc
     if unknown:
         raise DeclarationError(f"resource sources for undeclared types: {', '.join(unknown)}")
     by_type: dict[str, Source] = {
-        name: adapters.get(name) or RecordSource(declaration, data_dir)
+        name: adapters.get(name) or (RecordSource(declaration, data_dir) if declaration.store == RECORDS
+                                     else ADAPTERS[declaration.store](declaration))
         for name, declaration in catalog.declarations.items()
     }
     return Sources(by_type)
