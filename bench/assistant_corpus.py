@@ -53,6 +53,8 @@ class Meeting:
     """The meeting's own topic (``移动端提醒``, ``mobile reminders``): a search for it finds the meeting."""
     language: str
     episode: str
+    decision: str
+    """The decision the episode records (its ``/decisions``): what reading the conclusion must find."""
     calendar: str
     transcript: str
     open_todos: tuple[str, ...]
@@ -175,8 +177,8 @@ def _meeting(rng: random.Random, corpus: Corpus, index: int, topic: str, languag
         }),
         *todos,
     ])
-    return Meeting(topic=topic, language=language, episode=f"episode:{key}", calendar=f"calendar:{key}",
-                   transcript=f"transcript:{key}", open_todos=(todos[0].ref, todos[1].ref),
+    return Meeting(topic=topic, language=language, episode=f"episode:{key}", decision=decision,
+                   calendar=f"calendar:{key}", transcript=f"transcript:{key}", open_todos=(todos[0].ref, todos[1].ref),
                    done_todos=(todos[2].ref,), quote=quote, quote_offset=offset, secret_todo=todos[0].ref,
                    secret_word=secret)
 

@@ -136,3 +136,28 @@ def read_page(ref: str, version: int, data: dict[str, Any], start: int | None,
 
 def fits(result: BaseModel) -> bool:
     return len(encode(result)) <= PAGE_BYTES
+
+
+def reassemble(pages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The client's side of seed 000 §5 (what an agent does with the pages of one read, in order): set each
+    fragment at its path; a piece with an offset extends its string. Here so that tests and benchmarks
+    reassemble one way, the way the module docstring promises; a fragment out of order is a ValueError."""
+    data: dict[str, Any] = {}
+    for page in pages:
+        for fragment in page["fragments"]:
+            *parents, last = pointers.parse(fragment["path"])
+            node: Any = data
+            for token in parents:
+                node = node[int(token)] if isinstance(node, list) else node[token]
+            value, offset = fragment["value"], fragment.get("offset")
+            if isinstance(node, list):
+                if int(last) != len(node) or offset not in (None, 0):
+                    raise ValueError(f"fragment {fragment['path']} is not the next item of its array")
+                node.append(value)
+            elif offset:
+                if len(node[last]) != offset:
+                    raise ValueError(f"fragment {fragment['path']} at offset {offset} does not continue its string")
+                node[last] += value
+            else:
+                node[last] = value
+    return data

@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from memory.resources import pointers
+from memory.resources.pages import reassemble
 from tests.conftest import MakeKey, auth
 from tests.resources.reader_support import agent_access, error, new_key, put, read, reader, tenant
 
@@ -26,27 +26,6 @@ def long_text(characters: int) -> str:
         total += len(piece)
         index += 1
     return "".join(out)[:characters]
-
-
-def reassemble(pages: list[dict[str, Any]]) -> dict[str, Any]:
-    """The client's side of seed 000 §5: set each fragment at its path; a piece with an offset extends its string."""
-    data: dict[str, Any] = {}
-    for page in pages:
-        for fragment in page["fragments"]:
-            *parents, last = pointers.parse(fragment["path"])
-            node: Any = data
-            for token in parents:
-                node = node[int(token)] if isinstance(node, list) else node[token]
-            value, offset = fragment["value"], fragment.get("offset")
-            if isinstance(node, list):
-                assert int(last) == len(node) and offset in (None, 0)
-                node.append(value)
-            elif offset:
-                assert len(node[last]) == offset
-                node[last] += value
-            else:
-                node[last] = value
-    return data
 
 
 def test_a_short_record_is_read_whole(client: TestClient, make_key: MakeKey) -> None:
