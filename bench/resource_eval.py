@@ -366,8 +366,12 @@ def report(kind: str, figures: Figures) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--meetings", type=int, default=60, help="meetings in the corpus (≥ 2,000 records at 60)")
+    parser.add_argument("--channels", default="REST,MCP", help="which of REST and MCP to evaluate")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
+    kinds = [kind.strip() for kind in args.channels.split(",") if kind.strip()]
+    if not kinds or set(kinds) - {"REST", "MCP"}:
+        raise SystemExit("--channels: a comma-separated list of REST and MCP")
     corpus = build(args.meetings)
     say(f"resource eval: {len(corpus.records)} records, {len(corpus.meetings)} meetings")
     with services("mnemo-resource-eval-") as svc:
@@ -384,7 +388,7 @@ def main() -> None:
         api.allow("agent-a", "todo", ["/title", "/status"], ("list", "search", "read"))
         runs = {agent: api.run(agent) for agent in ("assistant", "agent-a")}
         results: dict[str, Any] = {"records": len(corpus.records), "records_per_second": rate}
-        for kind in ("REST", "MCP"):
+        for kind in kinds:
             results[kind] = report(kind, evaluate(kind, api, corpus, runs, ceilings["transcript"]["fields"]))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
