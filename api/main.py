@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
+from starlette.routing import Route
 
 from api.errors import (
     StrictJsonMiddleware,
@@ -15,11 +16,15 @@ from api.errors import (
     refuse_guarded,
 )
 from api.limits import EmbeddingLanes, TenantLimiter
+from api.mcp import legacy as mcp_legacy
+from api.mcp.server import PATH as MCP_PATH
+from api.mcp.server import McpEndpoint
 from api.routers import deletions, events, health, memories, policies, recall, resources, sessions, tasks
 from api.schemas.common import ErrorOut
 from api.settings import Settings
 from memory.db import make_engine
 from memory.resources.catalog import load_catalog
+from memory.resources.reader import Reader
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -38,8 +43,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.recall_limiter = TenantLimiter(settings.tenant_recall_concurrency)
         app.state.embedding_lanes = EmbeddingLanes(settings.query_embedding_engines)
         app.state.temporal = None  # connected on first use, so the API starts even while Temporal is down
+        app.state.reader = Reader(catalog)
+        app.state.mcp_legacy_usage = mcp.usage
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             app.state.embedding_lanes.close()  # its lanes stop and their engine children exit
             app.state.engine.dispose()
@@ -64,4 +72,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(policies.router)
     app.include_router(sessions.router)
     app.include_router(resources.router)
+    app.include_router(mcp_legacy.router)
+    # The MCP endpoint: the SDK's app behind its own auth (the same API keys), outside FastAPI's routing.
+    mcp = McpEndpoint(settings, app.state, catalog)
+    app.router.routes.append(Route(MCP_PATH, mcp.asgi, include_in_schema=False))
     return app

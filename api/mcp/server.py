@@ -1,0 +1,158 @@
+"""The MCP endpoint (``/mcp``): the official SDK's ``MCPServer`` over streamable HTTP, in the API's process.
+
+- Auth: the SDK's bearer middleware with :class:`api.mcp.auth.KeyVerifier` (mnemo's API keys); no key → 401.
+- Stateless transport: every POST is served on its own, so nothing about a session lives in one process
+  and a restart (a deploy that switches the legacy tools) loses nothing. The session id the server hands
+  out at ``initialize`` *names the catalog* it was opened on: ``<catalog sha256>.<random>``; the client
+  sends it back on every request, and a ``tools/call`` on a session whose catalog is no longer the
+  caller's current one (another deploy, another audience's key) gets ``stale_session``: re-initialize and
+  list the tools again. The hash is also in the ``initialize`` instructions and in ``mnemo mcp manifest``.
+- :class:`CatalogGate` offers each audience its catalog only (``tools/list``) and refuses a tool outside it
+  with ``tool_not_available`` before any handler runs. There is no server-to-client stream: GET is a 405.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import InitializeResult, ListToolsResult
+from pydantic import BaseModel
+from starlette.datastructures import State
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.mcp import legacy, tools
+from api.mcp.answers import failure
+from api.mcp.auth import AUTH_SETTINGS, KeyVerifier, principal_of
+from api.mcp.manifest import Manifest, build_manifest
+from api.settings import Settings
+from memory.errors import MnemoError
+from memory.resources.catalog import Catalog, audience_of
+from memory.resources.declarations import Audience
+
+PATH = "/mcp"
+SESSION_HEADER = "mcp-session-id"
+_SESSION_SCOPE_KEY = "mnemo.mcp_session_id"
+
+
+class Catalogs:
+    """The manifest of each audience, built once from the server's registered tools."""
+
+    def __init__(self, server: MCPServer[Any], catalog: Catalog, legacy_tools: bool) -> None:
+        self._server, self._catalog, self._legacy = server, catalog, legacy_tools
+        self._built: dict[Audience, Manifest] = {}
+
+    async def of(self, audience: Audience) -> Manifest:
+        if audience not in self._built:
+            self._built[audience] = await build_manifest(self._server, self._catalog, audience, self._legacy)
+        return self._built[audience]
+
+
+def session_catalog(session_id: str | None) -> str | None:
+    """The catalog hash a session id names (None: no session, or not one of ours)."""
+    if session_id is None or "." not in session_id:
+        return None
+    return session_id.split(".", 1)[0]
+
+
+class CatalogGate:
+    """SDK middleware: the caller's catalog decides what is listed and what may be called."""
+
+    def __init__(self, catalogs: Catalogs) -> None:
+        self._catalogs = catalogs
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method not in {"initialize", "tools/list", "tools/call"} or not isinstance(ctx.request, Request):
+            return await call_next(ctx)
+        try:
+            manifest = await self._catalogs.of(audience_of(principal_of(ctx.request)))
+        except MnemoError as error:
+            return failure(error.code, error.message)
+        if ctx.method == "initialize":
+            ctx.request.scope[_SESSION_SCOPE_KEY] = f"{manifest.sha256}.{uuid.uuid4().hex}"
+            opened = InitializeResult.model_validate(_plain(await call_next(ctx)))
+            return opened.model_copy(update={"instructions": instructions(manifest)})
+        if ctx.method == "tools/list":
+            listed = ListToolsResult.model_validate(_plain(await call_next(ctx)))
+            return listed.model_copy(update={"tools": [t for t in listed.tools if t.name in manifest.tool_names]})
+        opened_on = session_catalog(ctx.request.headers.get(SESSION_HEADER))
+        if opened_on is not None and opened_on != manifest.sha256:
+            return failure("stale_session", f"this session was opened on catalog {opened_on[:12]}…, the current one is "
+                           f"{manifest.sha256[:12]}…: initialize a new session and list the tools again",
+                           {"session_catalog": opened_on, "current_catalog": manifest.sha256})
+        name = (ctx.params or {}).get("name")
+        if name not in manifest.tool_names:
+            available = sorted(manifest.tool_names)
+            return failure("tool_not_available", f"no tool {name!r} here; available: {', '.join(available)}",
+                           {"available": available})
+        return await call_next(ctx)
+
+
+def _plain(result: HandlerResult) -> Any:
+    """A handler's result as wire JSON (handlers may answer a model or a dict)."""
+    return result.model_dump(mode="json", by_alias=True) if isinstance(result, BaseModel) else result
+
+
+def instructions(manifest: Manifest) -> str:
+    return (f"mnemo ({manifest.audience.value} catalog sha256:{manifest.sha256}). Discover with list(), find "
+            "candidates with search(query), read one by its ref with read(ref), following next_cursor to the end.")
+
+
+class SessionIds:
+    """ASGI layer in front of the SDK app: hands out the session id :class:`CatalogGate` chose at initialize,
+    and answers GET (a server-to-client stream, which a stateless server does not keep) with 405."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            body = json.dumps({"error": {"code": "method_not_allowed",
+                                         "message": "this MCP server keeps no server-to-client stream"}}).encode()
+            await send({"type": "http.response.start", "status": 405,
+                        "headers": [(b"content-type", b"application/json"), (b"allow", b"POST, DELETE"),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+
+        async def send_with_session(message: Message) -> None:
+            session_id = scope.get(_SESSION_SCOPE_KEY)
+            if message["type"] == "http.response.start" and session_id is not None:
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  (SESSION_HEADER.encode(), session_id.encode("ascii"))]}
+            await send(message)
+
+        await self._app(scope, receive, send_with_session)
+
+
+class McpEndpoint:
+    """What the API mounts at :data:`PATH` (:attr:`asgi`) and runs in its lifespan (:meth:`running`)."""
+
+    def __init__(self, settings: Settings, state: State, catalog: Catalog) -> None:
+        self.usage = legacy.LegacyUsage()
+        self.server: MCPServer[Any] = MCPServer(
+            "mnemo", version="0.1.0", token_verifier=KeyVerifier(lambda: state.engine), auth=AUTH_SETTINGS,
+            instructions="mnemo: list / search / read over your resources, and your memories.",
+        )
+        tools.register(self.server, state)
+        if settings.mcp_legacy_tools:
+            legacy.register(self.server, state, self.usage)
+        self.catalogs = Catalogs(self.server, catalog, settings.mcp_legacy_tools)
+        self.server.middleware.append(CatalogGate(self.catalogs))
+        sdk_app = self.server.streamable_http_app(
+            streamable_http_path=PATH, stateless_http=True, json_response=True,
+            # Every request carries an API key, so DNS rebinding (a browser page reaching a local server
+            # that trusts its network position) gains nothing; the API's own host checks apply.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        self.asgi = SessionIds(sdk_app)
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        """The SDK's session manager, run inside the API's lifespan (it serves no request outside it)."""
+        return self.server.session_manager.run()
