@@ -32,6 +32,10 @@ class Manifest:
     def tool_names(self) -> frozenset[str]:
         return frozenset(tool["name"] for tool in self.body["tools"])
 
+    def tool(self, name: Any) -> dict[str, Any] | None:
+        """The catalog entry of tool ``name`` (None: not offered to this audience, or no such tool)."""
+        return next((tool for tool in self.body["tools"] if tool["name"] == name), None)
+
     def as_json(self) -> dict[str, Any]:
         return {**self.body, "sha256": self.sha256}
 

@@ -21,7 +21,7 @@ from typing import Any
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import InitializeResult, ListToolsResult
+from mcp_types import CallToolResult, InitializeResult, ListToolsResult
 from pydantic import BaseModel
 from starlette.datastructures import State
 from starlette.requests import Request
@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.mcp import legacy, tools
 from api.mcp.answers import failure
+from api.mcp.arguments import check_arguments
 from api.mcp.auth import AUTH_SETTINGS, KeyVerifier, principal_of
 from api.mcp.manifest import Manifest, build_manifest
 from api.settings import Settings
@@ -39,6 +40,7 @@ from memory.resources.declarations import Audience
 PATH = "/mcp"
 SESSION_HEADER = "mcp-session-id"
 _SESSION_SCOPE_KEY = "mnemo.mcp_session_id"
+Ctx = ServerRequestContext[Any, Any]
 
 
 class Catalogs:
@@ -67,13 +69,11 @@ class CatalogGate:
     def __init__(self, catalogs: Catalogs) -> None:
         self._catalogs = catalogs
 
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    async def __call__(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
         if ctx.method not in {"initialize", "tools/list", "tools/call"} or not isinstance(ctx.request, Request):
             return await call_next(ctx)
-        try:
-            manifest = await self._catalogs.of(audience_of(principal_of(ctx.request)))
-        except MnemoError as error:
-            return failure(error.code, error.message)
+        # The SDK's bearer middleware let only a valid key through, so the principal is there.
+        manifest = await self._catalogs.of(audience_of(principal_of(ctx.request)))
         if ctx.method == "initialize":
             ctx.request.scope[_SESSION_SCOPE_KEY] = f"{manifest.sha256}.{uuid.uuid4().hex}"
             opened = InitializeResult.model_validate(_plain(await call_next(ctx)))
@@ -81,17 +81,29 @@ class CatalogGate:
         if ctx.method == "tools/list":
             listed = ListToolsResult.model_validate(_plain(await call_next(ctx)))
             return listed.model_copy(update={"tools": [t for t in listed.tools if t.name in manifest.tool_names]})
-        opened_on = session_catalog(ctx.request.headers.get(SESSION_HEADER))
+        return await self._call(ctx, ctx.request, call_next, manifest)
+
+    async def _call(self, ctx: Ctx, request: Request, call_next: CallNext, manifest: Manifest) -> HandlerResult:
+        opened_on = session_catalog(request.headers.get(SESSION_HEADER))
         if opened_on is not None and opened_on != manifest.sha256:
             return failure("stale_session", f"this session was opened on catalog {opened_on[:12]}…, the current one is "
                            f"{manifest.sha256[:12]}…: initialize a new session and list the tools again",
                            {"session_catalog": opened_on, "current_catalog": manifest.sha256})
-        name = (ctx.params or {}).get("name")
-        if name not in manifest.tool_names:
+        params = ctx.params or {}
+        tool = manifest.tool(params.get("name"))
+        if tool is None:
             available = sorted(manifest.tool_names)
-            return failure("tool_not_available", f"no tool {name!r} here; available: {', '.join(available)}",
-                           {"available": available})
-        return await call_next(ctx)
+            return failure("tool_not_available", f"no tool {params.get('name')!r} here; available: "
+                           f"{', '.join(available)}", {"available": available})
+        try:
+            check_arguments(tool["name"], tool["inputSchema"], params.get("arguments") or {})
+        except MnemoError as error:
+            return failure(error.code, error.message, error.details)
+        result = await call_next(ctx)
+        if isinstance(result, CallToolResult) and result.is_error and result.structured_content is None:
+            # Not one of mnemo's errors (those carry their body): an unexpected failure, logged by the SDK.
+            return failure("internal_error", f"{tool['name']} failed unexpectedly; the server log has the traceback")
+        return result
 
 
 def _plain(result: HandlerResult) -> Any:

@@ -27,11 +27,13 @@ def mcp_url(settings: Settings) -> Iterator[str]:
 
 
 @asynccontextmanager
-async def mcp_session(url: str, key: str, **headers: str) -> AsyncIterator[tuple[ClientSession, httpx2.AsyncClient]]:
-    """An initialized session of the official client, authenticated with ``key``; its HTTP client too, whose
-    headers a test may change (another key on the same session)."""
+async def mcp_session(
+    url: str, key: str, headers: dict[str, str] | None = None
+) -> AsyncIterator[tuple[ClientSession, httpx2.AsyncClient]]:
+    """An initialized session of the official client, authenticated with ``key`` (and sending ``headers``);
+    its HTTP client too, whose headers a test may change (another key on the same session)."""
     async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}", **headers}, timeout=30) as http,
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}", **(headers or {})}, timeout=30) as http,
         streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
@@ -51,5 +53,6 @@ def error_of(result: CallToolResult) -> dict[str, Any]:
 
 def data_of(result: CallToolResult) -> dict[str, Any]:
     assert not result.is_error, result
-    assert result.structured_content is not None
-    return result.structured_content
+    data: dict[str, Any] | None = result.structured_content
+    assert data is not None
+    return data

@@ -4,8 +4,13 @@ offered, ``list()`` (the directory of the caller's grants), and who may call at 
 from __future__ import annotations
 
 import httpx2
+import pytest
 from fastapi.testclient import TestClient
+from mcp.shared.exceptions import MCPError
+from sqlalchemy import Engine
 
+from memory.db import global_session
+from memory.keys import key_id_of, revoke_key
 from tests.conftest import MakeKey, auth
 from tests.mcp.conftest import data_of, error_of, mcp_session
 
@@ -28,7 +33,8 @@ async def test_an_internal_key_is_offered_the_six_tools_with_their_schemas(mcp_u
     for tool in tools.values():
         assert tool.output_schema is not None and tool.output_schema["type"] == "object", tool.name
         assert tool.description
-    assert set(tools["read"].output_schema["properties"]) >= {"ref", "complete", "data", "fragments", "next_cursor"}
+    read_output = tools["read"].output_schema or {}
+    assert set(read_output["properties"]) >= {"ref", "complete", "data", "fragments", "next_cursor"}
 
 
 async def test_list_without_a_resource_is_the_directory_of_the_callers_grants(
@@ -79,3 +85,28 @@ async def test_a_request_without_a_valid_key_is_refused_401(mcp_url: str, make_k
     assert missing.status_code == wrong.status_code == 401
     assert missing.json()["error"] == "invalid_token" and "mcp-session-id" not in missing.headers
     assert right.status_code == 200 and right.json()["result"]["serverInfo"]["name"] == "mnemo"
+
+
+async def test_bad_arguments_get_mnemos_typed_errors_before_any_handler(mcp_url: str, make_key: MakeKey) -> None:
+    async with mcp_session(mcp_url, make_key()) as (session, _):
+        misspelt = error_of(await session.call_tool("search", {"query": "x", "topk": 3}))
+        too_many = error_of(await session.call_tool("search_memories", {"query": "x", "top_k": 0}))
+        missing = error_of(await session.call_tool("read", {}))
+        wrong_type = error_of(await session.call_tool("list", {"filters": {"status": 1}}))
+    assert misspelt["code"] == "unknown_field" and misspelt["unknown"] == ["topk"]
+    assert "it takes: query, resource, top_k" in misspelt["message"]
+    assert too_many["code"] == "invalid_value" and too_many["argument"] == "top_k"
+    assert missing["code"] == "invalid_value" and "'ref' is a required property" in missing["message"]
+    assert wrong_type["code"] == "invalid_value" and wrong_type["argument"] == "filters/status"
+
+
+async def test_a_key_revoked_between_two_calls_is_refused_at_the_next(
+    mcp_url: str, make_key: MakeKey, engine: Engine
+) -> None:
+    key = make_key()
+    async with mcp_session(mcp_url, key) as (session, _):
+        assert data_of(await session.call_tool("list", {}))["resources"]
+        with global_session(engine) as db:
+            revoke_key(db, key_id_of(key), actor="test")
+        with pytest.raises(MCPError):
+            await session.call_tool("list", {})
