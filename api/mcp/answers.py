@@ -6,7 +6,6 @@ result. Every call computes its access anew (:func:`api.mcp.auth.access_of`).
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -21,8 +20,6 @@ from api.mcp.auth import access_of, principal_of, request_of
 from memory.auth import PrincipalContext
 from memory.errors import MnemoError
 from memory.resources.access import Access
-
-log = logging.getLogger("mnemo.mcp")
 
 
 def success(result: BaseModel) -> CallToolResult:

@@ -32,7 +32,6 @@ from api.mcp.answers import with_access
 from api.mcp.auth import principal_of, request_of
 from api.mcp.tools import TopK
 from memory.enums import Role
-from memory.errors import MnemoError
 from memory.resources.results import ListPage, ReadPage, SearchResult
 
 log = logging.getLogger("mnemo.mcp.legacy")
@@ -55,10 +54,8 @@ class LegacyUsage:
         self._calls: Counter[tuple[str, str]] = Counter()
 
     def count(self, ctx: Context[Any, Any], tool: str) -> None:
-        try:
-            tenant = principal_of(request_of(ctx)).tenant_id
-        except MnemoError:
-            tenant = "-"  # counted all the same; the call itself is refused by its access
+        """One call of ``tool`` by the caller's tenant, counted before it runs (a refused call counts too)."""
+        tenant = principal_of(request_of(ctx)).tenant_id
         with self._lock:
             self._calls[(tenant, tool)] += 1
         log.info("legacy MCP tool called: tool=%s tenant=%s", tool, tenant)

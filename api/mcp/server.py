@@ -27,6 +27,7 @@ from starlette.datastructures import State
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.errors import error_body
 from api.mcp import legacy, tools
 from api.mcp.answers import failure
 from api.mcp.arguments import check_arguments
@@ -117,20 +118,17 @@ def instructions(manifest: Manifest) -> str:
 
 
 class SessionIds:
-    """ASGI layer in front of the SDK app: hands out the session id :class:`CatalogGate` chose at initialize,
-    and answers GET (a server-to-client stream, which a stateless server does not keep) with 405."""
+    """ASGI layer in front of the SDK app: hands out the session id :class:`CatalogGate` chose at initialize
+    (the SDK's app passes its scope dict down unchanged, so what the gate writes into the request's scope is
+    here when the response starts), and answers an authenticated GET (a server-to-client stream, which a
+    stateless server does not keep) with 405; without a valid key a GET is the 401 a POST gets."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self._app = app
+    def __init__(self, app: ASGIApp, verifier: KeyVerifier) -> None:
+        self._app, self._verifier = app, verifier
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "GET":
-            body = json.dumps({"error": {"code": "method_not_allowed",
-                                         "message": "this MCP server keeps no server-to-client stream"}}).encode()
-            await send({"type": "http.response.start", "status": 405,
-                        "headers": [(b"content-type", b"application/json"), (b"allow", b"POST, DELETE"),
-                                    (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
+            await self._refuse_stream(scope, send)
             return
 
         async def send_with_session(message: Message) -> None:
@@ -142,16 +140,29 @@ class SessionIds:
 
         await self._app(scope, receive, send_with_session)
 
+    async def _refuse_stream(self, scope: Scope, send: Send) -> None:
+        scheme, _, token = Request(scope).headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and await self._verifier.verify_token(token.strip()) is not None:
+            status, body = 405, error_body("method_not_allowed", "this MCP server keeps no server-to-client stream")
+            headers = [(b"allow", b"POST, DELETE")]
+        else:  # as the SDK's bearer middleware answers a POST
+            status, body = 401, {"error": "invalid_token", "error_description": "Authentication required"}
+            headers = [(b"www-authenticate", b'Bearer error="invalid_token"')]
+        encoded = json.dumps(body).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(encoded)).encode()), *headers]})
+        await send({"type": "http.response.body", "body": encoded})
+
 
 class McpEndpoint:
     """What the API mounts at :data:`PATH` (:attr:`asgi`) and runs in its lifespan (:meth:`running`)."""
 
     def __init__(self, settings: Settings, state: State, catalog: Catalog) -> None:
         self.usage = legacy.LegacyUsage()
-        self.server: MCPServer[Any] = MCPServer(
-            "mnemo", version="0.1.0", token_verifier=KeyVerifier(lambda: state.engine), auth=AUTH_SETTINGS,
-            instructions="mnemo: list / search / read over your resources, and your memories.",
-        )
+        verifier = KeyVerifier(lambda: state.engine)
+        # The instructions are each session's own (its catalog's hash): CatalogGate writes them at initialize.
+        self.server: MCPServer[Any] = MCPServer("mnemo", version="0.1.0", token_verifier=verifier, auth=AUTH_SETTINGS)
         tools.register(self.server, state)
         if settings.mcp_legacy_tools:
             legacy.register(self.server, state, self.usage)
@@ -159,11 +170,11 @@ class McpEndpoint:
         self.server.middleware.append(CatalogGate(self.catalogs))
         sdk_app = self.server.streamable_http_app(
             streamable_http_path=PATH, stateless_http=True, json_response=True,
-            # Every request carries an API key, so DNS rebinding (a browser page reaching a local server
-            # that trusts its network position) gains nothing; the API's own host checks apply.
+            # DNS-rebinding protection guards servers that trust whoever can reach them; every request here
+            # must carry an API key, and the Host a deployment is reached by is not known here.
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
-        self.asgi = SessionIds(sdk_app)
+        self.asgi = SessionIds(sdk_app, verifier)
 
     def running(self) -> AbstractAsyncContextManager[None]:
         """The SDK's session manager, run inside the API's lifespan (it serves no request outside it)."""

@@ -129,7 +129,7 @@ def _overview(state: State, principal: PrincipalContext) -> CategoryOverviewOut:
 
 def _search(state: State, principal: PrincipalContext, query: str, category: Category | None,
             top_k: int) -> MemorySearchOut:
-    options = RecallOptions(limit=top_k, categories=(category,) if category else (), purpose=None)
+    options = RecallOptions(limit=top_k, categories=(category,) if category else ())
     with tenant_session(state.engine, principal.tenant_id) as session, state.recall_limiter.slot(principal.tenant_id):
         bundle = recall(session, principal, query, datetime.now(UTC), options, embedding=state.embedding_lanes)
     hits = sorted([*bundle["knowledge"], *bundle["items"]], key=lambda item: -item["score"])

@@ -81,8 +81,13 @@ async def test_a_request_without_a_valid_key_is_refused_401(mcp_url: str, make_k
     async with httpx2.AsyncClient(timeout=10) as http:
         missing = await http.post(mcp_url, json=opening, headers=headers)
         wrong = await http.post(mcp_url, json=opening, headers={**headers, "Authorization": "Bearer mnemo_nope"})
-        right = await http.post(mcp_url, json=opening, headers={**headers, "Authorization": f"Bearer {make_key()}"})
-    assert missing.status_code == wrong.status_code == 401
+        key = make_key()
+        right = await http.post(mcp_url, json=opening, headers={**headers, "Authorization": f"Bearer {key}"})
+        sse = {"Accept": "text/event-stream"}
+        stream = await http.get(mcp_url, headers=sse)
+        keyed_stream = await http.get(mcp_url, headers={**sse, "Authorization": f"Bearer {key}"})
+    assert missing.status_code == wrong.status_code == stream.status_code == 401
+    assert keyed_stream.status_code == 405 and keyed_stream.headers["allow"] == "POST, DELETE"
     assert missing.json()["error"] == "invalid_token" and "mcp-session-id" not in missing.headers
     assert right.status_code == 200 and right.json()["result"]["serverInfo"]["name"] == "mnemo"
 
