@@ -21,7 +21,8 @@ THREAD_HEADER = "X-Mnemo-Thread"
 
 def read_access(
     principal: CurrentPrincipal, engine: EngineDep, catalog: CatalogDep,
-    run: Annotated[str | None, Header(alias=RUN_HEADER, description="The run this request reads for")] = None,
+    run: Annotated[str | None, Header(alias=RUN_HEADER, description="The run this request reads for (its run_id)",
+                                      json_schema_extra={"format": "uuid"})] = None,
     thread: Annotated[str | None, Header(alias=THREAD_HEADER, description="The run's thread, checked")] = None,
 ) -> Access:
     """Computed for every request (a revocation applies to the very next one), in a transaction of its own."""

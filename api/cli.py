@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from api.mcp.cli import mcp_app
+from api.policy_cli import policy_app
 from api.session_cli import session_app
 from api.settings import Settings
 from api.task_cli import task_app
@@ -32,6 +33,7 @@ app.add_typer(admin_app, name="admin")
 app.add_typer(task_app, name="task")
 app.add_typer(session_app, name="session")
 app.add_typer(mcp_app, name="mcp")
+app.add_typer(policy_app, name="policy")
 
 DataDir = Annotated[
     Path, typer.Option("--data-dir", envvar="MNEMO_DATA_DIR", help="Data directory of the embedded stack.")

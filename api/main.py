@@ -19,7 +19,19 @@ from api.limits import EmbeddingLanes, TenantLimiter
 from api.mcp import legacy as mcp_legacy
 from api.mcp.server import PATH as MCP_PATH
 from api.mcp.server import McpEndpoint
-from api.routers import deletions, events, health, memories, policies, recall, resources, sessions, tasks
+from api.routers import (
+    agent_policies,
+    deletions,
+    events,
+    health,
+    memories,
+    policies,
+    recall,
+    resources,
+    runs,
+    sessions,
+    tasks,
+)
 from api.schemas.common import ErrorOut
 from api.settings import Settings
 from memory.db import make_engine
@@ -32,6 +44,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     database_url = settings.require_database_url()
     # Declarations are checked before anything starts: a bad one stops the process, naming the problem.
     catalog = load_catalog(settings.resource_declarations_dir)
+    cursor_keys = settings.cursor_signing_keys()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -40,10 +53,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.engine = make_engine(
             database_url, pool_size=settings.db_pool_size, statement_timeout_seconds=settings.statement_timeout_seconds
         )
+        app.state.reader = Reader.build(app.state.engine, catalog, settings.data_dir, cursor_keys)
         app.state.recall_limiter = TenantLimiter(settings.tenant_recall_concurrency)
         app.state.embedding_lanes = EmbeddingLanes(settings.query_embedding_engines)
         app.state.temporal = None  # connected on first use, so the API starts even while Temporal is down
-        app.state.reader = Reader(catalog)
         app.state.mcp_legacy_usage = mcp.usage
         try:
             async with mcp.running():
@@ -72,6 +85,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(policies.router)
     app.include_router(sessions.router)
     app.include_router(resources.router)
+    app.include_router(runs.router)
+    app.include_router(agent_policies.router)
     app.include_router(mcp_legacy.router)
     # The MCP endpoint: the SDK's app behind its own auth (the same API keys), outside FastAPI's routing.
     mcp = McpEndpoint(settings, app.state, catalog)

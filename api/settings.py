@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from memory.resources.cursors import CursorKeys
 from memory.sessions.extraction.llm import LlmConfig
 from memory.sessions.policy import CommitPolicy
 
@@ -99,6 +100,14 @@ class Settings(BaseSettings):
         description="Offer the four legacy MCP tools (search_memory, get_transcript, list_recordings, list_todos) "
         "beside list/search/read; each call is counted (GET /mcp-legacy-usage)",
     )
+    cursor_keys: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Keys signing list/read cursors, `id:secret[,id:secret...]` (each secret base64url of >= 32 random bytes;"
+            " the first signs, all verify: add a new key first, drop the old one once its cursors expired). Unset:"
+            " one key generated into the data directory (`cursor.key`), for `mnemo dev` and tests"
+        ),
+    )
     deletion_faults: str = Field(
         default="", description="Fault injection for drills, e.g. hang-after-first-batch:primary_memories"
     )
@@ -116,6 +125,12 @@ class Settings(BaseSettings):
                 "or run `mnemo dev` for the embedded stack"
             )
         return self.database_url
+
+    def cursor_signing_keys(self) -> CursorKeys:
+        """The cursor keys (:class:`CursorKeyError` on a malformed setting: the process refuses to start)."""
+        if self.cursor_keys is not None:
+            return CursorKeys.parse(self.cursor_keys.get_secret_value())
+        return CursorKeys.of_data_dir(self.data_dir)
 
     def llm_config(self) -> LlmConfig | None:
         """The llm extractor's endpoint, when one is configured."""

@@ -62,6 +62,8 @@ class Role(StrEnum):
     AUDITOR = "auditor"
     PUBLIC_CLIENT = "public_client"
     """An external (MCP) client's key: it reads the public resource catalog only (memory.resources.catalog)."""
+    AGENT_RUNTIME = "agent_runtime"
+    """The trusted runtime that registers an agent's runs (memory.resources.runs); its reads must name a run."""
 
 
 USER_CATEGORIES = frozenset({Category.PROFILE, Category.PREFERENCE, Category.ENTITY, Category.EVENT})

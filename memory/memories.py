@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import select, text, update
+from sqlalchemy import ColumnElement, and_, select, text, update
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
@@ -193,14 +193,19 @@ def create_memory(
     return WriteResult(memory)
 
 
-def head_of(session: Session, principal: PrincipalContext, memory_id: uuid.UUID, *, lock: bool = False) -> Memory:
-    """The current (not superseded) version the principal may see, else :class:`NotFound`."""
-    statement = select(Memory).where(
+def readable_heads(principal: PrincipalContext) -> ColumnElement[bool]:
+    """The memories' current versions the principal may read (candidates and expired ones included, as
+    ``GET /memories/{id}`` shows them): the scope wall, no superseded or deleted version, no deletion barrier."""
+    return and_(
         visible_to(principal),
-        Memory.memory_id == memory_id,
         Memory.status.notin_([Status.SUPERSEDED.value, Status.DELETED.value]),
         not_tombstoned(),
     )
+
+
+def head_of(session: Session, principal: PrincipalContext, memory_id: uuid.UUID, *, lock: bool = False) -> Memory:
+    """The current (not superseded) version the principal may see, else :class:`NotFound`."""
+    statement = select(Memory).where(readable_heads(principal), Memory.memory_id == memory_id)
     if lock:
         statement = statement.with_for_update()
     memory = session.execute(statement).scalar_one_or_none()
@@ -378,5 +383,6 @@ __all__ = [
     "head_of",
     "history",
     "initial_status",
+    "readable_heads",
     "version_of",
 ]

@@ -8,6 +8,7 @@ from sqlalchemy import create_engine, pool
 from memory.models import Base
 from memory.reports import sales as sales_models  # noqa: F401 - registers the sales table on Base
 from memory.resources import models as resource_models  # noqa: F401 - registers the resource tables on Base
+from memory.resources import run_models  # noqa: F401 - registers the run and policy tables on Base
 from memory.sessions import models as session_models  # noqa: F401 - registers the session tables on Base
 from memory.tasks import models as task_models  # noqa: F401 - registers the task tables on Base
 

@@ -39,6 +39,8 @@ class World:
 
     ids: dict[str, dict[str, str]]
     alice: str
+    admin: str
+    runtime: str
     stranger: str
     colleague: str
 
@@ -76,6 +78,14 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     ("DELETE", "/records/{resource}/{record_id}"): ("record", None),
     ("PUT", "/records/{resource}/{record_id}"): ("record", {"data": {"title": "probe", "status": "done"},
                                                           "expected_version": 1}),
+    ("GET", "/runs/{run_id}"): ("run", None),
+    ("POST", "/runs/{run_id}/end"): ("run", None),
+    ("GET", "/policies/{agent_id}"): ("policy", None),
+    ("GET", "/policies/{agent_id}/{resource}"): ("policy", None),
+    ("DELETE", "/policies/{agent_id}/{resource}"): ("policy", None),
+    # A policy is named by its agent, not an object of tenant A: a stranger's valid PUT would write its own
+    # tenant's, so the probe sends one the declaration refuses (nothing is written in either tenant).
+    ("PUT", "/policies/{agent_id}/{resource}"): ("policy", {"operations": ["read"], "fields": ["/status"]}),
 }
 
 ROLE_FIRST = {
@@ -84,9 +94,19 @@ ROLE_FIRST = {
     ("POST", "/retention-holds/{hold_id}/release"),
     ("POST", "/tasks/{task_id}/approvals"),
     ("POST", "/tasks/{task_id}/operations/{operation_id}/resolve"),
+    ("POST", "/runs/{run_id}/end"),
+    ("GET", "/policies/{agent_id}"),
+    ("GET", "/policies/{agent_id}/{resource}"),
+    ("DELETE", "/policies/{agent_id}/{resource}"),
+    ("PUT", "/policies/{agent_id}/{resource}"),
+}
+NOT_404 = {
+    # What a stranger's own tenant answers for an agent it has no policy for, real name or random alike.
+    ("GET", "/policies/{agent_id}"): 200,
+    ("PUT", "/policies/{agent_id}/{resource}"): 422,
 }
 EXPECTED = {
-    "stranger": {route: 404 for route in ROUTES},
+    "stranger": {route: NOT_404.get(route, 404) for route in ROUTES},
     "colleague": {route: 403 if route in ROLE_FIRST else 404 for route in ROUTES},
 }
 
@@ -119,6 +139,7 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     tenant_a, tenant_b = f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}"
     alice = make_key(tenant=tenant_a, user="alice", roles=("memory_writer",))
     admin = make_key(tenant=tenant_a, user="root", roles=("admin",))
+    runtime = make_key(tenant=tenant_a, user="alice", roles=("agent_runtime",))
     approver = make_key(tenant=tenant_a, user="amy", roles=("approver",))
     with tenant_session(engine, tenant_a) as session:
         seed_sales(session, tenant_a, total=2_400)
@@ -149,6 +170,10 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     record = api.put(f"/records/todo/{record_id}", json={"data": {"title": "alice's", "status": "open"}},
                      headers=auth(alice))
     assert record.status_code == 201, record.text
+    policy = api.put("/policies/planner/todo", json={"operations": ["read"], "fields": ["/title"]}, headers=auth(admin))
+    assert policy.status_code == 200, policy.text
+    run = api.post("/runs", json={"thread_id": "th-1", "agent_id": "planner"}, headers=auth(runtime))
+    assert run.status_code == 201, run.text
     return World(
         ids={
             "memory": {"memory_id": memory.json()["memory_id"]},
@@ -161,8 +186,12 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
             "session": {"session_id": session_id},
             "commit": {"session_id": session_id, "commit_id": "c-1"},
             "record": {"resource": "todo", "record_id": record_id},
+            "run": {"run_id": run.json()["run_id"]},
+            "policy": {"agent_id": "planner", "resource": "todo"},
         },
         alice=alice,
+        admin=admin,
+        runtime=runtime,
         stranger=make_key(tenant=tenant_b, user="alice", roles=EVERY_ROLE),
         colleague=make_key(tenant=tenant_a, user="bob", roles=()),
     )
@@ -217,3 +246,7 @@ def test_the_probes_changed_nothing(api: TestClient, world: World) -> None:
     assert chat["messages"] == 1 and chat["committed_through"] == 1
     record = api.get(f"/records/todo/{world.ids['record']['record_id']}", headers=auth(world.alice)).json()
     assert record["version"] == 1 and record["data"] == {"title": "alice's", "status": "open"}
+    run = api.get(f"/runs/{world.ids['run']['run_id']}", headers=auth(world.runtime)).json()
+    assert run["ended_at"] is None
+    policy = api.get("/policies/planner/todo", headers=auth(world.admin)).json()
+    assert (policy["operations"], policy["fields"]) == (["read"], ["/title"])

@@ -21,13 +21,14 @@ from sqlalchemy import Engine, text
 
 from memory.db import tenant_session
 from memory.reports.sales import seed_sales
-from tests.conftest import MakeKey, auth
+from tests.conftest import MakeKey, auth, poll
 from tests.factories import candidate
 from tests.tasks.conftest import awaiting_approval
 from tests.workers import api_with_worker
 
 ROLES = ("", "memory_writer", "approver", "operator", "auditor", "admin")
 R = ("approver", "operator", "auditor", "admin")  # read any task of the tenant
+SETTLED = {"completed", "blocked_by_retention", "failed_requires_action"}
 
 # endpoint -> the status each role gets (403 refused; 404 a task the caller may not see; else let through)
 TABLE: dict[str, dict[str, int]] = {
@@ -54,6 +55,11 @@ TABLE: dict[str, dict[str, int]] = {
                                              "auditor": 200, "admin": 200},
     "PUT /tenant-policy":                   {**{r: 403 for r in ROLES}, "admin": 200},
     "POST /deletion-requests (another user's subject)": {**{r: 403 for r in ROLES}, "admin": 202},
+    "PUT /policies/{agent}/{resource}":     {**{r: 403 for r in ROLES}, "admin": 200},
+    "DELETE /policies/{agent}/{resource} (none set)": {**{r: 403 for r in ROLES}, "admin": 404},
+    "GET /policies/{agent}":                {**{r: 403 for r in ROLES}, "auditor": 200, "admin": 200},
+    "POST /runs":                           {**{r: 403 for r in ROLES}, "admin": 201},
+    "POST /runs/{id}/end (none such)":      {**{r: 403 for r in ROLES}, "admin": 404},
 }
 
 
@@ -93,6 +99,8 @@ def _snapshot(engine: Engine, tenant: str) -> dict[str, Any]:
         "jobs": "SELECT job_id, status FROM deletion_jobs ORDER BY job_id",
         "policy": "SELECT separation_of_duties, updated_at FROM tenant_policies",
         "sales": "SELECT count(*) FROM sales_order_lines",
+        "agent_policies": "SELECT agent_id, resource, operations, fields FROM resource_policies ORDER BY 1, 2",
+        "runs": "SELECT run_id, ended_at FROM resource_runs ORDER BY run_id",
     }
     with tenant_session(engine, tenant) as session:
         return {name: [tuple(row) for row in session.execute(text(sql)).all()] for name, sql in queries.items()}
@@ -138,6 +146,14 @@ def _calls(t: Tenant, state: dict[str, str]) -> dict[str, Call]:
             "/deletion-requests",
             json={"deletion_request_id": uuid.uuid4().hex, "scope": {"type": "subject", "user_id": "dave"}},
             headers=auth(key)),
+        "PUT /policies/{agent}/{resource}": lambda api, t, key: api.put(
+            "/policies/planner/todo", json={"operations": ["read"], "fields": ["/title"]}, headers=auth(key)),
+        "DELETE /policies/{agent}/{resource} (none set)":
+            lambda api, t, key: api.delete("/policies/nobody/todo", headers=auth(key)),
+        "GET /policies/{agent}": lambda api, t, key: api.get("/policies/planner", headers=auth(key)),
+        "POST /runs": lambda api, t, key: api.post("/runs", json={"thread_id": "th-1", "agent_id": "planner"},
+                                                   headers=auth(key)),
+        "POST /runs/{id}/end (none such)": lambda api, t, key: api.post(f"/runs/{uuid.uuid4()}/end", headers=auth(key)),
     }
 
 
@@ -162,3 +178,6 @@ def test_route_role_table(api: TestClient, tenant: Tenant, engine: Engine, endpo
         if expected == 403:
             assert response.json()["error"]["code"] == "forbidden", response.text
             assert _snapshot(engine, tenant.tenant) == before, (endpoint, role)
+        elif response.status_code == 202:  # a deletion job let through runs on: settle it, or the next row sees it move
+            poll(api, tenant.keys["admin"], f"/memory-deletions/{response.json()['job_id']}",
+                 lambda job: job["status"] in SETTLED, timeout=60)

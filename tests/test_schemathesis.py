@@ -67,6 +67,14 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     "POST /tasks/{task_id}/approvals": {"reason_required"},
     # A NUL inside a free-form payload: the schema cannot say "no NUL at any depth" of an open object.
     "POST /memory-events": {"invalid_character", TIMESTAMP_EDGE},
+    # A thread named without its run; an agent id in a path (a plain string there, see _negatable) of another
+    # shape; a policy's fields checked against the type's declaration (which the path names).
+    "GET /resources": {"thread_without_run"},
+    "GET /policies/{agent_id}": {"invalid_agent_id"},
+    "GET /policies/{agent_id}/{resource}": {"invalid_agent_id"},
+    "DELETE /policies/{agent_id}/{resource}": {"invalid_agent_id"},
+    "PUT /policies/{agent_id}/{resource}": {"invalid_agent_id", "unknown_field_path", "unknown_operation",
+                                             "title_not_granted", "duplicate_entry"},
 }
 """422s on schema-valid requests that are the product's rules, per operation, by error code."""
 

@@ -41,7 +41,7 @@ from memory.deletion.scope import ScopeType
 from memory.enums import Role
 from memory.events import request_digest
 from memory.models import DeletionJob
-from memory.resources.records import default_deletion_request_id
+from memory.resources.records import default_deletion_request_id, require_record_type
 from workflows.deletion import DeletionWorkflow
 
 router = APIRouter(tags=["deletion"])
@@ -158,6 +158,7 @@ async def delete_record(
     its deletion is a new one, and deleting it is a new job."""
     not_public(principal)
     declaration = catalog.get(resource)
+    require_record_type(declaration)
 
     def body(session: Session) -> DeletionRequestIn:
         return DeletionRequestIn(

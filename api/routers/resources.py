@@ -2,25 +2,32 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from typing import Annotated
 
+from fastapi import APIRouter, Depends, Query, Request, Response, status
+from pydantic import BaseModel
+
+from api.access import ReadAccess
 from api.deps import CatalogDep, CurrentPrincipal, EngineDep, SettingsDep
 from api.schemas.common import replay_of
 from api.schemas.resources import (
     LongFieldOut,
+    ReadIn,
     RecordIn,
     RecordOut,
     RecordWrittenOut,
-    ResourceOut,
-    ResourcesOut,
+    SearchIn,
 )
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
-from memory.errors import Forbidden
+from memory.errors import Forbidden, InvalidInput
 from memory.resources.bodies import record_store
 from memory.resources.catalog import audience_of
-from memory.resources.declarations import Audience, Operation
+from memory.resources.declarations import Audience
+from memory.resources.pages import encode
+from memory.resources.reader import Reader
 from memory.resources.records import get_record, ref_of, release_bodies, save_record
+from memory.resources.results import Directory, ListPage, ReadPage, SearchResult
 
 router = APIRouter(tags=["resources"])
 
@@ -31,22 +38,19 @@ def not_public(principal: PrincipalContext) -> None:
         raise Forbidden("a public_client key reads resources; records are written and read by the user's own keys")
 
 
+async def get_reader(request: Request) -> Reader:
+    reader: Reader = request.app.state.reader
+    return reader
+
+
+ReaderDep = Annotated[Reader, Depends(get_reader)]
+
+
 @router.get("/resources")
-def list_resources(principal: CurrentPrincipal, catalog: CatalogDep) -> ResourcesOut:
-    """The resource types the caller's audience may see, their operations and the fields it may read at most."""
-    audience = audience_of(principal)
-    return ResourcesOut(
-        audience=audience.value,
-        resources=[
-            ResourceOut(
-                type=declaration.type,
-                description=declaration.description,
-                operations=[operation.value for operation in Operation if operation in declaration.operations],
-                fields=list(declaration.ceilings[audience]),
-            )
-            for declaration in catalog.visible_to(audience)
-        ],
-    )
+def list_resources(access: ReadAccess, reader: ReaderDep) -> Directory:
+    """``list()``: the resource types the caller may use now (its run's snapshot ∩ its agent's current policy ∩
+    its audience's ceiling), their operations and the fields it may read; a type with no readable field is absent."""
+    return reader.directory(access)
 
 
 @router.put("/records/{resource}/{record_id}", status_code=status.HTTP_201_CREATED,
@@ -87,3 +91,43 @@ def read_record(
                      for b in stored.long_fields],
         created_at=record.created_at, updated_at=record.updated_at,
     )
+
+
+
+
+def sent(result: BaseModel) -> Response:
+    """The result as the very bytes the reader measured against its 65,536-byte budget."""
+    return Response(content=encode(result), media_type="application/json")
+
+
+@router.get("/resources/{resource}", response_model=ListPage)
+def list_records(
+    resource: str, request: Request, access: ReadAccess, reader: ReaderDep,
+    cursor: Annotated[str | None, Query(min_length=1, max_length=2_048,
+                                        description="The previous page's next_cursor, unchanged")] = None,
+) -> Response:
+    """One page of the type's records, newest change first. Every other query parameter is one of the type's
+    declared filters (``GET /resources`` names them; README "Resources" gives the syntax); any other is a 422."""
+    filters: dict[str, str] = {}
+    for name, value in request.query_params.multi_items():
+        if name == "cursor":
+            continue
+        if name in filters:
+            raise InvalidInput(f"filter {name!r} is given twice", code="duplicate_filter", details={"filter": name})
+        filters[name] = value
+    if len(request.query_params.getlist("cursor")) > 1:
+        raise InvalidInput("cursor is given twice", code="duplicate_filter", details={"filter": "cursor"})
+    return sent(reader.list(access, resource, filters, cursor))
+
+
+@router.post("/resources/search", response_model=SearchResult)
+def search_records(body: SearchIn, access: ReadAccess, reader: ReaderDep) -> Response:
+    """Records of every type you may search (or of ``resource``), re-read from their source and ranked as one list."""
+    return sent(reader.search(access, body.query, body.resource, body.top_k))
+
+
+@router.post("/resources/read", response_model=ReadPage)
+def read_resource(body: ReadIn, access: ReadAccess, reader: ReaderDep) -> Response:
+    """The readable fields of one record: ``data`` whole when it fits 65,536 bytes, else ``fragments`` page by page
+    until ``complete``."""
+    return sent(reader.read(access, body.ref, body.cursor))

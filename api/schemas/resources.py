@@ -44,13 +44,16 @@ class RecordOut(BaseModel):
     updated_at: datetime
 
 
-class ResourceOut(BaseModel):
-    type: str
-    description: str
-    operations: list[str]
-    fields: list[str] = Field(description="Field paths (JSON Pointers, `*` for array items) the caller may read")
+class SearchIn(StrictRequest):
+    query: str = Field(min_length=1, max_length=1_000, description="What to look for (words of any language)")
+    resource: str | None = Field(default=None, min_length=1, max_length=63,
+                                 description="Search one type only; leave it out to search every type you may")
+    top_k: Annotated[int, Field(ge=1, le=50), BeforeValidator(json_integer)] | None = Field(
+        default=None, description="How many hits at most (default 10); fewer when 65,536 bytes are reached first",
+    )
 
 
-class ResourcesOut(BaseModel):
-    audience: str = Field(description="`internal`, or `public` for a `public_client` key")
-    resources: list[ResourceOut]
+class ReadIn(StrictRequest):
+    ref: str = Field(min_length=1, max_length=200, description="`<type>:<id>`, as list and search return it")
+    cursor: str | None = Field(default=None, min_length=1, max_length=2_048,
+                               description="The previous page's next_cursor, unchanged")

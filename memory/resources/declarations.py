@@ -59,8 +59,20 @@ FILTER_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
 RESERVED_FILTERS = frozenset({"cursor"})
 """Query parameters of ``list`` that are not filters."""
 KEYS = frozenset({"type", "description", "title", "operations", "schema", "search_fields", "filters", "refs",
-                  "long_fields", "audiences"})
-OPTIONAL_KEYS = frozenset({"search_fields", "filters", "refs", "long_fields"})
+                  "long_fields", "audiences", "store"})
+OPTIONAL_KEYS = frozenset({"search_fields", "filters", "refs", "long_fields", "store"})
+RECORDS = "records"
+"""The default store: ``resource_records``, written through ``PUT /records/{type}/{id}``."""
+STORES: dict[str, str] = {
+    RECORDS: "",
+    "memories": "memories are written through POST /memory-candidates, corrected with PATCH /memories/{id} and"
+                " deleted with DELETE /memories/{id}",
+    "sessions": "sessions are written through POST /sessions and POST /sessions/{id}/messages and deleted with"
+                " POST /deletion-requests",
+    "session_summaries": "session summaries are built by POST /sessions/{id}/commit",
+    "tasks": "tasks are started with POST /tasks and move through their workflow",
+}
+"""Where a type's records live, and for mnemo's own objects how they are written instead of ``/records``."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,8 @@ class Declaration:
     ceilings: dict[Audience, tuple[str, ...]]
     """Per audience that may see the type, the fields it may ever read (a run's policy narrows them)."""
     source: str
+    store: str = RECORDS
+    """Where its records live (:data:`STORES`): ``records``, or one of mnemo's own tables read by an adapter."""
 
 
 def parse_declaration(raw: Any, source: str) -> Declaration:
@@ -122,7 +136,12 @@ def _build(raw: Any, source: str) -> Declaration:
     if (Operation.SEARCH in operations) != bool(search_fields):
         raise DeclarationError("the search operation needs search_fields, and search_fields need the search operation")
     refs = _refs(schema, raw.get("refs", {}))
+    store = raw.get("store", RECORDS)
+    if not isinstance(store, str) or store not in STORES:
+        raise DeclarationError(f"store {store!r} is none of {sorted(STORES)}")
     long_fields = _paths(raw.get("long_fields", []), "long_fields")
+    if long_fields and store != RECORDS:
+        raise DeclarationError("long_fields live in the record store: a type of another store declares none")
     for path in long_fields:
         if pointers.WILDCARD in pointers.parse(path):
             raise DeclarationError(f"long field {path!r}: a long field is one value, so its path has no '*'")
@@ -139,6 +158,7 @@ def _build(raw: Any, source: str) -> Declaration:
         long_fields=long_fields,
         ceilings=_ceilings(schema, raw["audiences"], raw["title"]),
         source=source,
+        store=store,
     )
 
 

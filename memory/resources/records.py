@@ -27,7 +27,7 @@ from memory.errors import Conflict, InvalidInput, NotFound, VersionConflict
 from memory.events import next_revision
 from memory.models import DeletionJob, Tombstone
 from memory.resources.bodies import Body, Offloaded, encode, restore, split
-from memory.resources.declarations import RECORD_ID, Declaration
+from memory.resources.declarations import RECORD_ID, RECORDS, STORES, Declaration
 from memory.resources.forget import drop_unreferenced, guard_bodies
 from memory.resources.models import ResourceArtifact, ResourceRecord
 from memory.resources.projection import write_record_projection
@@ -67,6 +67,17 @@ def _digest(data: dict[str, Any]) -> str:
 
 class RecordBeingDeleted(Conflict):
     code = "record_deletion_pending"
+
+
+def require_record_type(declaration: Declaration) -> None:
+    """``/records`` writes, reads and deletes source records only: a type whose rows live elsewhere (mnemo's own
+    memories, sessions, tasks) is refused with how it is written instead."""
+    if declaration.store != RECORDS:
+        raise InvalidInput(
+            f"{declaration.type!r} is not a record type: {STORES[declaration.store]}; read it with"
+            f" GET /resources/{declaration.type} and POST /resources/read",
+            code="not_a_record_type",
+        )
 
 
 def not_forgotten() -> ColumnElement[bool]:
@@ -110,6 +121,7 @@ def put_record(
     The long bodies are written only once the write is judged (its row locked, its tombstone and version
     checked); the sha256 of each one this call put in the store is appended to ``wrote``, so a caller whose
     transaction then fails can delete them again (:func:`save_record`)."""
+    require_record_type(declaration)
     if not _RECORD_ID.fullmatch(record_id):
         raise InvalidInput("record ids are 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
                            code="invalid_record_id")
@@ -257,6 +269,7 @@ def default_deletion_request_id(session: Session, principal: PrincipalContext, r
 def get_record(session: Session, principal: PrincipalContext, declaration: Declaration, record_id: str,
                store: ArtifactStore) -> StoredRecord:
     """The caller's record with its whole data; anyone else's is the 404 of a missing one."""
+    require_record_type(declaration)
     record = session.execute(
         own_record(principal, declaration.type, record_id).where(not_forgotten())
     ).scalar_one_or_none()

@@ -37,6 +37,8 @@ class ListItem(Result):
     version: int
     data: dict[str, Any] = Field(description="The readable fields of the record's current version (long ones left "
                                  "out: read the ref for them)")
+    omitted: list[str] = Field(default_factory=list, description="Readable fields left out of `data` (declared long, "
+                               "or too long for a list page): read the ref for them")
 
 
 class ListPage(Result):
@@ -51,12 +53,17 @@ class SearchHit(Result):
     resource: str
     title: str
     snippet: str = Field(description="From the fields this caller may read only, re-read from the source record")
+    state: str = Field(description="The record's current state as the ranker weighs it: `open` (a todo to do), "
+                       "`closed` (done, cancelled) or `none` (the type has no state)")
+    version: int = Field(description="The source record's current version")
     updated_at: datetime
     score: float = Field(description="The cross-resource ranker's score: higher first, deterministic")
 
 
 class SearchResult(Result):
     items: list[SearchHit]
+    omitted: int = Field(default=0, description="Hits within top_k left out so the response stays within 65,536 "
+                         "bytes (the lowest ranked)")
 
 
 class Fragment(Result):

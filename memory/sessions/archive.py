@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Boolean, ColumnElement, func, literal, select, update
+from sqlalchemy import Boolean, ColumnElement, and_, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from memory.events import next_revision
@@ -55,12 +55,16 @@ def summary_tombstoned() -> ColumnElement[bool]:
     ).exists()
 
 
+def summary_readable() -> ColumnElement[bool]:
+    """A version that may be read: not scrubbed, and citing no event whose deletion is under way."""
+    return and_(SessionSummary.purged_at.is_(None), ~summary_tombstoned())
+
+
 def latest_summary(session: Session, tenant_id: str, session_id: str) -> SessionSummary | None:
-    """The newest readable version: not scrubbed, and citing no event whose deletion is under way."""
+    """The newest readable version (:func:`summary_readable`)."""
     return session.execute(
         select(SessionSummary)
-        .where(SessionSummary.tenant_id == tenant_id, SessionSummary.session_id == session_id,
-               SessionSummary.purged_at.is_(None), ~summary_tombstoned())
+        .where(SessionSummary.tenant_id == tenant_id, SessionSummary.session_id == session_id, summary_readable())
         .order_by(SessionSummary.version.desc())
         .limit(1)
     ).scalar_one_or_none()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, and_, cast, exists, func, or_, select
+from sqlalchemy import ColumnElement, SQLColumnExpression, Text, and_, cast, exists, func, or_, select
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.orm import Session
 
@@ -81,7 +81,7 @@ class StoredMessage:
                             m.tool_call_id, m.context_refs)
 
 
-def _tombstoned(principal: PrincipalContext, session_id: str) -> Any:
+def _tombstoned(principal: PrincipalContext, session_id: str | SQLColumnExpression[str]) -> Any:
     """A session or subject deletion covers the session (from then on its id is gone)."""
     return exists().where(
         Tombstone.tenant_id == principal.tenant_id,
@@ -93,16 +93,20 @@ def _tombstoned(principal: PrincipalContext, session_id: str) -> Any:
     )
 
 
-def get_session(session: Session, principal: PrincipalContext, session_id: str, *, lock: bool = False) -> ChatSession:
-    """The caller's own session, else :class:`NotFound` (another user's is indistinguishable from none)."""
-    statement = select(ChatSession).where(
+def own_sessions(principal: PrincipalContext) -> ColumnElement[bool]:
+    """The sessions the caller may read: their own with their key's agent, not purged, under no deletion barrier."""
+    return and_(
         ChatSession.tenant_id == principal.tenant_id,
-        ChatSession.session_id == session_id,
         ChatSession.user_id == principal.user_id,
         ChatSession.agent_id.is_not_distinct_from(principal.agent_id),  # a session is one user's with one agent
         ChatSession.purged_at.is_(None),
-        ~_tombstoned(principal, session_id),
+        ~_tombstoned(principal, ChatSession.session_id),
     )
+
+
+def get_session(session: Session, principal: PrincipalContext, session_id: str, *, lock: bool = False) -> ChatSession:
+    """The caller's own session, else :class:`NotFound` (another user's is indistinguishable from none)."""
+    statement = select(ChatSession).where(own_sessions(principal), ChatSession.session_id == session_id)
     if lock:
         statement = statement.with_for_update()
     found = session.execute(statement).scalar_one_or_none()

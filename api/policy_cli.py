@@ -1,0 +1,96 @@
+"""``mnemo policy …``: set, list and delete what an agent may do with each resource type (admin keys).
+
+Over the HTTP API with an API key, exactly as ``mnemo session`` connects (``--api-url`` / MNEMO_API_URL,
+``--key`` / MNEMO_API_KEY, else ``--key-file``, default ``<data-dir>/admin.key``). An agent with no policy for a
+type may not use it. Tables for people, ``--json`` for scripts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import typer
+
+from api.session_cli import ApiUrl, DataDir, Json, Key, KeyFile, _call, _connection, _print
+from api.task_cli import table
+
+policy_app = typer.Typer(help="Per-agent resource policies: operations and fields per resource type.",
+                         no_args_is_help=True)
+
+
+def _path(agent_id: str, resource: str | None = None) -> str:
+    parts = [agent_id] if resource is None else [agent_id, resource]
+    return "/policies/" + "/".join(quote(part, safe="") for part in parts)
+
+
+def _names(raw: str) -> list[str]:
+    return [name.strip() for name in raw.split(",") if name.strip()]
+
+
+def _rows(policies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**policy, "operations": ",".join(policy["operations"]), "fields": ",".join(policy["fields"])}
+            for policy in policies]
+
+
+@policy_app.command("set")
+def set_policy(
+    agent_id: str,
+    resource: str,
+    operations: Annotated[str, typer.Option("--operations", help="Comma-separated: list,search,read.")],
+    fields: Annotated[str, typer.Option("--fields", help="Comma-separated field paths: /title,/status.")],
+    api_url: ApiUrl = None,
+    key: Key = None,
+    key_file: KeyFile = None,
+    data_dir: DataDir = Path(".mnemo"),
+    as_json: Json = False,
+) -> None:
+    """Set what the agent may do with the type (replacing what it could); its next read sees it."""
+    conn = _connection(api_url, key, key_file, data_dir)
+    stored = _call(conn, "PUT", _path(agent_id, resource),
+                   json={"operations": _names(operations), "fields": _names(fields)})
+    _print(stored, as_json, lambda policy: table(_rows([policy]), ["agent_id", "resource", "operations", "fields"]))
+
+
+@policy_app.command("list")
+def list_policies(
+    agent_id: str,
+    api_url: ApiUrl = None,
+    key: Key = None,
+    key_file: KeyFile = None,
+    data_dir: DataDir = Path(".mnemo"),
+    as_json: Json = False,
+) -> None:
+    """The agent's policies by type; a type not listed is one the agent may not use."""
+    conn = _connection(api_url, key, key_file, data_dir)
+    found = _call(conn, "GET", _path(agent_id))
+
+    def render(answer: dict[str, Any]) -> str:
+        if not answer["policies"]:
+            return f"agent {answer['agent_id']} has no policy: it may use no resource type"
+        return table(_rows(answer["policies"]), ["resource", "operations", "fields", "updated_at", "updated_by"])
+
+    _print(found, as_json, render)
+
+
+@policy_app.command("delete")
+def delete_policy(
+    agent_id: str,
+    resource: str,
+    api_url: ApiUrl = None,
+    key: Key = None,
+    key_file: KeyFile = None,
+    data_dir: DataDir = Path(".mnemo"),
+    as_json: Json = False,
+) -> None:
+    """Revoke the agent's use of the type: its very next read, in a run or not, no longer sees it."""
+    conn = _connection(api_url, key, key_file, data_dir)
+    answer = _call(conn, "DELETE", _path(agent_id, resource))
+
+    def render(deleted: dict[str, Any]) -> str:
+        revoked = deleted["revoked"]
+        return (f"revoked agent {deleted['agent_id']}'s {deleted['resource']}: "
+                f"{','.join(revoked['operations'])} on {','.join(revoked['fields'])}")
+
+    _print(answer, as_json, render)

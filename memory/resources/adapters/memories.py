@@ -1,0 +1,139 @@
+"""The ``memory`` resource: mnemo's own memories, their current versions only, read under the rules that
+``GET /memories/{id}`` applies (:func:`memory.memories.readable_heads`: the scope wall, no superseded or deleted
+version, no deletion barrier).
+
+A search narrows with the memories' lexical projection (``memory_search.tokens``, whose text mixes key,
+abstract, overview and content) and then decides on the readable fields alone (:func:`common.match_rows`): the
+projection only proposes, so a word only in a field the grant does not read never makes a candidate.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Text, and_, bindparam, cast, func, select
+from sqlalchemy.orm import Session
+
+from memory.enums import Status
+from memory.memories import readable_heads
+from memory.models import Memory, MemorySearch
+from memory.resources.access import Access, Grant
+from memory.resources.adapters.common import (
+    Columns,
+    check_filter_columns,
+    filter_conditions,
+    keyset_after,
+    match_rows,
+    present,
+    stamp,
+)
+from memory.resources.declarations import Declaration
+from memory.resources.sources import Candidate, FilterClause, Position, Query, RowState, SourceRow
+from memory.text import tsquery_any
+
+PROPOSALS_PER_CANDIDATE = 8
+"""How many projection matches a search re-checks per candidate it may return (at least :data:`MIN_PROPOSALS`)."""
+MIN_PROPOSALS = 400
+
+MEMORY_ID = cast(Memory.memory_id, Text)
+COLUMNS: Columns = {
+    "/category": Memory.category,
+    "/space": Memory.space,
+    "/status": Memory.status,
+    "/key": Memory.key,
+    "/stored_at": Memory.stored_at,
+}
+
+
+def data_of(memory: Memory) -> dict[str, Any]:
+    """The memory as the ``memory`` declaration names it (absent values left out)."""
+    validity = present(observed_at=stamp(memory.observed_at), effective_from=stamp(memory.effective_from),
+                       effective_to=stamp(memory.effective_to), expires_at=stamp(memory.expires_at))
+    return present(
+        abstract=memory.abstract, overview=memory.overview, content=memory.content, key=memory.key,
+        category=memory.category, space=memory.space, status=memory.status, confidence=memory.confidence,
+        source_level=memory.source_level, version=memory.version, supersedes_version=memory.supersedes_version,
+        project_id=memory.project_id, session_id=memory.session_id,
+        source={"source_id": memory.source_id, "source_type": memory.source_type,
+                "captured_at": stamp(memory.captured_at), "evidence_refs": list(memory.evidence_refs)},
+        validity=validity, stored_at=stamp(memory.stored_at),
+    )
+
+
+def state_of(memory: Memory, now: datetime) -> RowState:
+    """An expired or revoked memory, or one whose validity has ended, is history; any other has no state."""
+    ended = any(moment is not None and moment <= now for moment in (memory.effective_to, memory.expires_at))
+    if memory.status in (Status.EXPIRED.value, Status.REVOKED.value) or ended:
+        return RowState.CLOSED
+    return RowState.NONE
+
+
+@dataclass
+class MemorySource:
+    declaration: Declaration
+    resource: str = field(init=False)
+    columns: Columns = field(default_factory=lambda: COLUMNS)
+
+    def __post_init__(self) -> None:
+        self.resource = self.declaration.type
+        check_filter_columns(self.declaration, self.columns)
+
+    def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
+             after: Position | None, limit: int) -> list[SourceRow]:
+        del grant
+        statement = (
+            select(Memory)
+            .where(readable_heads(access.principal), *filter_conditions(self.columns, filters),
+                   *keyset_after(Memory.stored_at, MEMORY_ID, after))
+            .order_by(Memory.stored_at.desc(), MEMORY_ID.desc())
+            .limit(limit)
+        )
+        return self._rows(session, session.execute(statement).scalars())
+
+    def match(self, session: Session, access: Access, grant: Grant, query: Query, limit: int) -> list[Candidate]:
+        if not query.terms:
+            return []
+        proposals = (
+            select(Memory)
+            .join(MemorySearch, and_(MemorySearch.tenant_id == Memory.tenant_id,
+                                     MemorySearch.memory_id == Memory.memory_id,
+                                     MemorySearch.version == Memory.version))
+            .where(readable_heads(access.principal),
+                   MemorySearch.tokens.op("@@")(func.to_tsquery("simple", bindparam("tsquery", type_=Text))))
+            .order_by(Memory.revision.desc())
+            .limit(max(MIN_PROPOSALS, PROPOSALS_PER_CANDIDATE * limit))
+        )
+        memories = session.execute(proposals, {"tsquery": tsquery_any(list(query.terms))}).scalars()
+        rows = [(str(memory.memory_id), data_of(memory)) for memory in memories]
+        return match_rows(session, self.declaration, grant, query.terms, rows, limit)
+
+    def fetch(self, session: Session, access: Access, grant: Grant, ids: Sequence[str], *,
+              whole: bool = False) -> Mapping[str, SourceRow]:
+        del grant, whole  # a memory has no long field
+        parsed = [memory_id for memory_id in map(_uuid, ids) if memory_id is not None]
+        if not parsed:
+            return {}
+        statement = select(Memory).where(readable_heads(access.principal), Memory.memory_id.in_(parsed))
+        return {row.record_id: row for row in self._rows(session, session.execute(statement).scalars())}
+
+    def _rows(self, session: Session, memories: Any) -> list[SourceRow]:
+        now = session.execute(select(func.now())).scalar_one().astimezone(UTC)
+        return [
+            SourceRow(resource=self.resource, record_id=str(memory.memory_id), version=memory.version,
+                      updated_at=memory.stored_at, data=data_of(memory), state=state_of(memory, now),
+                      confidence=memory.confidence)
+            for memory in memories
+        ]
+
+
+def _uuid(raw: str) -> uuid.UUID | None:
+    """A memory id, or None for text that is none (it names no memory, like a missing one)."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        return None
+

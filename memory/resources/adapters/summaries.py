@@ -1,0 +1,111 @@
+"""The ``session_summary`` resource: the latest readable summary version of each of the caller's sessions,
+named by the session's id, as ``GET /sessions/{id}/summaries/latest`` shows it.
+
+The session must be the caller's (:func:`memory.sessions.store.own_sessions`) and the version readable
+(:func:`memory.sessions.archive.summary_readable`: not scrubbed, citing no event under a deletion barrier);
+a version hidden by a deletion leaves the previous readable one, as the REST route does. A new commit makes
+a new version, so the row's version is the summary's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import and_, select
+from sqlalchemy.dialects.postgresql import distinct_on
+from sqlalchemy.orm import Session, aliased
+from sqlalchemy.sql.selectable import Select
+
+from memory.resources.access import Access, Grant
+from memory.resources.adapters.common import (
+    Columns,
+    check_filter_columns,
+    filter_conditions,
+    keyset_after,
+    match_rows,
+    present,
+    stamp,
+)
+from memory.resources.declarations import Declaration
+from memory.resources.sources import Candidate, FilterClause, Position, Query, SourceRow
+from memory.sessions.archive import summary_readable
+from memory.sessions.models import ChatSession, SessionSummary
+from memory.sessions.store import own_sessions
+
+SECTIONS = ("goal", "facts", "decisions", "constraints", "completed", "pending", "unknowns", "errors")
+
+
+def columns_of(summary: Any) -> Columns:
+    return {"/reason": summary.reason, "/created_at": summary.created_at}
+
+
+def data_of(summary: SessionSummary) -> dict[str, Any]:
+    """The version as the ``session_summary`` declaration names it (absent values left out)."""
+    sections = {name: [present(text=item["text"], source_event_ids=list(item["source_event_ids"]),
+                               key=item.get("key"))
+                       for item in summary.body.get(name, [])]
+                for name in SECTIONS}
+    return present(
+        session=f"session:{summary.session_id}", version=summary.version, reason=summary.reason,
+        commit_id=summary.commit_id,
+        covered={"from_sequence": summary.from_sequence, "to_sequence": summary.to_sequence},
+        abstract=summary.abstract, overview=summary.overview, **sections, created_at=stamp(summary.created_at),
+    )
+
+
+@dataclass
+class SummarySource:
+    declaration: Declaration
+    resource: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.resource = self.declaration.type
+        check_filter_columns(self.declaration, columns_of(SessionSummary))
+
+    def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
+             after: Position | None, limit: int) -> list[SourceRow]:
+        del grant
+        latest = _latest(access)
+        statement = (
+            select(latest)
+            .where(*filter_conditions(columns_of(latest), filters),
+                   *keyset_after(latest.created_at, latest.session_id, after))
+            .order_by(latest.created_at.desc(), latest.session_id.desc())
+            .limit(limit)
+        )
+        return [self._row(summary) for summary in session.execute(statement).scalars()]
+
+    def match(self, session: Session, access: Access, grant: Grant, query: Query, limit: int) -> list[Candidate]:
+        # No projection: the caller's latest summaries are read and their readable fields matched.
+        summaries = session.execute(select(_latest(access))).scalars()
+        rows = [(summary.session_id, data_of(summary)) for summary in summaries]
+        return match_rows(session, self.declaration, grant, query.terms, rows, limit)
+
+    def fetch(self, session: Session, access: Access, grant: Grant, ids: Sequence[str], *,
+              whole: bool = False) -> Mapping[str, SourceRow]:
+        del grant, whole  # a summary has no long field
+        if not ids:
+            return {}
+        latest = _latest(access, list(ids))
+        return {summary.session_id: self._row(summary) for summary in session.execute(select(latest)).scalars()}
+
+    def _row(self, summary: SessionSummary) -> SourceRow:
+        return SourceRow(resource=self.resource, record_id=summary.session_id, version=summary.version,
+                         updated_at=summary.created_at, data=data_of(summary))
+
+
+def _latest(access: Access, session_ids: list[str] | None = None) -> Any:
+    """The newest readable version of each of the caller's sessions (of ``session_ids`` only, if given)."""
+    statement: Select[Any] = (
+        select(SessionSummary)
+        .join(ChatSession, and_(ChatSession.tenant_id == SessionSummary.tenant_id,
+                                ChatSession.session_id == SessionSummary.session_id))
+        .where(own_sessions(access.principal), summary_readable())
+        .ext(distinct_on(SessionSummary.session_id))
+        .order_by(SessionSummary.session_id, SessionSummary.version.desc())
+    )
+    if session_ids is not None:
+        statement = statement.where(SessionSummary.session_id.in_(session_ids))
+    return aliased(SessionSummary, statement.subquery("latest"))

@@ -1,0 +1,102 @@
+"""``search(query, resource?, top_k?)``: candidates from every permitted type, re-read, ranked as one list.
+
+Each type's source matches the query against the fields the caller may read only; each candidate is
+then re-read from its source row (a todo completed since is reported — and ranked — as completed; a
+deleted or forgotten one is gone), ranked by :mod:`memory.resources.ranking`, one per ref, cut to
+``top_k`` and to what fits 65,536 bytes. The snippet is a window of the first readable search field
+holding a query word, taken from the current row, never from the projection.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from memory.errors import InvalidInput
+from memory.resources import pointers
+from memory.resources.access import Access, Grant
+from memory.resources.catalog import Catalog
+from memory.resources.declarations import Declaration, Operation
+from memory.resources.fields import readable
+from memory.resources.listing import title_of
+from memory.resources.pages import fits
+from memory.resources.ranking import Ranked, rank
+from memory.resources.registry import Sources
+from memory.resources.results import SearchHit, SearchResult
+from memory.resources.sources import Candidate, Query, SourceRow
+from memory.text import normalize, search_terms, tokens
+
+DEFAULT_TOP_K = 10
+MAX_TOP_K = 50
+MAX_QUERY_CHARS = 1_000
+CANDIDATES_PER_HIT = 4
+"""Each type offers this many candidates per requested hit: enough for state and recency to reorder them."""
+SNIPPET_BEFORE = 60
+SNIPPET_CHARS = 200
+
+
+def parse_query(text: str) -> Query:
+    if not text.strip() or len(text) > MAX_QUERY_CHARS:
+        raise InvalidInput(f"a query is 1-{MAX_QUERY_CHARS} characters with at least one word", code="invalid_query")
+    terms = tuple(search_terms(text))
+    if not terms:
+        raise InvalidInput("the query has no word to search for", code="invalid_query")
+    return Query(text=normalize(text), terms=terms)
+
+
+def search(session: Session, access: Access, catalog: Catalog, sources: Sources, text: str, resource: str | None,
+           top_k: int, now: datetime) -> SearchResult:
+    query = parse_query(text)
+    grants = [access.grant(resource, Operation.SEARCH)] if resource is not None else access.may(Operation.SEARCH)
+    pairs: list[tuple[Candidate, SourceRow]] = []
+    for grant in grants:
+        source = sources.get(grant.resource)
+        candidates = source.match(session, access, grant, query, top_k * CANDIDATES_PER_HIT)
+        rows = source.fetch(session, access, grant, [candidate.record_id for candidate in candidates])
+        pairs += [(candidate, rows[candidate.record_id]) for candidate in candidates if candidate.record_id in rows]
+    ranked = rank(pairs, now)[:top_k]
+    by_type = {grant.resource: grant for grant in grants}
+    hits = [_hit(session, access, catalog.get(r.row.resource), sources, by_type[r.row.resource], r, text)
+            for r in ranked]
+    for count in range(len(hits), -1, -1):
+        result = SearchResult(items=hits[:count], omitted=len(hits) - count)
+        if fits(result):
+            return result
+    raise AssertionError("an empty search result fits a page")
+
+
+def _hit(session: Session, access: Access, declaration: Declaration, sources: Sources, grant: Grant,
+         ranked: Ranked, text: str) -> SearchHit:
+    row = ranked.row
+    matched = ranked.candidate.fields
+    fields = [*matched, *(path for path in declaration.search_fields if grant.reads(path) and path not in matched)]
+    shown = readable(row.data, grant.fields)
+    window = snippet(shown, fields, text)
+    if not window and any(path in row.long_fields for path in fields):  # the words are in a long body: read it
+        whole = sources.get(row.resource).fetch(session, access, grant, [row.record_id], whole=True)
+        row = whole.get(row.record_id, row)
+        shown = readable(row.data, grant.fields)
+        window = snippet(shown, fields, text)
+    return SearchHit(ref=row.ref, resource=row.resource, title=title_of(declaration, shown),
+                     snippet=window or title_of(declaration, shown)[:SNIPPET_CHARS],
+                     state=row.state.value, version=row.version, updated_at=row.updated_at, score=ranked.score)
+
+
+def snippet(data: dict[str, Any], fields: list[str], text: str) -> str:
+    """A window around the first query word in the first of ``fields`` (readable data only) that holds one."""
+    words = sorted(set(tokens(text)), key=len, reverse=True)
+    pattern = re.compile("|".join(re.escape(word) for word in words), re.IGNORECASE) if words else None
+    for path in fields:
+        for _, value in pointers.values_at(data, path):
+            if not isinstance(value, str) or pattern is None:
+                continue
+            found = pattern.search(value)
+            if found is None:
+                continue
+            start = max(0, found.start() - SNIPPET_BEFORE)
+            window = value[start:start + SNIPPET_CHARS]
+            return ("…" if start > 0 else "") + window + ("…" if start + SNIPPET_CHARS < len(value) else "")
+    return ""
