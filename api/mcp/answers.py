@@ -16,10 +16,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import State
 
 from api.errors import error_body
-from api.mcp.auth import access_of, principal_of, request_of
+from api.mcp.auth import access_of, request_of
 from memory.auth import PrincipalContext
-from memory.errors import MnemoError
-from memory.resources.access import Access
+from memory.errors import Forbidden, MnemoError
+from memory.resources.access import Access, ceiling_grant
+from memory.resources.declarations import Operation
+
+MEMORY = "memory"
+"""The resource type of mnemo's memories (memory/resources/builtin/memory.json): what a run's policy grants."""
 
 
 def success(result: BaseModel) -> CallToolResult:
@@ -44,10 +48,19 @@ async def with_access(ctx: Context[Any, Any], state: State, produce: Callable[[A
         return failure(error.code, error.message, error.details)
 
 
-async def with_principal(ctx: Context[Any, Any], produce: Callable[[PrincipalContext], BaseModel]) -> CallToolResult:
-    """``produce`` for the key's principal (the memory tools need no resource access), errors as tool errors."""
+async def with_memories(ctx: Context[Any, Any], state: State, operation: Operation,
+                        produce: Callable[[PrincipalContext], BaseModel]) -> CallToolResult:
+    """``produce`` for the key's principal, when this call's access may do ``operation`` on the ``memory`` type
+    with every field of it: the memory tools answer whole memories, so a run whose policy narrows the memory
+    fields is sent to list / search / read, which apply the field whitelist. Errors as tool errors."""
     try:
-        principal = principal_of(request_of(ctx))
-        return success(await run_in_threadpool(produce, principal))
+        access = await access_of(request_of(ctx), state.engine, state.catalog)
+        grant = access.grant(MEMORY, operation)
+        ceiling = ceiling_grant(state.catalog.get(MEMORY), access.audience)
+        if ceiling is None or set(grant.fields) != set(ceiling.fields):
+            raise Forbidden(f"this call may read only some fields of memories ({', '.join(grant.fields)}): use "
+                            f"{operation.value}() on the memory resource, which returns those",
+                            code="memory_fields_narrowed")
+        return success(await run_in_threadpool(produce, access.principal))
     except MnemoError as error:
         return failure(error.code, error.message, error.details)

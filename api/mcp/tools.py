@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.datastructures import State
 
 from api.deps import parse_id
-from api.mcp.answers import with_access, with_principal
+from api.mcp.answers import with_access, with_memories
 from api.schemas.memories import MemoryDetailOut
 from memory import memories
 from memory.auth import PrincipalContext
@@ -28,6 +28,7 @@ from memory.categories import category_overview
 from memory.db import tenant_session
 from memory.enums import Category
 from memory.recall.service import RecallOptions, recall
+from memory.resources.declarations import Operation
 from memory.resources.results import Directory, ListPage, ReadPage, SearchResult
 
 MEMORY_TOOLS = frozenset({"browse_memory_categories", "search_memories", "get_memory_detail"})
@@ -104,7 +105,7 @@ def register(server: MCPServer[Any], state: State) -> None:
     @server.tool(name="browse_memory_categories", description="Your memories by category: the count and a "
                  "one-line abstract of each (L0). Call it at the start of a conversation.")
     async def browse_memory_categories(ctx: Context[Any, Any]) -> Annotated[CallToolResult, CategoryOverviewOut]:
-        return await with_principal(ctx, lambda principal: _overview(state, principal))
+        return await with_memories(ctx, state, Operation.LIST, lambda principal: _overview(state, principal))
 
     @server.tool(name="search_memories", description="Memories relevant to a topic (mnemo's recall), as "
                  "abstracts (L1), optionally of one category; get_memory_detail for the whole of one.")
@@ -112,12 +113,13 @@ def register(server: MCPServer[Any], state: State) -> None:
         ctx: Context[Any, Any], query: Annotated[str, Field(min_length=1, max_length=2_000)],
         category: Category | None = None, top_k: TopK = 5,
     ) -> Annotated[CallToolResult, MemorySearchOut]:
-        return await with_principal(ctx, lambda principal: _search(state, principal, query, category, top_k))
+        return await with_memories(ctx, state, Operation.SEARCH,
+                                   lambda principal: _search(state, principal, query, category, top_k))
 
     @server.tool(name="get_memory_detail", description="One memory whole (L2): content, version, provenance "
                  "and evidence refs, and its version history.")
     async def get_memory_detail(ctx: Context[Any, Any], memory_id: str) -> Annotated[CallToolResult, MemoryDetailOut]:
-        return await with_principal(ctx, lambda principal: _detail(state, principal, memory_id))
+        return await with_memories(ctx, state, Operation.READ, lambda principal: _detail(state, principal, memory_id))
 
 
 def _overview(state: State, principal: PrincipalContext) -> CategoryOverviewOut:

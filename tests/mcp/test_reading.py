@@ -103,3 +103,26 @@ async def test_the_legacy_tools_answer_what_the_reader_answers(
     assert transcript["data"] == {"title": "评审", "text": "我们先上线兜底。"} and transcript["complete"] is True
     assert [hit["ref"] for hit in searched["items"]] == ["transcript:review"]
     assert recordings == {"items": [], "next_cursor": None}
+
+
+async def test_a_runs_memory_tools_need_the_whole_memory_type_in_its_access(
+    mcp_url: str, make_key: MakeKey, client: TestClient
+) -> None:
+    tenant = _tenant()
+    admin = make_key(tenant=tenant, user="root", roles=("admin",))
+    runtime = make_key(tenant=tenant, roles=("agent_runtime",))
+    every_field = client.get("/resources", headers=auth(make_key(tenant=tenant))).json()["resources"]
+    memory_fields = next(entry["fields"] for entry in every_field if entry["type"] == "memory")
+    policies = {"todo-only": ("todo", ["/title", "/status"]), "whole": ("memory", memory_fields),
+                "narrow": ("memory", ["/abstract", "/category"])}
+    answers: dict[str, dict[str, Any]] = {}
+    for agent, (resource, fields) in policies.items():
+        body = {"operations": ["list", "search", "read"], "fields": fields}
+        assert client.put(f"/policies/{agent}/{resource}", json=body, headers=auth(admin)).status_code == 200
+        run = client.post("/runs", json={"thread_id": "th", "agent_id": agent}, headers=auth(runtime)).json()["run_id"]
+        async with mcp_session(mcp_url, runtime, {"X-Mnemo-Run": run}) as (session, _):
+            answers[agent] = (await session.call_tool("browse_memory_categories", {})).model_dump()
+    assert answers["todo-only"]["structured_content"]["error"]["code"] == "unknown_resource"
+    assert not answers["whole"]["is_error"] and len(answers["whole"]["structured_content"]["categories"]) == 8
+    narrowed = answers["narrow"]["structured_content"]["error"]
+    assert narrowed["code"] == "memory_fields_narrowed" and "/abstract, /category" in narrowed["message"]
