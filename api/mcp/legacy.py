@@ -3,8 +3,8 @@
 They exist only while ``MNEMO_MCP_LEGACY_TOOLS`` is on (off by default), each is one call of the same reader
 list / search / read use (no second read path), and every call is counted: a log line
 (``mnemo.mcp.legacy``) and an in-process counter per tenant and tool, read by an admin at
-``GET /mcp-legacy-usage``. Removal condition (README, "MCP"): the adapter goes once the counter has stayed
-at zero for every tenant over 30 days of running with the switch on.
+``GET /mcp-legacy-usage``. Removal condition (README, "MCP"): the adapter goes once, with the switch on, no
+tenant has called it for 30 consecutive days (read from the log lines: the counter restarts with the process).
 
 | legacy tool | the reader call |
 | --- | --- |
