@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from api.mcp.cli import mcp_app
 from api.policy_cli import policy_app
 from api.session_cli import session_app
 from api.settings import Settings
@@ -31,6 +32,7 @@ admin_app = typer.Typer(help="Operator commands.", no_args_is_help=True)
 app.add_typer(admin_app, name="admin")
 app.add_typer(task_app, name="task")
 app.add_typer(session_app, name="session")
+app.add_typer(mcp_app, name="mcp")
 app.add_typer(policy_app, name="policy")
 
 DataDir = Annotated[

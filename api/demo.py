@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import httpx2
 
 from api.session_demo import session_demo
 from api.task_demo import run_task_demo
@@ -25,7 +26,7 @@ DEMO_MEMORY = {
 DEMO_QUERY = "销售报告发给谁"
 
 
-def memory_demo(client: httpx.Client) -> list[dict[str, object]]:
+def memory_demo(client: httpx.Client | httpx2.Client) -> list[dict[str, object]]:
     """Write the demo memory (idempotent: a second run replays it) and recall it; returns the items."""
     written = client.post("/memory-candidates", json=DEMO_MEMORY)
     written.raise_for_status()

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
+from starlette.routing import Route
 
 from api.errors import (
     StrictJsonMiddleware,
@@ -15,6 +16,9 @@ from api.errors import (
     refuse_guarded,
 )
 from api.limits import EmbeddingLanes, TenantLimiter
+from api.mcp import legacy as mcp_legacy
+from api.mcp.server import PATH as MCP_PATH
+from api.mcp.server import McpEndpoint
 from api.routers import (
     agent_policies,
     deletions,
@@ -53,8 +57,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.recall_limiter = TenantLimiter(settings.tenant_recall_concurrency)
         app.state.embedding_lanes = EmbeddingLanes(settings.query_embedding_engines)
         app.state.temporal = None  # connected on first use, so the API starts even while Temporal is down
+        app.state.mcp_legacy_usage = mcp.usage
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             app.state.embedding_lanes.close()  # its lanes stop and their engine children exit
             app.state.engine.dispose()
@@ -81,4 +87,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(resources.router)
     app.include_router(runs.router)
     app.include_router(agent_policies.router)
+    app.include_router(mcp_legacy.router)
+    # The MCP endpoint: the SDK's app behind its own auth (the same API keys), outside FastAPI's routing.
+    mcp = McpEndpoint(settings, app.state, catalog)
+    app.router.routes.append(Route(MCP_PATH, mcp.asgi, include_in_schema=False))
     return app

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 import httpx
+import httpx2
 
 DEMO_SESSION = "mnemo-dev-demo-session"
 DEMO_COMMIT = "mnemo-dev-demo-commit"
@@ -27,7 +28,7 @@ def _messages() -> dict[str, Any]:
     ]}
 
 
-def session_demo(client: httpx.Client, timeout: float = 60.0) -> dict[str, Any]:
+def session_demo(client: httpx.Client | httpx2.Client, timeout: float = 60.0) -> dict[str, Any]:
     """Post the demo conversation (idempotent), commit it, wait, and print what was remembered and why."""
     client.post("/sessions", json={"session_id": DEMO_SESSION, "title": "mnemo dev demo"}).raise_for_status()
     client.post(f"/sessions/{DEMO_SESSION}/messages", json=_messages()).raise_for_status()

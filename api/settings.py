@@ -95,6 +95,11 @@ class Settings(BaseSettings):
         default=None,
         description="A directory of extra resource declarations (*.json) beside the built-in nine; checked at start",
     )
+    mcp_legacy_tools: bool = Field(
+        default=False,
+        description="Offer the four legacy MCP tools (search_memory, get_transcript, list_recordings, list_todos) "
+        "beside list/search/read; each call is counted (GET /mcp-legacy-usage)",
+    )
     cursor_keys: SecretStr | None = Field(
         default=None,
         description=(

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from httpx import Response
+from httpx2 import Response  # what TestClient answers with since the mcp SDK brought httpx2
 from sqlalchemy import Engine
 
 from api.devstack.processes import free_port

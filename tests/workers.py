@@ -93,9 +93,10 @@ def api_with_worker(settings: Settings, engine: Engine, name: str) -> Iterator[T
 
 
 @contextmanager
-def served(app: FastAPI) -> Iterator[int]:
-    """``app`` behind a real uvicorn with ``mnemo api``'s protocol, in a thread of this process; its port."""
-    port = free_port()
+def served(app: FastAPI, port: int | None = None) -> Iterator[int]:
+    """``app`` behind a real uvicorn with ``mnemo api``'s protocol, in a thread of this process; its port
+    (``port``, e.g. to restart an API where its clients still point, else a free one)."""
+    port = port or free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, http=BoundedHttpToolsProtocol, log_level="warning")
     running = uvicorn.Server(config)
     thread = threading.Thread(target=running.run, daemon=True)

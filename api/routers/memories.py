@@ -16,7 +16,6 @@ from api.schemas.memories import (
     MemoryOut,
     SourceIn,
     ValidityIn,
-    VersionSummary,
     WriteOut,
 )
 from memory import memories
@@ -109,10 +108,7 @@ def read_memory(
         else:
             memory = memories.version_of(session, principal, parsed, version)
         versions = memories.history(session, principal, parsed)
-    return MemoryDetailOut(
-        **MemoryOut.of(memory).model_dump(),
-        history=[VersionSummary(version=m.version, status=m.status, stored_at=m.stored_at) for m in versions],
-    )
+    return MemoryDetailOut.of_versions(memory, versions)
 
 
 @router.patch("/memories/{memory_id}")

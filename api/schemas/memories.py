@@ -148,3 +148,11 @@ class VersionSummary(BaseModel):
 
 class MemoryDetailOut(MemoryOut):
     history: list[VersionSummary]
+
+    @classmethod
+    def of_versions(cls, memory: Memory, versions: list[Memory]) -> MemoryDetailOut:
+        """``memory`` with the version history ``versions`` (GET /memories/{id} and MCP get_memory_detail)."""
+        return cls(
+            **MemoryOut.of(memory).model_dump(),
+            history=[VersionSummary(version=m.version, status=m.status, stored_at=m.stored_at) for m in versions],
+        )

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2  # what TestClient answers with since the mcp SDK brought httpx2
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
@@ -69,7 +69,7 @@ def _grants(client: TestClient, key: str, run: str | None = None) -> dict[str, t
     return {entry["type"]: (entry["operations"], entry["fields"]) for entry in answer.json()["resources"]}
 
 
-def _refusal(answer: httpx.Response) -> tuple[int, str]:
+def _refusal(answer: httpx2.Response) -> tuple[int, str]:
     return answer.status_code, answer.json()["error"]["code"]
 
 
