@@ -12,10 +12,11 @@ from fastapi.testclient import TestClient
 
 from api.main import create_app
 from api.settings import Settings
+from memory.resources.pages import reassemble
 from tests.conftest import MakeKey, auth
 from tests.mcp.conftest import data_of, error_of, mcp_session
 from tests.resources.reader_support import put
-from tests.resources.test_reader_read import long_text, reassemble
+from tests.resources.test_reader_read import long_text
 from tests.workers import served
 
 TODO = {"title": "更新推送配置", "status": "open", "notes": "联系内线 8123 的值班同学"}
