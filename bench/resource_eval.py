@@ -62,8 +62,8 @@ class Refused(Exception):
 @dataclass
 class Figures:
     latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
-    found_at: list[int | None] = field(default_factory=list)
-    """Per expected ref of a search case: its 1-based rank, or None when absent from the top 10."""
+    found_at: dict[str, list[int | None]] = field(default_factory=lambda: defaultdict(list))
+    """Per case kind, per expected ref of its search: the ref's 1-based rank, or None when not in the top 10."""
     evidence: list[bool] = field(default_factory=list)
     overreach: int = 0
     pagination: list[bool] = field(default_factory=list)
@@ -247,14 +247,14 @@ def rank_of(hits: list[dict[str, Any]], ref: str) -> int | None:
 
 def conclusion_case(channel: Channel, meeting: Meeting, figures: Figures) -> None:
     hits = channel.search(meeting.topic)
-    figures.found_at.append(rank_of(hits, meeting.episode))
+    figures.found_at["conclusion (episode)"].append(rank_of(hits, meeting.episode))
     data, _ = channel.read(meeting.episode)
     figures.evidence.append(meeting.decision in data.get("decisions", []))
 
 
 def todo_case(channel: Channel, meeting: Meeting, figures: Figures) -> None:
     hits = channel.search(meeting.topic, resource="todo")
-    figures.found_at += [rank_of(hits, ref) for ref in meeting.open_todos]
+    figures.found_at["open todos"] += [rank_of(hits, ref) for ref in meeting.open_todos]
     listed = channel.list_all("todo", {"episode": meeting.episode, "status": "open"})
     statuses = {ref: channel.read(ref)[0].get("status") for ref in (*meeting.open_todos, *meeting.done_todos)}
     figures.evidence.append({item["ref"] for item in listed} == set(meeting.open_todos)
@@ -293,7 +293,8 @@ def forbidden_field_case(agent_a: Channel, agent_b: Channel, meeting: Meeting, f
                              meeting.secret_todo)
     data, _ = agent_a.read(meeting.secret_todo)
     figures.overreach += len(set(data) - {"title", "status"})
-    figures.found_at.append(rank_of(agent_b.search(meeting.secret_word), meeting.secret_todo))
+    figures.found_at["keyword in /notes, agent B"].append(rank_of(agent_b.search(meeting.secret_word),
+                                                                  meeting.secret_todo))
 
 
 def public_case(public: Channel, meeting: Meeting, figures: Figures) -> None:
@@ -341,11 +342,16 @@ def evaluate(kind: str, api: Api, corpus: Corpus, runs: dict[str, str], transcri
     return figures
 
 
+def recall_at(ranks: list[int | None]) -> dict[int, float]:
+    return {k: sum(1 for rank in ranks if rank is not None and rank <= k) / len(ranks) for k in KS}
+
+
 def report(kind: str, figures: Figures) -> dict[str, Any]:
-    found = figures.found_at
+    every = [rank for ranks in figures.found_at.values() for rank in ranks]
     out: dict[str, Any] = {
-        "recall_at": {k: sum(1 for rank in found if rank is not None and rank <= k) / len(found) for k in KS},
-        "expected_refs": len(found),
+        "recall_at": recall_at(every),
+        "recall_at_by_case": {case: recall_at(ranks) for case, ranks in figures.found_at.items()},
+        "expected_refs": len(every),
         "evidence_hit_rate": sum(figures.evidence) / len(figures.evidence),
         "field_overreach": figures.overreach,
         "pagination_completion": sum(figures.pagination) / len(figures.pagination),
@@ -353,11 +359,16 @@ def report(kind: str, figures: Figures) -> dict[str, Any]:
         "revocations_refused": f"{sum(figures.revocations)}/{len(figures.revocations)}",
         "latency_ms": {name: percentiles(values) for name, values in sorted(figures.latencies.items())},
     }
-    recall = " ".join(f"R@{k} {value * 100:.1f}" for k, value in out["recall_at"].items())
-    say(f"{kind}: {recall} (over {len(found)} expected refs); evidence hit rate "
+
+    def line(recall: dict[int, float]) -> str:
+        return " ".join(f"R@{k} {value * 100:5.1f}" for k, value in recall.items())
+
+    say(f"{kind}: {line(out['recall_at'])} (over {len(every)} expected refs); evidence hit rate "
         f"{out['evidence_hit_rate'] * 100:.1f} %; field overreach {figures.overreach}; pagination completed "
         f"{out['pagination_completion'] * 100:.1f} % (largest page {figures.largest_page} B); revocations refused "
         f"{out['revocations_refused']}")
+    for case, recall in out["recall_at_by_case"].items():
+        say(f"  {case:28s} {line(recall)}")
     for name, stats in out["latency_ms"].items():
         say(f"  {name:12s} p50 {stats['p50']:7.1f} ms  p95 {stats['p95']:7.1f} ms  (n={stats['n']})")
     return out

@@ -44,9 +44,11 @@ from memory.text import tsquery_any
 STATES: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
     "todo": ("/status", frozenset({"open"}), frozenset({"done", "cancelled"})),
     "intent": ("/status", frozenset({"proposed"}), frozenset({"confirmed", "rejected", "executed"})),
-    "calendar": ("/status", frozenset({"confirmed", "tentative"}), frozenset({"cancelled"})),
+    "calendar": ("/status", frozenset(), frozenset({"cancelled"})),
 }
-"""Per type with a lifecycle: the field holding it, its open values and its closed ones (any other: no state)."""
+"""Per type with a lifecycle: the field holding it, its open values and its closed ones (any other: no state).
+Open is "still to act on" (a todo to do, an intent to confirm); a confirmed event is not work left, so it has
+no state and does not outrank the meeting's episode, but a cancelled one is history."""
 
 
 def state_of(resource: str, data: dict[str, Any]) -> RowState:

@@ -61,6 +61,20 @@ def test_a_todo_completed_after_indexing_is_reported_done_and_ranked_below_open_
     assert search(client, key, query="提醒补发 review")["items"][:1] == after[:1]
 
 
+def test_a_confirmed_event_is_no_work_left_and_does_not_outrank_its_meeting(client: TestClient, make_key: MakeKey) -> None:
+    """Open is "still to act on": the meeting's event (confirmed) and its episode match alike, and the episode, the
+    record of what was decided, comes first; a cancelled event is history and comes last."""
+    key = new_key(make_key)
+    put(client, key, "calendar:c1", {"title": "移动端提醒讨论会", "starts_at": "2026-06-01T09:00:00Z",
+                                     "status": "confirmed"})
+    put(client, key, "calendar:c2", {"title": "移动端提醒讨论会", "starts_at": "2026-06-02T09:00:00Z",
+                                     "status": "cancelled"})
+    put(client, key, "episode:e1", {"title": "移动端提醒讨论会", "summary": "结论：分阶段上线"})
+    hits = search(client, key, query="移动端提醒讨论会")["items"]
+    assert [hit["ref"] for hit in hits] == ["episode:e1", "calendar:c1", "calendar:c2"]
+    assert [hit["state"] for hit in hits] == ["none", "none", "closed"]
+
+
 def test_candidates_from_every_permitted_type_deduplicated_by_ref(client: TestClient, make_key: MakeKey) -> None:
     key = new_key(make_key)
     put(client, key, "episode:m1", {"title": "移动端提醒方案评审", "summary": "移动端提醒改为服务端推送",
