@@ -61,7 +61,9 @@ def test_a_todo_completed_after_indexing_is_reported_done_and_ranked_below_open_
     assert search(client, key, query="提醒补发 review")["items"][:1] == after[:1]
 
 
-def test_a_confirmed_event_is_no_work_left_and_does_not_outrank_its_meeting(client: TestClient, make_key: MakeKey) -> None:
+def test_a_confirmed_event_is_no_work_left_and_does_not_outrank_its_meeting(
+    client: TestClient, make_key: MakeKey,
+) -> None:
     """Open is "still to act on": the meeting's event (confirmed) and its episode match alike, and the episode, the
     record of what was decided, comes first; a cancelled event is history and comes last."""
     key = new_key(make_key)
