@@ -15,10 +15,14 @@ from api.errors import (
     refuse_guarded,
 )
 from api.limits import EmbeddingLanes, TenantLimiter
+from api.observability import tracing
+from api.observability.logging import RequestLogging
+from api.observability.metrics import install_metrics, observe_stage
 from api.routers import deletions, events, health, memories, policies, recall, resources, sessions, tasks
 from api.schemas.common import ErrorOut
 from api.settings import Settings
 from memory.db import make_engine
+from memory.recall.stages import Stage, observe_stages
 from memory.resources.catalog import load_catalog
 
 
@@ -35,6 +39,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.engine = make_engine(
             database_url, pool_size=settings.db_pool_size, statement_timeout_seconds=settings.statement_timeout_seconds
         )
+        tracing.instrument_engine(app.state.engine)
         app.state.recall_limiter = TenantLimiter(settings.tenant_recall_concurrency)
         app.state.embedding_lanes = EmbeddingLanes(settings.query_embedding_engines)
         app.state.temporal = None  # connected on first use, so the API starts even while Temporal is down
@@ -55,6 +60,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     install_unavailable_handlers(app)
     install_openapi(app, ErrorOut)
+    install_metrics(app, lambda running: running.state.engine)
+    app.add_middleware(RequestLogging)  # outermost: its request id and context cover every line of the request
+    tracing.instrument_app(app)
+    observe_stages(_observe_stage)
     app.include_router(health.router)
     app.include_router(events.router)
     app.include_router(memories.router)
@@ -65,3 +74,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(sessions.router)
     app.include_router(resources.router)
     return app
+
+
+def _observe_stage(name: Stage, start_ns: int, end_ns: int) -> None:
+    observe_stage(name, start_ns, end_ns)
+    tracing.recall_stage_span(name, start_ns, end_ns)
