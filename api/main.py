@@ -18,7 +18,18 @@ from api.limits import EmbeddingLanes, TenantLimiter
 from api.observability import tracing
 from api.observability.logging import RequestLogging
 from api.observability.metrics import install_metrics, observe_stage
-from api.routers import deletions, events, health, memories, policies, recall, resources, sessions, tasks
+from api.routers import (
+    deletions,
+    events,
+    health,
+    memories,
+    policies,
+    recall,
+    resources,
+    sessions,
+    tasks,
+    webhooks,
+)
 from api.schemas.common import ErrorOut
 from api.settings import Settings
 from memory.db import make_engine
@@ -73,6 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(policies.router)
     app.include_router(sessions.router)
     app.include_router(resources.router)
+    app.include_router(webhooks.router)
     return app
 
 
