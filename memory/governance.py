@@ -11,11 +11,15 @@ figure. Labels are statuses and levels, never a tenant's data. Meanings are defi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import product
 
 from sqlalchemy import Engine, text
 
 from memory.db import global_session
+from memory.deletion.jobs import JobStatus
 from memory.embeddings import UNEMBEDDABLE
+from memory.enums import SourceLevel, Status
+from memory.tasks.states import TaskStatus
 
 SCRAPE_SETTING = "mnemo.metrics_scrape"
 RECENT_BUNDLES = "1 hour"
@@ -28,33 +32,37 @@ class Figure:
     help: str
     labels: tuple[str, ...]
     sql: str
+    zeros: tuple[tuple[str, ...], ...] = ()
+    """Label values reported as 0 when no row has them, so a dashboard shows every status from the start."""
 
 
 HEAD = "m.status <> 'SUPERSEDED'"
 
 FIGURES: tuple[Figure, ...] = (
     Figure("mnemo_tasks", "Tasks by status.", ("status",),
-           "SELECT status, count(*) FROM tasks GROUP BY status"),
+           "SELECT status, count(*) FROM tasks GROUP BY status", tuple((s.value,) for s in TaskStatus)),
     Figure("mnemo_deletion_jobs", "Deletion jobs by status.", ("status",),
-           "SELECT status, count(*) FROM deletion_jobs GROUP BY status"),
+           "SELECT status, count(*) FROM deletion_jobs GROUP BY status", tuple((s.value,) for s in JobStatus)),
     Figure("mnemo_embedding_backlog", "Current ACTIVE or CANDIDATE versions waiting for a vector.", (),
            "SELECT count(*) FROM memory_search s JOIN memories m ON m.tenant_id = s.tenant_id "
            "AND m.memory_id = s.memory_id AND m.version = s.version "
            "WHERE s.embedding IS NULL AND m.status IN ('ACTIVE', 'CANDIDATE') "
            f"AND (s.embedding_model IS NULL OR s.embedding_model NOT LIKE '{UNEMBEDDABLE}%')"),
     Figure("mnemo_memories", "Current versions (heads) by status and evidence level.", ("status", "source_level"),
-           f"SELECT m.status, m.source_level, count(*) FROM memories m WHERE {HEAD} GROUP BY 1, 2"),
+           f"SELECT m.status, m.source_level, count(*) FROM memories m WHERE {HEAD} GROUP BY 1, 2",
+           tuple((s.value, level.value) for s, level in product(Status, SourceLevel) if s is not Status.SUPERSEDED)),
     Figure("mnemo_memories_without_evidence",
            "ACTIVE or CANDIDATE heads that link no stored event or memory (evidence_refs empty).", ("status",),
            "SELECT m.status, count(*) FROM memories m WHERE m.status IN ('ACTIVE', 'CANDIDATE') "
-           "AND jsonb_array_length(m.evidence_refs) = 0 GROUP BY 1"),
+           "AND jsonb_array_length(m.evidence_refs) = 0 GROUP BY 1", (("ACTIVE",), ("CANDIDATE",))),
     Figure("mnemo_unconfirmed_inferences_active", "ACTIVE E4 (a model's inference) heads nobody confirmed.", (),
            "SELECT count(*) FROM memories m WHERE m.status = 'ACTIVE' AND m.source_level = 'E4' "
            "AND m.last_confirmed_at IS NULL"),
     Figure("mnemo_session_commits", "Session commits by status.", ("status",),
            "SELECT status, count(*) FROM session_commits GROUP BY status"),
     Figure("mnemo_task_operations", "Side-effect operations (publications) by status.", ("status",),
-           "SELECT status, count(*) FROM task_operations GROUP BY status"),
+           "SELECT status, count(*) FROM task_operations GROUP BY status",
+           (("PENDING",), ("SUCCEEDED",), ("FAILED",), ("UNKNOWN_OUTCOME",))),
     Figure("mnemo_task_duplicate_side_effects",
            "Artifacts that succeeded more than once at the same destination for the same task (must stay 0).", (),
            "SELECT count(*) FROM (SELECT 1 FROM task_operations WHERE status = 'SUCCEEDED' "
@@ -93,6 +101,7 @@ def read_figures(engine: Engine) -> dict[str, list[tuple[tuple[str, ...], float]
         session.execute(text("SET TRANSACTION READ ONLY"))
         session.execute(text("SELECT set_config(:name, 'on', true)"), {"name": SCRAPE_SETTING})
         for figure in FIGURES:
-            rows = session.execute(text(figure.sql)).all()
-            out[figure.name] = [(tuple(str(v) for v in row[:-1]), float(row[-1] or 0)) for row in rows]
+            rows = session.execute(text(figure.sql))
+            counted = {tuple(str(v) for v in row[:-1]): float(row[-1] or 0) for row in rows}
+            out[figure.name] = [*counted.items(), *((z, 0.0) for z in figure.zeros if z not in counted)]
     return out
