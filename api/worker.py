@@ -143,15 +143,17 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
     engine = make_engine(
         settings.require_database_url(), pool_size=max(settings.db_pool_size, settings.worker_activity_slots + 1)
     )
-    runtime = None
+    runtime, metrics = None, None
     if settings.worker_metrics_port is not None:
         sdk_port = free_loopback_port()
         runtime = temporal_runtime(sdk_port)
-        serve_worker_metrics(settings.worker_metrics_host, settings.worker_metrics_port, sdk_port)
+        metrics = serve_worker_metrics(settings.worker_metrics_host, settings.worker_metrics_port, sdk_port)
     try:
         client = await _start_up(settings, stop, runtime=runtime)
     except BaseException:
         engine.dispose()
+        if metrics is not None:
+            metrics.shutdown()
         raise
     try:
         with ThreadPoolExecutor(max_workers=settings.worker_activity_slots) as executor:
@@ -173,3 +175,6 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 await drain_forever(client, engine, settings, stop)
     finally:
         engine.dispose()
+        if metrics is not None:
+            metrics.shutdown()
+            metrics.server_close()

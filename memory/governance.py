@@ -37,6 +37,10 @@ class Figure:
 
 
 HEAD = "m.status <> 'SUPERSEDED'"
+_MEMORY_REF = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}@[0-9]+$"
+"""A bundle event's ``memory_id@version`` ref (the others are ``task:…``): cast to uuid, the join uses the key."""
+STATEMENT_TIMEOUT_MS = 5_000
+"""Each figure's statement is cancelled past this: a scrape's cost on the database stays bounded."""
 
 FIGURES: tuple[Figure, ...] = (
     Figure("mnemo_tasks", "Tasks by status.", ("status",),
@@ -84,13 +88,12 @@ FIGURES: tuple[Figure, ...] = (
            "was written (must stay 0).", (),
            "SELECT count(*) FROM audit_log a "
            "CROSS JOIN LATERAL jsonb_array_elements_text(a.detail -> 'selected_refs') AS ref(value) "
-           "JOIN memories m ON m.tenant_id = a.tenant_id AND m.memory_id::text = split_part(ref.value, '@', 1) "
-           "AND m.version = 1 "
+           "JOIN memories m ON m.tenant_id = a.tenant_id AND m.version = 1 AND m.memory_id = CASE "
+           f"WHEN ref.value ~ '{_MEMORY_REF}' THEN CAST(split_part(ref.value, '@', 1) AS uuid) END "
            "JOIN tombstones t ON t.tenant_id = a.tenant_id AND t.created_at < a.at AND ("
            "(t.target_type = 'memory' AND t.target_id = m.memory_id::text) "
            "OR (t.target_type = 'subject' AND t.owner_user_id = m.owner_id)) "
-           f"WHERE a.action = 'MEMORY_BUNDLE_BUILT' AND a.at > now() - interval '{RECENT_BUNDLES}' "
-           "AND ref.value NOT LIKE 'task:%'"),
+           f"WHERE a.action = 'MEMORY_BUNDLE_BUILT' AND a.at > now() - interval '{RECENT_BUNDLES}'"),
 )
 
 
@@ -100,6 +103,7 @@ def read_figures(engine: Engine) -> dict[str, list[tuple[tuple[str, ...], float]
     with global_session(engine) as session:
         session.execute(text("SET TRANSACTION READ ONLY"))
         session.execute(text("SELECT set_config(:name, 'on', true)"), {"name": SCRAPE_SETTING})
+        session.execute(text(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}"))
         for figure in FIGURES:
             rows = session.execute(text(figure.sql))
             counted = {tuple(str(v) for v in row[:-1]): float(row[-1] or 0) for row in rows}

@@ -10,6 +10,7 @@ Labels are route templates, methods, statuses, stage names and error codes: neve
 from __future__ import annotations
 
 import inspect
+import logging
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -34,6 +35,7 @@ from memory.governance import FIGURES, read_figures
 from memory.recall.stages import Stage
 from memory.tokens import count_tokens
 
+log = logging.getLogger("mnemo.metrics")
 EVENTS = CollectorRegistry()
 ProcessCollector(registry=EVENTS)
 
@@ -96,14 +98,28 @@ def observe_bundle(bundle: dict[str, Any]) -> None:
         TASK_RESUMES.inc()
 
 
+FIGURES_UP = "1 when the database's figures were read at this scrape, 0 when that failed (they are then absent)."
+
+
 class FigureCollector(Collector):
-    """The database's figures, read when Prometheus scrapes (one transaction; no cache to go stale)."""
+    """The database's figures, read at every scrape (one transaction, each statement time-limited; no cache, so a
+    figure is never older than the scrape).
+
+    A read that fails is not an empty answer: ``mnemo_figures_up`` says 0, the figures are absent (a
+    dashboard shows the gap), and the error is logged.
+    """
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def collect(self) -> Iterable[Metric]:
-        rows = read_figures(self.engine)
+        try:
+            rows = read_figures(self.engine)
+        except Exception:
+            log.exception("reading the database's figures for /metrics failed")
+            yield GaugeMetricFamily("mnemo_figures_up", FIGURES_UP, value=0)
+            return
+        yield GaugeMetricFamily("mnemo_figures_up", FIGURES_UP, value=1)
         for figure in FIGURES:
             family = GaugeMetricFamily(figure.name, figure.help, labels=list(figure.labels))
             for labels, value in rows[figure.name]:

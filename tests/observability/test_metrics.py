@@ -5,9 +5,12 @@ from __future__ import annotations
 import uuid
 
 from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy import Engine, text
 
-from memory.db import tenant_session
+from api.devstack.processes import free_port
+from api.observability.metrics import FigureCollector
+from memory.db import make_engine, tenant_session
 from memory.recall.stages import Stage
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate
@@ -113,3 +116,20 @@ def test_a_deleted_memory_in_a_later_bundle_is_counted(
                 "DELETE FROM audit_log WHERE tenant_id = :t AND action = 'MEMORY_BUNDLE_BUILT' "
                 "AND detail -> 'selected_refs' = jsonb_build_array(CAST(:ref AS text)) AND NOT detail ? 'trace_id'"
             ), forged)
+
+
+def test_figures_that_cannot_be_read_are_reported_down_not_zero() -> None:
+    """A database that cannot be reached gives mnemo_figures_up 0 and no figure at all, never a row of zeros."""
+    unreachable = make_engine(f"postgresql+psycopg://mnemo@127.0.0.1:{free_port()}/mnemo")
+    try:
+        registry = CollectorRegistry()
+        registry.register(FigureCollector(unreachable))
+        samples = parse(generate_latest(registry).decode())
+    finally:
+        unreachable.dispose()
+    assert value(samples, "mnemo_figures_up") == 0
+    assert {name for name, _ in samples} == {"mnemo_figures_up"}
+
+
+def test_figures_that_were_read_are_reported_up(client: TestClient) -> None:
+    assert value(scrape(client), "mnemo_figures_up") == 1
