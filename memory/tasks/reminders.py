@@ -46,9 +46,14 @@ class Webhook:
 
 
 def _checked_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInput("the webhook url must be an absolute http or https URL", code="invalid_webhook_url")
+    refusal = InvalidInput("the webhook url must be an absolute http or https URL", code="invalid_webhook_url")
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # reading it checks it
+    except ValueError:
+        raise refusal from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0 or url != url.strip():
+        raise refusal
     if parts.username is not None or parts.password is not None:
         raise InvalidInput(
             "the webhook url must not carry credentials: the secret signs each message", code="invalid_webhook_url"

@@ -37,7 +37,8 @@ def test_the_webhook_secret_goes_in_and_never_comes_out(client: TestClient, make
     assert client.get("/tenant-webhook", headers=auth(writer)).status_code == 403
     short = client.put("/tenant-webhook", json={**body, "secret": "short"}, headers=auth(admin))
     assert short.status_code == 422
-    for url in ("ftp://hooks.example.test/x", "https://user:pw@hooks.example.test/x", "/relative"):
+    for url in ("ftp://hooks.example.test/x", "https://user:pw@hooks.example.test/x", "/relative", "http://[::1",
+                "https://hooks.example.test:99999/x", " https://hooks.example.test/x"):
         refused = client.put("/tenant-webhook", json={**body, "url": url}, headers=auth(admin))
         assert refused.status_code == 422, (url, refused.text)
     assert client.delete("/tenant-webhook", headers=auth(admin)).status_code == 204
