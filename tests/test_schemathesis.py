@@ -67,6 +67,8 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     "POST /tasks/{task_id}/approvals": {"reason_required"},
     # A NUL inside a free-form payload: the schema cannot say "no NUL at any depth" of an open object.
     "POST /memory-events": {"invalid_character", TIMESTAMP_EDGE},
+    # A host or port the URL pattern lets through but no URL has ("http://[x", a port over 65535).
+    "PUT /tenant-webhook": {"invalid_webhook_url"},
 }
 """422s on schema-valid requests that are the product's rules, per operation, by error code."""
 

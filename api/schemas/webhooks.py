@@ -8,7 +8,10 @@ from api.schemas.common import StrictRequest
 
 
 class WebhookIn(StrictRequest):
-    url: str = Field(min_length=1, max_length=2048, description="http(s) URL that receives signed reminders")
+    url: str = Field(
+        min_length=1, max_length=2048, pattern=r"^https?://[^\s/?#@]+(?:[/?#]\S*)?$",
+        description="Absolute http(s) URL that receives signed reminders (no credentials, no spaces)",
+    )
     secret: str = Field(min_length=16, max_length=256, description="HMAC-SHA256 key; stored, never returned")
 
 
