@@ -76,12 +76,22 @@ def migrate() -> None:
 
 
 @app.command()
-def worker() -> None:
+def worker(
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve /metrics (mnemo's and the Temporal SDK's) on this port.")
+    ] = None,
+) -> None:
     """Run the Temporal worker against MNEMO_DATABASE_URL and MNEMO_TEMPORAL_ADDRESS."""
+    from api.observability.logging import configure_logging
+    from api.observability.tracing import configure_tracing
     from api.worker import run_worker
 
     settings = Settings()
+    if metrics_port is not None:
+        settings = settings.model_copy(update={"worker_metrics_port": metrics_port})
     settings.require_database_url()
+    configure_logging(settings.log_level)
+    configure_tracing("mnemo-worker")
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -105,9 +115,13 @@ def api() -> None:
 
     from api.httpserver import BoundedHttpToolsProtocol
     from api.main import create_app
+    from api.observability.logging import configure_logging
+    from api.observability.tracing import configure_tracing
 
     settings = Settings()
     settings.require_database_url()
+    configure_logging(settings.log_level)
+    configure_tracing("mnemo-api")
     uvicorn.run(
         lambda: create_app(settings),
         factory=True,
@@ -115,6 +129,7 @@ def api() -> None:
         port=settings.api_port,
         log_level=settings.log_level,
         http=BoundedHttpToolsProtocol,  # httptools with a bounded request head (431)
+        log_config=None,  # the JSON lines of api.observability.logging
     )
 
 

@@ -14,6 +14,7 @@ from temporalio.client import Client
 
 from api.errors import TemporalUnavailable
 from api.limits import EmbeddingLanes, TenantLimiter
+from api.observability.logging import bind_tenant
 from api.settings import Settings
 from api.temporal import connect
 from memory.auth import PrincipalContext, authenticate
@@ -66,7 +67,9 @@ PresentedKey = Annotated[str, Depends(presented_key)]
 def current_principal(key: PresentedKey, engine: EngineDep) -> PrincipalContext:
     """The principal of the request's key, checked in a transaction of its own."""
     with global_session(engine) as session:
-        return authenticate(session, key)
+        principal = authenticate(session, key)
+    bind_tenant(principal.tenant_id)
+    return principal
 
 
 CurrentPrincipal = Annotated[PrincipalContext, Depends(current_principal)]

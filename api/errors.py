@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.observability.logging import current_request
 from api.schemas.common import without_nul, without_null
 from memory.db import is_connection_failure
 from memory.errors import MnemoError, Unauthorized
@@ -181,7 +182,8 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     """The last resort: an exception nothing expected. Logged with its traceback under a request id; the
     answer names that id and nothing of the exception (whose text may hold SQL, parameters or content)."""
-    request_id = uuid.uuid4().hex
+    context = current_request()
+    request_id = context.request_id if context is not None else uuid.uuid4().hex
     log.error("unhandled %s in %s %s (request %s)", type(exc).__name__, request.method, request.url.path,
               request_id, exc_info=exc)
     return JSONResponse(

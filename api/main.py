@@ -19,6 +19,9 @@ from api.limits import EmbeddingLanes, TenantLimiter
 from api.mcp import legacy as mcp_legacy
 from api.mcp.server import PATH as MCP_PATH
 from api.mcp.server import McpEndpoint
+from api.observability import tracing
+from api.observability.logging import RequestLogging
+from api.observability.metrics import install_metrics, observe_stage
 from api.routers import (
     agent_policies,
     deletions,
@@ -31,10 +34,12 @@ from api.routers import (
     runs,
     sessions,
     tasks,
+    webhooks,
 )
 from api.schemas.common import ErrorOut
 from api.settings import Settings
 from memory.db import make_engine
+from memory.recall.stages import Stage, observe_stages
 from memory.resources.catalog import load_catalog
 from memory.resources.reader import Reader
 
@@ -54,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             database_url, pool_size=settings.db_pool_size, statement_timeout_seconds=settings.statement_timeout_seconds
         )
         app.state.reader = Reader.build(app.state.engine, catalog, settings.data_dir, cursor_keys)
+        tracing.instrument_engine(app.state.engine)
         app.state.recall_limiter = TenantLimiter(settings.tenant_recall_concurrency)
         app.state.embedding_lanes = EmbeddingLanes(settings.query_embedding_engines)
         app.state.temporal = None  # connected on first use, so the API starts even while Temporal is down
@@ -76,6 +82,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     install_unavailable_handlers(app)
     install_openapi(app, ErrorOut)
+    install_metrics(app, lambda running: running.state.engine)
+    app.add_middleware(RequestLogging)  # outermost: its request id and context cover every line of the request
+    tracing.instrument_app(app)
+    observe_stages(_observe_stage)
     app.include_router(health.router)
     app.include_router(events.router)
     app.include_router(memories.router)
@@ -91,4 +101,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # The MCP endpoint: the SDK's app behind its own auth (the same API keys), outside FastAPI's routing.
     mcp = McpEndpoint(settings, app.state, catalog)
     app.router.routes.append(Route(MCP_PATH, mcp.asgi, include_in_schema=False))
+    app.include_router(webhooks.router)
     return app
+
+
+def _observe_stage(name: Stage, start_ns: int, end_ns: int) -> None:
+    observe_stage(name, start_ns, end_ns)
+    tracing.recall_stage_span(name, start_ns, end_ns)

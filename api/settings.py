@@ -28,6 +28,11 @@ class Settings(BaseSettings):
     api_port: int = Field(default=8000, ge=1, le=65535, description="Port `mnemo api` binds")
     data_dir: Path = Field(default=Path(".mnemo"), description="Data directory of `mnemo dev` (embedded mode)")
     log_level: str = Field(default="info", description="Log level: debug, info, warning, error")
+    worker_metrics_port: int | None = Field(
+        default=None, ge=1, le=65535,
+        description="Port of `mnemo worker`'s /metrics (mnemo's and the Temporal SDK's); unset: no endpoint",
+    )
+    worker_metrics_host: str = Field(default="127.0.0.1", description="Address the worker's /metrics binds")
     db_pool_size: int = Field(default=10, ge=1, le=100, description="Connections per process in the pool")
     worker_activity_slots: int = Field(
         default=8,

@@ -19,7 +19,9 @@ from temporalio.client import (
     WorkflowHandle,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.runtime import Runtime
 
+from api.observability.tracing import temporal_interceptors
 from api.settings import Settings
 from workflows import search_attributes
 from workflows.embedding import SCHEDULE_ID as EMBEDDING_SCHEDULE_ID
@@ -35,8 +37,12 @@ from workflows.retention import RetentionSweepWorkflow, SweepInput
 from workflows.session_commit import SWEEP_SCHEDULE_ID, SessionCommitSweepWorkflow, SessionSweepInput
 
 
-async def connect(settings: Settings) -> Client:
-    return await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
+    """The client (with the tracing interceptor when tracing is on); ``runtime``: the worker's, with SDK metrics."""
+    return await Client.connect(
+        settings.temporal_address, namespace=settings.temporal_namespace, interceptors=temporal_interceptors(),
+        runtime=runtime,
+    )
 
 
 async def namespace_ready(client: Client) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
@@ -21,6 +22,8 @@ from activities.sessions import SessionActivities
 from activities.stores import PublicationDestination, default_destinations
 from activities.tasks import TaskActivities
 from activities.tasks.faults import FaultPlan as TaskFaultPlan
+from api.observability.tracing import instrument_engine
+from api.observability.worker_metrics import free_loopback_port, serve_worker_metrics, temporal_runtime
 from api.outbox import drain_forever
 from api.settings import Settings
 from api.temporal import connect, ensure_embedding_schedule, ensure_retention_schedule, ensure_session_sweep_schedule
@@ -76,6 +79,7 @@ def build_worker(
     MNEMO_PUBLISH_FAULT; :func:`run_worker` passes them); by default there are none.
     """
     slots = activity_slots if activity_slots is not None else getattr(executor, "_max_workers", None)
+    instrument_engine(engine)
     projection = ProjectionActivities(engine)
     task_dir = data_dir or Settings().data_dir
     deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults, data_dir=task_dir)
@@ -109,13 +113,15 @@ STARTUP_PATIENCE_SECONDS = 120.0
 and a worker started in that second used to exit with "connection refused", counted as a crash."""
 
 
-async def _start_up(settings: Settings, stop: asyncio.Event, patience: float = STARTUP_PATIENCE_SECONDS) -> Client:
+async def _start_up(
+    settings: Settings, stop: asyncio.Event, patience: float = STARTUP_PATIENCE_SECONDS, runtime: Runtime | None = None
+) -> Client:
     """Connect and ensure the schedules, retrying while Temporal cannot be reached (until ``patience`` runs out)."""
     loop = asyncio.get_running_loop()
     deadline, delay = loop.time() + patience, 0.25
     while True:
         try:
-            client = await connect(settings)
+            client = await connect(settings, runtime)
             await ensure_retention_schedule(
                 client, settings.task_queue, timedelta(hours=settings.retention_sweep_hours)
             )
@@ -137,10 +143,17 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
     engine = make_engine(
         settings.require_database_url(), pool_size=max(settings.db_pool_size, settings.worker_activity_slots + 1)
     )
+    runtime, metrics = None, None
+    if settings.worker_metrics_port is not None:
+        sdk_port = free_loopback_port()
+        runtime = temporal_runtime(sdk_port)
+        metrics = serve_worker_metrics(settings.worker_metrics_host, settings.worker_metrics_port, sdk_port)
     try:
-        client = await _start_up(settings, stop)
+        client = await _start_up(settings, stop, runtime=runtime)
     except BaseException:
         engine.dispose()
+        if metrics is not None:
+            metrics.shutdown()
         raise
     try:
         with ThreadPoolExecutor(max_workers=settings.worker_activity_slots) as executor:
@@ -162,3 +175,6 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 await drain_forever(client, engine, settings, stop)
     finally:
         engine.dispose()
+        if metrics is not None:
+            metrics.shutdown()
+            metrics.server_close()

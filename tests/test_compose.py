@@ -280,6 +280,84 @@ def mount_problems(compose: Compose) -> list[str]:
     return problems
 
 
+def service_with_image(compose: Compose, image: str) -> tuple[str, Service] | None:
+    for name, svc in compose["services"].items():
+        if str(svc.get("image", "")).split(":")[0] == image:
+            return name, svc
+    return None
+
+
+def bind_mounts(service: Service) -> dict[str, str]:
+    """Container path -> repository path of the service's bind mounts."""
+    mounts = {}
+    for volume in service.get("volumes") or []:
+        source, target = str(volume).split(":")[:2]
+        if source.startswith("."):
+            mounts[target] = source
+    return mounts
+
+
+def metrics_port(service: Service) -> int | None:
+    words = command_words(service)
+    return int(words[words.index("--metrics-port") + 1]) if "--metrics-port" in words else None
+
+
+def scrape_problems(compose: Compose) -> list[str]:
+    """Prometheus scrapes exactly the API's port and each worker's ``--metrics-port``, which binds all interfaces."""
+    found = service_with_image(compose, "prom/prometheus")
+    if found is None:
+        return ["no prom/prometheus service"]
+    name, prometheus = found
+    config_path = bind_mounts(prometheus).get("/etc/prometheus/prometheus.yml")
+    if config_path is None:
+        return [f"{name}: mounts no scrape config at /etc/prometheus/prometheus.yml"]
+    config = yaml.safe_load((ROOT / config_path).read_text(encoding="utf-8"))
+    targets = {t for job in config["scrape_configs"] for group in job["static_configs"] for t in group["targets"]}
+    problems: list[str] = []
+    expected: set[str] = set()
+    for api_name in services_running(compose, "api"):
+        api_port = environment(compose["services"][api_name]).get("MNEMO_API_PORT") or Settings().api_port
+        expected.add(f"{api_name}:{api_port}")
+    for worker_name in services_running(compose, "worker"):
+        worker = compose["services"][worker_name]
+        port = metrics_port(worker)
+        if port is None:
+            problems.append(f"{worker_name}: serves no /metrics (no --metrics-port)")
+            continue
+        if environment(worker).get("MNEMO_WORKER_METRICS_HOST") not in ("0.0.0.0", "::"):
+            problems.append(f"{worker_name}: /metrics binds loopback (MNEMO_WORKER_METRICS_HOST): unreachable")
+        expected.add(f"{worker_name}:{port}")
+    if targets != expected:
+        problems.append(f"{config_path}: scrapes {sorted(targets)}, the stack exposes {sorted(expected)}")
+    if any(job.get("metrics_path", "/metrics") != "/metrics" for job in config["scrape_configs"]):
+        problems.append(f"{config_path}: a job scrapes another path than /metrics")
+    return problems
+
+
+def grafana_problems(compose: Compose) -> list[str]:
+    """Grafana's provisioning points at the mounted dashboards and at the Prometheus service."""
+    found = service_with_image(compose, "grafana/grafana")
+    prometheus = service_with_image(compose, "prom/prometheus")
+    if found is None or prometheus is None:
+        return ["no grafana/grafana or prom/prometheus service"]
+    name, grafana = found
+    mounts = bind_mounts(grafana)
+    provisioning = mounts.get("/etc/grafana/provisioning")
+    if provisioning is None:
+        return [f"{name}: mounts no provisioning at /etc/grafana/provisioning"]
+    problems = []
+    for provider_file in sorted((ROOT / provisioning / "dashboards").glob("*.yml")):
+        for provider in yaml.safe_load(provider_file.read_text(encoding="utf-8"))["providers"]:
+            path = provider["options"]["path"]
+            if path not in mounts or not list((ROOT / mounts[path]).glob("*.json")):
+                problems.append(f"{provider_file.name}: reads dashboards from {path}, where none is mounted")
+    for source_file in sorted((ROOT / provisioning / "datasources").glob("*.yml")):
+        for source in yaml.safe_load(source_file.read_text(encoding="utf-8"))["datasources"]:
+            if source["url"] != f"http://{prometheus[0]}:9090":
+                problems.append(f"{source_file.name}: datasource {source['url']} is not the {prometheus[0]} service")
+    return problems
+
+
 CHECKS: dict[str, Callable[[Compose], list[str]]] = {
     check.__name__: check
     for check in (
@@ -291,6 +369,8 @@ CHECKS: dict[str, Callable[[Compose], list[str]]] = {
         search_attribute_problems,
         startup_order_problems,
         mount_problems,
+        scrape_problems,
+        grafana_problems,
     )
 }
 
@@ -307,7 +387,8 @@ def test_compose_file_passes(check: Callable[[Compose], list[str]], compose: Com
 def test_compose_runs_the_expected_services(compose: Compose) -> None:
     """The stack has its Temporal server and UI, and mnemo's migrate, worker and api roles."""
     images = {str(svc.get("image", "")).split(":")[0] for svc in compose["services"].values()}
-    assert {"pgvector/pgvector", "temporalio/server", "temporalio/admin-tools", "temporalio/ui"} <= images
+    assert {"pgvector/pgvector", "temporalio/server", "temporalio/admin-tools", "temporalio/ui", "prom/prometheus",
+            "grafana/grafana"} <= images
     roles = {command_words(svc)[0] for svc in mnemo_services(compose).values()}
     assert roles == {"migrate", "worker", "api"}
 
@@ -342,6 +423,7 @@ def _set_env(service: str, key: str, value: str) -> Callable[[Compose], None]:
     return mutate
 
 
+PROVISIONING = "/etc/grafana/provisioning"
 ALL_AS_TEXT = " ".join(f"{key.name}=Text" for key in ALL)
 BROKEN = [
     ("command_problems", _set(("services", "mnemo-worker", "command"), ["wroker"]), "has no command 'wroker'"),
@@ -360,6 +442,13 @@ BROKEN = [
     ("search_attribute_problems", _set_env("mnemo-worker", "MNEMO_TEMPORAL_NAMESPACE", "other"), "namespace"),
     ("startup_order_problems", _set(("services", "mnemo-api", "depends_on"), ["temporal"]), "does not wait for"),
     ("mount_problems", _set(("services", "temporal-setup", "volumes"), ["./deploy/no.sh:/no.sh"]), "does not exist"),
+    ("scrape_problems", _set(("services", "mnemo-worker", "command"), ["worker"]), "no --metrics-port"),
+    ("scrape_problems", _set(("services", "mnemo-worker", "command"), ["worker", "--metrics-port", "9200"]),
+     "the stack exposes"),
+    ("scrape_problems", _set_env("mnemo-worker", "MNEMO_WORKER_METRICS_HOST", "127.0.0.1"), "binds loopback"),
+    ("scrape_problems", _set(("services", "prometheus", "volumes"), []), "mounts no scrape config"),
+    ("grafana_problems", _set(("services", "grafana", "volumes"), [f"./deploy/grafana/provisioning:{PROVISIONING}:ro"]),
+     "where none is mounted"),
 ]
 
 

@@ -139,6 +139,10 @@ WRITE_OPTIONS: dict[str, Any] = {
     "start_to_close_timeout": timedelta(seconds=60),
     "retry_policy": RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=10),
 }
+REMINDER_DELIVERY_PATCH = "deliver-reminders-to-webhook"
+"""Workflows that sent reminders before delivery existed replay without it (their history has no such activity)."""
+DELIVERY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+                             maximum_interval=timedelta(minutes=5))
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -147,6 +151,7 @@ class ReportTaskWorkflow:
         self._state: TaskState | None = None
         self.outputs: dict[str, dict[str, Any]] = {}
         self._lock = asyncio.Lock()
+        self._deliveries: list[asyncio.Task[Any]] = []
         self._decided = False
         self._deciding = False
         self._cancel_requested = False
@@ -409,17 +414,26 @@ class ReportTaskWorkflow:
                         self._apply(snapshot)
                     return False
                 number = pending.reminders_sent + 1
-                await workflow.execute_activity_method(
-                    TaskActivities.remind_approval,
-                    ReminderInput(self.s.tenant_id, pending.approval_id, number),
-                    **WRITE_OPTIONS,
-                )
+                reminder = ReminderInput(self.s.tenant_id, pending.approval_id, number)
+                await workflow.execute_activity_method(TaskActivities.remind_approval, reminder, **WRITE_OPTIONS)
                 pending.reminders_sent = number
+                if workflow.patched(REMINDER_DELIVERY_PATCH):
+                    self._deliver(reminder, max(every, 60.0))
                 continue
             if self._decided:
                 return True
             await self._cancel()
             return False
+
+    def _deliver(self, reminder: ReminderInput, within_seconds: float) -> None:
+        """Send the reminder to the tenant's webhook beside the wait (a slow receiver never delays a decision),
+        retried until the next reminder is due; a failed delivery is the receiver's loss, never the task's."""
+        delivery = workflow.start_activity_method(
+            TaskActivities.deliver_reminder, reminder, start_to_close_timeout=timedelta(seconds=30),
+            schedule_to_close_timeout=timedelta(seconds=within_seconds), retry_policy=DELIVERY_RETRY,
+        )
+        delivery.add_done_callback(lambda done: done.cancelled() or done.exception())
+        self._deliveries.append(delivery)
 
     @workflow.update
     async def decide(self, request: ApprovalDecision) -> DecisionResult:

@@ -12,10 +12,11 @@ from typing import Any
 
 from activities.tasks.approvals import ApprovalActivities
 from activities.tasks.publish import PublishActivities
+from activities.tasks.reminders import ReminderActivities
 from activities.tasks.steps import StepActivities
 
 
-class TaskActivities(StepActivities, ApprovalActivities, PublishActivities):
+class TaskActivities(StepActivities, ApprovalActivities, ReminderActivities, PublishActivities):
     """Holds the engine, the artifact store, the publication destinations and the fault plan."""
 
     def all(self) -> list[Callable[..., Any]]:
@@ -26,6 +27,7 @@ class TaskActivities(StepActivities, ApprovalActivities, PublishActivities):
             self.request_approval,
             self.decide_approval,
             self.remind_approval,
+            self.deliver_reminder,
             self.expire_approval,
             self.publish,
             self.reconcile,

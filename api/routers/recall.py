@@ -25,6 +25,8 @@ from api.deps import (
     current_principal,
     require_role,
 )
+from api.observability.logging import bind_tenant
+from api.observability.metrics import observe_bundle
 from api.schemas.recall import AuditEventOut, AuditEventsOut, BundleOut, RecallIn, RenderOut
 from api.task_state import live_task_state
 from memory.auth import authenticated_session
@@ -72,9 +74,12 @@ async def _bundle(
     def run() -> dict[str, Any]:
         now = datetime.now(UTC)
         with authenticated_session(engine, key) as (session, principal), limiter.slot(principal.tenant_id):
+            bind_tenant(principal.tenant_id)
             return recall(session, principal, body.query, now, options, task_state=task_state, embedding=lanes)
 
-    return await run_in_threadpool(run)
+    bundle = await run_in_threadpool(run)
+    observe_bundle(bundle)
+    return bundle
 
 
 @router.post("/memory-query", response_model=BundleOut, responses=BUSY)

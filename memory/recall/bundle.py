@@ -33,6 +33,7 @@ from memory.recall.plan import RecallPlan, SourceType
 from memory.recall.preferences import effective_preferences, stored_preferences
 from memory.recall.ranking import stable_rank
 from memory.recall.scoring import Evidence, Scored, score_pool
+from memory.recall.stages import Stage, StageClock
 from memory.text import normalize, tokens
 from memory.tokens import count_tokens
 from memory.visibility import NOW, QueryFilters, hard_filters
@@ -173,8 +174,12 @@ def item_of(s: Scored) -> dict[str, Any]:
     }
 
 
-def build_bundle(session: Session, principal: PrincipalContext, request: RecallRequest, now: datetime) -> Outcome:
+def build_bundle(
+    session: Session, principal: PrincipalContext, request: RecallRequest, now: datetime,
+    clock: StageClock | None = None,
+) -> Outcome:
     plan, filters = request.plan, request.filters
+    clock = clock or StageClock()
     revision = snapshot_revision(session)
     warnings: list[str] = []
     decisions: list[dict[str, Any]] = []
@@ -196,6 +201,7 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
         )
     decisions += prefs.decisions
     conflicts += prefs.conflicts
+    clock.end(Stage.PLAN)
 
     task = dict(request.task_state) if request.task_state else None
     if task and task.get("status") == "WAITING_FOR_APPROVAL":
@@ -233,6 +239,7 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
             # defaults, the planner re-scanned the whole usage table for every candidate).
             current = reread(session, principal, filters, found, query_vector, request.model, now)
         considered, dropped = len(found), len(found) - len(current)
+        clock.end(Stage.CANDIDATES)
         pool = [
             Evidence(row.memory, frozenset(c.sources), c.fulltext, c.trigram, row.cosine, row.active_count,
                      row.last_used_at)
@@ -265,6 +272,7 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
         conflicts += resolution.conflicts
         warnings += resolution.warnings
         kept, dup = _dedupe_by_source(resolution.kept)
+        clock.end(Stage.RANKING)
         decisions += dup
         used_tokens = 0
         for s in kept:
@@ -308,6 +316,7 @@ def build_bundle(session: Session, principal: PrincipalContext, request: RecallR
     }
     if request.explain:
         bundle["explain"] = {"candidates": explained, "filtered_by_reason": filtered}
+    clock.end(Stage.ASSEMBLE)
     return Outcome(bundle, filtered, [*knowledge, *selected])
 
 

@@ -39,6 +39,7 @@ from memory.recall.plan import (
     classify_intent,
     make_plan,
 )
+from memory.recall.stages import Stage, StageClock
 from memory.visibility import QueryFilters
 
 MIN_REVISION_WAIT_SECONDS = 2.0
@@ -131,9 +132,11 @@ def recall(
             min_relevance=options.min_relevance, explain=options.explain, retrieval=options.retrieval,
             **({"trace_id": options.trace_id} if options.trace_id else {}),
         )
-        outcome = build_bundle(session, principal, request, now)
+        clock = StageClock()
+        outcome = build_bundle(session, principal, request, now, clock)
         audit.record_bundle(session, principal, query, outcome.bundle, outcome.filtered, options.purpose)
         mark_used(session, principal.tenant_id, outcome.selected, now)
+        clock.end(Stage.AUDIT)
     finally:
         if vector is not None:
             vector.cancel()  # a recall that failed before needing it gives its place in the queue back

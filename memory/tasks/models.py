@@ -180,3 +180,15 @@ class TaskOperation(Base):
     resolution_note: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class TenantWebhook(Base):
+    """Where a tenant's reminders are delivered (migration 0018); the secret signs them and is never returned."""
+
+    __tablename__ = "tenant_webhooks"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    url: Mapped[str] = mapped_column(Text)
+    secret: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_by: Mapped[str] = mapped_column(Text)

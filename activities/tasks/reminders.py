@@ -1,0 +1,47 @@
+"""Delivering an approval reminder to the tenant's webhook: one signed POST per attempt, retried by Temporal.
+
+What is sent, how it is signed and its idempotency key are :mod:`memory.tasks.reminders`; this adapter
+reads them in one transaction and makes the request outside it. A 2xx delivers; a 408, 429 or 5xx
+and a network failure raise, so the activity's retry policy tries again with the same body and key;
+any other 4xx is the receiver refusing the message for good (non-retryable ``webhook_refused``).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import httpx
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.tasks.base import TaskActivitiesBase
+from activities.tasks.payloads import ReminderInput
+from memory.tasks.reminders import pending_reminder, signed_headers
+
+DELIVERY_TIMEOUT_SECONDS = 10.0
+RETRIED_STATUSES = frozenset({408, 429})
+
+
+class ReminderActivities(TaskActivitiesBase):
+    @activity.defn(name="task_deliver_reminder")
+    def deliver_reminder(self, req: ReminderInput) -> str:
+        """``delivered``, or ``skipped``: the tenant has no webhook, or the approval was decided meanwhile."""
+        with self._tx(req.tenant_id) as session:
+            reminder = pending_reminder(session, req.tenant_id, uuid.UUID(req.approval_id), req.number)
+        if reminder is None:
+            return "skipped"
+        try:
+            response = httpx.post(
+                reminder.url, content=reminder.body, headers=signed_headers(reminder, int(time.time())),
+                timeout=DELIVERY_TIMEOUT_SECONDS,
+            )
+        except httpx.HTTPError as exc:
+            raise RuntimeError(f"the webhook could not be reached: {type(exc).__name__}") from None
+        if response.is_success:
+            return "delivered"
+        if response.status_code in RETRIED_STATUSES or response.status_code >= 500:
+            raise RuntimeError(f"the webhook answered {response.status_code}; retrying")
+        raise ApplicationError(
+            f"the webhook refused the reminder with {response.status_code}", type="webhook_refused", non_retryable=True
+        )

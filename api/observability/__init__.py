@@ -1,0 +1,1 @@
+"""Metrics, traces and logs of the API and the worker (README: "Observability")."""
