@@ -70,6 +70,11 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     # A thread named without its run; an agent id in a path (a plain string there, see _negatable) of another
     # shape; a policy's fields checked against the type's declaration (which the path names).
     "GET /resources": {"thread_without_run"},
+    # The reader's rules beyond the schema: a cursor is an opaque token only the API issues (any other string
+    # is garbled), a query needs a word an index can search, a ref names a type and an id.
+    "GET /resources/{resource}": {"thread_without_run", "cursor_invalid"},
+    "POST /resources/search": {"thread_without_run", "invalid_query"},
+    "POST /resources/read": {"thread_without_run", "cursor_invalid", "invalid_ref"},
     "GET /policies/{agent_id}": {"invalid_agent_id"},
     "GET /policies/{agent_id}/{resource}": {"invalid_agent_id"},
     "DELETE /policies/{agent_id}/{resource}": {"invalid_agent_id"},
