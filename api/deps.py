@@ -21,7 +21,7 @@ from memory.auth import PrincipalContext, authenticate
 from memory.db import global_session
 from memory.enums import Role
 from memory.errors import Forbidden, NotFound, Unauthorized
-from memory.resources.catalog import Catalog
+from memory.resources.catalog import Catalog, only_internal
 
 
 async def get_engine(request: Request) -> Engine:
@@ -64,12 +64,31 @@ PresentedKey = Annotated[str, Depends(presented_key)]
 """For handlers that check the key inside their own transaction (:func:`memory.auth.authenticated_session`)."""
 
 
-def current_principal(key: PresentedKey, engine: EngineDep) -> PrincipalContext:
-    """The principal of the request's key, checked in a transaction of its own."""
+PUBLIC_READS = frozenset({("GET", "/resources"), ("GET", "/resources/{resource}"), ("POST", "/resources/search"),
+                          ("POST", "/resources/read")})
+"""The routes a ``public_client`` key may call (and ``/mcp``, outside FastAPI's routing): the public catalog."""
+
+
+def authenticated(key: str, engine: Engine) -> PrincipalContext:
+    """The principal of ``key``, checked in a transaction of its own."""
     with global_session(engine) as session:
         principal = authenticate(session, key)
     bind_tenant(principal.tenant_id)
     return principal
+
+
+def current_principal(request: Request, key: PresentedKey, engine: EngineDep) -> PrincipalContext:
+    """The principal of the request's key; a public client's key is refused everywhere but the public catalog."""
+    principal = authenticated(key, engine)
+    public_catalog_only(request, principal)
+    return principal
+
+
+def public_catalog_only(request: Request, principal: PrincipalContext) -> None:
+    """Refuse a public client's key on any route but :data:`PUBLIC_READS`."""
+    route = getattr(request.scope.get("route"), "path", request.url.path)
+    if (request.method, route) not in PUBLIC_READS:
+        only_internal(principal, f"{request.method} {route}")
 
 
 CurrentPrincipal = Annotated[PrincipalContext, Depends(current_principal)]

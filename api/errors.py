@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.observability.logging import current_request
 from api.schemas.common import without_nul, without_null
 from memory.db import is_connection_failure
-from memory.errors import MnemoError, Unauthorized
+from memory.errors import Forbidden, MnemoError, Unauthorized
 
 log = logging.getLogger("mnemo.api")
 
@@ -98,19 +98,21 @@ def _needs_key(route: Any) -> bool:
     return cached
 
 
-async def _refusal_of_key(request: Request) -> Unauthorized | None:
-    """The 401 a request without a valid key deserves, if its route takes one: answered before any 422.
+async def _refusal_of_key(request: Request) -> Unauthorized | Forbidden | None:
+    """The 401 a request without a valid key deserves, or the 403 of a public client's key outside the public
+    catalog, if its route takes a key: answered before any 422.
 
     Only called on an error path, so the extra key check costs a valid caller nothing.
     """
     if not _needs_key(request.scope.get("route")):
         return None
-    from api.deps import current_principal, key_of
+    from api.deps import authenticated, key_of, public_catalog_only
 
     try:
         key = key_of(request.headers.get("authorization", ""))
-        await run_in_threadpool(current_principal, key, request.app.state.engine)
-    except Unauthorized as exc:
+        principal = await run_in_threadpool(authenticated, key, request.app.state.engine)
+        public_catalog_only(request, principal)
+    except (Unauthorized, Forbidden) as exc:
         return exc
     return None
 

@@ -78,6 +78,8 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     ("DELETE", "/records/{resource}/{record_id}"): ("record", None),
     ("PUT", "/records/{resource}/{record_id}"): ("record", {"data": {"title": "probe", "status": "done"},
                                                           "expected_version": 1}),
+    # A listing of alice's type: to anyone else it is their own (empty) list, the same for any record id.
+    ("GET", "/resources/{resource}"): ("record", None),
     ("GET", "/runs/{run_id}"): ("run", None),
     ("POST", "/runs/{run_id}/end"): ("run", None),
     ("GET", "/policies/{agent_id}"): ("policy", None),
@@ -105,9 +107,11 @@ NOT_404 = {
     ("GET", "/policies/{agent_id}"): 200,
     ("PUT", "/policies/{agent_id}/{resource}"): 422,
 }
+LISTINGS = {("GET", "/resources/{resource}")}
+"""Paths that name a type, not an object: answered 200, with none of alice's records in them (checked below)."""
 EXPECTED = {
-    "stranger": {route: NOT_404.get(route, 404) for route in ROUTES},
-    "colleague": {route: 403 if route in ROLE_FIRST else 404 for route in ROUTES},
+    "stranger": {route: 200 if route in LISTINGS else NOT_404.get(route, 404) for route in ROUTES},
+    "colleague": {route: 200 if route in LISTINGS else 403 if route in ROLE_FIRST else 404 for route in ROUTES},
 }
 
 
@@ -233,6 +237,8 @@ def test_another_tenants_or_users_object_answers_like_a_random_id(
     nothing = _call(api, key, method, path, random, body)
     assert theirs == nothing, (caller, theirs, nothing)
     assert theirs[0] == EXPECTED[caller][(method, path)], theirs
+    if (method, path) in LISTINGS:
+        assert "'items': []" in theirs[1], theirs
 
 
 def test_the_probes_changed_nothing(api: TestClient, world: World) -> None:

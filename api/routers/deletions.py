@@ -19,7 +19,6 @@ from temporalio.service import RPCError, RPCStatusCode
 from api.deps import CatalogDep, CurrentPrincipal, EngineDep, SettingsDep, get_temporal, parse_id, require_role
 from api.errors import TemporalUnavailable
 from api.outbox import start_job
-from api.routers.resources import not_public
 from api.schemas.deletions import (
     DeletionAcceptedOut,
     DeletionJobOut,
@@ -118,7 +117,6 @@ async def create_deletion_request(
     """Delete a memory, an event, a session or a whole subject. The barrier is committed before this answers:
     from then on nothing returns the targets. A repeat with the same ``deletion_request_id`` returns the same job.
     A public_client key may not request one here (403), as it may not ``DELETE /records``."""
-    not_public(principal)
     return await _accept(request, response, settings, principal, engine, body)
 
 
@@ -156,7 +154,6 @@ async def delete_record(
     """Delete one of the caller's records: its rows, search projection and long bodies. From the 202 on it is
     as missing as one never written. Repeating the call returns the same job; a record written again after
     its deletion is a new one, and deleting it is a new job."""
-    not_public(principal)
     declaration = catalog.get(resource)
     require_record_type(declaration)
 

@@ -22,7 +22,7 @@ from api.deps import (
     EngineDep,
     PresentedKey,
     RecallLimiterDep,
-    current_principal,
+    authenticated,
     require_role,
 )
 from api.observability.logging import bind_tenant
@@ -37,6 +37,7 @@ from memory.recall import audit
 from memory.recall.plan import Intent, SourceType
 from memory.recall.render import render
 from memory.recall.service import RecallOptions, plan_for, recall, wait_for_revision
+from memory.resources.catalog import only_internal
 
 router = APIRouter(tags=["recall"])
 BUSY: dict[int | str, dict[str, Any]] = {429: {"description": "tenant_busy"}}
@@ -60,11 +61,12 @@ async def _bundle(
     try:
         plan = plan_for(body.query, options)
     except MnemoError:
-        await run_in_threadpool(current_principal, key, engine)  # a caller without a valid key hears 401 first
+        await run_in_threadpool(authenticated, key, engine)  # a caller without a valid key hears 401 first
         raise
     task_state = None
     if plan.reads(SourceType.TASK_STATE) or body.min_revision is not None:
-        principal = await run_in_threadpool(current_principal, key, engine)
+        principal = await run_in_threadpool(authenticated, key, engine)
+        only_internal(principal, "recall")
         if plan.reads(SourceType.TASK_STATE):
             assert body.task_id is not None
             task_state = await live_task_state(request, principal, body.task_id)
@@ -75,6 +77,7 @@ async def _bundle(
         now = datetime.now(UTC)
         with authenticated_session(engine, key) as (session, principal), limiter.slot(principal.tenant_id):
             bind_tenant(principal.tenant_id)
+            only_internal(principal, "recall")
             return recall(session, principal, body.query, now, options, task_state=task_state, embedding=lanes)
 
     bundle = await run_in_threadpool(run)

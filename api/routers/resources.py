@@ -18,24 +18,15 @@ from api.schemas.resources import (
     RecordWrittenOut,
     SearchIn,
 )
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
-from memory.errors import Forbidden, InvalidInput
+from memory.errors import InvalidInput
 from memory.resources.bodies import record_store
-from memory.resources.catalog import audience_of
-from memory.resources.declarations import Audience
 from memory.resources.pages import encode
 from memory.resources.reader import Reader
 from memory.resources.records import get_record, ref_of, release_bodies, save_record
 from memory.resources.results import Directory, ListPage, ReadPage, SearchResult
 
 router = APIRouter(tags=["resources"])
-
-
-def not_public(principal: PrincipalContext) -> None:
-    """Records are the user's own apps' to write and read back; a public client reads the resources only."""
-    if audience_of(principal) is Audience.PUBLIC:
-        raise Forbidden("a public_client key reads resources; records are written and read by the user's own keys")
 
 
 async def get_reader(request: Request) -> Reader:
@@ -61,7 +52,6 @@ def write_record(
 ) -> RecordWrittenOut:
     """Create (201) or update (200, with ``expected_version``) the caller's record; the same data again is a
     replay (200, ``replayed``). A stale ``expected_version`` is a 409 carrying ``current_version``."""
-    not_public(principal)
     declaration = catalog.get(resource)
     store = record_store(settings.data_dir, principal.tenant_id)
     written = save_record(engine, principal, declaration, record_id, body.data, body.expected_version, store)
@@ -78,7 +68,6 @@ def read_record(
     catalog: CatalogDep,
 ) -> RecordOut:
     """The caller's record, whole (long fields read back from the artifact store)."""
-    not_public(principal)
     declaration = catalog.get(resource)
     with tenant_session(engine, principal.tenant_id) as session:
         stored = get_record(session, principal, declaration, record_id,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from memory.auth import PrincipalContext
 from memory.enums import Role
-from memory.errors import NotFound
+from memory.errors import Forbidden, NotFound
 from memory.resources import pointers
 from memory.resources.declarations import Audience, Declaration, DeclarationError, parse_declaration
 
@@ -49,6 +49,17 @@ def audience_of(principal: PrincipalContext) -> Audience:
     if Role.PUBLIC_CLIENT.value in principal.roles and Role.ADMIN.value not in principal.roles:
         return Audience.PUBLIC
     return Audience.INTERNAL
+
+
+def only_internal(principal: PrincipalContext, action: str) -> None:
+    """Refuse ``action`` to the public audience: an external client's key reads the public catalog (list,
+    search, read, and the MCP tools over them) and nothing else of the user's — not their memories, sessions,
+    tasks or records' write side, whatever other roles the key was given."""
+    if audience_of(principal) is Audience.PUBLIC:
+        raise Forbidden(
+            f"a public_client key reads the public resource catalog only (GET /resources, GET /resources/{{type}},"
+            f" POST /resources/search, POST /resources/read, /mcp); {action} needs one of the user's own keys"
+        )
 
 
 def load_catalog(extra: Path | None = None) -> Catalog:

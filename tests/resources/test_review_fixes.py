@@ -100,7 +100,7 @@ def test_a_public_client_key_cannot_request_a_deletion(
     refused = api.post("/deletion-requests", json={"deletion_request_id": "pub-1", "scope": scope},
                        headers=auth(public))
     assert refused.status_code == 403, refused.text
-    assert "a public_client key reads resources" in refused.json()["error"]["message"]
+    assert "a public_client key reads the public resource catalog only" in refused.json()["error"]["message"]
     assert api.get("/records/todo/t1", headers=auth(owner)).status_code == 200
     assert api.get("/resources", headers=auth(owner)).status_code == 200
 
