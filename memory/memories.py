@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import select, text, update
+from sqlalchemy import ColumnElement, and_, select, text, update
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
@@ -193,20 +193,39 @@ def create_memory(
     return WriteResult(memory)
 
 
+def _current(principal: PrincipalContext) -> ColumnElement[bool]:
+    """A current (not superseded, not deleted) version the principal may see."""
+    return and_(
+        visible_to(principal), Memory.status.notin_([Status.SUPERSEDED.value, Status.DELETED.value]), not_tombstoned()
+    )
+
+
 def head_of(session: Session, principal: PrincipalContext, memory_id: uuid.UUID, *, lock: bool = False) -> Memory:
     """The current (not superseded) version the principal may see, else :class:`NotFound`."""
-    statement = select(Memory).where(
-        visible_to(principal),
-        Memory.memory_id == memory_id,
-        Memory.status.notin_([Status.SUPERSEDED.value, Status.DELETED.value]),
-        not_tombstoned(),
-    )
+    statement = select(Memory).where(_current(principal), Memory.memory_id == memory_id)
     if lock:
         statement = statement.with_for_update()
     memory = session.execute(statement).scalar_one_or_none()
     if memory is None:
         raise NotFound(f"memory {memory_id} does not exist")
     return memory
+
+
+def memories_about(session: Session, principal: PrincipalContext, limit: int) -> list[Memory]:
+    """The current versions of the principal's own USER and SESSION memories (what mnemo remembers about
+    them), by category, newest first."""
+    return list(
+        session.execute(
+            select(Memory)
+            .where(
+                _current(principal),
+                Memory.space.in_([Space.USER.value, Space.SESSION.value]),
+                Memory.owner_id == principal.user_id,
+            )
+            .order_by(Memory.category, Memory.stored_at.desc(), Memory.memory_id)
+            .limit(limit)
+        ).scalars()
+    )
 
 
 def version_of(session: Session, principal: PrincipalContext, memory_id: uuid.UUID, version: int) -> Memory:
