@@ -141,4 +141,4 @@ async def published_report(task_id: str, request: Request, signed: SignedIn, eng
     if not view.publications or not approved:
         raise NotFound(f"task {task_id} has published no report yet (it is {view.status})")
     manifest = await run_in_threadpool(api.get_artifact, view.task_id, approved[-1], request, signed.principal, engine)
-    return artifact(view.task_id, json.loads(manifest.body)["html_sha256"], request, signed, engine)
+    return artifact(view.task_id, json.loads(bytes(manifest.body))["html_sha256"], request, signed, engine)

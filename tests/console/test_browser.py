@@ -115,7 +115,8 @@ def test_logout_and_a_revoked_key_end_the_session(page: Page, base_url: str, tea
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     page.click("form.who button")
     assert "/console/login" in page.url and "you signed out" in page.inner_text("main")
-    page.context.add_cookies([cookie])  # the old cookie opens nothing any more
+    # the old cookie opens nothing any more
+    page.context.add_cookies([{"name": cookie["name"], "value": cookie["value"], "url": base_url}])
     page.goto(f"{base_url}/console/tasks")
     assert urlparse(page.url).path == "/console/login"
 
