@@ -116,7 +116,8 @@ def test_logout_and_a_revoked_key_end_the_session(page: Page, base_url: str, tea
     page.click("form.who button")
     assert "/console/login" in page.url and "you signed out" in page.inner_text("main")
     # the old cookie opens nothing any more
-    page.context.add_cookies([{"name": cookie["name"], "value": cookie["value"], "url": base_url}])
+    page.context.add_cookies([{"name": cookie["name"], "value": cookie["value"], "domain": cookie["domain"],
+                               "path": cookie["path"]}])
     page.goto(f"{base_url}/console/tasks")
     assert urlparse(page.url).path == "/console/login"
 
