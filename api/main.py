@@ -1,4 +1,4 @@
-"""The FastAPI application (OpenAPI at /docs)."""
+"""The FastAPI application (OpenAPI at /docs, its Swagger UI served from a package: no CDN) and the console."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 from starlette.routing import Route
 
+from api.console import mount_console
 from api.errors import (
     StrictJsonMiddleware,
     install_error_handlers,
@@ -71,7 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.embedding_lanes.close()  # its lanes stop and their engine children exit
             app.state.engine.dispose()
 
-    app = FastAPI(
+    app = FastAPIOffline(
         title="mnemo",
         version="0.1.0",
         summary="Governed memory and durable tasks for AI agents.",
@@ -102,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     mcp = McpEndpoint(settings, app.state, catalog)
     app.router.routes.append(Route(MCP_PATH, mcp.asgi, include_in_schema=False))
     app.include_router(webhooks.router)
+    mount_console(app)
     return app
 
 

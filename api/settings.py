@@ -113,6 +113,15 @@ class Settings(BaseSettings):
             " one key generated into the data directory (`cursor.key`), for `mnemo dev` and tests"
         ),
     )
+    console_secure_cookie: bool = Field(
+        default=True, description="The console's session cookie is Secure (HTTPS only); `mnemo dev` turns it off"
+    )
+    console_idle_minutes: float = Field(
+        default=30.0, gt=0, le=24 * 60, description="A console session unused this long ends; sign in again"
+    )
+    temporal_ui_url: str = Field(
+        default="", description="Base URL of the Temporal UI the console links workflows to (empty: no link)"
+    )
     deletion_faults: str = Field(
         default="", description="Fault injection for drills, e.g. hang-after-first-batch:primary_memories"
     )

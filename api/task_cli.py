@@ -158,11 +158,16 @@ def show(
 ) -> None:
     """A task's live state (and its timeline)."""
     view = _call("GET", f"/tasks/{task_id}", api_url, key, data_dir)
+    if view.get("publications"):
+        # What a person can open: the console's page of the published report (sign in with a key).
+        view["report_url"] = f"{_connection(api_url, key, data_dir)[0].rstrip('/')}/console/tasks/{task_id}/report"
     if timeline:
         view["timeline"] = _call("GET", f"/tasks/{task_id}/timeline", api_url, key, data_dir)
 
     def render(v: dict[str, Any]) -> str:
         text = _render_task(v)
+        if "report_url" in v:
+            text += f"\n\n{'published report':<17} {v['report_url']}"
         if "timeline" in v:
             entries = [
                 {

@@ -197,6 +197,19 @@ def authenticate(session: Session, presented: str) -> PrincipalContext:
     row = session.execute(select(ApiKey).where(ApiKey.key_id == key_id)).scalar_one_or_none()
     if row is None or not hmac.compare_digest(row.secret_sha256, _digest(secret)):
         raise Unauthorized("the API key is unknown or revoked")
+    return _still_valid(row)
+
+
+def reauthenticate(session: Session, key_id: str) -> PrincipalContext:
+    """The principal of a key the caller proved earlier (a console session holds its id, never its secret),
+    judged again now: revoked or expired since is :class:`Unauthorized`, exactly as :func:`authenticate`."""
+    row = session.execute(select(ApiKey).where(ApiKey.key_id == key_id)).scalar_one_or_none()
+    if row is None:
+        raise Unauthorized("the API key is unknown or revoked")
+    return _still_valid(row)
+
+
+def _still_valid(row: ApiKey) -> PrincipalContext:
     at = now()
     if row.revoked_at is not None and row.revoked_at <= at:
         raise Unauthorized("the API key is unknown or revoked")

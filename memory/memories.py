@@ -214,6 +214,23 @@ def head_of(session: Session, principal: PrincipalContext, memory_id: uuid.UUID,
     return memory
 
 
+def memories_about(session: Session, principal: PrincipalContext, limit: int) -> list[Memory]:
+    """The current versions of the principal's own USER and SESSION memories (what mnemo remembers about
+    them), by category, newest first."""
+    return list(
+        session.execute(
+            select(Memory)
+            .where(
+                readable_heads(principal),
+                Memory.space.in_([Space.USER.value, Space.SESSION.value]),
+                Memory.owner_id == principal.user_id,
+            )
+            .order_by(Memory.category, Memory.stored_at.desc(), Memory.memory_id)
+            .limit(limit)
+        ).scalars()
+    )
+
+
 def version_of(session: Session, principal: PrincipalContext, memory_id: uuid.UUID, version: int) -> Memory:
     """One historical version, under the same visibility wall as the head."""
     head_of(session, principal, memory_id)

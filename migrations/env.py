@@ -5,6 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool
 
+from api.console import models as console_models  # noqa: F401 - registers the console_sessions table on Base
 from memory.models import Base
 from memory.reports import sales as sales_models  # noqa: F401 - registers the sales table on Base
 from memory.resources import models as resource_models  # noqa: F401 - registers the resource tables on Base

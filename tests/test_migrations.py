@@ -6,6 +6,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 
+from api.console import models as console_models  # noqa: F401 - registers the console_sessions table on Base
 from api.devstack.postgres import PostgresInfo
 from memory.db import make_engine, tenant_session
 from memory.models import Base

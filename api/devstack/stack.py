@@ -259,6 +259,9 @@ class DevStack:
             "MNEMO_DATA_DIR": str(self.data_dir),  # task artifacts and publications live here too
             # /readyz waits for the demo's sales data: a report task started before it has no data.
             "MNEMO_READY_SAMPLE_DATA_TENANT": DEFAULT_TENANT if self.options.demo else "",
+            # The console over plain http on localhost: its cookie cannot be Secure; workflows link to this UI.
+            "MNEMO_CONSOLE_SECURE_COOKIE": "false",
+            "MNEMO_TEMPORAL_UI_URL": f"http://127.0.0.1:{self.options.temporal_ui_port}",
         }
 
     @property

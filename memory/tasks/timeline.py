@@ -13,13 +13,22 @@ from memory.tasks.transitions import get_task
 
 
 def list_tasks(
-    session: Session, tenant_id: str, *, owner_user_id: str | None, status: str | None, limit: int
+    session: Session,
+    tenant_id: str,
+    *,
+    owner_user_id: str | None,
+    status: str | None,
+    limit: int,
+    waiting_reason: str | None = None,
+    task_type: str | None = None,
 ) -> list[Task]:
     query = select(Task).where(Task.tenant_id == tenant_id)
-    if owner_user_id is not None:
-        query = query.where(Task.owner_user_id == owner_user_id)
-    if status is not None:
-        query = query.where(Task.status == status)
+    for column, wanted in (
+        (Task.owner_user_id, owner_user_id), (Task.status, status), (Task.waiting_reason, waiting_reason),
+        (Task.task_type, task_type),
+    ):
+        if wanted is not None:
+            query = query.where(column == wanted)
     return list(session.execute(query.order_by(Task.updated_at.desc(), Task.task_id).limit(limit)).scalars())
 
 

@@ -8,7 +8,7 @@
   signed with (stored, never returned).
 
 Revision ID: 0018
-Revises: 0016
+Revises: 0017
 """
 
 from alembic import op
@@ -16,7 +16,7 @@ from alembic import op
 from migrations.rls import isolate_by_tenant
 
 revision = "0018"
-down_revision = "0016"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 

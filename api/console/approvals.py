@@ -1,0 +1,54 @@
+"""The approver's inbox and decision. A decision is the API's (``POST /tasks/{id}/approvals``): the same
+Temporal Update and validator, bound to the sha256 and state_version the page showed, so a draft that
+changed since is refused with the validator's sentence, never approved."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Form, Request, Response
+from fastapi.responses import HTMLResponse
+
+from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, page
+from api.deps import EngineDep
+from api.routers import tasks as api
+from api.schemas.tasks import DecisionIn
+from memory.auth import may_approve
+from memory.db import tenant_session
+from memory.errors import Forbidden
+from memory.tasks.approvals import pending_approval
+from memory.tasks.states import TaskStatus
+from memory.tasks.timeline import list_tasks
+
+router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
+
+
+@router.get("/approvals")
+def inbox(request: Request, signed: SignedIn, engine: EngineDep) -> HTMLResponse:
+    """Tasks waiting for approval, soonest deadline first."""
+    principal = signed.principal
+    if not may_approve(principal.roles):
+        raise Forbidden("the approvals inbox needs the approver role")
+    with tenant_session(engine, principal.tenant_id) as session:
+        waiting = list_tasks(session, principal.tenant_id, owner_user_id=None,
+                             status=TaskStatus.WAITING_FOR_APPROVAL.value, limit=200)
+        rows = [(task, pending_approval(session, principal.tenant_id, task.task_id)) for task in waiting]
+    rows.sort(key=lambda row: (row[1] is None, row[1].deadline_at if row[1] else None, row[0].task_id))
+    return page(request, "approvals.html", rows=rows)
+
+
+@router.post("/tasks/{task_id}/decision")
+async def decide(
+    task_id: str,
+    request: Request,
+    signed: CheckedForm,
+    engine: EngineDep,
+    decision: Annotated[Literal["approve", "reject"], Form()],
+    artifact_sha256: Annotated[str, Form(pattern=r"^[0-9a-f]{64}$")],
+    state_version: Annotated[int, Form(ge=0)],
+    reason: Annotated[str | None, Form(max_length=2_000)] = None,
+) -> Response:
+    given = {"reason": reason.strip()} if reason and reason.strip() else {}
+    body = DecisionIn(decision=decision, artifact_sha256=artifact_sha256, state_version=state_version, **given)
+    result = await api.decide(task_id, body, request, signed.principal, engine)
+    return back_to(f"/console/tasks/{task_id}?done={'approved' if result.decision == 'approve' else 'rejected'}")

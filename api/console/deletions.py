@@ -1,0 +1,57 @@
+"""Deletion jobs (per-layer status, evidence, remaining copies; an operator resumes a stopped one) and
+retention holds (an admin puts and lifts them). Each read and action is the API's handler."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request, Response
+from fastapi.responses import HTMLResponse
+
+from api.console.reads import deletion_jobs, holds
+from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, page
+from api.deps import EngineDep
+from api.routers import deletions as api
+from api.schemas.deletions import HoldIn
+from memory.enums import Role
+from memory.errors import Forbidden
+
+router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
+
+
+@router.get("/deletions")
+def job_list(request: Request, signed: SignedIn, engine: EngineDep) -> HTMLResponse:
+    principal = signed.principal
+    return page(
+        request, "deletions.html", jobs=deletion_jobs(engine, principal),
+        holds=holds(engine, principal.tenant_id) if principal.has(Role.ADMIN) else None,
+    )
+
+
+@router.get("/deletions/{job_id}")
+def job_page(job_id: str, request: Request, signed: SignedIn, engine: EngineDep) -> HTMLResponse:
+    return page(request, "deletion.html", job=api.read_deletion(job_id, signed.principal, engine))
+
+
+@router.post("/deletions/{job_id}/resume")
+async def resume(job_id: str, request: Request, signed: CheckedForm, engine: EngineDep) -> Response:
+    await api.resume_deletion(job_id, request, signed.principal, engine)
+    return back_to(f"/console/deletions/{job_id}")
+
+
+@router.post("/holds")
+def create_hold(
+    signed: CheckedForm, engine: EngineDep,
+    user_id: Annotated[str, Form(min_length=1, max_length=256)],
+    reason: Annotated[str, Form(min_length=1, max_length=1_000)],
+) -> Response:
+    if not signed.principal.has(Role.ADMIN):
+        raise Forbidden("putting a retention hold needs the admin role")
+    api.create_hold(HoldIn(user_id=user_id.strip(), reason=reason.strip()), signed.principal, engine)
+    return back_to("/console/deletions")
+
+
+@router.post("/holds/{hold_id}/release")
+async def release_hold(hold_id: str, request: Request, signed: CheckedForm, engine: EngineDep) -> Response:
+    await api.release_hold(hold_id, request, signed.principal, engine)
+    return back_to("/console/deletions")

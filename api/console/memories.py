@@ -1,0 +1,88 @@
+"""My memory: what mnemo remembers about the signed-in person, by category, with versions and provenance;
+correct, expire or delete it (the API's handlers and the role table of :mod:`memory.permissions`), and
+why a memory went into a recalled bundle (its MEMORY_BUNDLE_BUILT audit)."""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Query, Request, Response
+from fastapi.responses import HTMLResponse
+
+from api.console.reads import my_bundles, my_memories
+from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, page
+from api.deps import EngineDep, SettingsDep
+from api.routers import deletions as deletion_api
+from api.routers import memories as api
+from api.schemas.memories import CorrectionIn
+from memory.auth import PrincipalContext
+from memory.errors import Forbidden
+from memory.permissions import MemoryAction, require
+
+router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
+
+
+def allowed(principal: PrincipalContext, space: str) -> set[str]:
+    """The actions the role table lets this person take on a memory of ``space`` (buttons to show)."""
+    mine: set[str] = set()
+    for action in (MemoryAction.CORRECT, MemoryAction.EXPIRE, MemoryAction.DELETE):
+        try:
+            require(principal, action, space)
+        except Forbidden:
+            continue
+        mine.add(action.value)
+    return mine
+
+
+@router.get("/memory")
+def my_memory(request: Request, signed: SignedIn, engine: EngineDep) -> HTMLResponse:
+    rows = my_memories(engine, signed.principal)
+    categories = [(category, list(items)) for category, items in groupby(rows, key=lambda m: m.category)]
+    return page(request, "memory.html", categories=categories, bundles=my_bundles(engine, signed.principal))
+
+
+@router.get("/memory/{memory_id}")
+def memory_page(
+    memory_id: str, request: Request, signed: SignedIn, engine: EngineDep,
+    version: Annotated[int | None, Query(ge=1, le=2_147_483_647)] = None,
+    done: Annotated[str | None, Query(max_length=200)] = None,
+) -> HTMLResponse:
+    principal = signed.principal
+    shown = api.read_memory(memory_id, principal, engine, version)
+    current = api.read_memory(memory_id, principal, engine) if version is not None else shown
+    ref_prefix = f"{current.memory_id}@"
+    uses = [
+        (event, [ref for ref in event.detail.get("selected_refs", []) if ref.startswith(ref_prefix)])
+        for event in my_bundles(engine, principal, limit=200)
+    ]
+    return page(
+        request, "memory_detail.html", memory=shown, current=current, done=done,
+        uses=[(event, refs) for event, refs in uses if refs], allowed=allowed(principal, current.space),
+    )
+
+
+@router.post("/memory/{memory_id}/correct")
+def correct(
+    memory_id: str, signed: CheckedForm, engine: EngineDep,
+    expected_version: Annotated[int, Form(ge=1)], content: Annotated[str, Form(min_length=1, max_length=20_000)],
+) -> Response:
+    corrected = api.correct_memory(
+        memory_id, CorrectionIn(expected_version=expected_version, content=content), signed.principal, engine
+    )
+    return back_to(f"/console/memory/{corrected.memory_id}?done=corrected+to+version+{corrected.version}")
+
+
+@router.post("/memory/{memory_id}/expire")
+def expire(memory_id: str, signed: CheckedForm, engine: EngineDep) -> Response:
+    expired = api.expire_memory(memory_id, signed.principal, engine)
+    return back_to(f"/console/memory/{expired.memory_id}?done=expired")
+
+
+@router.post("/memory/{memory_id}/delete")
+async def delete(
+    memory_id: str, request: Request, signed: CheckedForm, engine: EngineDep, settings: SettingsDep
+) -> Response:
+    """The API's ``DELETE /memories/{id}``: a job whose page shows each layer until it is proven gone."""
+    accepted = await deletion_api.delete_memory(memory_id, request, Response(), signed.principal, engine, settings)
+    return back_to(f"/console/deletions/{accepted.job_id}")

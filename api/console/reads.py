@@ -1,0 +1,86 @@
+"""Lists the console shows that the API has no endpoint for, each filtered by the domain's own rule.
+
+A page first passes the API's gate for the object (the task, the job), so these only read what that gate
+already allowed, or ask the domain rule row by row (:func:`memory.deletion.jobs.readable_job`).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, select
+
+from memory.auth import PrincipalContext
+from memory.db import tenant_session
+from memory.deletion.jobs import readable_job
+from memory.errors import NotFound
+from memory.memories import memories_about
+from memory.models import AuditEntry, DeletionJob, Memory, RetentionHold
+from memory.recall import audit
+from memory.tasks.models import TaskArtifact
+
+
+def task_artifacts(engine: Engine, tenant_id: str, task_id: str) -> list[TaskArtifact]:
+    """A task's artifacts, newest first (the caller has passed the task's gate)."""
+    with tenant_session(engine, tenant_id) as session:
+        return list(
+            session.execute(
+                select(TaskArtifact)
+                .where(TaskArtifact.tenant_id == tenant_id, TaskArtifact.task_id == task_id)
+                .order_by(TaskArtifact.created_at.desc(), TaskArtifact.sha256)
+            ).scalars()
+        )
+
+
+def deletion_jobs(engine: Engine, principal: PrincipalContext, limit: int = 50) -> list[DeletionJob]:
+    """The tenant's newest jobs this principal may read (:func:`readable_job`, the API's rule)."""
+    readable: list[DeletionJob] = []
+    with tenant_session(engine, principal.tenant_id) as session:
+        recent = session.execute(
+            select(DeletionJob.job_id)
+            .where(DeletionJob.tenant_id == principal.tenant_id)
+            .order_by(DeletionJob.updated_at.desc(), DeletionJob.job_id)
+            .limit(500)
+        ).scalars()
+        for job_id in recent:
+            try:
+                readable.append(readable_job(session, principal, job_id))
+            except NotFound:
+                continue
+            if len(readable) == limit:
+                break
+    return readable
+
+
+def holds(engine: Engine, tenant_id: str) -> list[RetentionHold]:
+    """The tenant's holds still in force (the page shows them to admins only, who alone set and lift them)."""
+    with tenant_session(engine, tenant_id) as session:
+        return list(
+            session.execute(
+                select(RetentionHold)
+                .where(RetentionHold.tenant_id == tenant_id, RetentionHold.released_at.is_(None))
+                .order_by(RetentionHold.created_at.desc())
+            ).scalars()
+        )
+
+
+def my_memories(engine: Engine, principal: PrincipalContext) -> list[Memory]:
+    with tenant_session(engine, principal.tenant_id) as session:
+        return memories_about(session, principal, limit=500)
+
+
+def my_bundles(engine: Engine, principal: PrincipalContext, limit: int = 20) -> list[AuditEntry]:
+    """MEMORY_BUNDLE_BUILT events of recalls this person made: why each of their memories was used.
+
+    (Reading everybody's is the API's ``GET /recall/audit``, for admins, auditors and operators.)"""
+    with tenant_session(engine, principal.tenant_id) as session:
+        return list(
+            session.execute(
+                select(AuditEntry)
+                .where(
+                    AuditEntry.tenant_id == principal.tenant_id,
+                    AuditEntry.action == audit.ACTION,
+                    AuditEntry.actor == principal.user_id,
+                )
+                .order_by(AuditEntry.audit_id.desc())
+                .limit(limit)
+            ).scalars()
+        )

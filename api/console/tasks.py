@@ -1,0 +1,144 @@
+"""Tasks: the list with filters, a task's page (timeline, Temporal link, operator actions behind a
+confirmation), its artifacts and its published report. Every read and action is the API's handler."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Form, Query, Request, Response
+from fastapi.responses import HTMLResponse
+from starlette.concurrency import run_in_threadpool
+
+from api.console import drafts
+from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, page
+from api.deps import EngineDep, SettingsDep
+from api.routers import tasks as api
+from api.schemas.tasks import ControlIn, ResolveIn
+from memory.auth import may_control_task, may_operate, may_read_every_task
+from memory.db import tenant_session
+from memory.errors import InvalidInput, NotFound
+from memory.tasks.states import TERMINAL, TaskStatus
+from memory.tasks.timeline import list_tasks
+
+router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
+Filter = Annotated[str | None, Query(pattern=r"^[A-Za-z0-9_-]{0,64}$")]
+Action = Literal["pause", "resume", "cancel"]
+_CONTROLS = {"pause": api.pause, "resume": api.resume, "cancel": api.cancel}
+SAFE_ARTIFACT_HEADERS = {
+    # A draft or report is the worker's HTML: opened as a document of its own, it may run no script and load
+    # nothing but its embedded images (the draft's frame on the task page is sandboxed as well).
+    "Content-Security-Policy": "default-src 'none'; img-src data:; style-src 'unsafe-inline'",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+def temporal_link(ui_url: str, namespace: str, workflow_id: str, run_id: str | None) -> str | None:
+    if not ui_url:
+        return None
+    base = f"{ui_url.rstrip('/')}/namespaces/{namespace}/workflows/{workflow_id}"
+    return f"{base}/{run_id}/history" if run_id else base
+
+
+@router.get("/tasks")
+def task_list(
+    request: Request,
+    signed: SignedIn,
+    engine: EngineDep,
+    status: Filter = None,
+    waiting_reason: Filter = None,
+    task_type: Filter = None,
+) -> HTMLResponse:
+    """The caller's own tasks; every task of the tenant for approvers, operators and auditors (as the API)."""
+    principal = signed.principal
+    every = may_read_every_task(principal.roles)
+    with tenant_session(engine, principal.tenant_id) as session:
+        rows = list_tasks(
+            session, principal.tenant_id, owner_user_id=None if every else principal.user_id,
+            status=status or None, waiting_reason=waiting_reason or None, task_type=task_type or None, limit=200,
+        )
+    filters = {"status": status or "", "waiting_reason": waiting_reason or "", "task_type": task_type or ""}
+    return page(request, "tasks.html", tasks=rows, filters=filters, every=every,
+                statuses=[s.value for s in TaskStatus])
+
+
+@router.get("/tasks/{task_id}")
+async def task_page(
+    task_id: str, request: Request, signed: SignedIn, engine: EngineDep, settings: SettingsDep,
+    done: Annotated[str | None, Query(max_length=200)] = None,
+) -> HTMLResponse:
+    principal = signed.principal
+    view = await api.get_task(task_id, request, principal, engine)
+    try:
+        timeline = (await api.timeline(task_id, request, principal, engine)).entries
+    except NotFound:  # started, its first step not recorded yet
+        timeline = []
+    draft = await run_in_threadpool(drafts.draft_of, view, request, principal, engine)
+    owner = view.owner_user_id or ""
+    return page(
+        request, "task.html", task=view, timeline=timeline, draft=draft, done=done,
+        temporal_url=temporal_link(settings.temporal_ui_url, settings.temporal_namespace, view.workflow_id,
+                                   view.run_id),
+        may_control=view.status not in TERMINAL and may_control_task(principal.user_id, principal.roles, owner),
+        may_resolve=may_operate(principal.roles),
+    )
+
+
+@router.get("/tasks/{task_id}/confirm")
+async def confirm(
+    task_id: str, request: Request, signed: SignedIn, engine: EngineDep,
+    action: Annotated[Literal["pause", "resume", "cancel", "resolve"], Query()],
+    operation_id: Annotated[str | None, Query(max_length=64)] = None,
+) -> HTMLResponse:
+    """The confirmation step of an operator action: what it does, and one button that does it."""
+    view = await api.get_task(task_id, request, signed.principal, engine)
+    if action == "resolve" and not any(op.operation_id == operation_id for op in view.operations or []):
+        raise NotFound(f"task {task_id} has no operation {operation_id}")
+    return page(request, "confirm.html", task=view, action=action, operation_id=operation_id)
+
+
+@router.post("/tasks/{task_id}/control")
+async def control(
+    task_id: str, request: Request, signed: CheckedForm, engine: EngineDep,
+    action: Annotated[Action, Form()], reason: Annotated[str | None, Form(max_length=2_000)] = None,
+) -> Response:
+    body = ControlIn(reason=reason.strip()) if reason and reason.strip() else None
+    view = await _CONTROLS[action](task_id, request, signed.principal, engine, body)
+    return back_to(f"/console/tasks/{view.task_id}?done={action}")
+
+
+@router.post("/tasks/{task_id}/operations/{operation_id}/resolve")
+async def resolve(
+    task_id: str, operation_id: str, request: Request, signed: CheckedForm, engine: EngineDep,
+    outcome: Annotated[Literal["published", "not_published"], Form()],
+    note: Annotated[str, Form(max_length=2_000)] = "",
+) -> Response:
+    if not note.strip():
+        raise InvalidInput("say what you checked at the destination (the note), so others can follow your verdict",
+                           code="note_required")
+    await api.resolve(task_id, operation_id, ResolveIn(outcome=outcome, note=note.strip()), request,
+                      signed.principal, engine)
+    return back_to(f"/console/tasks/{task_id}?done=resolved")
+
+
+@router.get("/tasks/{task_id}/artifacts/{sha256}")
+def artifact(task_id: str, sha256: str, request: Request, signed: SignedIn, engine: EngineDep) -> Response:
+    """An artifact's bytes (a chart, the draft's HTML) through the API's own gate."""
+    response = api.get_artifact(task_id, sha256, request, signed.principal, engine)
+    response.headers.update(SAFE_ARTIFACT_HEADERS)
+    return response
+
+
+@router.get("/tasks/{task_id}/report")
+async def published_report(task_id: str, request: Request, signed: SignedIn, engine: EngineDep) -> Response:
+    """The report as the destination received it: the HTML of the draft the approval was bound to."""
+    view = await api.get_task(task_id, request, signed.principal, engine)
+    approved = [
+        entry["artifact_sha256"]
+        for entry in (await api.timeline(view.task_id, request, signed.principal, engine)).entries
+        if entry["kind"] == "approval" and entry["status"] == "APPROVED"
+    ]
+    if not view.publications or not approved:
+        raise NotFound(f"task {task_id} has published no report yet (it is {view.status})")
+    manifest = await run_in_threadpool(api.get_artifact, view.task_id, approved[-1], request, signed.principal, engine)
+    return artifact(view.task_id, json.loads(bytes(manifest.body))["html_sha256"], request, signed, engine)

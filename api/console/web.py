@@ -1,0 +1,126 @@
+"""What every console page shares: templates, the signed-in person, CSRF, and error pages.
+
+The console is a thin HTML face on the API: its pages call the API's own handlers (``api.routers.*``) with
+the principal of the session instead of a bearer key, so every rule (roles, the 404 of another's object,
+the approval's Update validator) is the API's, never a second copy. A :class:`~memory.errors.MnemoError`
+raised anywhere in a page becomes an HTML page saying what happened and what to do next.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable, Coroutine
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import Depends, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.routing import APIRoute
+from fastapi.templating import Jinja2Templates
+from pydantic import ValidationError
+
+from api.console.sessions import Signed, SignedOut, resume_session
+from api.deps import EngineDep, SettingsDep
+from memory.auth import may_approve, may_operate, may_read_every_task
+from memory.enums import Role
+from memory.errors import Forbidden, MnemoError
+
+COOKIE = "mnemo_console"
+LOGIN_COOKIE = "mnemo_console_login"
+"""Before a session exists, the login form's CSRF token is paired with this cookie (double submit)."""
+
+templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
+
+_NEXT_STEP = {
+    401: "Sign in again with a valid API key.",
+    403: "Ask an admin of your tenant for a key with the role this needs, or go back.",
+    404: "Check the link; the object may have been deleted, or belong to someone else.",
+    409: "Reload the page to see the current state, then decide again.",
+    413: "Send less.",
+    422: "Go back, correct the form and send it again.",
+    429: "Wait a few seconds and try again.",
+    503: "A service mnemo needs is down or busy; wait a few seconds and reload.",
+}
+
+
+def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """Render ``template`` with the signed-in person (when there is one) and their abilities."""
+    signed: Signed | None = getattr(request.state, "signed", None)
+    principal = signed.principal if signed else None
+    roles = principal.roles if principal else frozenset()
+    context |= {
+        "signed": signed,
+        "principal": principal,
+        "can": {
+            "approve": may_approve(roles),
+            "operate": may_operate(roles),
+            "read_all_tasks": may_read_every_task(roles),
+            "admin": principal is not None and principal.has(Role.ADMIN),
+        },
+    }
+    return templates.TemplateResponse(request, template, context, status_code=status_code)
+
+
+def error_page(request: Request, status_code: int, code: str, message: str) -> HTMLResponse:
+    return page(
+        request, "error.html", status_code=status_code, code=code, message=message,
+        next_step=_NEXT_STEP.get(status_code, "Go back and try again; if it persists, tell your operator."),
+    )
+
+
+class ConsoleRoute(APIRoute):
+    """A console route: a mnemo error is an HTML page, and a person who is not signed in goes to the login."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except SignedOut as exc:
+                if request.method == "GET":
+                    target = quote(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
+                    return RedirectResponse(f"/console/login?next={target}&why={quote(exc.message)}", 303)
+                response = error_page(request, 401, exc.code, exc.message)
+                response.delete_cookie(COOKIE, path="/console")
+                return response
+            except MnemoError as exc:
+                return error_page(request, exc.http_status, exc.code, exc.message)
+            except (RequestValidationError, ValidationError) as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'][-1:]))}: {e['msg']}" for e in exc.errors())
+                return error_page(request, 422, "invalid_input", f"the form was not accepted ({problems})")
+
+        return handle
+
+
+async def signed_in(request: Request, engine: EngineDep, settings: SettingsDep) -> Signed:
+    """The session of the request's cookie, its key judged again now (:class:`SignedOut` otherwise)."""
+    signed = resume_session(engine, request.cookies.get(COOKIE), timedelta(minutes=settings.console_idle_minutes))
+    request.state.signed = signed
+    return signed
+
+
+SignedIn = Annotated[Signed, Depends(signed_in)]
+
+
+async def checked_form(request: Request, signed: SignedIn) -> Signed:
+    """A POST of a signed-in person whose form carries the session's CSRF token (403 ``csrf_failed`` else)."""
+    form = await request.form()
+    token = form.get("csrf_token")
+    if not isinstance(token, str) or not hmac.compare_digest(token, signed.csrf_token):
+        raise Forbidden(
+            "the form did not carry this session's security token (it may be from another tab or an old page)",
+            code="csrf_failed",
+        )
+    return signed
+
+
+CheckedForm = Annotated[Signed, Depends(checked_form)]
+
+
+def back_to(url: str) -> RedirectResponse:
+    """After a POST that worked: the page that shows its result (303, so a reload does not repeat it)."""
+    return RedirectResponse(url, status_code=303)
