@@ -18,6 +18,7 @@ from api.console.models import ConsoleSession
 from memory.auth import PrincipalContext, authenticate, now, reauthenticate
 from memory.db import global_session
 from memory.errors import Unauthorized
+from memory.resources.catalog import only_internal
 
 
 class SignedOut(Unauthorized):
@@ -40,9 +41,11 @@ def _digest(session_id: str) -> str:
 
 
 def open_session(engine: Engine, api_key: str) -> Signed:
-    """Check ``api_key`` as the API does and open a session for it (401 for a bad key)."""
+    """Check ``api_key`` as the API does and open a session for it (401 for a bad key; 403 for a public client's
+    key, which reads the public resource catalog only)."""
     with global_session(engine) as session:
         principal = authenticate(session, api_key.strip())
+        only_internal(principal, "the console")
         session_id, csrf_token = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         session.add(ConsoleSession(session_sha256=_digest(session_id), key_id=principal.key_id, csrf_token=csrf_token))
     return Signed(session_id, principal, csrf_token)

@@ -46,6 +46,15 @@ def test_the_cookie_is_httponly_strict_and_secure_and_a_bad_key_is_told_why(
     assert "secure" in cookie and "path=/console" in cookie
 
 
+def test_a_public_clients_key_does_not_sign_in(https_client: TestClient, make_key: MakeKey) -> None:
+    https_client.cookies.clear()
+    token = form_token(https_client.get("/console/login").text)
+    refused = https_client.post("/console/login", data={"api_key": make_key(roles=("public_client", "approver")),
+                                                        "csrf_token": token})
+    assert refused.status_code == 403 and "reads the public resource catalog only" in refused.text
+    assert "mnemo_console" not in https_client.cookies
+
+
 def test_a_sign_in_without_the_forms_token_is_refused(https_client: TestClient, make_key: MakeKey) -> None:
     https_client.cookies.clear()
     https_client.get("/console/login")
