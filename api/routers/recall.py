@@ -72,7 +72,8 @@ async def _bundle(
     def run() -> dict[str, Any]:
         now = datetime.now(UTC)
         with authenticated_session(engine, key) as (session, principal), limiter.slot(principal.tenant_id):
-            return recall(session, principal, body.query, now, options, task_state=task_state, embedding=lanes)
+            return recall(session, principal, body.query, now, options, task_state=task_state, embedding=lanes,
+                          reranker=request.app.state.reranker)
 
     return await run_in_threadpool(run)
 
