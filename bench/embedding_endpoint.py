@@ -99,11 +99,12 @@ def main() -> None:
                 (f"in-process rerank of {RERANK_N}", partial(local_rerank, local, query_of(i), candidates)),
                 (f"endpoint rerank of {RERANK_N}", partial(reranker.scores, query_of(i), candidates))]),
         ]
-        for rounds, _kind, pair in plan:
+        for rounds, kind, pair in plan:
             for i in range(rounds):
                 calls = pair(i)
                 for name, call in calls if i % 2 == 0 else reversed(calls):
                     results[name].append(timed(call))
+            say(f"{kind}: done ({rounds} rounds)")
     finally:
         local.close()
         remote.close()
