@@ -16,15 +16,8 @@ from temporalio import activity
 
 from activities.db import shielded_session
 from memory.db import global_session
-from memory.embeddings import (
-    Embedder,
-    EngineCrashed,
-    PendingVector,
-    default_embedder,
-    mark_unembeddable,
-    pending_batch,
-    store_vectors,
-)
+from memory.embedders import TextEmbedder, configured_embedder
+from memory.embeddings import EngineCrashed, PendingVector, mark_unembeddable, pending_batch, store_vectors
 from memory.models import Tenant
 
 
@@ -43,14 +36,15 @@ class EmbedBatchResult:
 
 
 class EmbeddingActivities:
-    def __init__(self, engine: Engine, embedder: Embedder | None = None) -> None:
+    def __init__(self, engine: Engine, embedder: TextEmbedder | None = None) -> None:
         self.engine = engine
         self._embedder = embedder
 
     @property
-    def embedder(self) -> Embedder:
+    def embedder(self) -> TextEmbedder:
+        """The configured model (``MNEMO_EMBEDDINGS_*``): its id is what the backlog compares stored vectors with."""
         if self._embedder is None:
-            self._embedder = default_embedder()
+            self._embedder = configured_embedder()
         return self._embedder
 
     @activity.defn(name="embedding_tenants")

@@ -19,7 +19,8 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from memory.embeddings import MODEL_NAME, Embedder
+from memory.embedders import ModelSettings, TextEmbedder, make_embedder, model_of
+from memory.embeddings import Embedder
 from memory.errors import MnemoError
 
 RETRY_AFTER_SECONDS = 1
@@ -145,17 +146,17 @@ class FairQueue:
 
 
 class EmbeddingLanes:
-    """The query embeddings of one app: a :class:`FairQueue` whose every lane has an engine child of its own.
+    """The query embeddings of one app: a :class:`FairQueue` whose every lane has an embedder of its own.
 
-    Built from the app's settings (``query_embedding_engines`` lanes) when the app starts and closed
-    with it: the lanes stop and their engine children exit. A lane starts its engine on its first job,
-    and only that lane's thread uses it.
+    Built from the app's settings (``query_embedding_engines`` lanes, the ``MNEMO_EMBEDDINGS_*`` model) when
+    the app starts and closed with it: the lanes stop and their engine children exit. A lane starts its
+    embedder (for the bundled model, an engine child) on its first job, and only that lane's thread uses it.
     """
 
-    model = MODEL_NAME
-
-    def __init__(self, lanes: int) -> None:
-        self._engines: dict[int, Embedder] = {}
+    def __init__(self, lanes: int, models: ModelSettings | None = None) -> None:
+        self._models = models or ModelSettings()
+        self.model, self.dimensions = model_of(self._models)
+        self._engines: dict[int, TextEmbedder] = {}
         self.queue = FairQueue("mnemo-embed", lanes=lanes)
 
     def submit(self, tenant_id: str, text: str) -> Future[list[float]]:
@@ -164,13 +165,14 @@ class EmbeddingLanes:
 
     def _embed(self, lane: int, text: str) -> list[float]:
         if lane not in self._engines:
-            self._engines[lane] = Embedder()
-        return self._engines[lane].embed_one(text)
+            self._engines[lane] = make_embedder(self._models)
+        return self._engines[lane].embed_query(text)
 
     @property
     def engine_pids(self) -> list[int]:
         """The running engine children (for tests and drills)."""
-        return [pid for engine in self._engines.values() if (pid := engine.pid) is not None]
+        return [pid for engine in self._engines.values()
+                if isinstance(engine, Embedder) and (pid := engine.pid) is not None]
 
     def close(self) -> None:
         self.queue.close()

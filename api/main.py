@@ -41,6 +41,7 @@ from api.routers import (
 from api.schemas.common import ErrorOut
 from api.settings import Settings
 from memory.db import make_engine
+from memory.recall.rerank import Reranker
 from memory.recall.stages import Stage, observe_stages
 from memory.resources.catalog import load_catalog
 from memory.resources.reader import Reader
@@ -63,7 +64,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.reader = Reader.build(app.state.engine, catalog, settings.data_dir, cursor_keys)
         tracing.instrument_engine(app.state.engine)
         app.state.recall_limiter = TenantLimiter(settings.tenant_recall_concurrency)
-        app.state.embedding_lanes = EmbeddingLanes(settings.query_embedding_engines)
+        app.state.embedding_lanes = EmbeddingLanes(settings.query_embedding_engines, settings)
+        app.state.reranker = Reranker.from_settings(settings)  # None unless MNEMO_RERANK_BASE_URL is set
         app.state.temporal = None  # connected on first use, so the API starts even while Temporal is down
         app.state.mcp_legacy_usage = mcp.usage
         try:
@@ -71,6 +73,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 yield
         finally:
             app.state.embedding_lanes.close()  # its lanes stop and their engine children exit
+            if app.state.reranker is not None:
+                app.state.reranker.close()
             app.state.engine.dispose()
 
     app = FastAPIOffline(

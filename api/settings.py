@@ -6,15 +6,19 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from memory.embedders.settings import ModelSettings
 from memory.resources.cursors import CursorKeys
 from memory.sessions.extraction.llm import LlmConfig
 from memory.sessions.policy import CommitPolicy
 
 
-class Settings(BaseSettings):
-    """Production mode sets ``database_url`` and ``temporal_address``; ``mnemo dev`` sets them for its children."""
+class Settings(ModelSettings):
+    """Production mode sets ``database_url`` and ``temporal_address``; ``mnemo dev`` sets them for its children.
+
+    The embedding and rerank models' settings (``MNEMO_EMBEDDINGS_*``, ``MNEMO_RERANK_*``) are inherited from
+    :class:`memory.embedders.settings.ModelSettings`, which the memory layer reads too."""
 
     model_config = SettingsConfigDict(env_prefix="MNEMO_", extra="ignore")
 

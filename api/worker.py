@@ -28,6 +28,7 @@ from api.outbox import drain_forever
 from api.settings import Settings
 from api.temporal import connect, ensure_embedding_schedule, ensure_retention_schedule, ensure_session_sweep_schedule
 from memory.db import make_engine
+from memory.embedders import TextEmbedder
 from memory.sessions.extraction.base import Extractor
 from memory.sessions.extraction.factory import make_extractor
 from memory.sessions.extraction.rules import RulesExtractor
@@ -61,6 +62,7 @@ def build_worker(
     extractor: Extractor | None = None,
     extractor_slots: int = 4,
     commit_policy: CommitPolicy | None = None,
+    embedder: TextEmbedder | None = None,
 ) -> Worker:
     """A worker for every mnemo workflow and activity on ``task_queue``.
 
@@ -74,6 +76,8 @@ def build_worker(
 
     ``extractor`` is what session commits extract with (default: the rules extractor), at most
     ``extractor_slots`` calls at once; ``commit_policy`` says when idle sessions commit by themselves.
+
+    ``embedder`` fills the vector backlog (default: the ``MNEMO_EMBEDDINGS_*`` model, on first use).
 
     ``task_faults`` and ``publish_fault`` inject faults for drills (settings: MNEMO_TASK_SLOW_STEPS,
     MNEMO_PUBLISH_FAULT; :func:`run_worker` passes them); by default there are none.
@@ -100,7 +104,7 @@ def build_worker(
             retention.tenants,
             retention.open_jobs,
             *tasks.all(),
-            *EmbeddingActivities(engine).all(),
+            *EmbeddingActivities(engine, embedder).all(),
             *SessionActivities(engine, extractor or RulesExtractor(), extractor_slots, commit_policy).all(),
         ],
         activity_executor=executor,

@@ -81,7 +81,7 @@ OTHER_USERS = {"u1": "another user, ~{n:,} of the tenant's memories", "newcomer"
 """Callers who see little of the big tenant: u1 is one of the nine users who share its 5 %; the newcomer owns nothing
 (format: the description, ``n`` = u1's memories)."""
 OTHER_TENANTS = ("bench-other-1", "bench-other-2")
-HEAVY_INDEXES = ("memory_search_embedding", "memory_search_tokens", "memory_search_trgm",
+HEAVY_INDEXES = ("memory_search_embedding_384", "memory_search_tokens", "memory_search_trgm",
                  "memory_search_embedding_model",
                  "memory_lexemes_pkey", "memory_lexemes_memory")
 CONSTRAINT_INDEXES = {"memory_lexemes_pkey": "memory_lexemes"}

@@ -168,7 +168,8 @@ class Embedder:
         with self._lock:
             child = self._running()
         if child.dim != EMBEDDING_DIMENSIONS:
-            raise RuntimeError(f"{MODEL_NAME} gives {child.dim}-d vectors, the schema holds {EMBEDDING_DIMENSIONS}")
+            raise RuntimeError(f"{MODEL_NAME} gives {child.dim}-d vectors, not {EMBEDDING_DIMENSIONS}")
+        self.dimensions = child.dim
 
     @property
     def restarts(self) -> int:

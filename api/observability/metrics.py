@@ -25,11 +25,12 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memory.embedders.health import failure_counts
 from memory.errors import MnemoError
 from memory.governance import FIGURES, read_figures
 from memory.recall.stages import Stage
@@ -75,6 +76,22 @@ REFUSALS = Counter(
     "mnemo_stale_refusals", "Requests refused because what they acted on was stale, by machine code.",
     ("code",), registry=EVENTS,
 )
+
+
+class ModelFailures(Collector):
+    """Calls to an embedding or rerank model that failed in this process (:mod:`memory.embedders.health`, where
+    the embedders and the reranker count them), by stage and machine code."""
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily("mnemo_model_failures", "Failed calls to an embedding or rerank model.",
+                                     labels=("stage", "code"))
+        for (stage, code), count in sorted(failure_counts().items()):
+            family.add_metric((stage, code), count)
+        yield family
+
+
+EVENTS.register(ModelFailures())
+
 STALE_CODES = frozenset(
     {"stale_artifact", "version_conflict", "revision_not_reached", "stale_deletion_epoch"}
 )

@@ -78,7 +78,8 @@ async def _bundle(
         with authenticated_session(engine, key) as (session, principal), limiter.slot(principal.tenant_id):
             bind_tenant(principal.tenant_id)
             only_internal(principal, "recall")
-            return recall(session, principal, body.query, now, options, task_state=task_state, embedding=lanes)
+            return recall(session, principal, body.query, now, options, task_state=task_state, embedding=lanes,
+                          reranker=request.app.state.reranker)
 
     bundle = await run_in_threadpool(run)
     observe_bundle(bundle)

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from memory.auth import PrincipalContext
 from memory.deletion.layers import derived_deleted_by, scope_of
 from memory.deletion.scope import events_in, memories_in
-from memory.embeddings import default_embedder
+from memory.embedders import configured_embedder
 from memory.errors import InvalidInput
 from memory.models import DeletionJob, DeletionProbe, Memory, MemoryEvent, MemoryLexeme, MemorySearch
 from memory.recall.bundle import RecallRequest, build_bundle
@@ -142,10 +142,13 @@ def _recalled_by_owner(session: Session, owner: PrincipalContext, probe: str) ->
 def _vector_hits(session: Session, tenant_id: str, covered: object, probe: str) -> int:
     """Covered memories among the probe's nearest vectors in the tenant: a deleted text must not be findable by
     meaning."""
-    vector = default_embedder().embed_one(probe)
+    embedder = configured_embedder()
+    vector = embedder.embed_query(probe)
     nearest = (
         select(MemorySearch.memory_id)
-        .where(MemorySearch.tenant_id == tenant_id, MemorySearch.embedding.is_not(None))
+        # The configured model's vectors only: during a change of model the column holds two dimensions.
+        .where(MemorySearch.tenant_id == tenant_id, MemorySearch.embedding.is_not(None),
+               MemorySearch.embedding_model == embedder.name)
         .order_by(MemorySearch.embedding.cosine_distance(vector))
         .limit(20)
         .subquery()

@@ -22,6 +22,8 @@ from sqlalchemy.dialects.postgresql import ARRAY, UUID, Insert, insert
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
+from memory.embedders.health import count_failure
+from memory.embedders.schema import other_model_vectors
 from memory.embeddings import EmbeddingUnavailable
 from memory.enums import Space
 from memory.errors import InvalidInput
@@ -32,6 +34,7 @@ from memory.recall.filters import filtered_by_reason
 from memory.recall.plan import RecallPlan, SourceType
 from memory.recall.preferences import effective_preferences, stored_preferences
 from memory.recall.ranking import stable_rank
+from memory.recall.rerank import Reranker, rerank
 from memory.recall.scoring import Evidence, Scored, score_pool
 from memory.recall.stages import Stage, StageClock
 from memory.text import normalize, tokens
@@ -59,6 +62,8 @@ class RecallRequest:
     trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     retrieval: str = "hybrid"
     """``hybrid`` (every source), ``lexical`` (key, full text, trigram) or ``semantic`` (vector only)."""
+    reranker: Reranker | None = None
+    """The rerank stage's endpoint (None: off)."""
 
     def vector(self) -> list[float] | None:
         """The query embedding, waiting (a bounded time) if it is still being computed."""
@@ -78,6 +83,26 @@ class Outcome:
     bundle: dict[str, Any]
     filtered: dict[str, int]
     selected: list[Scored]
+
+
+def vector_or_warning(request: RecallRequest) -> tuple[list[float] | None, list[str]]:
+    """The query vector; if its model cannot give it, none and a warning saying so (and a count).
+
+    The vector source is optional in a ``hybrid`` recall: the bundle is lexical only and says it. In a
+    ``semantic`` one it is the only source asked for: the failure is the answer (503), never an empty bundle.
+    """
+    try:
+        return request.vector(), []
+    except EmbeddingUnavailable as exc:
+        count_failure("query_embedding", exc.code)
+        if request.retrieval == "semantic":
+            raise
+        return None, [f"{exc.code}: the embedding model failed, so this bundle was recalled without the vector "
+                      f"source (lexical only): {exc.message}"]
+
+
+REEMBEDDING = ("reembedding_in_progress: some memories still carry vectors of another embedding model; until the "
+               "embedding sweep has re-embedded them they are found by the lexical sources only")
 
 
 def snapshot_revision(session: Session) -> int:
@@ -228,8 +253,12 @@ def build_bundle(
                 if near_spellings else [],
             ]
             # The vector is awaited only now: an embedding still being computed overlapped the lexical sources.
-            embedding = request.vector() if semantic_on else None
+            embedding, vector_warnings = vector_or_warning(request) if semantic_on else (None, [])
+            warnings += vector_warnings
             query_vector = cand.vector_text(embedding) if embedding is not None else None
+            if query_vector is not None and request.model is not None and other_model_vectors(
+                    session, principal.tenant_id, request.model):
+                warnings.append(REEMBEDDING)
             found = cand.merge(
                 *lexical,
                 cand.vector_candidates(session, principal, filters, query_vector, request.model, now, cap, few)
@@ -248,7 +277,8 @@ def build_bundle(
             if (row := current.get((c.memory_id, c.version))) is not None
         ]
         scored = score_pool(pool, terms, now)
-        ranked = stable_rank(scored)
+        ranked, rerank_warnings = rerank(request.reranker, request.query, stable_rank(scored))
+        warnings += rerank_warnings
         if request.explain:
             filtered = filtered_by_reason(session, principal, filters, cand.lexical_match(request.query, terms),
                                           literal(now))

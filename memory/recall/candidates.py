@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session
 
 from memory.audience import audiences_of
 from memory.auth import PrincipalContext
+from memory.embedders.schema import of_dimensions, typed
 from memory.enums import Status
 from memory.models import Memory, MemoryLexeme, MemorySearch, scoped_search
 from memory.text import normalize, search_terms, tsquery_any
@@ -282,6 +283,11 @@ def vector_text(vector: Sequence[float]) -> str:
     return "[" + ",".join(map(str, vector)) + "]"
 
 
+def dimensions_of(query_vector: str) -> int:
+    """The dimension of a vector in the text form of :func:`vector_text`."""
+    return query_vector.count(",") + 1
+
+
 def query_vector_param() -> ColumnElement[Any]:
     """The ``query_vector`` parameter (text of :func:`vector_text`) as a pgvector value."""
     return cast(bindparam("query_vector", type_=Text), MemorySearch.embedding.type)
@@ -323,7 +329,8 @@ def _nearest(
     now: datetime, limit: int, *, exact: bool,
 ) -> list[Any]:
     parameters = {"now": now, "query_vector": query_vector, "model": model, "max_walk": MAX_WALK}
-    return list(session.execute(_nearest_statement(principal, filters, limit, exact), parameters).all())
+    statement = _nearest_statement(principal, filters, limit, exact, dimensions_of(query_vector))
+    return list(session.execute(statement, parameters).all())
 
 
 FEW_VISIBLE = 1_000
@@ -359,7 +366,7 @@ def _sees_few_statement(principal: PrincipalContext) -> Select:  # type: ignore[
 
 @lru_cache(maxsize=256)
 def _nearest_statement(principal: PrincipalContext, filters: QueryFilters, limit: int,
-                       exact: bool) -> Select:  # type: ignore[type-arg]
+                       exact: bool, dimensions: int) -> Select:  # type: ignore[type-arg]
     """The ``limit`` nearest visible rows: by walking the HNSW index, or (``exact``) by computing every distance.
 
     The index walk is a subquery ordered by distance alone (at most :data:`MAX_WALK` rows, which also
@@ -367,13 +374,16 @@ def _nearest_statement(principal: PrincipalContext, filters: QueryFilters, limit
     the hard filters, with ``limit`` on the join: rows stream from the index until ``limit`` of
     them pass. When the walk ends first, the caller gets the exact scan (see
     :func:`vector_candidates`), never fewer neighbours; it starts from the caller's visible
-    memories and sorts every distance.
+    memories and sorts every distance. Vectors are read as ``vector(dimensions)`` of that dimension
+    only: the expression and predicate of that dimension's index (:mod:`memory.embedders.schema`).
     """
     view = scoped_search
-    distance = view.c.embedding.cosine_distance(query_vector_param())
+    distance = typed(view.c.embedding, dimensions).cosine_distance(
+        typed(bindparam("query_vector", type_=Text), dimensions))
     if exact:
         distance = distance + literal(0.0)  # not an ordering the HNSW index offers: every distance is computed
-    current = and_(view.c.embedding.is_not(None), view.c.embedding_model == bindparam("model", type_=Text))
+    current = and_(view.c.embedding.is_not(None), view.c.embedding_model == bindparam("model", type_=Text),
+                   of_dimensions(view.c.embedding, dimensions))
     columns = (view.c.tenant_id, view.c.memory_id, view.c.version, view.c.embedding_revision,
                distance.label("distance"))
     if exact:

