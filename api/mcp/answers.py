@@ -21,15 +21,18 @@ from memory.auth import PrincipalContext
 from memory.errors import Forbidden, MnemoError
 from memory.resources.access import Access, ceiling_grant
 from memory.resources.declarations import Operation
+from memory.resources.pages import encode
 
 MEMORY = "memory"
 """The resource type of mnemo's memories (memory/resources/builtin/memory.json): what a run's policy grants."""
 
 
 def success(result: BaseModel) -> CallToolResult:
-    data = result.model_dump(mode="json")
-    return CallToolResult(content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-                          structured_content=data)
+    """The text is the very body REST sends (:func:`memory.resources.pages.encode`), so the 65,536-byte budget
+    the reader measured holds for it too; the structured content is the same JSON, parsed. (The JSON-RPC
+    envelope carries both, as the SDK's backwards compatibility asks: that is the transport, not the answer.)"""
+    body = encode(result).decode("utf-8")
+    return CallToolResult(content=[TextContent(type="text", text=body)], structured_content=json.loads(body))
 
 
 def failure(code: str, message: str, details: dict[str, Any] | None = None) -> CallToolResult:

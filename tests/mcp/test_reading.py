@@ -4,7 +4,6 @@ recomputed for every call; the legacy tools over the same reader."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -39,9 +38,13 @@ async def test_search_then_read_a_long_transcript_to_completion(
         todo = data_of(await session.call_tool("read", {"ref": "todo:push"}))
         cursor: str | None = None
         while True:
-            page = data_of(await session.call_tool("read", {"ref": "transcript:review"} | (
-                {"cursor": cursor} if cursor else {})))
-            assert len(json.dumps(page, ensure_ascii=False).encode()) <= 65_536
+            arguments = {"ref": "transcript:review"} | ({"cursor": cursor} if cursor else {})
+            answer = await session.call_tool("read", arguments)
+            page = data_of(answer)
+            text = answer.content[0]
+            assert text.type == "text" and len(text.text.encode()) <= 65_536
+            # The very bytes REST sends for the same page (the reader measured those against the budget).
+            assert text.text.encode() == client.post("/resources/read", json=arguments, headers=auth(key)).content
             pages.append(page)
             cursor = page["next_cursor"]
             assert page["complete"] is (cursor is None)
