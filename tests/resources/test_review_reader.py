@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
+from memory.resources.pages import PAGE_BYTES
 from tests.conftest import MakeKey, auth
-from tests.resources.reader_support import allow, error, new_key, put, read, tenant
+from tests.resources.reader_support import allow, error, new_key, put, read, search, tenant
 
 TODO = {"title": "Buy milk", "status": "open", "notes": "secret zebra"}
 
@@ -34,4 +35,33 @@ def test_a_key_reading_under_an_agents_policy_cannot_read_or_write_records_aroun
     assert read(client, bound, ref="todo:t1")["data"] == {"title": "Buy milk", "status": "open"}
     whole = client.get("/records/todo/t1", headers=auth(user))
     assert whole.status_code == 200 and whole.json()["data"] == TODO and whole.json()["version"] == 1
+
+
+def test_a_title_too_long_for_a_page_neither_ends_a_list_early_nor_hides_its_search_hit(
+    client: TestClient, make_key: MakeKey
+) -> None:
+    """An intent's summary (its title) has no declared bound: one of 70,000 characters does not fit a page
+    whole. The list still reaches every record, and a search still returns the hit, its title shortened."""
+    key = new_key(make_key)
+    put(client, key, "intent:i-old", {"action": "create_todo", "status": "proposed", "summary": "old walrus"})
+    put(client, key, "intent:i-long", {"action": "create_todo", "status": "proposed",
+                                       "summary": "walrus " + "x" * 70_000})
+    put(client, key, "intent:i-new", {"action": "create_todo", "status": "proposed", "summary": "new walrus"})
+    refs: list[str] = []
+    cursor: str | None = None
+    for _ in range(5):
+        response = client.get("/resources/intent", params={"cursor": cursor} if cursor else {}, headers=auth(key))
+        assert response.status_code == 200, response.text
+        assert len(response.content) <= PAGE_BYTES
+        page = response.json()
+        refs += [item["ref"] for item in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert refs == ["intent:i-new", "intent:i-long", "intent:i-old"]
+    found = search(client, key, query="walrus", resource="intent")
+    assert found["omitted"] == 0
+    assert sorted(hit["ref"] for hit in found["items"]) == ["intent:i-long", "intent:i-new", "intent:i-old"]
+    long_title = next(hit["title"] for hit in found["items"] if hit["ref"] == "intent:i-long")
+    assert long_title.startswith("walrus xxx") and long_title.endswith("…") and len(long_title) < 2_000
 
