@@ -3,9 +3,11 @@ oversized title never ends a list early nor hides a hit, and reassembly handles 
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi.testclient import TestClient
 
-from memory.resources.pages import PAGE_BYTES
+from memory.resources.pages import PAGE_BYTES, read_page, reassemble
 from tests.conftest import MakeKey, auth
 from tests.resources.reader_support import allow, error, new_key, put, read, search, tenant
 
@@ -65,3 +67,36 @@ def test_a_title_too_long_for_a_page_neither_ends_a_list_early_nor_hides_its_sea
     long_title = next(hit["title"] for hit in found["items"] if hit["ref"] == "intent:i-long")
     assert long_title.startswith("walrus xxx") and long_title.endswith("…") and len(long_title) < 2_000
 
+
+def _pages(data: dict[str, Any]) -> list[dict[str, Any]]:
+    pages: list[dict[str, Any]] = []
+    start: int | None = None
+    while True:
+        page = read_page("episode:e", 1, data, start, lambda position: f"cursor-{position}")
+        pages.append(page.model_dump(mode="json"))
+        if page.complete:
+            return pages
+        assert page.next_cursor is not None
+        start = int(page.next_cursor.removeprefix("cursor-"))
+
+
+def test_reassembly_equals_odd_data_long_strings_inside_arrays_included() -> None:
+    data = {
+        "title": "", "decisions": ["a" * 20_000, "", "中" * 9_000],
+        "a/b": {"~": ["x\u2028\"\\\n" * 4_000, [[], ["q" * 9_000]]], "~1": {}},
+        "nested": [[["é" * 10_000]], {"k": "v"}], "escapes": "\u0001\t" * 6_000,
+    }
+    pages = _pages(data)
+    assert len(pages) > 1 and all(page["complete"] is (page is pages[-1]) for page in pages)
+    assert reassemble(pages) == data
+
+
+def test_a_long_decision_read_through_the_api_reassembles_to_the_source(client: TestClient, make_key: MakeKey) -> None:
+    key = new_key(make_key)
+    episode = {"title": "Planning", "summary": "s", "decisions": ["ship " * 4_000, "wait", "回顾" * 30_000]}
+    put(client, key, "episode:e1", episode)
+    pages = [read(client, key, ref="episode:e1")]
+    while not pages[-1]["complete"]:
+        pages.append(read(client, key, ref="episode:e1", cursor=pages[-1]["next_cursor"]))
+    assert len(pages) > 1
+    assert reassemble(pages) == episode
