@@ -1,7 +1,9 @@
-"""A tools/call body the API's guard refuses (a duplicate key, a NUL) is answered with what was refused, not with
-the SDK's "EOF while parsing" of the empty body the guard leaves it; without a valid key it is still the 401.
+"""Strict MCP calls: a body the API's guard refuses (a duplicate key, a NUL) is answered with what was refused,
+not with the SDK's "EOF while parsing" of the empty body the guard leaves it (without a valid key it is still the
+401); ``list()`` refuses a cursor or filters without a resource rather than ignoring them.
 
-Raw HTTP: the official client serialises its own JSON and cannot send a duplicate key."""
+The refused bodies go over raw HTTP: the official client serialises its own JSON and cannot send a duplicate
+key."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import httpx2
 import pytest
 
 from tests.conftest import MakeKey
+from tests.mcp.conftest import data_of, error_of, mcp_session
 
 INITIALIZE = (b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
               b'"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}')
@@ -36,3 +39,14 @@ def test_a_refused_body_is_a_parse_error_naming_the_refusal(mcp_url: str, make_k
         assert "EOF" not in error["message"] and error["message"] == error["data"]["message"]
         anonymous = http.post(mcp_url, content=body)
         assert anonymous.status_code == 401 and anonymous.json()["error"] == "invalid_token"
+
+
+async def test_list_without_a_resource_refuses_a_cursor_or_filters_instead_of_ignoring_them(
+    mcp_url: str, make_key: MakeKey
+) -> None:
+    """``list()`` is the directory: a cursor or filters only mean something with a resource, so a call that sends
+    them without one is told so rather than answered the directory as if they were not there."""
+    async with mcp_session(mcp_url, make_key()) as (session, _):
+        for arguments in ({"cursor": "dev.abc.def"}, {"filters": {"status": "open"}}):
+            assert error_of(await session.call_tool("list", arguments))["code"] == "resource_required"
+        assert data_of(await session.call_tool("list", {"filters": {}}))["resources"]
