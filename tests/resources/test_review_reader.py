@@ -1,5 +1,6 @@
 """Review of issue 15's reader: a key reading under an agent's policy cannot go around it through /records, an
-oversized title never ends a list early nor hides a hit, and reassembly handles long strings inside arrays."""
+oversized title never ends a list early nor hides a hit, reassembly handles long strings inside arrays, and a
+refused record is named without its value echoed back."""
 
 from __future__ import annotations
 
@@ -100,3 +101,16 @@ def test_a_long_decision_read_through_the_api_reassembles_to_the_source(client: 
         pages.append(read(client, key, ref="episode:e1", cursor=pages[-1]["next_cursor"]))
     assert len(pages) > 1
     assert reassemble(pages) == episode
+
+
+def test_a_refused_record_is_named_without_echoing_its_value(client: TestClient, make_key: MakeKey) -> None:
+    """A 900,000-character title (or status) is refused by its path and rule; the answer does not send the value
+    back (it did, twice: 1.8 MB)."""
+    key = new_key(make_key)
+    for data, path in (({"title": "a" * 900_000, "status": "open"}, "/title"),
+                       ({"title": "t", "status": "z" * 900_000}, "/status")):
+        refused = client.put("/records/todo/long", json={"data": data}, headers=auth(key))
+        assert error(refused, 422) == "invalid_value"
+        assert len(refused.content) < 4_000
+        problems = refused.json()["error"]["details"]["problems"]
+        assert [problem["path"] for problem in problems] == [path] and problems[0]["message"].startswith(f"{path}: ")
