@@ -10,7 +10,17 @@ from fastapi import APIRouter, Form, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from api.console.sessions import close_session, open_session
-from api.console.web import COOKIE, LOGIN_COOKIE, CheckedForm, ConsoleRoute, SignedIn, back_to, page
+from api.console.web import (
+    COOKIE,
+    LOGIN_COOKIE,
+    WHY_COOKIE,
+    CheckedForm,
+    ConsoleRoute,
+    SignedIn,
+    page,
+    sign_in_reason,
+    to_sign_in,
+)
 from api.deps import EngineDep, SettingsDep
 from memory.errors import Forbidden
 
@@ -25,9 +35,10 @@ def _safe_next(target: str | None) -> str:
 
 
 @router.get("/login")
-def login_form(request: Request, next: str | None = None, why: str | None = None) -> HTMLResponse:
+def login_form(request: Request, next: str | None = None) -> HTMLResponse:
     token = secrets.token_urlsafe(32)
-    response = page(request, "login.html", login_token=token, next=_safe_next(next), why=why)
+    response = page(request, "login.html", login_token=token, next=_safe_next(next), why=sign_in_reason(request))
+    response.delete_cookie(WHY_COOKIE, path="/console/login")
     response.set_cookie(LOGIN_COOKIE, token, httponly=True, samesite="strict", path="/console/login",
                         secure=request.app.state.settings.console_secure_cookie, max_age=3600)
     return response
@@ -63,8 +74,8 @@ def home(request: Request, signed: SignedIn) -> HTMLResponse:
 
 
 @router.post("/logout")
-def logout(engine: EngineDep, signed: CheckedForm) -> Response:
+def logout(request: Request, engine: EngineDep, signed: CheckedForm) -> Response:
     close_session(engine, signed.session_id)
-    response = back_to("/console/login?why=you%20signed%20out")
+    response = to_sign_in(request, "you signed out")
     response.delete_cookie(COOKIE, path="/console")
     return response

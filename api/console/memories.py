@@ -11,7 +11,7 @@ from fastapi import APIRouter, Form, Query, Request, Response
 from fastapi.responses import HTMLResponse
 
 from api.console.reads import my_bundles, my_memories
-from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, page
+from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, outcome, page
 from api.deps import EngineDep, SettingsDep
 from api.routers import deletions as deletion_api
 from api.routers import memories as api
@@ -57,7 +57,7 @@ def memory_page(
         for event in my_bundles(engine, principal, limit=200)
     ]
     return page(
-        request, "memory_detail.html", memory=shown, current=current, done=done,
+        request, "memory_detail.html", memory=shown, current=current, done=outcome(done),
         uses=[(event, refs) for event, refs in uses if refs], allowed=allowed(principal, current.space),
     )
 

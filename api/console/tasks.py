@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
 from api.console import drafts
-from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, page
+from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, outcome, page
 from api.deps import EngineDep, SettingsDep
 from api.routers import tasks as api
 from api.schemas.tasks import ControlIn, ResolveIn
@@ -76,7 +76,7 @@ async def task_page(
     draft = await run_in_threadpool(drafts.draft_of, view, request, principal, engine)
     owner = view.owner_user_id or ""
     return page(
-        request, "task.html", task=view, timeline=timeline, draft=draft, done=done,
+        request, "task.html", task=view, timeline=timeline, draft=draft, done=outcome(done),
         temporal_url=temporal_link(settings.temporal_ui_url, settings.temporal_namespace, view.workflow_id,
                                    view.run_id),
         may_control=view.status not in TERMINAL and may_control_task(principal.user_id, principal.roles, owner),

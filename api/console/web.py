@@ -9,11 +9,12 @@ raised anywhere in a page becomes an HTML page saying what happened and what to 
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Callable, Coroutine
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from fastapi import Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -31,6 +32,9 @@ from memory.errors import Forbidden, MnemoError
 COOKIE = "mnemo_console"
 LOGIN_COOKIE = "mnemo_console_login"
 """Before a session exists, the login form's CSRF token is paired with this cookie (double submit)."""
+WHY_COOKIE = "mnemo_console_why"
+"""Why the sign-in page is shown (signed out, idle, key revoked): set by the console only, never from a URL."""
+_OUTCOMES = re.compile(r"approved|rejected|pause|resume|cancel|resolved|expired|corrected to version [0-9]{1,10}")
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 
@@ -71,6 +75,24 @@ def error_page(request: Request, status_code: int, code: str, message: str) -> H
     )
 
 
+def to_sign_in(request: Request, why: str, next_path: str | None = None) -> RedirectResponse:
+    """To the sign-in page, which says ``why`` once: in a cookie only the console sets, so that a crafted link to
+    the real sign-in page cannot make it say anything ("paste your key at ...")."""
+    response = RedirectResponse("/console/login" + (f"?next={quote(next_path)}" if next_path else ""), 303)
+    response.set_cookie(WHY_COOKIE, quote(why), max_age=60, httponly=True, samesite="strict", path="/console/login",
+                        secure=request.app.state.settings.console_secure_cookie)
+    return response
+
+
+def sign_in_reason(request: Request) -> str | None:
+    return unquote(request.cookies.get(WHY_COOKIE, "")) or None
+
+
+def outcome(done: str | None) -> str | None:
+    """The "Done:" notice after an action: one of the console's own outcomes, never a link's text."""
+    return done if done is not None and _OUTCOMES.fullmatch(done) else None
+
+
 class ConsoleRoute(APIRoute):
     """A console route: a mnemo error is an HTML page, and a person who is not signed in goes to the login."""
 
@@ -82,8 +104,8 @@ class ConsoleRoute(APIRoute):
                 return await handler(request)
             except SignedOut as exc:
                 if request.method == "GET":
-                    target = quote(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
-                    return RedirectResponse(f"/console/login?next={target}&why={quote(exc.message)}", 303)
+                    return to_sign_in(request, exc.message,
+                                      request.url.path + (f"?{request.url.query}" if request.url.query else ""))
                 response = error_page(request, 401, exc.code, exc.message)
                 response.delete_cookie(COOKIE, path="/console")
                 return response

@@ -22,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from api.access import RUN_HEADER, THREAD_HEADER
+from api.observability.logging import bind_tenant
 from memory.auth import PrincipalContext, authenticate
 from memory.db import global_session, tenant_session
 from memory.errors import Unauthorized
@@ -60,6 +61,7 @@ class KeyVerifier:
         principal = await run_in_threadpool(check)
         if principal is None:
             return None
+        bind_tenant(principal.tenant_id)  # the request's log lines name its tenant, as REST's do
         # client_id and subject are what the SDK binds a session to: the key, and whom it speaks for.
         return KeyToken(token=token, client_id=principal.key_id, scopes=[],
                         subject=f"{principal.tenant_id}/{principal.user_id}", principal=principal)

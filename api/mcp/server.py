@@ -27,7 +27,7 @@ from starlette.datastructures import State
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import error_body
+from api.errors import REFUSED, Refused, error_body
 from api.mcp import legacy, tools
 from api.mcp.answers import failure
 from api.mcp.arguments import check_arguments
@@ -40,6 +40,8 @@ from memory.resources.declarations import Audience
 
 PATH = "/mcp"
 SESSION_HEADER = "mcp-session-id"
+PARSE_ERROR = -32700
+"""JSON-RPC's code for a body that cannot be taken as a request."""
 _SESSION_SCOPE_KEY = "mnemo.mcp_session_id"
 Ctx = ServerRequestContext[Any, Any]
 
@@ -121,14 +123,25 @@ class SessionIds:
     """ASGI layer in front of the SDK app: hands out the session id :class:`CatalogGate` chose at initialize
     (the SDK's app passes its scope dict down unchanged, so what the gate writes into the request's scope is
     here when the response starts), and answers an authenticated GET (a server-to-client stream, which a
-    stateless server does not keep) with 405; without a valid key a GET is the 401 a POST gets."""
+    stateless server does not keep) with 405, and a body the API's guard refused with a JSON-RPC parse error
+    naming the refusal; without a valid key either is the 401 a POST gets."""
 
     def __init__(self, app: ASGIApp, verifier: KeyVerifier) -> None:
         self._app, self._verifier = app, verifier
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "GET":
-            await self._refuse_stream(scope, send)
+            await self._refuse(scope, send, 405, error_body("method_not_allowed", "this MCP server keeps no "
+                                                            "server-to-client stream"), [(b"allow", b"POST, DELETE")])
+            return
+        refused: Refused | None = scope.get(REFUSED)
+        if scope["type"] == "http" and refused is not None:
+            # The API's body guard refused it (a duplicate key, a NUL, ...) and left the SDK an empty body, which it
+            # would call "EOF while parsing": say what was refused, as a JSON-RPC parse error carrying mnemo's error.
+            error = error_body(refused.code, refused.message)["error"]
+            await self._refuse(scope, send, 400, {"jsonrpc": "2.0", "id": None,
+                                                  "error": {"code": PARSE_ERROR, "message": refused.message,
+                                                            "data": error}})
             return
 
         async def send_with_session(message: Message) -> None:
@@ -140,11 +153,12 @@ class SessionIds:
 
         await self._app(scope, receive, send_with_session)
 
-    async def _refuse_stream(self, scope: Scope, send: Send) -> None:
+    async def _refuse(self, scope: Scope, send: Send, status: int, body: dict[str, Any],
+                      headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        """Answer ``status`` with ``body`` to a caller with a valid key; without one, the 401 the SDK would give."""
         scheme, _, token = Request(scope).headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and await self._verifier.verify_token(token.strip()) is not None:
-            status, body = 405, error_body("method_not_allowed", "this MCP server keeps no server-to-client stream")
-            headers = [(b"allow", b"POST, DELETE")]
+            headers = headers or []
         else:  # as the SDK's bearer middleware answers a POST
             status, body = 401, {"error": "invalid_token", "error_description": "Authentication required"}
             headers = [(b"www-authenticate", b'Bearer error="invalid_token"')]

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.datastructures import State
 
 from api.deps import parse_id
-from api.mcp.answers import with_access, with_memories
+from api.mcp.answers import failure, with_access, with_memories
 from api.schemas.memories import MemoryDetailOut
 from memory import memories
 from memory.auth import PrincipalContext
@@ -85,6 +85,9 @@ def register(server: MCPServer[Any], state: State) -> None:
         cursor: str | None = None,
     ) -> Annotated[CallToolResult, ListOutput]:
         if resource is None:
+            if filters or cursor is not None:  # they page one type's records: never silently dropped
+                return failure("resource_required", "filters and cursor belong to list(resource): name the resource "
+                               "type they are for, or leave them out for the directory")
             return await with_access(ctx, state, lambda access: state.reader.directory(access))
         return await with_access(ctx, state, lambda access: state.reader.list(access, resource, filters or {}, cursor))
 

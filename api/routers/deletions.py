@@ -40,7 +40,7 @@ from memory.deletion.scope import ScopeType
 from memory.enums import Role
 from memory.events import request_digest
 from memory.models import DeletionJob
-from memory.resources.records import default_deletion_request_id, require_record_type
+from memory.resources.records import default_deletion_request_id, require_record_type, require_users_own_key
 from workflows.deletion import DeletionWorkflow
 
 router = APIRouter(tags=["deletion"])
@@ -116,7 +116,10 @@ async def create_deletion_request(
 ) -> DeletionAcceptedOut:
     """Delete a memory, an event, a session or a whole subject. The barrier is committed before this answers:
     from then on nothing returns the targets. A repeat with the same ``deletion_request_id`` returns the same job.
-    A public_client key may not request one here (403), as it may not ``DELETE /records``."""
+    A public_client key may not request one here (403), as it may not ``DELETE /records``; nor may an agent's key
+    name a record (403 ``agent_key_on_records``)."""
+    if body.scope.type == "record":
+        require_users_own_key(principal)
     return await _accept(request, response, settings, principal, engine, body)
 
 
@@ -154,6 +157,7 @@ async def delete_record(
     """Delete one of the caller's records: its rows, search projection and long bodies. From the 202 on it is
     as missing as one never written. Repeating the call returns the same job; a record written again after
     its deletion is a new one, and deleting it is a new job."""
+    require_users_own_key(principal)
     declaration = catalog.get(resource)
     require_record_type(declaration)
 

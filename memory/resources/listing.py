@@ -26,11 +26,16 @@ from memory.resources.results import ListItem, ListPage
 from memory.resources.sources import Position, Source, SourceRow
 
 PAGE_ITEMS = 20
+TITLE_CHARS = 1_000
+"""A result's title at most (the business types declare theirs this long): an undeclared bound (an intent's
+summary, a memory's abstract) is shortened, so that no title alone outgrows a page; read the ref for it whole."""
 
 
 def title_of(declaration: Declaration, data: dict[str, Any]) -> str:
-    """The title field's value in (readable) data; empty when the caller may not read it."""
-    return next((value for _, value in pointers.values_at(data, declaration.title) if isinstance(value, str)), "")
+    """The title field's value in (readable) data, shortened past :data:`TITLE_CHARS`; empty when the caller may
+    not read it."""
+    title = next((value for _, value in pointers.values_at(data, declaration.title) if isinstance(value, str)), "")
+    return title if len(title) <= TITLE_CHARS else title[:TITLE_CHARS] + "…"
 
 
 def _item(declaration: Declaration, grant: Grant, row: SourceRow) -> ListItem:
@@ -74,4 +79,6 @@ def list_page(session: Session, access: Access, declaration: Declaration, source
         page = ListPage(items=shown, next_cursor=next_cursor)
         if fits(page):
             return page
+    if items:
+        raise RuntimeError(f"one {declaration.type} item does not fit a page: {items[0].ref}")
     return ListPage(items=[], next_cursor=None)

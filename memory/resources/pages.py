@@ -150,14 +150,16 @@ def reassemble(pages: list[dict[str, Any]]) -> dict[str, Any]:
             for token in parents:
                 node = node[int(token)] if isinstance(node, list) else node[token]
             value, offset = fragment["value"], fragment.get("offset")
-            if isinstance(node, list):
-                if int(last) != len(node) or offset not in (None, 0):
+            key: int | str = int(last) if isinstance(node, list) else last
+            if offset:  # a later piece of a long string, an array's item or an object's member alike
+                held = node.get(key) if isinstance(node, dict) else node[key] if 0 <= int(key) < len(node) else None
+                if not isinstance(held, str) or len(held) != offset:
+                    raise ValueError(f"fragment {fragment['path']} at offset {offset} does not continue its string")
+                node[key] += value
+            elif isinstance(node, list):
+                if key != len(node):
                     raise ValueError(f"fragment {fragment['path']} is not the next item of its array")
                 node.append(value)
-            elif offset:
-                if len(node[last]) != offset:
-                    raise ValueError(f"fragment {fragment['path']} at offset {offset} does not continue its string")
-                node[last] += value
             else:
-                node[last] = value
+                node[key] = value
     return data

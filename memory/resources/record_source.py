@@ -24,9 +24,7 @@ from sqlalchemy import (
     bindparam,
     cast,
     func,
-    literal,
     select,
-    tuple_,
 )
 from sqlalchemy.dialects.postgresql import JSONB, aggregate_order_by
 from sqlalchemy.orm import Session
@@ -38,7 +36,16 @@ from memory.resources.bodies import Offloaded, record_store, restore
 from memory.resources.declarations import Declaration, FilterType
 from memory.resources.models import ResourceArtifact, ResourceRecord, ResourceSearch
 from memory.resources.records import not_forgotten
-from memory.resources.sources import Candidate, FilterClause, FilterOp, Position, Query, RowState, SourceRow
+from memory.resources.sources import (
+    Candidate,
+    FilterClause,
+    FilterOp,
+    Position,
+    Query,
+    RowState,
+    SourceRow,
+    newest_first,
+)
 from memory.text import tsquery_any
 
 STATES: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
@@ -83,11 +90,8 @@ class RecordSource:
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:
         del grant  # filters were checked against the grant by the reader; a source answers rows, whole
-        statement = select(ResourceRecord).where(self._own(access), *(_condition(clause) for clause in filters))
-        if after is not None:
-            statement = statement.where(tuple_(ResourceRecord.updated_at, ResourceRecord.record_id)
-                                        < tuple_(literal(after.updated_at), literal(after.record_id)))
-        statement = statement.order_by(ResourceRecord.updated_at.desc(), ResourceRecord.record_id.desc()).limit(limit)
+        statement = newest_first(select(ResourceRecord).where(self._own(access), *map(_condition, filters)),
+                                 ResourceRecord.updated_at, ResourceRecord.record_id, after, limit)
         records = session.execute(statement).scalars().all()
         offloaded = self._offloaded(session, access, [record.record_id for record in records])
         return [self._row(record, record.data, tuple(body.path for body in offloaded[record.record_id]))

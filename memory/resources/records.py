@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.epochs import current_epoch
-from memory.errors import Conflict, InvalidInput, NotFound, VersionConflict
+from memory.errors import Conflict, Forbidden, InvalidInput, NotFound, VersionConflict
 from memory.events import next_revision
 from memory.models import DeletionJob, Tombstone
 from memory.resources.bodies import Body, Offloaded, encode, restore, split
@@ -31,6 +31,7 @@ from memory.resources.declarations import RECORD_ID, RECORDS, STORES, Declaratio
 from memory.resources.forget import drop_unreferenced, guard_bodies
 from memory.resources.models import ResourceArtifact, ResourceRecord
 from memory.resources.projection import write_record_projection
+from memory.resources.runs import reads_under_policy
 from memory.resources.validation import check_record
 from memory.tasks.artifacts import ArtifactStore
 
@@ -80,6 +81,17 @@ def require_record_type(declaration: Declaration) -> None:
         )
 
 
+def require_users_own_key(principal: PrincipalContext) -> None:
+    """``/records`` is how the user's own apps write their data and read it back whole. A key that reads under an
+    agent's policy (bound to an agent, or the runtime's) reads with list / search / read, inside the policy's
+    fields; here it would read a record whole, or learn a field it may not read from whether a write of a guess
+    is a replay, and a policy grants no write at all."""
+    if reads_under_policy(principal):
+        raise Forbidden("an agent's key reads records with list, search and read (GET /resources/{type}, POST "
+                        "/resources/search, POST /resources/read), within its policy; /records takes the user's own "
+                        "keys", code="agent_key_on_records")
+
+
 def not_forgotten() -> ColumnElement[bool]:
     """No deletion barrier covers the record: a subject tombstone of its owner, or a tombstone of the record
     itself, at or after the revision it was written in. From the barrier's commit on, a covered record is
@@ -121,6 +133,7 @@ def put_record(
     The long bodies are written only once the write is judged (its row locked, its tombstone and version
     checked); the sha256 of each one this call put in the store is appended to ``wrote``, so a caller whose
     transaction then fails can delete them again (:func:`save_record`)."""
+    require_users_own_key(principal)
     require_record_type(declaration)
     if not _RECORD_ID.fullmatch(record_id):
         raise InvalidInput("record ids are 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
@@ -269,6 +282,7 @@ def default_deletion_request_id(session: Session, principal: PrincipalContext, r
 def get_record(session: Session, principal: PrincipalContext, declaration: Declaration, record_id: str,
                store: ArtifactStore) -> StoredRecord:
     """The caller's record with its whole data; anyone else's is the 404 of a missing one."""
+    require_users_own_key(principal)
     require_record_type(declaration)
     record = session.execute(
         own_record(principal, declaration.type, record_id).where(not_forgotten())

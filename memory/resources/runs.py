@@ -99,6 +99,11 @@ def _is_runtime(principal: PrincipalContext) -> bool:
     return Role.AGENT_RUNTIME.value in principal.roles and Role.ADMIN.value not in principal.roles
 
 
+def reads_under_policy(principal: PrincipalContext) -> bool:
+    """Whether the key reads as an agent (bound to one, or the runtime's): always under an agent's policy."""
+    return principal.agent_id is not None or _is_runtime(principal)
+
+
 def _own_run(session: Session, principal: PrincipalContext, run_id: uuid.UUID, *, lock: bool = False) -> ResourceRun:
     """The run if it reads for the caller's user; another tenant's or user's is the 404 of a missing one."""
     query = select(ResourceRun).where(ResourceRun.tenant_id == principal.tenant_id, ResourceRun.run_id == run_id,

@@ -25,8 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from sqlalchemy import Select, SQLColumnExpression, literal, tuple_
 from sqlalchemy.orm import Session
 
 from memory.resources.access import Access, Grant
@@ -87,6 +88,19 @@ class Position:
 
     updated_at: datetime
     record_id: str
+
+
+Listed = TypeVar("Listed", bound=Select[Any])
+
+
+def newest_first(statement: Listed, updated_at: SQLColumnExpression[datetime], record_id: SQLColumnExpression[str],
+                 after: Position | None, limit: int) -> Listed:
+    """``statement`` in the order every ``list`` pages by — newest change first, then the larger id — strictly after
+    ``after``, at most ``limit`` rows: the keyset condition and the order it must agree with, in one place."""
+    if after is not None:
+        statement = statement.where(tuple_(updated_at, record_id) < tuple_(literal(after.updated_at),
+                                                                           literal(after.record_id)))
+    return statement.order_by(updated_at.desc(), record_id.desc()).limit(limit)
 
 
 @dataclass(frozen=True)

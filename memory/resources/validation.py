@@ -22,6 +22,9 @@ EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 """The range every timestamp of a request lies in (the API's rule for its own bodies, README "Using the API")."""
 MAX_PROBLEMS = 20
+MAX_ECHO_CHARS = 80
+"""A refused value is quoted in its problem's message up to this many characters: the answer names the value, it
+does not send a megabyte back."""
 
 _CODES = {
     "additionalProperties": "unknown_field",
@@ -57,7 +60,15 @@ def _problem(error: ValidationError, declaration: Declaration) -> dict[str, str]
     code = _CODES.get(str(error.validator), "invalid_value")
     if error.validator == "pattern" and _is_ref_field(declaration, [str(part) for part in error.absolute_path]):
         code = "invalid_ref"
-    return {"path": path or "/", "code": code, "message": f"{path or '/'}: {error.message}"}
+    return {"path": path or "/", "code": code, "message": f"{path or '/'}: {_shortened(error)}"}
+
+
+def _shortened(error: ValidationError) -> str:
+    """The validator's sentence with the refused value (which it quotes whole) cut to :data:`MAX_ECHO_CHARS`."""
+    quoted = repr(error.instance)
+    if len(quoted) <= MAX_ECHO_CHARS or quoted not in error.message:
+        return error.message
+    return error.message.replace(quoted, quoted[:MAX_ECHO_CHARS] + "…")
 
 
 def _is_ref_field(declaration: Declaration, tokens: list[str]) -> bool:

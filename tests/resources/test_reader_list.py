@@ -3,6 +3,7 @@ strict query parameters, and number filters of a deployment's own declaration.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -154,9 +155,10 @@ def test_number_and_integer_filters_of_a_deployment_declaration(
     new_key(make_key, tenant_id)  # the tenant exists
     access = agent_access(tenant_id, "alice", "agent-m", {"reading": ("/label", "/count", "/value")})
     store = record_store(settings.data_dir, tenant_id)
+    owner = dataclasses.replace(access.principal, agent_id=None)  # alice's own app writes; the agent reads
     for name, count, value in (("r1", 1, 0.5), ("r2", 2, 1.0), ("r3", 3, 2.25)):
-        save_record(engine, access.principal, catalog.get("reading"), name, {"label": name, "count": count,
-                                                                             "value": value}, None, store)
+        save_record(engine, owner, catalog.get("reading"), name, {"label": name, "count": count, "value": value},
+                    None, store)
 
     def found(**filters: str) -> list[str]:
         return [item.ref for item in own.list(access, "reading", filters, None).items]

@@ -88,10 +88,16 @@ def test_the_runtime_registers_a_run_whose_snapshot_is_the_policy_within_the_cei
     assert directory["run_id"] == run["run_id"] and directory["audience"] == "internal"
     assert [entry["type"] for entry in directory["resources"]] == ["episode", "todo"]
     assert directory["resources"][1]["description"].startswith("A task to do")
-    # A public runtime's snapshot is narrowed by the public ceiling (no /notes, no /summary beyond it).
+    # A public runtime registers no run (a public_client key reads the public catalog only), but a public key of the
+    # run's user reading in it is narrowed by the public ceiling (no /notes, no /summary beyond it).
     public = make_key(tenant=tenant.tenant_id, user="alice", roles=("agent_runtime", "public_client"))
-    narrowed = {g["resource"]: g["fields"] for g in _start(client, public)["snapshot"]}
-    assert narrowed == {"episode": ["/summary", "/title"], "todo": ["/status", "/title"]}
+    refused = client.post("/runs", json={"thread_id": "th-1", "agent_id": "planner"}, headers=auth(public))
+    assert _refusal(refused) == (403, "forbidden")
+    read_by_public = _directory(client, make_key(tenant=tenant.tenant_id, user="alice", roles=("public_client",)),
+                                run["run_id"]).json()
+    assert read_by_public["audience"] == "public"
+    assert {g["type"]: g["fields"] for g in read_by_public["resources"]} == {"episode": ["/summary", "/title"],
+                                                                          "todo": ["/status", "/title"]}
 
 
 def test_only_a_runtime_key_registers_a_run_and_only_for_its_own_agent(

@@ -1,4 +1,4 @@
-"""What the adapters of mnemo's own objects share: a ``list``'s typed filters and keyset position as SQL on
+"""What the adapters of mnemo's own objects share: a ``list``'s typed filters as SQL on
 their columns, and a ``search``'s lexical match over the readable fields' text.
 
 None of mnemo's own objects has a per-field search projection (the memories' one mixes their fields), so
@@ -14,13 +14,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, SQLColumnExpression, literal, text, tuple_
+from sqlalchemy import ColumnElement, SQLColumnExpression, text
 from sqlalchemy.orm import Session
 
 from memory.resources.access import Grant
 from memory.resources.declarations import Declaration, DeclarationError
 from memory.resources.projection import field_texts
-from memory.resources.sources import Candidate, FilterClause, FilterOp, Position
+from memory.resources.sources import Candidate, FilterClause, FilterOp
 from memory.text import lexemes, tsquery_any
 
 Columns = Mapping[str, SQLColumnExpression[Any]]
@@ -49,14 +49,6 @@ def filter_conditions(columns: Columns, clauses: Sequence[FilterClause]) -> list
         else:
             conditions.append(column < clause.value)
     return conditions
-
-
-def keyset_after(updated_at: SQLColumnExpression[datetime], record_id: SQLColumnExpression[str],
-          position: Position | None) -> list[ColumnElement[bool]]:
-    """Rows strictly after ``position`` in newest-first, larger-id-first order (none: no condition)."""
-    if position is None:
-        return []
-    return [tuple_(updated_at, record_id) < tuple_(literal(position.updated_at), literal(position.record_id))]
 
 
 _MATCH = text("""

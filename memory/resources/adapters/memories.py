@@ -26,13 +26,12 @@ from memory.resources.adapters.common import (
     Columns,
     check_filter_columns,
     filter_conditions,
-    keyset_after,
     match_rows,
     present,
     stamp,
 )
 from memory.resources.declarations import Declaration
-from memory.resources.sources import Candidate, FilterClause, Position, Query, RowState, SourceRow
+from memory.resources.sources import Candidate, FilterClause, Position, Query, RowState, SourceRow, newest_first
 from memory.text import tsquery_any
 
 PROPOSALS_PER_CANDIDATE = 8
@@ -85,13 +84,9 @@ class MemorySource:
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:
         del grant
-        statement = (
-            select(Memory)
-            .where(readable_heads(access.principal), *filter_conditions(self.columns, filters),
-                   *keyset_after(Memory.stored_at, MEMORY_ID, after))
-            .order_by(Memory.stored_at.desc(), MEMORY_ID.desc())
-            .limit(limit)
-        )
+        statement = newest_first(
+            select(Memory).where(readable_heads(access.principal), *filter_conditions(self.columns, filters)),
+            Memory.stored_at, MEMORY_ID, after, limit)
         return self._rows(session, session.execute(statement).scalars())
 
     def match(self, session: Session, access: Access, grant: Grant, query: Query, limit: int) -> list[Candidate]:

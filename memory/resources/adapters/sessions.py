@@ -23,13 +23,12 @@ from memory.resources.adapters.common import (
     Columns,
     check_filter_columns,
     filter_conditions,
-    keyset_after,
     match_rows,
     present,
     stamp,
 )
 from memory.resources.declarations import Declaration
-from memory.resources.sources import Candidate, FilterClause, Position, Query, RowState, SourceRow
+from memory.resources.sources import Candidate, FilterClause, Position, Query, RowState, SourceRow, newest_first
 from memory.sessions.archive import summary_readable
 from memory.sessions.models import ChatSession, SessionSummary
 from memory.sessions.store import message_live, own_sessions
@@ -96,12 +95,8 @@ class SessionSource:
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:
         del grant
-        statement = (
-            self._select(access)
-            .where(*filter_conditions(self.columns, filters), *keyset_after(UPDATED_AT, ChatSession.session_id, after))
-            .order_by(UPDATED_AT.desc(), ChatSession.session_id.desc())
-            .limit(limit)
-        )
+        statement = newest_first(self._select(access).where(*filter_conditions(self.columns, filters)),
+                                 UPDATED_AT, ChatSession.session_id, after, limit)
         return [self._row(found) for found in session.execute(statement)]
 
     def match(self, session: Session, access: Access, grant: Grant, query: Query, limit: int) -> list[Candidate]:

@@ -23,13 +23,12 @@ from memory.resources.adapters.common import (
     Columns,
     check_filter_columns,
     filter_conditions,
-    keyset_after,
     match_rows,
     present,
     stamp,
 )
 from memory.resources.declarations import Declaration
-from memory.resources.sources import Candidate, FilterClause, Position, Query, SourceRow
+from memory.resources.sources import Candidate, FilterClause, Position, Query, SourceRow, newest_first
 from memory.sessions.archive import summary_readable
 from memory.sessions.models import ChatSession, SessionSummary
 from memory.sessions.store import own_sessions
@@ -68,13 +67,8 @@ class SummarySource:
              after: Position | None, limit: int) -> list[SourceRow]:
         del grant
         latest = _latest(access)
-        statement = (
-            select(latest)
-            .where(*filter_conditions(columns_of(latest), filters),
-                   *keyset_after(latest.created_at, latest.session_id, after))
-            .order_by(latest.created_at.desc(), latest.session_id.desc())
-            .limit(limit)
-        )
+        statement = newest_first(select(latest).where(*filter_conditions(columns_of(latest), filters)),
+                                 latest.created_at, latest.session_id, after, limit)
         return [self._row(summary) for summary in session.execute(statement).scalars()]
 
     def match(self, session: Session, access: Access, grant: Grant, query: Query, limit: int) -> list[Candidate]:

@@ -23,13 +23,12 @@ from memory.resources.adapters.common import (
     Columns,
     check_filter_columns,
     filter_conditions,
-    keyset_after,
     match_rows,
     present,
     stamp,
 )
 from memory.resources.declarations import Declaration
-from memory.resources.sources import Candidate, FilterClause, Position, Query, RowState, SourceRow
+from memory.resources.sources import Candidate, FilterClause, Position, Query, RowState, SourceRow, newest_first
 from memory.tasks.models import Task, TaskApproval, TaskAttempt, TaskCheckpoint, TaskOperation
 from memory.tasks.states import TERMINAL, TaskStatus
 
@@ -78,13 +77,8 @@ class TaskSource:
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:
         del grant
-        statement = (
-            select(Task)
-            .where(readable_tasks(access), *filter_conditions(self.columns, filters),
-                   *keyset_after(Task.updated_at, Task.task_id, after))
-            .order_by(Task.updated_at.desc(), Task.task_id.desc())
-            .limit(limit)
-        )
+        statement = newest_first(select(Task).where(readable_tasks(access), *filter_conditions(self.columns, filters)),
+                                 Task.updated_at, Task.task_id, after, limit)
         return self._rows(session, list(session.execute(statement).scalars()))
 
     def match(self, session: Session, access: Access, grant: Grant, query: Query, limit: int) -> list[Candidate]:
