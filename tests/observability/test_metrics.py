@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, generate_latest
@@ -105,11 +106,15 @@ def test_a_deleted_memory_in_a_later_bundle_is_counted(
     forged = {"t": tenant, "ref": f"{created['memory_id']}@1"}
     with tenant_session(engine, tenant) as session:
         session.execute(text(
-            "INSERT INTO audit_log (tenant_id, actor, action, detail) VALUES (:t, 'alice', 'MEMORY_BUNDLE_BUILT', "
-            "jsonb_build_object('selected_refs', jsonb_build_array(CAST(:ref AS text))))"
-        ), forged)
-    try:
-        assert value(scrape(client), "mnemo_recalls_of_deleted_content") == 1
+            "INSERT INTO audit_log (tenant_id, actor, action, detail, at) VALUES (:t, 'alice', 'MEMORY_BUNDLE_BUILT', "
+            "jsonb_build_object('selected_refs', jsonb_build_array(CAST(:ref AS text))), now() + :later)"
+        ), {**forged, "later": timedelta(seconds=30)})
+    try:  # 30 s after the barrier: a recall racing the barrier's transaction, not a leak
+        assert value(scrape(client), "mnemo_recalls_of_deleted_content") == 0
+        with tenant_session(engine, tenant) as session:
+            session.execute(text("UPDATE audit_log SET at = at + interval '40 seconds' WHERE tenant_id = :t "
+                                 "AND action = 'MEMORY_BUNDLE_BUILT' AND NOT detail ? 'trace_id'"), forged)
+        assert value(scrape(client), "mnemo_recalls_of_deleted_content") == 1  # 70 s after: a leak
     finally:  # the forged event must not outlive the test
         with tenant_session(engine, tenant) as session:
             session.execute(text(
