@@ -11,8 +11,9 @@ in a field the grant does not read never makes a candidate, and the ranker compa
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import ColumnElement, SQLColumnExpression, text
 from sqlalchemy.orm import Session
@@ -25,6 +26,20 @@ from memory.text import lexemes, tsquery_any
 
 Columns = Mapping[str, SQLColumnExpression[Any]]
 """Declared field path → the SQL expression holding the value the adapter returns at that path."""
+
+
+@dataclass
+class TableSource:
+    """What every adapter is built from: its type's declaration, and (per subclass) the columns its declared
+    filters compare — checked once, at start-up, so a filter without a column refuses the start."""
+
+    declaration: Declaration
+    columns: ClassVar[Columns]
+    resource: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.resource = self.declaration.type
+        check_filter_columns(self.declaration, self.columns)
 
 
 def check_filter_columns(declaration: Declaration, columns: Columns) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,13 +24,12 @@ from memory.models import Memory, MemorySearch
 from memory.resources.access import Access, Grant
 from memory.resources.adapters.common import (
     Columns,
-    check_filter_columns,
+    TableSource,
     filter_conditions,
     match_rows,
     present,
     stamp,
 )
-from memory.resources.declarations import Declaration
 from memory.resources.sources import Candidate, FilterClause, Position, Query, RowState, SourceRow, newest_first
 from memory.text import tsquery_any
 
@@ -72,14 +71,8 @@ def state_of(memory: Memory, now: datetime) -> RowState:
 
 
 @dataclass
-class MemorySource:
-    declaration: Declaration
-    resource: str = field(init=False)
-    columns: Columns = field(default_factory=lambda: COLUMNS)
-
-    def __post_init__(self) -> None:
-        self.resource = self.declaration.type
-        check_filter_columns(self.declaration, self.columns)
+class MemorySource(TableSource):
+    columns = COLUMNS
 
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:

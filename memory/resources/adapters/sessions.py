@@ -11,7 +11,7 @@ deletion barrier of its own that every page would have to re-apply.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Row, Text, func, literal, select
@@ -21,13 +21,12 @@ from memory.models import MemoryEvent
 from memory.resources.access import Access, Grant
 from memory.resources.adapters.common import (
     Columns,
-    check_filter_columns,
+    TableSource,
     filter_conditions,
     match_rows,
     present,
     stamp,
 )
-from memory.resources.declarations import Declaration
 from memory.resources.sources import Candidate, FilterClause, Position, Query, RowState, SourceRow, newest_first
 from memory.sessions.archive import summary_readable
 from memory.sessions.models import ChatSession, SessionSummary
@@ -83,14 +82,8 @@ def data_of(chat: ChatSession, first_request: str | None, has_summary: bool) -> 
 
 
 @dataclass
-class SessionSource:
-    declaration: Declaration
-    resource: str = field(init=False)
-    columns: Columns = field(default_factory=lambda: COLUMNS)
-
-    def __post_init__(self) -> None:
-        self.resource = self.declaration.type
-        check_filter_columns(self.declaration, self.columns)
+class SessionSource(TableSource):
+    columns = COLUMNS
 
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:

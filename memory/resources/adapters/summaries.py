@@ -10,7 +10,7 @@ a new version, so the row's version is the summary's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, select
@@ -21,13 +21,12 @@ from sqlalchemy.sql.selectable import Select
 from memory.resources.access import Access, Grant
 from memory.resources.adapters.common import (
     Columns,
-    check_filter_columns,
+    TableSource,
     filter_conditions,
     match_rows,
     present,
     stamp,
 )
-from memory.resources.declarations import Declaration
 from memory.resources.sources import Candidate, FilterClause, Position, Query, SourceRow, newest_first
 from memory.sessions.archive import summary_readable
 from memory.sessions.models import ChatSession, SessionSummary
@@ -55,13 +54,8 @@ def data_of(summary: SessionSummary) -> dict[str, Any]:
 
 
 @dataclass
-class SummarySource:
-    declaration: Declaration
-    resource: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.resource = self.declaration.type
-        check_filter_columns(self.declaration, columns_of(SessionSummary))
+class SummarySource(TableSource):
+    columns = columns_of(SessionSummary)
 
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:

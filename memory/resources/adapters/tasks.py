@@ -10,7 +10,7 @@ asks it). Its timeline is summarised as counts, its publication as the latest pu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, func, select, true
@@ -21,13 +21,12 @@ from memory.auth import may_read_every_task
 from memory.resources.access import Access, Grant
 from memory.resources.adapters.common import (
     Columns,
-    check_filter_columns,
+    TableSource,
     filter_conditions,
     match_rows,
     present,
     stamp,
 )
-from memory.resources.declarations import Declaration
 from memory.resources.sources import Candidate, FilterClause, Position, Query, RowState, SourceRow, newest_first
 from memory.tasks.models import Task, TaskApproval, TaskAttempt, TaskCheckpoint, TaskOperation
 from memory.tasks.states import TERMINAL, TaskStatus
@@ -65,14 +64,8 @@ def data_of(task: Task, timeline: dict[str, int] | None = None, publication: dic
 
 
 @dataclass
-class TaskSource:
-    declaration: Declaration
-    resource: str = field(init=False)
-    columns: Columns = field(default_factory=lambda: COLUMNS)
-
-    def __post_init__(self) -> None:
-        self.resource = self.declaration.type
-        check_filter_columns(self.declaration, self.columns)
+class TaskSource(TableSource):
+    columns = COLUMNS
 
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:
