@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import typer
 
-from api.session_cli import ApiUrl, DataDir, Json, Key, KeyFile, _call, _connection, _print
+from api.cli_http import ApiUrl, DataDir, Json, Key, KeyFile, call, connection, print_answer
 from api.task_cli import table
 
 policy_app = typer.Typer(help="Per-agent resource policies: operations and fields per resource type.",
@@ -47,10 +47,11 @@ def set_policy(
     as_json: Json = False,
 ) -> None:
     """Set what the agent may do with the type (replacing what it could); its next read sees it."""
-    conn = _connection(api_url, key, key_file, data_dir)
-    stored = _call(conn, "PUT", _path(agent_id, resource),
+    conn = connection(api_url, key, key_file, data_dir)
+    stored = call(conn, "PUT", _path(agent_id, resource),
                    json={"operations": _names(operations), "fields": _names(fields)})
-    _print(stored, as_json, lambda policy: table(_rows([policy]), ["agent_id", "resource", "operations", "fields"]))
+    print_answer(stored, as_json,
+                 lambda policy: table(_rows([policy]), ["agent_id", "resource", "operations", "fields"]))
 
 
 @policy_app.command("list")
@@ -63,15 +64,15 @@ def list_policies(
     as_json: Json = False,
 ) -> None:
     """The agent's policies by type; a type not listed is one the agent may not use."""
-    conn = _connection(api_url, key, key_file, data_dir)
-    found = _call(conn, "GET", _path(agent_id))
+    conn = connection(api_url, key, key_file, data_dir)
+    found = call(conn, "GET", _path(agent_id))
 
     def render(answer: dict[str, Any]) -> str:
         if not answer["policies"]:
             return f"agent {answer['agent_id']} has no policy: it may use no resource type"
         return table(_rows(answer["policies"]), ["resource", "operations", "fields", "updated_at", "updated_by"])
 
-    _print(found, as_json, render)
+    print_answer(found, as_json, render)
 
 
 @policy_app.command("delete")
@@ -85,12 +86,12 @@ def delete_policy(
     as_json: Json = False,
 ) -> None:
     """Revoke the agent's use of the type: its very next read, in a run or not, no longer sees it."""
-    conn = _connection(api_url, key, key_file, data_dir)
-    answer = _call(conn, "DELETE", _path(agent_id, resource))
+    conn = connection(api_url, key, key_file, data_dir)
+    answer = call(conn, "DELETE", _path(agent_id, resource))
 
     def render(deleted: dict[str, Any]) -> str:
         revoked = deleted["revoked"]
         return (f"revoked agent {deleted['agent_id']}'s {deleted['resource']}: "
                 f"{','.join(revoked['operations'])} on {','.join(revoked['fields'])}")
 
-    _print(answer, as_json, render)
+    print_answer(answer, as_json, render)

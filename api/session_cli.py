@@ -1,9 +1,7 @@
 """``mnemo session …``: post messages, read the context window, commit a stage, show a session or a commit.
 
-It talks to the HTTP API with an API key, like any other client: ``--api-url`` (or MNEMO_API_URL; default
-``http://MNEMO_API_HOST:MNEMO_API_PORT``, where ``mnemo dev`` and ``mnemo api`` listen) and ``--key`` (or
-MNEMO_API_KEY), else the key in ``--key-file`` (default ``<data-dir>/admin.key``, the admin key ``mnemo dev``
-writes). Tables for people, ``--json`` for scripts; errors as ``mnemo: message (code, HTTP status)``.
+It talks to the HTTP API with an API key, like any other client (:mod:`api.cli_http`). Tables for people,
+``--json`` for scripts.
 """
 
 from __future__ import annotations
@@ -11,15 +9,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
-import httpx
 import typer
 
-from api.settings import Settings
+from api.cli_http import ApiUrl, DataDir, Json, Key, KeyFile, call, connection, fail, print_answer
 from api.task_cli import table
 
 session_app = typer.Typer(help="Sessions: messages, context windows, commits into memory.", no_args_is_help=True)
@@ -30,70 +26,6 @@ PROGRESS_EVERY_SECONDS = 5.0
 """``--wait`` says on stderr what the commit is doing when it changes, and at least this often."""
 CONTENT_WIDTH = 60
 SUMMARY_SECTIONS = ("goal", "facts", "decisions", "constraints", "completed", "pending", "unknowns", "errors")
-
-ApiUrl = Annotated[
-    str | None,
-    typer.Option("--api-url", envvar="MNEMO_API_URL", help="mnemo API base URL (default: MNEMO_API_HOST:PORT)."),
-]
-Key = Annotated[str | None, typer.Option("--key", envvar="MNEMO_API_KEY", help="API key (mnemo_...).")]
-KeyFile = Annotated[
-    Path | None, typer.Option("--key-file", help="File holding the API key (default: <data-dir>/admin.key).")
-]
-DataDir = Annotated[
-    Path, typer.Option("--data-dir", envvar="MNEMO_DATA_DIR", help="Data dir of a running `mnemo dev`.")
-]
-Json = Annotated[bool, typer.Option("--json", help="Print the API's JSON answer.")]
-
-
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"mnemo: {message}", err=True)
-    raise typer.Exit(1)
-
-
-@dataclass(frozen=True)
-class Connection:
-    api_url: str
-    key: str
-
-
-def _connection(api_url: str | None, key: str | None, key_file: Path | None, data_dir: Path) -> Connection:
-    """Where the API is and which key to send: the options, else the settings' address and the key file."""
-    settings = Settings()
-    url = (api_url or f"http://{settings.api_host}:{settings.api_port}").rstrip("/")
-    if key:
-        return Connection(url, key)
-    path = key_file or data_dir / "admin.key"
-    if not path.is_file():
-        _fail(f"no API key: {path} does not exist (pass --key or --key-file, or start `mnemo dev`)")
-    secret = path.read_text().strip()
-    if not secret:
-        _fail(f"no API key: {path} is empty")
-    return Connection(url, secret)
-
-
-def _call(conn: Connection, method: str, path: str, *, missing_ok: bool = False, **kwargs: Any) -> Any:
-    """The API's JSON answer; a 404 is None when ``missing_ok``; any other error ends the command."""
-    try:
-        response = httpx.request(
-            method, conn.api_url + path, headers={"Authorization": f"Bearer {conn.key}"}, timeout=60, **kwargs
-        )
-    except httpx.HTTPError as exc:
-        _fail(f"cannot reach the API at {conn.api_url}: {exc}")
-    if response.status_code == 404 and missing_ok:
-        return None
-    if response.status_code >= 400:
-        try:
-            error = response.json()["error"]
-            message, code = error["message"], error["code"]
-        except (ValueError, KeyError, TypeError):
-            _fail(f"HTTP {response.status_code}: {response.text[:300]}")
-        _fail(f"{message} ({code}, HTTP {response.status_code})")
-    return response.json()
-
-
-def _print(data: Any, as_json: bool, render: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False) if as_json else render(data))
-
 
 def _short(text: Any, width: int = CONTENT_WIDTH) -> str:
     """One line of at most ``width`` characters (a table cell)."""
@@ -117,7 +49,7 @@ def _state_lines(state: dict[str, Any]) -> list[str]:
 def _read_messages(file: Path | None, user: list[str]) -> list[dict[str, Any]]:
     """The messages to post: a file's (the API's format, sent as written) or one user message per ``--user``."""
     if (file is None) == (not user):
-        _fail("give either --file or one or more --user, not both and not neither")
+        fail("give either --file or one or more --user, not both and not neither")
     if file is None:
         now = datetime.now(UTC).isoformat()
         return [{"idempotency_key": f"cli-{uuid.uuid4().hex}", "role": "user", "content": text, "created_at": now}
@@ -125,10 +57,10 @@ def _read_messages(file: Path | None, user: list[str]) -> list[dict[str, Any]]:
     try:
         data = json.loads(file.read_text())
     except (OSError, ValueError) as exc:
-        _fail(f"cannot read {file}: {exc}")
+        fail(f"cannot read {file}: {exc}")
     found = data.get("messages") if isinstance(data, dict) else data
     if not isinstance(found, list) or not all(isinstance(m, dict) for m in found):
-        _fail(f'{file} must hold a list of messages or {{"messages": [...]}}')
+        fail(f'{file} must hold a list of messages or {{"messages": [...]}}')
     return found
 
 
@@ -146,12 +78,12 @@ def messages(
     as_json: Json = False,
 ) -> None:
     """Post messages to a session (opened first if it does not exist yet); a replayed message is marked."""
-    conn = _connection(api_url, key, key_file, data_dir)
+    conn = connection(api_url, key, key_file, data_dir)
     sent = _read_messages(file, user or [])
-    if _call(conn, "GET", f"/sessions/{session_id}", missing_ok=True) is None:
-        _call(conn, "POST", "/sessions", json={"session_id": session_id})
+    if call(conn, "GET", f"/sessions/{session_id}", missing_ok=True) is None:
+        call(conn, "POST", "/sessions", json={"session_id": session_id})
         typer.echo(f"mnemo: opened session {session_id}", err=True)
-    stored = _call(conn, "POST", f"/sessions/{session_id}/messages", json={"messages": sent})
+    stored = call(conn, "POST", f"/sessions/{session_id}/messages", json={"messages": sent})
 
     def render(answer: dict[str, Any]) -> str:
         rows = [{**event, "role": message.get("role"), "content": _short(message.get("content", ""))}
@@ -165,7 +97,7 @@ def messages(
             )
         return text
 
-    _print(stored, as_json, render)
+    print_answer(stored, as_json, render)
 
 
 # ----------------------------------------------------------------- window ---
@@ -196,9 +128,9 @@ def window(
     as_json: Json = False,
 ) -> None:
     """The messages the model would get within the budget, by priority then recency, and what was dropped."""
-    conn = _connection(api_url, key, key_file, data_dir)
-    found = _call(conn, "GET", f"/sessions/{session_id}/window", params={"budget_tokens": budget})
-    _print(found, as_json, _render_window)
+    conn = connection(api_url, key, key_file, data_dir)
+    found = call(conn, "GET", f"/sessions/{session_id}/window", params={"budget_tokens": budget})
+    print_answer(found, as_json, _render_window)
 
 
 # ----------------------------------------------------------------- commit ---
@@ -241,11 +173,11 @@ def commit(
     as_json: Json = False,
 ) -> None:
     """Commit the messages since the last commit: archive them, extract memories (a workflow)."""
-    conn = _connection(api_url, key, key_file, data_dir)
+    conn = connection(api_url, key, key_file, data_dir)
     chosen = commit_id or f"c-{uuid.uuid4().hex[:12]}"
-    accepted = _call(conn, "POST", f"/sessions/{session_id}/commit", json={"commit_id": chosen})
+    accepted = call(conn, "POST", f"/sessions/{session_id}/commit", json={"commit_id": chosen})
     if not wait:
-        _print(accepted, as_json, lambda a: (
+        print_answer(accepted, as_json, lambda a: (
             f"commit {a['commit_id']} {a['status']}: messages {a['sequence_range']['from']}–"
             f"{a['sequence_range']['to']}, workflow {a['workflow_id']}"
             + (" — already accepted" if a.get("replayed") else "")
@@ -254,18 +186,18 @@ def commit(
     started = time.monotonic()
     deadline, said, last = started + timeout, started, ""
     while True:
-        view = _call(conn, "GET", f"/sessions/{session_id}/commits/{chosen}")
+        view = call(conn, "GET", f"/sessions/{session_id}/commits/{chosen}")
         if view["status"] in TERMINAL:
             break
         now = time.monotonic()
         if now > deadline:
-            _fail(f"commit {chosen} is still {view['status']} after {timeout:g}s (see `mnemo session show "
+            fail(f"commit {chosen} is still {view['status']} after {timeout:g}s (see `mnemo session show "
                   f"{session_id} --commit {chosen}`)")
         if view["status"] != last or now - said >= PROGRESS_EVERY_SECONDS:  # long work shows progress
             typer.echo(f"commit {chosen}: {view['status']} ({now - started:.0f}s)", err=True)
             said, last = now, view["status"]
         time.sleep(0.2)
-    _print(view, as_json, _render_commit)
+    print_answer(view, as_json, _render_commit)
 
 
 # ------------------------------------------------------------------- show ---
@@ -303,10 +235,10 @@ def show(
     as_json: Json = False,
 ) -> None:
     """A session's state, profile and latest summary; or, with --commit, what that commit stored and refused."""
-    conn = _connection(api_url, key, key_file, data_dir)
+    conn = connection(api_url, key, key_file, data_dir)
     if commit_id is not None:
-        _print(_call(conn, "GET", f"/sessions/{session_id}/commits/{commit_id}"), as_json, _render_commit)
+        print_answer(call(conn, "GET", f"/sessions/{session_id}/commits/{commit_id}"), as_json, _render_commit)
         return
-    view = _call(conn, "GET", f"/sessions/{session_id}")
-    view["summary"] = _call(conn, "GET", f"/sessions/{session_id}/summaries/latest", missing_ok=True)
-    _print(view, as_json, _render_session)
+    view = call(conn, "GET", f"/sessions/{session_id}")
+    view["summary"] = call(conn, "GET", f"/sessions/{session_id}/summaries/latest", missing_ok=True)
+    print_answer(view, as_json, _render_session)

@@ -1,0 +1,81 @@
+"""How the ``mnemo`` commands that are API clients (``mnemo session``, ``mnemo policy``) connect: like any other
+client, over HTTP with an API key — ``--api-url`` (or MNEMO_API_URL; default ``http://MNEMO_API_HOST:MNEMO_API_PORT``,
+where ``mnemo dev`` and ``mnemo api`` listen) and ``--key`` (or MNEMO_API_KEY), else the key in ``--key-file``
+(default ``<data-dir>/admin.key``, the admin key ``mnemo dev`` writes). Errors end the command as
+``mnemo: message (code, HTTP status)``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import httpx
+import typer
+
+from api.settings import Settings
+
+ApiUrl = Annotated[
+    str | None,
+    typer.Option("--api-url", envvar="MNEMO_API_URL", help="mnemo API base URL (default: MNEMO_API_HOST:PORT)."),
+]
+Key = Annotated[str | None, typer.Option("--key", envvar="MNEMO_API_KEY", help="API key (mnemo_...).")]
+KeyFile = Annotated[
+    Path | None, typer.Option("--key-file", help="File holding the API key (default: <data-dir>/admin.key).")
+]
+DataDir = Annotated[
+    Path, typer.Option("--data-dir", envvar="MNEMO_DATA_DIR", help="Data dir of a running `mnemo dev`.")
+]
+Json = Annotated[bool, typer.Option("--json", help="Print the API's JSON answer.")]
+
+
+def fail(message: str) -> NoReturn:
+    typer.echo(f"mnemo: {message}", err=True)
+    raise typer.Exit(1)
+
+
+@dataclass(frozen=True)
+class Connection:
+    api_url: str
+    key: str
+
+
+def connection(api_url: str | None, key: str | None, key_file: Path | None, data_dir: Path) -> Connection:
+    """Where the API is and which key to send: the options, else the settings' address and the key file."""
+    settings = Settings()
+    url = (api_url or f"http://{settings.api_host}:{settings.api_port}").rstrip("/")
+    if key:
+        return Connection(url, key)
+    path = key_file or data_dir / "admin.key"
+    if not path.is_file():
+        fail(f"no API key: {path} does not exist (pass --key or --key-file, or start `mnemo dev`)")
+    secret = path.read_text().strip()
+    if not secret:
+        fail(f"no API key: {path} is empty")
+    return Connection(url, secret)
+
+
+def call(conn: Connection, method: str, path: str, *, missing_ok: bool = False, **kwargs: Any) -> Any:
+    """The API's JSON answer; a 404 is None when ``missing_ok``; any other error ends the command."""
+    try:
+        response = httpx.request(
+            method, conn.api_url + path, headers={"Authorization": f"Bearer {conn.key}"}, timeout=60, **kwargs
+        )
+    except httpx.HTTPError as exc:
+        fail(f"cannot reach the API at {conn.api_url}: {exc}")
+    if response.status_code == 404 and missing_ok:
+        return None
+    if response.status_code >= 400:
+        try:
+            error = response.json()["error"]
+            message, code = error["message"], error["code"]
+        except (ValueError, KeyError, TypeError):
+            fail(f"HTTP {response.status_code}: {response.text[:300]}")
+        fail(f"{message} ({code}, HTTP {response.status_code})")
+    return response.json()
+
+
+def print_answer(data: Any, as_json: bool, render: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False) if as_json else render(data))
