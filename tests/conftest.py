@@ -1,7 +1,9 @@
 """Session-scoped real services: an embedded PostgreSQL cluster and a Temporal dev server.
 
 Nothing here is mocked. Each test isolates itself by creating its own tenants
-(``make_key``), so the services are shared and started once.
+(``make_key``), so the services are shared and started once per test process: under pytest-xdist
+(``-n 2`` in pyproject.toml) each process has its own cluster and dev server, on free ports and in
+its own temporary directory.
 """
 
 from __future__ import annotations

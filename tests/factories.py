@@ -12,8 +12,9 @@ import psycopg
 from sqlalchemy import Engine
 
 from api.devstack.postgres import PostgresInfo
+from api.settings import Settings
 from memory.auth import PrincipalContext, create_api_key
-from memory.db import tenant_session
+from memory.db import make_engine, tenant_session
 from memory.enums import Category, SourceLevel, Space
 from memory.memories import NewMemory, Source, create_memory
 from migrations import upgrade
@@ -63,6 +64,25 @@ def scratch_database(postgres: PostgresInfo, prefix: str) -> Iterator[str]:
         with psycopg.connect(postgres.conninfo("postgres"), autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
             conn.execute(f"DROP DATABASE IF EXISTS {name}_restoring WITH (FORCE)")
+
+
+@contextmanager
+def scratch_stack(settings: Settings, postgres: PostgresInfo, prefix: str) -> Iterator[tuple[Settings, Engine]]:
+    """``settings`` on a scratch database (and a task queue) of its own, and an engine on it: for a test whose
+    workflow sweeps every tenant, so that it sweeps what the test wrote, not all the session wrote before it."""
+    with scratch_database(postgres, prefix) as url:
+        engine = make_engine(url)
+        own = settings.model_copy(update={"database_url": url, "task_queue": f"{prefix}-{uuid.uuid4().hex[:8]}"})
+        try:
+            yield own, engine
+        finally:
+            engine.dispose()
+
+
+def key_in(engine: Engine, tenant_id: str, user: str = "alice", roles: tuple[str, ...] = ("memory_writer",)) -> str:
+    """An API key of ``user`` in ``tenant_id``, written through ``engine`` (a scratch database's, say)."""
+    with tenant_session(engine, tenant_id) as session:
+        return create_api_key(session, tenant_id=tenant_id, user_id=user, roles=list(roles))
 
 
 def alices_memory(engine: Engine, content: str) -> uuid.UUID:

@@ -7,11 +7,8 @@ import json
 from typing import Annotated
 
 import typer
-from starlette.datastructures import State
 
-from api.mcp.server import McpEndpoint
 from api.settings import Settings
-from memory.resources.catalog import load_catalog
 from memory.resources.declarations import Audience
 
 mcp_app = typer.Typer(help="The MCP endpoint (/mcp).", no_args_is_help=True)
@@ -27,6 +24,12 @@ def manifest(
     It follows the same settings as the API (MNEMO_MCP_LEGACY_TOOLS, MNEMO_RESOURCE_DECLARATIONS_DIR), so the
     hash printed here is the one a session opened on that API names.
     """
+    # Here, not at the top: the MCP server (the SDK among it) is a second of imports every `mnemo` command paid.
+    from starlette.datastructures import State
+
+    from api.mcp.server import McpEndpoint
+    from memory.resources.catalog import load_catalog
+
     settings = Settings()
     endpoint = McpEndpoint(settings, State(), load_catalog(settings.resource_declarations_dir))
     built = asyncio.run(endpoint.catalogs.of(audience))

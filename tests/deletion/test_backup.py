@@ -33,16 +33,19 @@ MNEMO = str(Path(sys.executable).parent / "mnemo")
 def own_database(postgres: PostgresInfo, deletion_settings: Settings) -> Iterator[Settings]:
     """A database of its own: a restore swaps the whole database, which other tests must not feel."""
     with scratch_database(postgres, "mnemo_backup") as url:
-        settings = deletion_settings.model_copy(
-            update={"database_url": url, "task_queue": f"backup-{uuid.uuid4().hex[:8]}"}
-        )
-        worker = subprocess.Popen([MNEMO, "worker"], env=worker_env(settings), stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
-        try:
-            yield settings
-        finally:
-            worker.terminate()
-            worker.wait(30)
+        yield deletion_settings.model_copy(update={"database_url": url, "task_queue": f"backup-{uuid.uuid4().hex[:8]}"})
+
+
+@pytest.fixture
+def own_worker(own_database: Settings) -> Iterator[None]:
+    """A ``mnemo worker`` process on that database, for the deletion a test runs there."""
+    worker = subprocess.Popen([MNEMO, "worker"], env=worker_env(own_database), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        worker.terminate()
+        worker.wait(30)
 
 
 def _mnemo(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
@@ -51,7 +54,9 @@ def _mnemo(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([MNEMO, *args], capture_output=True, text=True, env=env, timeout=120)
 
 
-def test_a_restored_backup_does_not_resurrect_deleted_data(own_database: Settings, tmp_path: Path) -> None:
+def test_a_restored_backup_does_not_resurrect_deleted_data(
+    own_database: Settings, own_worker: None, tmp_path: Path
+) -> None:
     engine = make_engine(own_database.require_database_url(), pool_size=1)
     with tenant_session(engine, "acme") as session:
         key = create_api_key(session, tenant_id="acme", user_id="alice", roles=["memory_writer"])

@@ -8,9 +8,11 @@ import uuid
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
+import psycopg
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, select
 
+from api.devstack.postgres import PostgresInfo
 from memory.db import tenant_session
 from memory.models import MemoryUsage
 from memory.projection import delete_projection
@@ -61,16 +63,20 @@ def test_a_bundle_never_recreates_usage_for_a_memory_whose_projection_is_gone(
         assert session.execute(select(MemoryUsage).where(MemoryUsage.tenant_id == tenant)).all() == []
 
 
-def _waiting_on_a_lock(engine: Engine) -> bool:
-    with engine.connect() as conn:
-        return bool(conn.execute(text(
+def _waiting_on_a_lock(postgres: PostgresInfo) -> bool:
+    """Read as the cluster's superuser: the application role sees no other session's wait event or query in
+    pg_stat_activity (they read as null), so asked through ``engine`` this never held and the wait below always
+    ran its whole 10 s."""
+    with psycopg.connect(postgres.conninfo()) as conn:
+        row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity"
             " WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO memory_usage%'"
-        )).scalar_one())
+        ).fetchone()
+    return row is not None and row[0] > 0
 
 
 def test_a_bundle_racing_an_uncommitted_purge_waits_for_it_and_writes_no_counter(
-    api: TestClient, make_key: MakeKey, engine: Engine
+    api: TestClient, make_key: MakeKey, engine: Engine, postgres: PostgresInfo
 ) -> None:
     tenant, _, memory_id = _one_memory(api, make_key, "The user restores old typewriters")
     injected = SimpleNamespace(memory=SimpleNamespace(memory_id=uuid.UUID(memory_id)))
@@ -88,7 +94,7 @@ def test_a_bundle_racing_an_uncommitted_purge_waits_for_it_and_writes_no_counter
         racing = threading.Thread(target=bundle)
         racing.start()
         deadline = time.monotonic() + 10
-        while not _waiting_on_a_lock(engine) and racing.is_alive() and time.monotonic() < deadline:
+        while not _waiting_on_a_lock(postgres) and racing.is_alive() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert racing.is_alive(), "the bundle's usage write must wait for the purge holding the row"
     racing.join(timeout=10)

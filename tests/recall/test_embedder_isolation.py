@@ -26,6 +26,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select, text
 
 from activities.embedding import EmbedBatchInput, EmbeddingActivities
+from api.devstack.postgres import PostgresInfo
+from api.main import create_app
 from api.settings import Settings
 from api.temporal import connect
 from memory.db import tenant_session
@@ -40,7 +42,9 @@ from memory.embeddings import (
 )
 from memory.models import MemorySearch
 from tests.conftest import MakeKey, auth
+from tests.factories import key_in, scratch_stack
 from tests.recall.conftest import write
+from tests.workers import ThreadWorker
 from workflows.embedding import EmbeddingSweepInput, EmbeddingSweepWorkflow
 
 CRASHER = "\ufdfa" * 100
@@ -198,29 +202,38 @@ def test_a_text_that_crashes_the_engine_is_set_aside_and_the_rest_embedded(
     assert EmbeddingActivities(engine).embed_batch(EmbedBatchInput(tenant, batch_size=16)).written == 1
 
 
-def test_a_tenant_whose_backlog_fails_does_not_hold_back_the_others(
-    client: TestClient, make_key: MakeKey, engine: Engine, recall_worker: None, recall_settings: Settings
-) -> None:
-    """A row the backlog cannot even read (a timestamp past year 9999, stored before input was bounded)."""
+def test_a_tenant_whose_backlog_fails_does_not_hold_back_the_others(settings: Settings, postgres: PostgresInfo) -> None:
+    """A row the backlog cannot even read (a timestamp past year 9999, stored before input was bounded).
+
+    On a database of its own: the sweep embeds every tenant's backlog, which on the session's database is all
+    that the tests before this one wrote."""
     broken, healthy = f"a-{uuid.uuid4().hex[:12]}", f"z-{uuid.uuid4().hex[:12]}"  # the broken one sorts first
-    write(client, make_key(tenant=broken), "this memory's row cannot be read back")
-    memory_id = write(client, make_key(tenant=healthy), "the healthy tenant's memory")
-    with tenant_session(engine, broken) as session:
-        updated = session.execute(text("UPDATE memories SET captured_at = '10000-01-01T00:00:00Z'"))
-        assert updated.rowcount == 1  # type: ignore[attr-defined]
+    with scratch_stack(settings, postgres, "mnemo_sweep") as (own, engine):
+        worker = ThreadWorker(own, engine, own.task_queue).start()
+        try:
+            with TestClient(create_app(own)) as client:
+                write(client, key_in(engine, broken), "this memory's row cannot be read back")
+                memory_id = write(client, key_in(engine, healthy), "the healthy tenant's memory")
+            with tenant_session(engine, broken) as session:
+                updated = session.execute(text("UPDATE memories SET captured_at = '10000-01-01T00:00:00Z'"))
+                assert updated.rowcount == 1  # type: ignore[attr-defined]
 
-    async def sweep() -> int:
-        temporal = await connect(recall_settings)
-        return await temporal.execute_workflow(
-            EmbeddingSweepWorkflow.run, EmbeddingSweepInput(batch_size=64),
-            id=f"sweep-test-{uuid.uuid4().hex[:8]}", task_queue=recall_settings.task_queue,
-            execution_timeout=timedelta(seconds=60),  # before the fix: retried for ever, never finished
-        )
+            async def sweep() -> int:
+                temporal = await connect(own)
+                return await temporal.execute_workflow(
+                    EmbeddingSweepWorkflow.run, EmbeddingSweepInput(batch_size=64),
+                    id=f"sweep-test-{uuid.uuid4().hex[:8]}", task_queue=own.task_queue,
+                    execution_timeout=timedelta(seconds=60),  # before the fix: retried for ever, never finished
+                )
 
-    assert asyncio.run(sweep()) >= 1
-    with tenant_session(engine, healthy) as session:
-        [row] = session.execute(select(MemorySearch).where(MemorySearch.memory_id == uuid.UUID(memory_id))).scalars()
-        assert row.embedding is not None and row.embedding_model == MODEL_NAME
+            assert asyncio.run(sweep()) >= 1
+        finally:
+            worker.stop()
+        with tenant_session(engine, healthy) as session:
+            [row] = session.execute(
+                select(MemorySearch).where(MemorySearch.memory_id == uuid.UUID(memory_id))
+            ).scalars()
+            assert row.embedding is not None and row.embedding_model == MODEL_NAME
 
 
 def test_a_query_is_embedded_from_its_first_characters_after_normalisation() -> None:

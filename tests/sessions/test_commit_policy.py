@@ -10,28 +10,34 @@ import uuid
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
+from api.devstack.postgres import PostgresInfo
 from api.main import create_app
 from api.settings import Settings
 from api.temporal import connect
 from memory.sessions.policy import CommitPolicy
-from tests.conftest import MakeKey, auth
+from tests.conftest import auth
+from tests.factories import key_in, scratch_stack
 from tests.sessions.conftest import post, say, wait_commit
 from tests.workers import ThreadWorker
 from workflows.session_commit import SessionCommitSweepWorkflow, SessionSweepInput
 
 
 def test_enough_messages_start_a_commit_and_an_idle_session_is_committed_by_the_sweep(
-    settings: Settings, engine: Engine, make_key: MakeKey
+    settings: Settings, postgres: PostgresInfo
 ) -> None:
-    own = settings.model_copy(update={
-        "task_queue": f"policy-{uuid.uuid4().hex[:8]}", "session_commit_after_messages": 3,
-        "session_commit_after_tokens": 0,
-    })
+    """On a database of its own: the sweep commits every tenant's idle session, which on the session's database
+    are all the sessions the tests before this one left open."""
+    with scratch_stack(settings, postgres, "mnemo_policy") as (scratch, engine):
+        _messages_then_idle(scratch, engine)
+
+
+def _messages_then_idle(scratch: Settings, engine: Engine) -> None:
+    own = scratch.model_copy(update={"session_commit_after_messages": 3, "session_commit_after_tokens": 0})
     worker = ThreadWorker(own, engine, own.task_queue, data_dir=own.data_dir,
                           commit_policy=CommitPolicy(after_messages=0, after_tokens=0, idle_seconds=1)).start()
     try:
         with TestClient(create_app(own)) as client:
-            key = make_key()
+            key = key_in(engine, f"t-{uuid.uuid4().hex[:12]}")
             client.post("/sessions", json={"session_id": "s-vol"}, headers=auth(key))
             two = client.post("/sessions/s-vol/messages", json={"messages": [
                 say("v1", "user", "我住在成都。"), say("v2", "assistant", "好的。")]}, headers=auth(key)).json()
