@@ -1,0 +1,53 @@
+"""What a memory's vector is computed from, and the version of that rule that every stored vector names.
+
+A vector stands for a text; when the rule that makes the text changes, vectors made under the old rule are
+stale. The rule's version is part of the model id stored with each vector (:func:`vector_model_id`), so the
+embedding backlog (:func:`memory.embeddings.pending_batch`) treats them as another model's and the sweep
+re-embeds them, newest writes first, with no migration.
+
+Measured on LoCoMo (docs/benchmarks.md, "The text a memory is embedded from"): the words around what was
+said decide much of what e5 finds. How a message becomes that text is :mod:`memory.message_text`.
+"""
+
+from __future__ import annotations
+
+from memory.models import Memory
+
+TEXT_VERSION = "text2"
+"""``text2``: summaries compared with the content whitespace-blind (a cut L0 of a text with line breaks was
+embedded twice), the text cut at a word to :data:`MAX_CHARS`. Vectors of the first rule carry no version."""
+MAX_CHARS = 2_000
+"""e5-small reads at most 512 tokens; longer text only costs time."""
+
+
+def vector_model_id(engine: str) -> str:
+    """The ``embedding_model`` stored with a vector of ``engine`` computed from :func:`embedding_text`."""
+    return f"{engine}/{TEXT_VERSION}"
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def memory_text(memory: Memory) -> str:
+    """What a memory says, once: its key, its summaries unless the content already holds them, its content."""
+    content = _words(memory.content)
+    parts = [memory.key or ""]
+    for summary in (memory.abstract, memory.overview):
+        if summary and _words(summary.rstrip("…")) not in content:
+            parts.append(summary)
+    parts.append(memory.content)
+    return "\n".join(part for part in parts if part)
+
+
+def embedding_text(memory: Memory) -> str:
+    """The text of a memory's vector: :func:`memory_text`, cut at a word boundary to :data:`MAX_CHARS`.
+
+    The engine would cut it anyway; cutting here keeps a word whole rather than a fragment of it.
+    """
+    text = memory_text(memory)
+    if len(text) <= MAX_CHARS:
+        return text
+    cut = text[:MAX_CHARS]
+    boundary = max(cut.rfind(" "), cut.rfind("\n"))
+    return cut[:boundary] if boundary > MAX_CHARS // 2 else cut
