@@ -26,10 +26,21 @@ class ValidityIn(StrictRequest):
     expires_at: Timestamp | None = None
 
 
+class MessageIn(StrictRequest):
+    """A message someone said: mnemo writes the memory's content from it (memory/message_text.py)."""
+
+    speaker: ShortText
+    text: Annotated[str, Field(max_length=100_000)]
+    shared: list[Annotated[str, Field(min_length=1, max_length=2_000)]] = Field(default_factory=list, max_length=20)
+    """What was shared with the message, each as a description (an image's caption)."""
+
+
 class CandidateIn(StrictRequest):
     category: Annotated[Category, Lax]
     space: Annotated[Space, Lax]
-    content: Content
+    content: Content | None = None
+    """The memory's text; or give ``message`` instead, and mnemo writes it from who said what."""
+    message: MessageIn | None = None
     source: SourceIn
     source_level: Annotated[SourceLevel, Lax]
     abstract: Annotated[str, Field(min_length=1, max_length=1_000)] | None = None

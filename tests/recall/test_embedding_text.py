@@ -1,0 +1,127 @@
+"""The text a memory is embedded from: a message names its speaker, carries what was shared, leaves its date
+out, fits the model; a vector made under the previous text rule is re-embedded by the real sweep."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, select
+
+from api.settings import Settings
+from memory.db import tenant_session
+from memory.embedding_text import MAX_CHARS, embedding_text
+from memory.embeddings import MODEL_NAME, default_embedder, pending_batch
+from memory.errors import InvalidInput
+from memory.memories import abstract_for
+from memory.message_text import SaidMessage, message_content
+from memory.models import Memory, MemorySearch
+from tests.conftest import MakeKey, auth
+from tests.factories import candidate
+from tests.recall.conftest import embed_tenant
+
+SAID = "I went to a support group yesterday and it was so powerful."
+CAPTION = "a photo of a rainbow flag on a table"
+
+
+def _message_candidate(**message: object) -> dict[str, object]:
+    body = candidate("unused", category="EVENT", validity={"observed_at": "2023-05-08T13:56:00Z"},
+                     message={"speaker": "Caroline", "text": SAID, **message})
+    del body["content"]
+    return body
+
+
+def _tenant() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def test_a_message_memory_names_its_speaker_carries_the_caption_and_leaves_the_date_out(
+    client: TestClient, make_key: MakeKey, engine: Engine
+) -> None:
+    tenant = _tenant()
+    key = make_key(tenant=tenant)
+    written = client.post("/memory-candidates", json=_message_candidate(shared=[CAPTION]), headers=auth(key))
+    assert written.status_code == 201, written.text
+    memory = client.get(f"/memories/{written.json()['memory_id']}", headers=auth(key)).json()
+    expected = f'Caroline said, "{SAID}" and shared {CAPTION}.'
+    assert memory["content"] == expected
+    assert memory["validity"]["observed_at"] == "2023-05-08T13:56:00Z"
+    with tenant_session(engine, tenant) as session:
+        [pending] = pending_batch(session, tenant, MODEL_NAME, 10)
+    assert pending.text == expected  # the summary repeats the content: embedded once, and no date in it
+    assert "2023" not in pending.text and "May" not in pending.text
+
+
+def test_what_a_message_says_reads_naturally_in_every_shape() -> None:
+    assert message_content(SaidMessage("  Mel ", "Hi!\n")) == 'Mel said, "Hi!"'
+    two = message_content(SaidMessage("Mel", "Look", ("a dog.", "a cat")))
+    assert two == 'Mel said, "Look" and shared a dog and a cat.'
+    three = message_content(SaidMessage("Mel", " ", ("a dog", "a cat", "a bird")))
+    assert three == "Mel shared a dog, a cat and a bird."
+    with pytest.raises(InvalidInput) as empty:
+        message_content(SaidMessage("Mel", "  "))
+    assert empty.value.code == "message_empty"
+    with pytest.raises(InvalidInput) as nobody:
+        message_content(SaidMessage(" ", "Hi"))
+    assert nobody.value.code == "message_speaker_required"
+
+
+def test_a_candidate_gives_its_content_or_its_message_exactly_one(client: TestClient, make_key: MakeKey) -> None:
+    key = make_key(tenant=_tenant())
+    both = {**_message_candidate(), "content": "Caroline went to a support group"}
+    neither = {k: v for k, v in _message_candidate().items() if k != "message"}
+    for body in (both, neither):
+        response = client.post("/memory-candidates", json=body, headers=auth(key))
+        assert response.status_code == 422 and response.json()["error"]["code"] == "content_or_message"
+    blank = client.post("/memory-candidates", json=_message_candidate(text=""), headers=auth(key))
+    assert blank.status_code == 422 and blank.json()["error"]["code"] == "message_empty"
+
+
+def _memory(content: str, key: str | None = None) -> Memory:
+    return Memory(key=key, abstract=abstract_for(content, None), overview=None, content=content)
+
+
+def test_the_embedding_text_fits_max_chars_cut_at_a_word_and_keeps_the_speaker_first() -> None:
+    content = message_content(SaidMessage("Caroline", "paintings of sunsets " * 200))
+    text = embedding_text(_memory(content))
+    assert len(content) > MAX_CHARS >= len(text) > MAX_CHARS - len("paintings ")
+    assert text.startswith('Caroline said, "paintings') and content.startswith(text)
+    assert content[len(text)] == " "  # a whole word last, not the start of one
+    short = _memory("Caroline likes sunsets", key="hobby")
+    assert embedding_text(short) == "hobby\nCaroline likes sunsets"
+
+
+def test_a_cut_summary_of_a_text_with_line_breaks_is_not_embedded_twice() -> None:
+    content = "First line of a long note.\n" + "More words in the note " * 12
+    memory = _memory(content)
+    assert memory.abstract.endswith("…") and memory.abstract.rstrip("…") not in content  # the first rule's case
+    assert embedding_text(memory) == content
+
+
+def test_a_vector_from_the_previous_text_rule_is_re_embedded_by_the_sweep(
+    client: TestClient, make_key: MakeKey, engine: Engine, recall_worker: None, recall_settings: Settings
+) -> None:
+    tenant = _tenant()
+    key = make_key(tenant=tenant)
+    content = "Moved to Hangzhou in spring.\n" + "The new flat is near the West Lake and the office " * 6
+    written = client.post("/memory-candidates", json=candidate(content), headers=auth(key))
+    assert written.status_code == 201, written.text
+    embedder = default_embedder()
+    with tenant_session(engine, tenant) as session:
+        memory = session.execute(select(Memory).where(Memory.tenant_id == tenant)).scalar_one()
+        first_rule_text = f"{memory.abstract}\n{memory.content}"  # what the first rule embedded for it
+        assert embedding_text(memory) == memory.content != first_rule_text
+        row = session.execute(select(MemorySearch).where(MemorySearch.tenant_id == tenant)).scalar_one()
+        [row.embedding] = embedder.embed([first_rule_text])
+        row.embedding_model = MODEL_NAME.rsplit("/", 1)[0]  # the model id vectors of the first rule carry
+        row.embedding_revision = row.source_revision
+    assert embed_tenant(recall_settings, tenant).written == 1
+    with tenant_session(engine, tenant) as session:
+        row = session.execute(select(MemorySearch).where(MemorySearch.tenant_id == tenant)).scalar_one()
+        stored = np.asarray(row.embedding, dtype=np.float32)
+        assert row.embedding_model == MODEL_NAME
+    [now] = embedder.embed([content])
+    [before] = embedder.embed([first_rule_text])
+    assert np.allclose(stored, now, atol=1e-5) and not np.allclose(stored, before, atol=1e-3)
