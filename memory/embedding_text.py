@@ -29,13 +29,19 @@ def _words(text: str) -> str:
     return " ".join(text.split())
 
 
+def _repeated(summary: str, content: str) -> bool:
+    """Whether ``content`` already says ``summary`` (a cut L0 ends in "…" and has its whitespace collapsed).
+
+    The plain substring test first: it is the common case, and recall scores every candidate with this.
+    """
+    head = summary.rstrip("…")
+    return head in content or _words(head) in _words(content)
+
+
 def memory_text(memory: Memory) -> str:
     """What a memory says, once: its key, its summaries unless the content already holds them, its content."""
-    content = _words(memory.content)
     parts = [memory.key or ""]
-    for summary in (memory.abstract, memory.overview):
-        if summary and _words(summary.rstrip("…")) not in content:
-            parts.append(summary)
+    parts += [s for s in (memory.abstract, memory.overview) if s and not _repeated(s, memory.content)]
     parts.append(memory.content)
     return "\n".join(part for part in parts if part)
 
