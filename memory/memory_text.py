@@ -1,15 +1,22 @@
-"""What a memory's vector is computed from, and the version of that rule that every stored vector names.
+"""What a memory says to each retrieval channel: the words its lexical index holds, the text its vector is from.
+
+Both start from :func:`memory_text` (key, the summaries the content does not already say, content). The
+lexical side adds when the memory was observed, as words (:func:`observed_words`); the vector side leaves
+the date out and cuts to what the model reads (:func:`embedding_text`). Measured on LoCoMo
+(docs/benchmarks.md, "The text a memory is embedded from"): a date in the embedded text blurs what e5
+finds, while as words in the lexical index it lets a question about a time find what was observed then,
+and lets the feedback round (:mod:`memory.recall.scoring`) bring in what was said the same day. How a
+message becomes memory content is :mod:`memory.message_text`.
 
 A vector stands for a text; when the rule that makes the text changes, vectors made under the old rule are
 stale. The rule's version is part of the model id stored with each vector (:func:`vector_model_id`), so the
 embedding backlog (:func:`memory.embeddings.pending_batch`) treats them as another model's and the sweep
-re-embeds them, newest writes first, with no migration.
-
-Measured on LoCoMo (docs/benchmarks.md, "The text a memory is embedded from"): the words around what was
-said decide much of what e5 finds. How a message becomes that text is :mod:`memory.message_text`.
+re-embeds them, newest writes first. The lexical rule is re-applied to stored rows by a migration (0020).
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from memory.models import Memory
 
@@ -44,6 +51,22 @@ def memory_text(memory: Memory) -> str:
     parts += [s for s in (memory.abstract, memory.overview) if s and not _repeated(s, memory.content)]
     parts.append(memory.content)
     return "\n".join(part for part in parts if part)
+
+
+def observed_words(observed_at: datetime) -> str:
+    """The day a memory was observed, as the words a question would use: ``8 May 2023`` (UTC).
+
+    A day, not an instant: messages of one conversation share it, while a time of day would be a word
+    hardly anyone asks for, shared only by what was said in the same minute.
+    """
+    day = observed_at.astimezone(UTC)
+    return f"{day.day} {day:%B} {day.year}"
+
+
+def lexical_text(memory: Memory) -> str:
+    """What the full-text index and the lexical scores read: :func:`memory_text`, then the day it was observed."""
+    text = memory_text(memory)
+    return f"{text}\n{observed_words(memory.observed_at)}" if memory.observed_at is not None else text
 
 
 def embedding_text(memory: Memory) -> str:

@@ -1,9 +1,11 @@
-"""The text a memory is embedded from: a message names its speaker, carries what was shared, leaves its date
-out, fits the model; a vector made under the previous text rule is re-embedded by the real sweep."""
+"""The text of each retrieval channel: a message names its speaker and carries what was shared; the lexical
+index holds the day it was observed, the vector leaves it out and fits the model; a vector made under the
+previous text rule is re-embedded by the real sweep."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -12,15 +14,15 @@ from sqlalchemy import Engine, select
 
 from api.settings import Settings
 from memory.db import tenant_session
-from memory.embedding_text import MAX_CHARS, embedding_text
 from memory.embeddings import MODEL_NAME, default_embedder, pending_batch
 from memory.errors import InvalidInput
 from memory.memories import abstract_for
+from memory.memory_text import MAX_CHARS, embedding_text, lexical_text, memory_text, observed_words
 from memory.message_text import SaidMessage, message_content
 from memory.models import Memory, MemorySearch
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate
-from tests.recall.conftest import embed_tenant
+from tests.recall.conftest import embed_tenant, ids, recall
 
 SAID = "I went to a support group yesterday and it was so powerful."
 CAPTION = "a photo of a rainbow flag on a table"
@@ -52,6 +54,38 @@ def test_a_message_memory_names_its_speaker_carries_the_caption_and_leaves_the_d
         [pending] = pending_batch(session, tenant, MODEL_NAME, 10)
     assert pending.text == expected  # the summary repeats the content: embedded once, and no date in it
     assert "2023" not in pending.text and "May" not in pending.text
+
+
+def test_the_day_a_memory_was_observed_is_in_its_lexical_index_and_scores_not_in_its_content(
+    client: TestClient, make_key: MakeKey, engine: Engine
+) -> None:
+    tenant = _tenant()
+    key = make_key(tenant=tenant)
+    may = client.post("/memory-candidates", json=_message_candidate(), headers=auth(key))
+    june = client.post("/memory-candidates", json={**_message_candidate(text="The support group met again."),
+                                                   "idempotency_key": "june",
+                                                   "validity": {"observed_at": "2023-06-20T10:00:00Z"}},
+                       headers=auth(key))
+    assert may.status_code == june.status_code == 201, (may.text, june.text)
+    with tenant_session(engine, tenant) as session:
+        tokens = session.execute(select(MemorySearch.tokens).where(
+            MemorySearch.memory_id == uuid.UUID(may.json()["memory_id"]))).scalar_one()
+    assert {"8", "may", "2023"} <= {part.split(":")[0].strip("'") for part in tokens.split()}
+    found = recall(client, key, query="what did Caroline say about the support group on 8 May 2023?",
+                   retrieval="lexical", explain=True, min_relevance=0)
+    assert ids(found) == [may.json()["memory_id"], june.json()["memory_id"]]  # both about the group; one that day
+    breakdown = {c["memory_id"]: c["breakdown"] for c in found["explain"]["candidates"]}
+    assert breakdown[may.json()["memory_id"]]["lexical"] > breakdown[june.json()["memory_id"]]["lexical"]
+    assert all("2023" not in item["content"] for item in found["items"])
+
+
+def test_the_observed_day_is_written_in_words_in_utc() -> None:
+    assert observed_words(datetime(2023, 5, 8, 13, 56, tzinfo=UTC)) == "8 May 2023"
+    assert observed_words(datetime(2023, 5, 8, 23, 30, tzinfo=timezone(timedelta(hours=-5)))) == "9 May 2023"
+    undated = _memory("Caroline likes sunsets")
+    assert lexical_text(undated) == memory_text(undated) == "Caroline likes sunsets"
+    dated = Memory(key=None, abstract=None, overview=None, content="Hi", observed_at=datetime(2024, 1, 2, tzinfo=UTC))
+    assert lexical_text(dated) == "Hi\n2 January 2024" and embedding_text(dated) == "Hi"
 
 
 def test_what_a_message_says_reads_naturally_in_every_shape() -> None:
