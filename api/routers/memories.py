@@ -22,7 +22,7 @@ from memory import memories
 from memory.db import tenant_session
 from memory.errors import InvalidInput
 from memory.events import request_digest
-from memory.message_text import SaidMessage, message_content
+from memory.message_text import message_content
 from memory.models import Memory
 
 router = APIRouter(tags=["memories"])
@@ -47,7 +47,7 @@ def _content(body: CandidateIn) -> str:
     if body.content is not None and body.message is None:
         return body.content
     if body.message is not None and body.content is None:
-        return message_content(SaidMessage(body.message.speaker, body.message.text, tuple(body.message.shared)))
+        return message_content(body.message.said())
     raise InvalidInput("give the memory's content or the message it comes from, exactly one of them",
                        code="content_or_message")
 

@@ -102,6 +102,35 @@ def test_what_a_message_says_reads_naturally_in_every_shape() -> None:
     assert nobody.value.code == "message_speaker_required"
 
 
+def test_a_reply_quotes_the_message_it_answers() -> None:
+    question = SaidMessage("Melanie", "Where did you go hiking?")
+    assert message_content(SaidMessage("Caroline", "At the park!", replying_to=question)) == (
+        'Caroline said, "At the park!", replying to Melanie, who said, "Where did you go hiking?"')
+    photo = SaidMessage("Melanie", "", ("a photo of a cat.",))
+    assert message_content(SaidMessage("Caroline", "Cute", ("a dog",), replying_to=photo)) == (
+        'Caroline said, "Cute" and shared a dog, replying to Melanie, who shared a photo of a cat.')
+    with pytest.raises(InvalidInput) as nobody:
+        message_content(SaidMessage("Caroline", "Yes", replying_to=SaidMessage("", "Is it?")))
+    assert nobody.value.code == "message_speaker_required"
+
+
+def test_a_candidate_message_can_name_the_message_it_replies_to_one_level_deep(
+    client: TestClient, make_key: MakeKey
+) -> None:
+    key = make_key(tenant=_tenant())
+    asked = {"speaker": "Melanie", "text": "How was the group?"}
+    written = client.post("/memory-candidates", json=_message_candidate(replying_to=asked), headers=auth(key))
+    assert written.status_code == 201, written.text
+    memory = client.get(f"/memories/{written.json()['memory_id']}", headers=auth(key)).json()
+    assert memory["content"] == f'Caroline said, "{SAID}", replying to Melanie, who said, "How was the group?"'
+    empty = client.post("/memory-candidates", json=_message_candidate(replying_to={"speaker": "Mel", "text": " "}),
+                        headers=auth(key))
+    assert empty.status_code == 422 and empty.json()["error"]["code"] == "message_empty"
+    deeper = client.post("/memory-candidates", headers=auth(key), json=_message_candidate(
+        replying_to={**asked, "replying_to": {"speaker": "Caroline", "text": "Hi"}}))
+    assert deeper.status_code == 422, deeper.text
+
+
 def test_a_candidate_gives_its_content_or_its_message_exactly_one(client: TestClient, make_key: MakeKey) -> None:
     key = make_key(tenant=_tenant())
     both = {**_message_candidate(), "content": "Caroline went to a support group"}
