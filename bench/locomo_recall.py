@@ -12,9 +12,11 @@ What this does, for any file in the LoCoMo format:
 2. gives every conversation its own tenant (a ``memory_writer`` key each), so
    conversations never see each other;
 3. ingests every turn over HTTP: ``POST /memory-events`` (the message) and
-   ``POST /memory-candidates`` (one memory per turn: speaker, session date and
-   text in the content; the ``dia_id`` as the evidence ref, which maps a hit back
-   to its turn);
+   ``POST /memory-candidates`` (one memory per turn, given as the ``message`` it
+   comes from: speaker, text, an image's caption, the turn before it in the
+   session as the message it replies to; the session date as its
+   ``observed_at``; the ``dia_id`` as the evidence ref, which maps a hit back to
+   its turn);
 4. waits until every memory has its vector, filled by the worker's real
    ``EmbeddingSweep`` Temporal workflow (progress is printed);
 5. asks ``POST /memory-query`` the raw question, for the largest k (``limit``),
@@ -85,13 +87,14 @@ def parse_date(text: str) -> datetime | None:
     return None
 
 
-def turn_content(turn: dict[str, Any], date: str) -> str:
-    """What the memory says: the session date, the speaker and the text (an image as its caption, as the paper)."""
-    text = str(turn.get("text", "")).strip()
-    if turn.get("blip_caption"):
-        text = f"{text} [shares {turn['blip_caption']}]".strip()
-    prefix = f"[{date}] " if date else ""
-    return f"{prefix}{turn.get('speaker', '?')}: {text}"
+def turn_message(turn: dict[str, Any], previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The turn as the message a memory comes from (POST /memory-candidates ``message``): who said what, what
+    they shared (an image as its caption, as in the paper) and the turn before it in the session, which it
+    answers; mnemo writes the memory's content from it."""
+    caption = str(turn.get("blip_caption") or "").strip()
+    return {"speaker": str(turn.get("speaker") or "?"), "text": str(turn.get("text", "")).strip(),
+            **({"shared": [caption]} if caption else {}),
+            **({"replying_to": turn_message(previous)} if previous is not None else {})}
 
 
 def evidence_of(qa: dict[str, Any]) -> list[str]:
@@ -182,9 +185,8 @@ def ingest(client: httpx.Client, sample_id: str, conversation: dict[str, Any], p
     now = datetime.now(UTC)
     for session_name, date, turns in sessions(conversation):
         when = parse_date(date) or now
-        for turn in turns:
+        for place, turn in enumerate(turns):
             dia_id = str(turn["dia_id"])
-            content = turn_content(turn, date)
             post(client, "/memory-events", {
                 "idempotency_key": f"{sample_id}:{dia_id}", "kind": "MESSAGE", "occurred_at": when.isoformat(),
                 "session_id": session_name,
@@ -193,7 +195,8 @@ def ingest(client: httpx.Client, sample_id: str, conversation: dict[str, Any], p
                                                      if turn.get("blip_caption") else {})},
             })
             post(client, "/memory-candidates", {
-                "category": "EVENT", "space": "USER", "content": content, "source_level": "E2",
+                "category": "EVENT", "space": "USER", "source_level": "E2",
+                "message": turn_message(turn, turns[place - 1] if place else None),
                 "idempotency_key": f"{sample_id}:{dia_id}",
                 "source": {"source_id": f"{sample_id}:{dia_id}", "source_type": "CONVERSATION_TURN",
                            "captured_at": when.isoformat(), "evidence_refs": [dia_id]},

@@ -12,7 +12,7 @@ What it does, per corpus size N (``--sizes``, default 10k, 100k, 1M memories in 
    base vector), re-normalised. Rows are loaded with COPY in the schema the write
    path produces: ``memories`` (version 1, a revision reserved from
    ``mnemo_revision_seq``, the abstract as ``memory.memories`` derives it) and
-   ``memory_search`` (``search_text`` = normalised key/abstract/overview/content,
+   ``memory_search`` (``search_text`` = normalised :func:`memory.memory_text.lexical_text`,
    ``tokens`` = ``to_tsvector('simple', …)`` of :func:`memory.text.lexemes`, exactly as
    :mod:`memory.projection`; ``embedding`` + ``embedding_model`` = the current model
    name + ``embedding_revision`` = ``source_revision`` = the memory's revision, exactly
@@ -73,6 +73,8 @@ from bench.corpus import CATEGORIES, base_texts, questions
 from bench.harness import make_key, percentiles, say, services
 from memory.embeddings import MODEL_NAME, Embedder
 from memory.memories import abstract_for
+from memory.memory_text import lexical_text
+from memory.models import Memory
 from memory.text import lexemes, normalize
 
 TENANT = "bench"
@@ -129,11 +131,11 @@ class Loader:
 
     def _projection(self, b: int, i: int, content: str, check: bool) -> tuple[str, str]:
         """search_text and the token text of write_projection for base ``b`` + tag ``i``, from per-base caches."""
-        one = f"{self.base_norm[b]}(#{i})"
-        toks = f"{self.base_tokens[b]} {i}"
-        search_text, token_text = f"{one} {one}", f"{toks} {toks}"
+        # The abstract repeats the content, so the lexical text says it once (memory.memory_text.lexical_text).
+        search_text, token_text = f"{self.base_norm[b]}(#{i})", f"{self.base_tokens[b]} {i}"
         if check:  # the cache must give exactly what memory.projection derives from the row
-            searchable = " ".join(p for p in (None, abstract_for(content, None), None, content) if p)
+            searchable = lexical_text(Memory(key=None, abstract=abstract_for(content, None), overview=None,
+                                             content=content, observed_at=None))
             assert (search_text, token_text) == (normalize(searchable), " ".join(lexemes(searchable))), content
             assert abstract_for(content, None) == content, content  # the abstract column holds the content
         return search_text, token_text

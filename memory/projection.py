@@ -13,17 +13,22 @@ from sqlalchemy.orm import Session
 from memory.audience import audience
 from memory.db import affected_rows
 from memory.enums import Status
+from memory.memory_text import lexical_text
 from memory.models import Memory, MemoryLexeme, MemorySearch
 from memory.text import lexemes, normalize
 
 
+def lexical_columns(memory: Memory) -> dict[str, Any]:
+    """The projection's lexical columns for ``memory`` (:func:`memory.memory_text.lexical_text`)."""
+    searchable = lexical_text(memory)
+    return {"search_text": normalize(searchable), "tokens": func.to_tsvector("simple", " ".join(lexemes(searchable)))}
+
+
 def write_projection(session: Session, memory: Memory) -> None:
     """Upsert the lexical projection of ``memory``; the embedding is cleared until re-computed."""
-    searchable = " ".join(part for part in (memory.key, memory.abstract, memory.overview, memory.content) if part)
     values: dict[str, Any] = {
         "version": memory.version,
-        "search_text": normalize(searchable),
-        "tokens": func.to_tsvector("simple", " ".join(lexemes(searchable))),
+        **lexical_columns(memory),
         "embedding": None,
         "embedding_model": None,
         "embedding_revision": None,

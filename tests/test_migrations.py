@@ -1,10 +1,12 @@
 """The ORM models and the Alembic migrations describe the same tables and columns."""
 
+import uuid
+
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 
 from api.console import models as console_models  # noqa: F401 - registers the console_sessions table on Base
 from api.devstack.postgres import PostgresInfo
@@ -78,8 +80,8 @@ def test_0006_0008_and_0009_rederive_projections_written_before_them(postgres: P
                 {"id": memory},
             ).all()
         engine.dispose()
-    # Abstract then content (a short content is its own abstract), each word stemmed.
-    assert stored == "'landscap':4,8 'paint':3,7 'she':1,5 'was':2,6"
+    # Each word stemmed, once (0020: a summary the content already says is not repeated; no observed day here).
+    assert stored == "'landscap':4 'paint':3 'she':1 'was':2"
     assert postings == [(lexeme, "USER:alice", True) for lexeme in ("landscap", "paint", "she", "was")]
 
 
@@ -109,3 +111,35 @@ def test_0009_goes_down_to_0008s_postings_and_back_up(postgres: PostgresInfo) ->
     assert columns == ["tenant_id", "lexeme", "revision", "memory_id", "version"]
     assert down == ["landscap", "paint", "she", "was"]
     assert up == [(lexeme, "USER:alice") for lexeme in down]
+
+
+def test_0020_puts_the_observed_day_into_the_lexical_projection_and_takes_it_out_going_down(
+    postgres: PostgresInfo,
+) -> None:
+    """A row projected before 0020 gets its memory's observed day as words, postings included; down removes them."""
+
+    def lexical(engine: Engine, memory: uuid.UUID) -> tuple[str, list[str]]:
+        with tenant_session(engine, "acme") as session:
+            tokens = session.execute(
+                text("SELECT tokens::text FROM memory_search WHERE memory_id = :id"), {"id": memory}
+            ).scalar_one()
+            postings = session.execute(
+                text("SELECT lexeme FROM memory_lexemes WHERE memory_id = :id ORDER BY lexeme"), {"id": memory}
+            ).scalars().all()
+        return tokens, list(postings)
+
+    with scratch_database(postgres, "mnemo_mig") as url:
+        engine = make_engine(url, pool_size=1)
+        memory = alices_memory(engine, "She was painting landscapes")
+        with tenant_session(engine, "acme") as session:
+            session.execute(text("UPDATE memories SET observed_at = '2023-05-08T23:30:00-05:00' WHERE memory_id = :id"),
+                            {"id": memory})
+        command.downgrade(alembic_config(url), "0019")
+        down = lexical(engine, memory)
+        upgrade(url)
+        up = lexical(engine, memory)
+        engine.dispose()
+    assert down == ("'landscap':4 'paint':3 'she':1 'was':2", ["landscap", "paint", "she", "was"])
+    # 23:30 at UTC-5 is 9 May in UTC.
+    assert up == ("'2023':7 '9':5 'landscap':4 'may':6 'paint':3 'she':1 'was':2",
+                  ["2023", "9", "landscap", "may", "paint", "she", "was"])

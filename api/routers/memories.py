@@ -20,7 +20,9 @@ from api.schemas.memories import (
 )
 from memory import memories
 from memory.db import tenant_session
+from memory.errors import InvalidInput
 from memory.events import request_digest
+from memory.message_text import message_content
 from memory.models import Memory
 
 router = APIRouter(tags=["memories"])
@@ -38,6 +40,16 @@ def _validity(validity: ValidityIn | None) -> memories.Validity | None:
     if validity is None:
         return None
     return memories.Validity(validity.observed_at, validity.effective_from, validity.effective_to, validity.expires_at)
+
+
+def _content(body: CandidateIn) -> str:
+    """The memory's text: ``content`` as given, or written from ``message`` (exactly one of them)."""
+    if body.content is not None and body.message is None:
+        return body.content
+    if body.message is not None and body.content is None:
+        return message_content(body.message.said())
+    raise InvalidInput("give the memory's content or the message it comes from, exactly one of them",
+                       code="content_or_message")
 
 
 def _written(memory: Memory, replayed: bool) -> WriteOut:
@@ -64,7 +76,7 @@ def submit_candidate(body: CandidateIn, principal: CurrentPrincipal, engine: Eng
     new = memories.NewMemory(
         category=body.category,
         space=body.space,
-        content=body.content,
+        content=_content(body),
         source=_source(body.source),
         source_level=body.source_level,
         abstract=body.abstract,

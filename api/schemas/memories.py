@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field
 
 from api.schemas.common import INT32_MAX, Content, Integer, Lax, ShortText, StrictRequest, Timestamp, json_number
 from memory.enums import Category, SourceLevel, Space
+from memory.message_text import SaidMessage
 from memory.models import Memory
 
 
@@ -26,10 +28,34 @@ class ValidityIn(StrictRequest):
     expires_at: Timestamp | None = None
 
 
+class RepliedMessageIn(StrictRequest):
+    """The message a message answers, quoted in the memory's content."""
+
+    speaker: ShortText
+    text: Annotated[str, Field(max_length=100_000)]
+    shared: list[Annotated[str, Field(min_length=1, max_length=2_000)]] = Field(default_factory=list, max_length=20)
+    """What was shared with the message, each as a description (an image's caption)."""
+
+    def said(self) -> SaidMessage:
+        return SaidMessage(self.speaker, self.text, tuple(self.shared))
+
+
+class MessageIn(RepliedMessageIn):
+    """A message someone said: mnemo writes the memory's content from it (memory/message_text.py)."""
+
+    replying_to: RepliedMessageIn | None = None
+    """The message this one answers (a reply alone, "Yes, at the park!", says little a question could find)."""
+
+    def said(self) -> SaidMessage:
+        return replace(super().said(), replying_to=self.replying_to.said() if self.replying_to else None)
+
+
 class CandidateIn(StrictRequest):
     category: Annotated[Category, Lax]
     space: Annotated[Space, Lax]
-    content: Content
+    content: Content | None = None
+    """The memory's text; or give ``message`` instead, and mnemo writes it from who said what."""
+    message: MessageIn | None = None
     source: SourceIn
     source_level: Annotated[SourceLevel, Lax]
     abstract: Annotated[str, Field(min_length=1, max_length=1_000)] | None = None

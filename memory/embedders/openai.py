@@ -3,8 +3,9 @@
 The answer is parsed strictly: exactly one vector per text (``data[].index`` a permutation of the
 inputs' positions), each of ``MNEMO_EMBEDDINGS_DIMENSIONS`` finite numbers. Anything else is an
 :class:`EmbeddingResponseInvalid` and no vector of that answer is stored. The model id stored with
-each vector names the model, its dimensions and the passage prefix, so changing any of them makes
-every stored vector stale and the backlog sweep re-embeds the corpus.
+each vector names the model, its dimensions, the passage prefix and the version of the rule that makes a
+memory's text (:func:`memory.memory_text.vector_model_id`), so changing any of them makes every stored
+vector stale and the backlog sweep re-embeds the corpus.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import httpx
 from memory.embedders.base import EmbeddingResponseInvalid, checked_vectors
 from memory.embedders.http import is_number, post_json, shown
 from memory.embedders.settings import ModelSettings
+from memory.memory_text import vector_model_id
 
 
 def model_id(model: str, dimensions: int, passage_prefix: str) -> str:
     prefix = f":prefix-{hashlib.sha256(passage_prefix.encode()).hexdigest()[:8]}" if passage_prefix else ""
-    return f"openai:{model}:{dimensions}{prefix}"
+    return vector_model_id(f"openai:{model}:{dimensions}{prefix}")
 
 
 class OpenAIEmbedder:

@@ -25,8 +25,8 @@ import httpx
 from memory.embedders.health import count_failure
 from memory.embedders.http import is_number, post_json, shown
 from memory.embedders.settings import ModelSettings
-from memory.embeddings import embedding_text
 from memory.errors import MnemoError
+from memory.memory_text import embedding_text
 from memory.recall.scoring import Scored
 
 SCORE_KEYS = ("score", "relevance_score")

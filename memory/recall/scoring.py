@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from memory.embeddings import embedding_text
 from memory.enums import SourceLevel
+from memory.memory_text import lexical_text
 from memory.models import Memory
 from memory.text import STOP_LEXEMES, lexemes
 
@@ -113,8 +113,8 @@ class Scored:
 
 
 def own_tokens(memory: Memory) -> set[str]:
-    """The memory's own lexemes (key, summaries the content does not repeat, content)."""
-    return set(lexemes(embedding_text(memory)))
+    """The memory's own lexemes (:func:`memory.memory_text.lexical_text`: what the full-text index holds)."""
+    return set(lexemes(lexical_text(memory)))
 
 
 def term_weights(terms: list[str], pool: Sequence[set[str]]) -> dict[str, float]:
@@ -223,7 +223,7 @@ def score_pool(pool: Sequence[Evidence], terms: list[str], now: datetime) -> lis
     """Score every candidate against the others (BM25 statistics, z-scores and feedback are pool-wide)."""
     if not pool:
         return []
-    bags = [Counter(lexemes(embedding_text(e.memory))) for e in pool]
+    bags = [Counter(lexemes(lexical_text(e.memory))) for e in pool]
     stats = PoolStatistics(bags)
     lexical = [stats.bm25(bag, terms) for bag in bags]
     present = [e.cosine for e in pool if e.cosine is not None]
