@@ -55,9 +55,10 @@ written as 2199-12-31T23:00:00-05:00 past 2200-01-01Z (and 1900-01-01T00:30:00+0
 
 CROSS_FIELD_RULES: dict[str, set[str]] = {
     # A category that does not belong to the space (PROFILE is a USER memory), a SESSION memory without a
-    # session_id, an AGENT memory from a key bound to no agent: rules between fields and the credential.
+    # session_id, an AGENT memory from a key bound to no agent: rules between fields and the credential. And
+    # exactly one of content and message, a message (or the one it replies to) with a speaker and something said.
     "POST /memory-candidates": {"category_space_mismatch", "session_id_required", "agent_credential_required",
-                                TIMESTAMP_EDGE},
+                                "content_or_message", "message_empty", "message_speaker_required", TIMESTAMP_EDGE},
     "PATCH /memories/{memory_id}": {"inference_cannot_correct", TIMESTAMP_EDGE},
     # A query made only of characters no index can search (punctuation, spaces), RESUME_TASK without a task.
     "POST /memory-query": {"empty_query", "task_id_required", TIMESTAMP_EDGE},
