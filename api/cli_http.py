@@ -2,7 +2,8 @@
 client, over HTTP with an API key — ``--api-url`` (or MNEMO_API_URL; default ``http://MNEMO_API_HOST:MNEMO_API_PORT``,
 where ``mnemo dev`` and ``mnemo api`` listen) and ``--key`` (or MNEMO_API_KEY), else the key in ``--key-file``
 (default ``<data-dir>/admin.key``, the admin key ``mnemo dev`` writes). Errors end the command as
-``mnemo: message (code, HTTP status)``.
+``mnemo: message (code, HTTP status)``. ``mnemo task`` calls through here too, with its own rule for where
+the API is (the running ``mnemo dev``'s state).
 """
 
 from __future__ import annotations

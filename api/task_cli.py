@@ -11,53 +11,33 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-import httpx
 import typer
 
+from api.cli_http import Connection, DataDir, Json, Key, call, fail, print_answer
 from memory.reports.definitions import MONTHLY_REPORT
 
 task_app = typer.Typer(help="Durable report tasks.", no_args_is_help=True)
 
 ApiUrl = Annotated[str | None, typer.Option("--api-url", envvar="MNEMO_API_URL", help="mnemo API base URL.")]
-Key = Annotated[str | None, typer.Option("--key", envvar="MNEMO_API_KEY", help="API key (mnemo_...).")]
-DataDir = Annotated[
-    Path, typer.Option("--data-dir", envvar="MNEMO_DATA_DIR", help="Data dir of a running `mnemo dev`.")
-]
-Json = Annotated[bool, typer.Option("--json", help="Print the API's JSON answer.")]
+"""Not :data:`api.cli_http.ApiUrl`: without it, a task command reads the running ``mnemo dev``'s address."""
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"mnemo: {message}", err=True)
-    raise typer.Exit(1)
-
-
-def _connection(api_url: str | None, key: str | None, data_dir: Path) -> tuple[str, str]:
+def _connection(api_url: str | None, key: str | None, data_dir: Path) -> Connection:
     if api_url and key:
-        return api_url, key
+        return Connection(api_url, key)
     from api.devstack.processes import StackError
     from api.devstack.stack import read_state
 
     try:
         state = read_state(data_dir)
     except StackError as exc:
-        _fail(f"{exc} (or pass --api-url and --key)")
-        raise
-    return api_url or str(state["api_url"]), key or Path(str(state["admin_key_path"])).read_text().strip()
+        fail(f"{exc} (or pass --api-url and --key)")
+    return Connection(api_url or str(state["api_url"]),
+                      key or Path(str(state["admin_key_path"])).read_text().strip())
 
 
 def _call(method: str, path: str, api_url: str | None, key: str | None, data_dir: Path, **kwargs: Any) -> Any:
-    url, token = _connection(api_url, key, data_dir)
-    try:
-        response = httpx.request(method, url + path, headers={"Authorization": f"Bearer {token}"}, timeout=60, **kwargs)
-    except httpx.HTTPError as exc:
-        _fail(f"cannot reach the API at {url}: {exc}")
-    if response.status_code >= 400:
-        try:
-            error = response.json()["error"]
-            _fail(f"{error['message']} ({error['code']}, HTTP {response.status_code})")
-        except (ValueError, KeyError):
-            _fail(f"HTTP {response.status_code}: {response.text[:300]}")
-    return response.json()
+    return call(_connection(api_url, key, data_dir), method, path, **kwargs)
 
 
 def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
@@ -67,10 +47,6 @@ def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     return "\n".join(lines)
-
-
-def _print(data: Any, as_json: bool, render: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False) if as_json else render(data))
 
 
 def _render_task(view: dict[str, Any]) -> str:
@@ -119,7 +95,7 @@ def start(
         "destination": destination,
     }
     created = _call("POST", "/tasks", api_url, key, data_dir, json=body)
-    _print(
+    print_answer(
         created,
         as_json,
         lambda c: (
@@ -142,7 +118,7 @@ def list_tasks(
     params = {"owner": "all" if all_users else "me", **({"status": status} if status else {})}
     listed = _call("GET", "/tasks", api_url, key, data_dir, params=params)
     columns = ["task_id", "status", "current_step_id", "state_version", "owner_user_id", "updated_at"]
-    _print(listed, as_json, lambda d: table(d["items"], columns) if d["items"] else "no tasks")
+    print_answer(listed, as_json, lambda d: table(d["items"], columns) if d["items"] else "no tasks")
 
 
 @task_app.command("show")
@@ -160,7 +136,7 @@ def show(
     view = _call("GET", f"/tasks/{task_id}", api_url, key, data_dir)
     if view.get("publications"):
         # What a person can open: the console's page of the published report (sign in with a key).
-        view["report_url"] = f"{_connection(api_url, key, data_dir)[0].rstrip('/')}/console/tasks/{task_id}/report"
+        view["report_url"] = f"{_connection(api_url, key, data_dir).api_url.rstrip('/')}/console/tasks/{task_id}/report"
     if timeline:
         view["timeline"] = _call("GET", f"/tasks/{task_id}/timeline", api_url, key, data_dir)
 
@@ -181,7 +157,7 @@ def show(
             )
         return text
 
-    _print(view, as_json, render)
+    print_answer(view, as_json, render)
 
 
 def _decide(
@@ -197,7 +173,7 @@ def _decide(
         view = _call("GET", f"/tasks/{task_id}", *conn)
         pending = view.get("pending_approval")
         if not pending:
-            _fail(f"task {task_id} is {view['status']}, not waiting for approval")
+            fail(f"task {task_id} is {view['status']}, not waiting for approval")
         sha = sha or pending["artifact_sha256"]
         version = view["state_version"] if version is None else version
         if not as_json:
@@ -206,7 +182,7 @@ def _decide(
     if reason:
         body["reason"] = reason
     result = _call("POST", f"/tasks/{task_id}/approvals", *conn, json=body)
-    _print(
+    print_answer(
         result,
         as_json,
         lambda r: (
@@ -250,7 +226,7 @@ def reject(
 
 def _control(action: str, task_id: str, conn: tuple[Any, Any, Path], as_json: bool) -> None:
     view = _call("POST", f"/tasks/{task_id}/{action}", *conn)
-    _print(view, as_json, _render_task)
+    print_answer(view, as_json, _render_task)
 
 
 @task_app.command("pause")
@@ -297,4 +273,4 @@ def resolve(
         data_dir,
         json={"outcome": outcome, "note": note},
     )
-    _print(result, as_json, lambda r: table([r], ["operation_id", "status", "publication_id", "destination"]))
+    print_answer(result, as_json, lambda r: table([r], ["operation_id", "status", "publication_id", "destination"]))
