@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Container
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -52,3 +53,15 @@ def post_json(
 
 def is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def distinct_index(item: object, count: int, seen: Container[int]) -> int | None:
+    """An answer item's ``index`` when it names one of the ``count`` inputs not yet seen; None otherwise.
+
+    Embeddings and rerank answers both point back at their inputs this way, and both refuse the whole
+    answer when an item does not.
+    """
+    index = item.get("index") if isinstance(item, dict) else None
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < count or index in seen:
+        return None
+    return index

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from memory.embedders.base import EmbeddingResponseInvalid, checked_vectors
-from memory.embedders.http import is_number, post_json, shown
+from memory.embedders.http import distinct_index, is_number, post_json, shown
 from memory.embedders.settings import ModelSettings
 from memory.memory_text import vector_model_id
 
@@ -84,9 +84,9 @@ class OpenAIEmbedder:
             raise EmbeddingResponseInvalid(f"the embeddings endpoint at {shown(self.url)} answered without a data list")
         by_index: dict[int, list[float]] = {}
         for item in data:
-            index = item.get("index") if isinstance(item, dict) else None
+            index = distinct_index(item, count, by_index)
             vector = item.get("embedding") if isinstance(item, dict) else None
-            if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < count or index in by_index:
+            if index is None:
                 raise EmbeddingResponseInvalid(
                     f"the embeddings endpoint at {shown(self.url)} answered an item without a distinct index "
                     f"in 0..{count - 1}")

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import httpx
 
 from memory.embedders.health import count_failure
-from memory.embedders.http import is_number, post_json, shown
+from memory.embedders.http import distinct_index, is_number, post_json, shown
 from memory.embedders.settings import ModelSettings
 from memory.errors import MnemoError
 from memory.memory_text import embedding_text
@@ -93,9 +93,9 @@ class Reranker:
                                         "results nor an object with one under \"results\"")
         scores: dict[int, float] = {}
         for item in items:
-            index = item.get("index") if isinstance(item, dict) else None
+            index = distinct_index(item, count, scores)
             found = [item[k] for k in SCORE_KEYS if k in item] if isinstance(item, dict) else []
-            if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < count or index in scores:
+            if index is None:
                 raise RerankResponseInvalid(f"the rerank endpoint at {shown(self.url)} answered a result without "
                                             f"a distinct index in 0..{count - 1}")
             if len(found) != 1 or not is_number(found[0]) or not math.isfinite(found[0]):
