@@ -1,8 +1,8 @@
 """Counts of model calls that failed, by stage and error code, for ``/metrics`` to read.
 
 Recall answers without its vector source or its rerank stage when their model fails (with a warning in
-the bundle); each such answer is counted here, per process. No prometheus registry exists on this branch
-yet: :func:`failure_counts` is what one reads (``mnemo_model_failures_total{stage, code}``).
+the bundle); each such answer is counted here, per process, and ``/metrics`` reads :func:`failure_counts` as
+``mnemo_model_failures_total{stage, code}`` (:class:`api.observability.metrics.ModelFailures`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The bundled model, offline: multilingual-e5-small (4-bit) in a supervised child process.
 
-It is :class:`memory.embeddings.Embedder`, unchanged: the same engine, prefixes, clipping and model id
-(:data:`memory.embeddings.MODEL_NAME`), so a deployment that configures nothing re-embeds nothing.
+It is :class:`memory.embeddings.Embedder`: the same engine, prefixes and clipping, and its model id
+(:data:`memory.embeddings.MODEL_NAME`) changes only with the engine or the text rule's version
+(:data:`memory.memory_text.TEXT_VERSION`), when the sweep re-embeds.
 """
 
 from __future__ import annotations
