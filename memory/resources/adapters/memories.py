@@ -3,8 +3,9 @@
 version, no deletion barrier).
 
 A search narrows with the memories' lexical projection (``memory_search.tokens``, whose text mixes key,
-abstract, overview and content) and then decides on the readable fields alone (:func:`common.match_rows`): the
-projection only proposes, so a word only in a field the grant does not read never makes a candidate.
+summaries, content and the day observed: :func:`memory.memory_text.lexical_text`) and then decides on the
+readable fields alone (:func:`common.match_rows`): the projection only proposes, so a word only in a field the
+grant does not read (or only in the day words) never makes a candidate.
 """
 
 from __future__ import annotations
