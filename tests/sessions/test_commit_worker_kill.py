@@ -2,6 +2,10 @@
 and no memory exists twice. The model is the labelled LLM stand-in (tests/sessions/llm_standin.py); the
 worker, Temporal, PostgreSQL and the API are real.
 
+The test runs on a database of its own. A worker ensures the session sweep's Schedule, which then
+starts every commit the tests before this one left accepted: on the shared database, such a commit reached
+this test's model first and took its scripted answer.
+
 Timing: the extract activity heartbeats every 5 s with a 30 s heartbeat timeout, so Temporal retries the
 killed attempt within about 30 s of the kill; the test allows 75 s for the commit to end."""
 
@@ -21,11 +25,13 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
+from api.devstack.postgres import PostgresInfo
 from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session
 from memory.models import Memory
-from tests.conftest import MakeKey, auth
+from tests.conftest import auth
+from tests.factories import key_in, scratch_stack
 from tests.sessions.conftest import TERMINAL, post, say
 from tests.sessions.llm_standin import LlmStandIn, answer, running_standin
 from tests.workers import worker_env
@@ -43,9 +49,10 @@ def standin() -> Iterator[LlmStandIn]:
 
 
 @pytest.fixture
-def own_settings(settings: Settings) -> Settings:
-    """A task queue no other worker polls, so the test decides which worker runs the commit."""
-    return settings.model_copy(update={"task_queue": f"llm-kill-{uuid.uuid4().hex[:8]}"})
+def own_stack(settings: Settings, postgres: PostgresInfo) -> Iterator[tuple[Settings, Engine]]:
+    """A database and a task queue no other test uses, so the test decides which worker runs which commit."""
+    with scratch_stack(settings, postgres, "mnemo_kill") as stack:
+        yield stack
 
 
 def _worker(settings: Settings, standin: LlmStandIn, log: Path) -> subprocess.Popen[bytes]:
@@ -81,10 +88,11 @@ def _wait(what: str, done: Any, timeout: float, *alive: subprocess.Popen[bytes])
 
 
 def test_a_worker_killed_mid_extraction_is_replaced_and_the_commit_stores_each_memory_once(
-    own_settings: Settings, standin: LlmStandIn, make_key: MakeKey, engine: Engine, tmp_path: Path
+    own_stack: tuple[Settings, Engine], standin: LlmStandIn, tmp_path: Path
 ) -> None:
+    own_settings, engine = own_stack
     tenant = f"t-{uuid.uuid4().hex[:12]}"
-    key = make_key(tenant=tenant)
+    key = key_in(engine, tenant)
     first = _worker(own_settings, standin, tmp_path / "first.log")
     second: subprocess.Popen[bytes] | None = None
     try:
