@@ -35,7 +35,7 @@ from bench.harness import say
 from bench.locomo_recall import evidence_of, parse_date, recall_at, sessions, turn_message
 from memory.embeddings import QUERY_MAX_CHARS
 from memory.memory_text import embedding_text, lexical_text
-from memory.message_text import message_content
+from memory.message_text import message_content, quote_start
 from memory.models import Memory
 from memory.recall.candidates import EXAMINED_PER_CANDIDATE
 from memory.recall.scoring import Evidence, score_pool
@@ -55,8 +55,9 @@ def memories(sample: dict[str, Any]) -> tuple[list[Memory], list[str]]:
         for place, turn in enumerate(turns):
             # As POST /memory-candidates reads the message bench/locomo_recall.py sends.
             message = MessageIn.model_validate(turn_message(turn, turns[place - 1] if place else None))
-            content = message_content(message.said())
-            found.append(Memory(key=None, abstract=None, overview=None, content=content, observed_at=when,
+            said = message.said()
+            found.append(Memory(key=None, abstract=None, overview=None, content=message_content(said),
+                                quote_start=quote_start(said), observed_at=when,
                                 captured_at=when, memory_id=uuid.UUID(int=len(found) + 1), revision=len(found) + 1,
                                 version=1, source_level="E2", confidence=1.0, last_confirmed_at=None))
             ids.append(str(turn["dia_id"]))

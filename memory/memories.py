@@ -61,6 +61,8 @@ class NewMemory:
     validity: Validity = field(default_factory=Validity)
     allowed_purposes: tuple[str, ...] = ()
     idempotency_key: str | None = None
+    quote_start: int | None = None
+    """Where in ``content`` a quoted message begins (:func:`memory.message_text.quote_start`)."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,8 @@ def create_memory(
                     f"idempotency key {new.idempotency_key!r} was already used with a different request body"
                 )
             return WriteResult(head_of(session, principal, existing.memory_id), replayed=True)
+    if new.quote_start is not None and not 0 < new.quote_start < len(new.content):
+        raise InvalidInput("a quoted message begins inside the content", code="quote_outside_content")
     level = new.source_level
     owner_id = _owner_for(principal, new)
     guard_write(session, principal.tenant_id, owner_id, held_epoch)
@@ -169,6 +173,7 @@ def create_memory(
         abstract=abstract_for(new.content, new.abstract),
         overview=new.overview,
         content=new.content,
+        quote_start=new.quote_start,
         source_id=new.source.source_id,
         source_type=new.source.source_type,
         captured_at=new.source.captured_at,
@@ -326,6 +331,7 @@ def correct_memory(
         abstract=abstract,
         overview=overview,
         content=content,
+        quote_start=head.quote_start if correction.content is None else None,  # a new text quotes nothing known
         source_id=source.source_id,
         source_type=source.source_type,
         captured_at=source.captured_at,

@@ -45,12 +45,16 @@ def _repeated(summary: str, content: str) -> bool:
     return head in content or _words(head) in _words(content)
 
 
-def memory_text(memory: Memory) -> str:
-    """What a memory says, once: its key, its summaries unless the content already holds them, its content."""
+def _text(memory: Memory, content: str) -> str:
     parts = [memory.key or ""]
     parts += [s for s in (memory.abstract, memory.overview) if s and not _repeated(s, memory.content)]
-    parts.append(memory.content)
+    parts.append(content)
     return "\n".join(part for part in parts if part)
+
+
+def memory_text(memory: Memory) -> str:
+    """What a memory says, once: its key, its summaries unless the content already holds them, its content."""
+    return _text(memory, memory.content)
 
 
 def observed_words(observed_at: datetime) -> str:
@@ -63,10 +67,24 @@ def observed_words(observed_at: datetime) -> str:
     return f"{day.day} {day:%B} {day.year}"
 
 
+def _with_day(memory: Memory, text: str) -> str:
+    return f"{text}\n{observed_words(memory.observed_at)}" if memory.observed_at is not None else text
+
+
 def lexical_text(memory: Memory) -> str:
     """What the full-text index and the lexical scores read: :func:`memory_text`, then the day it was observed."""
-    text = memory_text(memory)
-    return f"{text}\n{observed_words(memory.observed_at)}" if memory.observed_at is not None else text
+    return _with_day(memory, memory_text(memory))
+
+
+def lexical_parts(memory: Memory) -> tuple[str, str]:
+    """:func:`lexical_text` in two: the memory's own words, and the message its content quotes ("" if none).
+
+    Recall's lexical scores weigh the quoted words less (:data:`memory.recall.scoring.QUOTED_WEIGHT`).
+    """
+    if memory.quote_start is None:
+        return lexical_text(memory), ""
+    own = _text(memory, memory.content[: memory.quote_start])
+    return _with_day(memory, own), memory.content[memory.quote_start :]
 
 
 def embedding_text(memory: Memory) -> str:

@@ -54,6 +54,16 @@ def _said(message: SaidMessage, who: str) -> str:
     return f"{said} and shared {_listed(shared)}" if shared else said
 
 
+def quote_start(message: SaidMessage) -> int | None:
+    """Where in :func:`message_content` the quoted message begins (at ``, replying to``); None without one.
+
+    Recall's lexical scores count the quoted words at a fraction of the reply's own
+    (:data:`memory.recall.scoring.QUOTED_WEIGHT`): the quoted message has a memory of its own, which a
+    question in its words should find first.
+    """
+    return len(_said(message, _speaker(message))) if message.replying_to is not None else None
+
+
 def message_content(message: SaidMessage) -> str:
     """``<speaker> said, "<text>"`` (`` and shared <description>`` for what was shared with it), then
     ``, replying to <speaker>, who said, "<text>"`` for the message it answers; a full stop after a description."""

@@ -113,6 +113,8 @@ class Memory(Base):
     abstract: Mapped[str] = mapped_column(Text)
     overview: Mapped[str | None] = mapped_column(Text)
     content: Mapped[str] = mapped_column(Text)
+    quote_start: Mapped[int | None] = mapped_column(Integer)
+    """Where in ``content`` the message a reply quotes begins (:mod:`memory.message_text`); None if none."""
     source_id: Mapped[str] = mapped_column(Text)
     source_type: Mapped[str] = mapped_column(Text)
     captured_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

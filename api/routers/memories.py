@@ -22,7 +22,7 @@ from memory import memories
 from memory.db import tenant_session
 from memory.errors import InvalidInput
 from memory.events import request_digest
-from memory.message_text import message_content
+from memory.message_text import message_content, quote_start
 from memory.models import Memory
 
 router = APIRouter(tags=["memories"])
@@ -42,12 +42,14 @@ def _validity(validity: ValidityIn | None) -> memories.Validity | None:
     return memories.Validity(validity.observed_at, validity.effective_from, validity.effective_to, validity.expires_at)
 
 
-def _content(body: CandidateIn) -> str:
-    """The memory's text: ``content`` as given, or written from ``message`` (exactly one of them)."""
+def _content(body: CandidateIn) -> tuple[str, int | None]:
+    """The memory's text and where a quoted message begins in it: ``content`` as given (quoting nothing),
+    or written from ``message`` (exactly one of them)."""
     if body.content is not None and body.message is None:
-        return body.content
+        return body.content, None
     if body.message is not None and body.content is None:
-        return message_content(body.message.said())
+        said = body.message.said()
+        return message_content(said), quote_start(said)
     raise InvalidInput("give the memory's content or the message it comes from, exactly one of them",
                        code="content_or_message")
 
@@ -73,10 +75,12 @@ def _written(memory: Memory, replayed: bool) -> WriteOut:
 )
 def submit_candidate(body: CandidateIn, principal: CurrentPrincipal, engine: EngineDep, response: Response) -> WriteOut:
     """Submit a memory. It is ACTIVE at once for a memory writer with E1-E3 evidence, else a CANDIDATE."""
+    content, quoted_from = _content(body)
     new = memories.NewMemory(
         category=body.category,
         space=body.space,
-        content=_content(body),
+        content=content,
+        quote_start=quoted_from,
         source=_source(body.source),
         source_level=body.source_level,
         abstract=body.abstract,

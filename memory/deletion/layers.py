@@ -245,6 +245,7 @@ def purge_derived_memories(session: Session, job: DeletionJob, batch: int) -> Ba
 def _scrub(row: Memory) -> None:
     row.status = Status.DELETED.value
     row.content = ""
+    row.quote_start = None
     row.abstract = ""
     row.overview = None
     row.key = None

@@ -2,16 +2,18 @@
 
 Ranking fuses the two relevance signals on one scale: BM25 of the query's lexemes
 (statistics from the candidate pool) and the cosine of the query and memory
-vectors, each as a z-score within the pool, 0.6 / 0.4. One round of
+vectors, each as a z-score within the pool, 0.55 / 0.45. One round of
 pseudo-relevance feedback then adds the most telling lexemes of the three best
-candidates to the BM25 side (weight 0.4): a question's answer often shares words
-with the turns around it, not with the question. Priors (recency, hotness,
-authority, confirmation) only separate comparably relevant memories.
+candidates to the BM25 side (weight 0.3): a question's answer often shares words
+with the turns around it, not with the question. In BM25 a word of a message a
+reply quotes counts 0.4 of the reply's own (:func:`lexical_bag`). Priors (recency,
+hotness, authority, confirmation) only separate comparably relevant memories.
 
 On LoCoMo (bench/locomo_recall.py) this took evidence recall@5/10/25/50 from
 57.8/64.8/73.3/78.7 % (a fixed weighted sum of coverage, ts_rank and rescaled
 cosine) to the figures in docs/benchmarks.md. The parameters were chosen on
-those same questions (there is no held-out split); the grid around them is flat.
+those same questions (there is no held-out split; docs/benchmarks.md shows how
+they did on each half of the conversations); the grid around them is flat.
 
 ``relevance`` stays an absolute measure (coverage, full-text rank, trigram and
 rescaled cosine, each in [0, 1]): z-scores say which candidate is better, not
@@ -28,7 +30,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from memory.enums import SourceLevel
-from memory.memory_text import lexical_text
+from memory.memory_text import lexical_parts, lexical_text
 from memory.models import Memory
 from memory.text import STOP_LEXEMES, lexemes
 
@@ -40,12 +42,17 @@ SEMANTIC_FLOOR = 0.75
 
 BM25_K1, BM25_B = 0.9, 0.4
 """Term-frequency saturation and length normalisation; short memories want little of either."""
-LEXICAL_SHARE = 0.6
-"""Weight of z(BM25) in the fused relevance; the cosine's z gets the rest."""
-FEEDBACK_DOCS, FEEDBACK_TERMS, FEEDBACK_WEIGHT = 3, 20, 0.4
-"""Pseudo-relevance feedback: lexemes of the top 3 candidates, the 20 most telling, at 0.4 of the query's weight."""
+LEXICAL_SHARE = 0.55
+"""Weight of z(BM25) in the fused relevance; the cosine's z gets the rest (0.6 while the vector text was the
+colon form; 0.55 once it became the attributed message, which lifted the dense channel by 17 points)."""
+FEEDBACK_DOCS, FEEDBACK_TERMS, FEEDBACK_WEIGHT = 3, 20, 0.3
+"""Pseudo-relevance feedback: lexemes of the top 3 candidates, the 20 most telling, at 0.3 of the query's weight."""
 FEEDBACK_MIN_POOL = 30
 """Feedback needs contrast: in a pool of a handful, the "best three" are most of it, and their words are noise."""
+
+QUOTED_WEIGHT = 0.4
+"""What a word of a quoted message counts for in BM25 (a reply's ``replying to …, who said``): the quoted
+message has a memory of its own, which a question in its words should find before the replies to it."""
 
 RELEVANCE_WEIGHTS = {"semantic": 0.50, "coverage": 0.25, "fulltext": 0.10, "trigram": 0.25}
 """The absolute relevance (applicability floor, tie-breaker): each part is in [0, 1]. A near-spelling
@@ -69,7 +76,7 @@ class ScoreBreakdown:
     """Cosine similarity rescaled above :data:`SEMANTIC_FLOOR` to [0, 1]; 0 without a current vector."""
     cosine: float | None
     fused: float
-    """0.6 z(BM25 + 0.4 expansion) + 0.4 z(cosine), z within the candidate pool."""
+    """0.55 z(BM25 + 0.3 expansion) + 0.45 z(cosine), z within the candidate pool."""
     recency: float
     hotness: float
     authority: float
@@ -117,6 +124,19 @@ def own_tokens(memory: Memory) -> set[str]:
     return set(lexemes(lexical_text(memory)))
 
 
+Bag = Mapping[str, float]
+"""A memory's lexemes and how much each counts: once per occurrence, a quoted one :data:`QUOTED_WEIGHT`."""
+
+
+def lexical_bag(memory: Memory) -> Bag:
+    """The memory's lexemes (:func:`memory.memory_text.lexical_parts`), quoted ones weighted down."""
+    own, quoted = lexical_parts(memory)
+    bag: dict[str, float] = dict(Counter(lexemes(own)))
+    for term in lexemes(quoted):
+        bag[term] = bag.get(term, 0.0) + QUOTED_WEIGHT
+    return bag
+
+
 def term_weights(terms: list[str], pool: Sequence[set[str]]) -> dict[str, float]:
     """Smoothed inverse document frequency of each term among the candidates: ``ln(1 + (N + 1) / (df + 1))``.
 
@@ -147,7 +167,7 @@ class PoolStatistics:
     per-tenant term table (another derived copy for deletion to purge) is kept.
     """
 
-    def __init__(self, bags: Sequence[Counter[str]]) -> None:
+    def __init__(self, bags: Sequence[Bag]) -> None:
         self.bags = bags
         self.n = len(bags)
         self.mean_length = sum(sum(b.values()) for b in bags) / self.n if self.n else 0.0
@@ -159,10 +179,11 @@ class PoolStatistics:
         df = self._df[term]
         return math.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
 
-    def bm25(self, bag: Counter[str], terms: Sequence[str]) -> float:
+    def bm25(self, bag: Bag, terms: Sequence[str]) -> float:
         length = sum(bag.values())
         norm = BM25_K1 * (1.0 - BM25_B + BM25_B * length / self.mean_length) if self.mean_length else BM25_K1
-        return sum(self.idf(t) * bag[t] * (BM25_K1 + 1.0) / (bag[t] + norm) for t in terms if bag[t])
+        tf = [(t, bag.get(t, 0.0)) for t in terms]
+        return sum(self.idf(t) * f * (BM25_K1 + 1.0) / (f + norm) for t, f in tf if f)
 
 
 def z_scores(values: Sequence[float]) -> list[float]:
@@ -181,7 +202,7 @@ def fuse(lexical: Sequence[float], cosines: Sequence[float]) -> list[float]:
     ]
 
 
-def feedback_terms(bags: Sequence[Counter[str]], order: Sequence[int], terms: Sequence[str],
+def feedback_terms(bags: Sequence[Bag], order: Sequence[int], terms: Sequence[str],
                    stats: PoolStatistics) -> list[str]:
     """The most telling lexemes of the best :data:`FEEDBACK_DOCS` candidates that the query lacks.
 
@@ -223,7 +244,7 @@ def score_pool(pool: Sequence[Evidence], terms: list[str], now: datetime) -> lis
     """Score every candidate against the others (BM25 statistics, z-scores and feedback are pool-wide)."""
     if not pool:
         return []
-    bags = [Counter(lexemes(lexical_text(e.memory))) for e in pool]
+    bags = [lexical_bag(e.memory) for e in pool]
     stats = PoolStatistics(bags)
     lexical = [stats.bm25(bag, terms) for bag in bags]
     present = [e.cosine for e in pool if e.cosine is not None]

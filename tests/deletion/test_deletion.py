@@ -283,3 +283,21 @@ def test_postings_left_without_their_search_row_are_purged_too(
     assert layer["evidence"]["lexical_rows"] == 0 and layer["evidence"]["lexeme_postings"] > 0
     with tenant_session(engine, tenant) as session:
         assert session.execute(select(func.count()).select_from(MemoryLexeme)).scalar_one() == 0
+
+
+def test_a_reply_is_purged_with_where_its_quote_began(api: TestClient, make_key: MakeKey, engine: Engine) -> None:
+    """The quote's offset points into the content: purging the content scrubs it too (the database refuses an
+    offset outside the content, so a purge that kept it would fail)."""
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    alice = make_key(tenant=tenant, user="alice")
+    reply = {"speaker": "Alice", "text": "Yes, twice", "replying_to": {"speaker": "Bob", "text": "Been to Lisbon?"}}
+    body = {k: v for k, v in candidate("unused", category="EVENT", message=reply).items() if k != "content"}
+    written = api.post("/memory-candidates", json=body, headers=auth(alice))
+    assert written.status_code == 201, written.text
+    target = written.json()["memory_id"]
+    accepted = api.delete(f"/memories/{target}", headers=auth(alice))
+    assert accepted.status_code == 202, accepted.text
+    wait_for(api, alice, accepted.json()["job_id"], completed)
+    with tenant_session(engine, tenant) as session:
+        row = session.execute(select(Memory).where(Memory.memory_id == uuid.UUID(target))).scalar_one()
+        assert (row.content, row.quote_start, row.purged_at is not None) == ("", None, True)

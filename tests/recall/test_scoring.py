@@ -5,11 +5,10 @@ from __future__ import annotations
 import random
 import uuid
 from datetime import UTC, datetime
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
+from memory.models import Memory
 from memory.recall.ranking import stable_rank
 from memory.recall.scoring import (
     FEEDBACK_MIN_POOL,
@@ -25,8 +24,8 @@ from memory.text import search_terms
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
 
 
-def _memory(content: str, n: int = 0) -> Any:
-    return SimpleNamespace(
+def _memory(content: str, n: int = 0) -> Memory:
+    return Memory(
         memory_id=uuid.UUID(int=n + 1), key=None, abstract=None, overview=None, content=content, revision=n + 1,
         last_confirmed_at=None, observed_at=None, captured_at=NOW, source_level="E2", confidence=1.0,
     )
