@@ -113,12 +113,15 @@ def recall_at(retrieved: list[str], evidence: list[str], k: int) -> float:
 
 
 def vector_progress(database_url: str, tenants: list[str]) -> tuple[int, int]:
-    """(memories whose current version has a vector from the current model, memories) over the benchmark tenants."""
+    """(memories whose current version has a vector from the configured model, memories) over the benchmark
+    tenants: the bundled one, or the endpoint of ``MNEMO_EMBEDDINGS_*`` (the stack's children read the same)."""
     from sqlalchemy import text
 
     from memory.db import make_engine, tenant_session
-    from memory.embeddings import MODEL_NAME
+    from memory.embedders import model_of
+    from memory.embedders.settings import ModelSettings
 
+    model, _ = model_of(ModelSettings())
     engine = make_engine(database_url, pool_size=1)
     done = total = 0
     try:
@@ -132,7 +135,7 @@ def vector_progress(database_url: str, tenants: list[str]) -> tuple[int, int]:
                         "  AND m.memory_id = s.memory_id AND m.version = s.version"
                         " WHERE s.tenant_id = :tenant AND m.status = 'ACTIVE'"
                     ),
-                    {"model": MODEL_NAME, "tenant": tenant},
+                    {"model": model, "tenant": tenant},
                 ).one()
                 done, total = done + int(row[0]), total + int(row[1])
     finally:
