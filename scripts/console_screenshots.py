@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, ViewportSize, sync_playwright
 
 from api.devstack.processes import free_port
 
-LAPTOP = {"width": 1280, "height": 900}
-PHONE = {"width": 390, "height": 844}
+LAPTOP = ViewportSize(width=1280, height=900)
+PHONE = ViewportSize(width=390, height=844)
 
 
 def _wait(what: str, check: Any, timeout: float = 600) -> Any:
