@@ -242,15 +242,17 @@ def purge_derived_memories(session: Session, job: DeletionJob, batch: int) -> Ba
                        {"derived_deleted": len(scrubbed_ids), "derived_rederived": rederived})
 
 
+def scrubbed_columns() -> dict[str, Any]:
+    """A purged memory version's columns: its text and all that points into it gone (the quote's offset
+    too: the database keeps it inside the content). Ids, versions and revisions stay as evidence. One list
+    for the purge here and for tombstones re-applied after a restore (:mod:`memory.deletion.reapply`)."""
+    return {"status": Status.DELETED.value, "content": "", "quote_start": None, "abstract": "", "overview": None,
+            "key": None, "evidence_refs": cast([], JSONB), "purged_at": func.now()}
+
+
 def _scrub(row: Memory) -> None:
-    row.status = Status.DELETED.value
-    row.content = ""
-    row.quote_start = None
-    row.abstract = ""
-    row.overview = None
-    row.key = None
-    row.evidence_refs = []
-    row.purged_at = func.now()
+    for column, value in scrubbed_columns().items():
+        setattr(row, column, value)
 
 
 def _rederive(session: Session, head: Memory, kept: list[str]) -> None:

@@ -9,8 +9,8 @@ from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.orm import Session
 
 from memory.db import affected_rows
+from memory.deletion.layers import scrubbed_columns
 from memory.deletion.scope import Scope, ScopeType, events_in, memories_in
-from memory.enums import Status
 from memory.models import Memory, MemoryEvent, Tombstone
 from memory.projection import delete_projection
 
@@ -53,15 +53,7 @@ def reapply(session: Session, tenant_id: str, tombstones: list[TombstoneRecord])
         scrubbed += affected_rows(session.execute(
             update(Memory)
             .where(covered, Memory.purged_at.is_(None))
-            .values(
-                status=Status.DELETED.value,
-                content="",
-                abstract="",
-                overview=None,
-                key=None,
-                evidence_refs=cast([], JSONB),
-                purged_at=func.now(),
-            )
+            .values(**scrubbed_columns())
         ))
         scrubbed += affected_rows(session.execute(
             update(MemoryEvent)

@@ -67,15 +67,20 @@ def test_a_restored_backup_does_not_resurrect_deleted_data(
             "/memory-candidates", json=candidate("要被遗忘的秘密：保险柜密码提示"), headers=auth(key)
         ).json()
         kept = api.post("/memory-candidates", json=candidate("可以保留的偏好：喜欢绿茶"), headers=auth(key)).json()
+        # A reply records where its quote begins; re-applying its tombstone must scrub that with the content.
+        reply = {"speaker": "Alice", "text": "Yes, twice", "replying_to": {"speaker": "Bob", "text": "Lisbon?"}}
+        quoting = api.post("/memory-candidates", headers=auth(key), json={
+            k: v for k, v in candidate("unused", category="EVENT", message=reply).items() if k != "content"}).json()
         backed_up = _mnemo(own_database, "backup", "--out", str(archive))
         assert backed_up.returncode == 0, backed_up.stderr
-        job = api.delete(f"/memories/{doomed['memory_id']}", headers=auth(key)).json()["job_id"]
-        wait_for(api, key, job, completed, timeout=90)  # its worker is a fresh process: slow to start under load
+        for memory in (doomed, quoting):
+            job = api.delete(f"/memories/{memory['memory_id']}", headers=auth(key)).json()["job_id"]
+            wait_for(api, key, job, completed, timeout=90)  # its worker is a fresh process: slow to start under load
         after_delete = api.post("/memory-candidates", json=candidate("删除之后写入的新记忆"), headers=auth(key)).json()
 
     restored = _mnemo(own_database, "restore", str(archive))
     assert restored.returncode == 0, restored.stderr
-    assert "re-applied 1 tombstone(s)" in restored.stdout
+    assert "re-applied 2 tombstone(s)" in restored.stdout
 
     with TestClient(create_app(own_database)) as api:
         assert api.get(f"/memories/{doomed['memory_id']}", headers=auth(key)).status_code == 404
@@ -97,8 +102,12 @@ def test_a_restored_backup_does_not_resurrect_deleted_data(
         content = session.execute(
             text("SELECT content FROM memories WHERE memory_id = :id"), {"id": doomed["memory_id"]}
         ).scalar_one()
+        scrubbed_reply = session.execute(
+            text("SELECT content, quote_start FROM memories WHERE memory_id = :id"), {"id": quoting["memory_id"]}
+        ).one()
     engine.dispose()
     assert content == ""
+    assert tuple(scrubbed_reply) == ("", None)
 
 
 def test_restore_of_a_missing_archive_is_a_clear_error(own_database: Settings, tmp_path: Path) -> None:
