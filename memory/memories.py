@@ -331,7 +331,7 @@ def correct_memory(
         abstract=abstract,
         overview=overview,
         content=content,
-        quote_start=head.quote_start if correction.content is None else None,  # a new text quotes nothing known
+        quote_start=head.quote_start if content == head.content else None,  # a new text quotes nothing known
         source_id=source.source_id,
         source_type=source.source_type,
         captured_at=source.captured_at,

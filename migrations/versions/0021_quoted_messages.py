@@ -23,10 +23,12 @@ depends_on = None
 
 def upgrade() -> None:
     op.add_column("memories", sa.Column("quote_start", sa.Integer(), nullable=True))
-    op.create_check_constraint(
-        "memories_quote_inside_content", "memories",
-        "quote_start IS NULL OR (quote_start > 0 AND quote_start < char_length(content))",
+    # NOT VALID, then VALIDATE: the scan of existing rows runs without the exclusive lock that blocks writes.
+    op.execute(
+        "ALTER TABLE memories ADD CONSTRAINT memories_quote_inside_content"
+        " CHECK (quote_start IS NULL OR (quote_start > 0 AND quote_start < char_length(content))) NOT VALID"
     )
+    op.execute("ALTER TABLE memories VALIDATE CONSTRAINT memories_quote_inside_content")
 
 
 def downgrade() -> None:
