@@ -43,8 +43,9 @@ SEMANTIC_FLOOR = 0.75
 BM25_K1, BM25_B = 0.9, 0.4
 """Term-frequency saturation and length normalisation; short memories want little of either."""
 LEXICAL_SHARE = 0.55
-"""Weight of z(BM25) in the fused relevance; the cosine's z gets the rest (0.6 while the vector text was the
-colon form; 0.55 once it became the attributed message, which lifted the dense channel by 17 points)."""
+"""Weight of z(BM25) in the fused relevance; the cosine's z gets the rest. 0.6 was chosen when vector-only
+R@5 on LoCoMo was 41; 0.55 once the memory text (the attributed message, a reply quoting what it answers)
+had lifted it to 59 (docs/benchmarks.md, "The last points")."""
 FEEDBACK_DOCS, FEEDBACK_TERMS, FEEDBACK_WEIGHT = 3, 20, 0.3
 """Pseudo-relevance feedback: lexemes of the top 3 candidates, the 20 most telling, at 0.3 of the query's weight."""
 FEEDBACK_MIN_POOL = 30
@@ -148,7 +149,7 @@ def term_weights(terms: list[str], pool: Sequence[set[str]]) -> dict[str, float]
 
 def coverage(terms: list[str], memory: Memory, weights: Mapping[str, float] | None = None,
              own: set[str] | None = None) -> float:
-    """Share of ``terms`` present among the memory's own lexemes, each term weighted by ``weights`` (IDF) if given."""
+    """Share of ``terms`` among all the memory's lexemes (quoted ones too), weighted by ``weights`` (IDF) if given."""
     if not terms:
         return 0.0
     own = own_tokens(memory) if own is None else own
