@@ -36,6 +36,13 @@ def candidate(content: str, **overrides: Any) -> dict[str, Any]:
     return body
 
 
+def message_candidate(message: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    """A candidate given as the ``message`` it comes from (an EVENT), not as ``content``."""
+    body = {k: v for k, v in candidate("", category="EVENT", message=message).items() if k != "content"}
+    body.update(overrides)
+    return body
+
+
 def event(key: str, **overrides: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "idempotency_key": key,

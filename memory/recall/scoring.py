@@ -183,8 +183,7 @@ class PoolStatistics:
     def bm25(self, bag: Bag, terms: Sequence[str]) -> float:
         length = sum(bag.values())
         norm = BM25_K1 * (1.0 - BM25_B + BM25_B * length / self.mean_length) if self.mean_length else BM25_K1
-        tf = [(t, bag.get(t, 0.0)) for t in terms]
-        return sum(self.idf(t) * f * (BM25_K1 + 1.0) / (f + norm) for t, f in tf if f)
+        return sum(self.idf(t) * f * (BM25_K1 + 1.0) / (f + norm) for t in terms if (f := bag.get(t, 0.0)))
 
 
 def z_scores(values: Sequence[float]) -> list[float]:

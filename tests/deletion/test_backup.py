@@ -23,7 +23,7 @@ from memory.db import make_engine, tenant_session
 from migrations import alembic_config, upgrade
 from tests.conftest import auth
 from tests.deletion.conftest import completed, wait_for
-from tests.factories import alices_memory, candidate, scratch_database
+from tests.factories import alices_memory, candidate, message_candidate, scratch_database
 from tests.workers import worker_env
 
 MNEMO = str(Path(sys.executable).parent / "mnemo")
@@ -69,8 +69,7 @@ def test_a_restored_backup_does_not_resurrect_deleted_data(
         kept = api.post("/memory-candidates", json=candidate("可以保留的偏好：喜欢绿茶"), headers=auth(key)).json()
         # A reply records where its quote begins; re-applying its tombstone must scrub that with the content.
         reply = {"speaker": "Alice", "text": "Yes, twice", "replying_to": {"speaker": "Bob", "text": "Lisbon?"}}
-        quoting = api.post("/memory-candidates", headers=auth(key), json={
-            k: v for k, v in candidate("unused", category="EVENT", message=reply).items() if k != "content"}).json()
+        quoting = api.post("/memory-candidates", json=message_candidate(reply), headers=auth(key)).json()
         backed_up = _mnemo(own_database, "backup", "--out", str(archive))
         assert backed_up.returncode == 0, backed_up.stderr
         for memory in (doomed, quoting):

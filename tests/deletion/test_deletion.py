@@ -18,7 +18,7 @@ from memory.memories import NewMemory, Source, create_memory
 from memory.models import AuditEntry, Memory, MemoryEvent, MemoryLexeme, MemorySearch, RebuildBlock
 from tests.conftest import MakeKey, auth
 from tests.deletion.conftest import completed, wait_for
-from tests.factories import candidate, event
+from tests.factories import candidate, event, message_candidate
 
 
 def _write(api: TestClient, key: str, content: str, **overrides: Any) -> str:
@@ -291,8 +291,7 @@ def test_a_reply_is_purged_with_where_its_quote_began(api: TestClient, make_key:
     tenant = f"t-{uuid.uuid4().hex[:10]}"
     alice = make_key(tenant=tenant, user="alice")
     reply = {"speaker": "Alice", "text": "Yes, twice", "replying_to": {"speaker": "Bob", "text": "Been to Lisbon?"}}
-    body = {k: v for k, v in candidate("unused", category="EVENT", message=reply).items() if k != "content"}
-    written = api.post("/memory-candidates", json=body, headers=auth(alice))
+    written = api.post("/memory-candidates", json=message_candidate(reply), headers=auth(alice))
     assert written.status_code == 201, written.text
     target = written.json()["memory_id"]
     accepted = api.delete(f"/memories/{target}", headers=auth(alice))

@@ -21,7 +21,7 @@ from memory.memory_text import MAX_CHARS, embedding_text, lexical_text, memory_t
 from memory.message_text import SaidMessage, message_content
 from memory.models import Memory, MemorySearch
 from tests.conftest import MakeKey, auth
-from tests.factories import candidate
+from tests.factories import candidate, message_candidate
 from tests.recall.conftest import embed_tenant, ids, recall
 
 SAID = "I went to a support group yesterday and it was so powerful."
@@ -29,10 +29,8 @@ CAPTION = "a photo of a rainbow flag on a table"
 
 
 def _message_candidate(**message: object) -> dict[str, object]:
-    body = candidate("unused", category="EVENT", validity={"observed_at": "2023-05-08T13:56:00Z"},
-                     message={"speaker": "Caroline", "text": SAID, **message})
-    del body["content"]
-    return body
+    return message_candidate({"speaker": "Caroline", "text": SAID, **message},
+                             validity={"observed_at": "2023-05-08T13:56:00Z"})
 
 
 def _tenant() -> str:

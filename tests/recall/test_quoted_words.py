@@ -22,7 +22,7 @@ from memory.models import Memory
 from memory.recall.scoring import QUOTED_WEIGHT, Evidence, lexical_bag, score_pool
 from memory.text import lexemes
 from tests.conftest import MakeKey, auth
-from tests.factories import candidate
+from tests.factories import candidate, message_candidate
 from tests.recall.conftest import ids, recall
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -81,10 +81,8 @@ def test_the_same_words_score_higher_said_than_quoted() -> None:
 
 
 def _message(speaker: str, text: str, replying_to: dict[str, str]) -> dict[str, object]:
-    body = candidate("unused", category="EVENT", idempotency_key=uuid.uuid4().hex,
-                     message={"speaker": speaker, "text": text, "replying_to": replying_to})
-    del body["content"]
-    return body
+    return message_candidate({"speaker": speaker, "text": text, "replying_to": replying_to},
+                             idempotency_key=uuid.uuid4().hex)
 
 
 def test_a_reply_written_from_a_message_stores_where_its_quote_begins_and_recall_weighs_it_less(
