@@ -1,12 +1,12 @@
 """Approvals: a request bound to one draft's hash, the decision on it, and the re-check before publishing.
 
 Who may decide (:func:`check_decider`) is judged before anything else, a replay of a recorded decision
-included (:func:`is_replay`: only its own decider's). The rule a newcomer looks for, that an approval must match the current draft's hash, is here in each
-of its three places: a decision names the draft it approves (:func:`check_decision`, run by the
-workflow's validator: ``stale_artifact``), a new draft invalidates the requests for older ones
-(:func:`request_approval`), and a publish re-reads the approval and the draft just before it sends
-(:func:`recheck_before_publish`). The status machine's guard (:mod:`memory.tasks.states`) refuses the
-approved edge once more when the facts handed to it disagree.
+included (:func:`is_replay`: only its own decider's). The rule a newcomer looks for, that an approval must
+match the current draft's hash, is here in each of its three places: a decision names the draft it approves
+(:func:`check_decision`, run by the workflow's validator: ``stale_artifact``), a new draft invalidates the
+requests for older ones (:func:`request_approval`), and a publish re-reads the approval and the draft just
+before it sends (:func:`recheck_before_publish`). The status machine's guard (:mod:`memory.tasks.states`)
+refuses the approved edge once more when the facts handed to it disagree.
 """
 
 from __future__ import annotations
