@@ -182,8 +182,8 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
-    """The last resort: an exception nothing expected. Logged with its traceback under a request id; the
-    answer names that id and nothing of the exception (whose text may hold SQL, parameters or content)."""
+    """An exception nothing expected. Logged with its traceback under a request id; the answer names that id
+    and nothing of the exception (whose text may hold SQL, parameters or content)."""
     context = current_request()
     request_id = context.request_id if context is not None else uuid.uuid4().hex
     log.error("unhandled %s in %s %s (request %s)", type(exc).__name__, request.method, request.url.path,
@@ -199,11 +199,51 @@ async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _outermost_error(request: Request, exc: Exception) -> JSONResponse:
+    """An exception raised outside :class:`UnexpectedErrors` (by a middleware around it). Starlette's
+    ServerErrorMiddleware re-raises it after this answer and uvicorn then drops the connection, so the answer
+    says ``Connection: close``: a keep-alive client knows to open a new one."""
+    response = await _internal_error(request, exc)
+    response.headers["Connection"] = "close"
+    return response
+
+
+class UnexpectedErrors:
+    """ASGI middleware: an unexpected exception becomes the 500 of :func:`_internal_error` here, and goes no
+    further. Handled by Starlette's ServerErrorMiddleware instead, it was re-raised after the answer, and uvicorn
+    closed the keep-alive connection of every 500 without ``Connection: close`` (issue 23, finding 8)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as exc:
+            if started:  # half an answer is out: only the server closing the connection can end it
+                raise
+            response = await _internal_error(Request(scope, receive), exc)
+            await response(scope, receive, send)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    """Every error's answer. Call it after the middlewares that the 500 of an unexpected exception must pass
+    through (it adds :class:`UnexpectedErrors` inside the middlewares added later, e.g. metrics and logging)."""
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(MnemoError, _mnemo_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
-    app.add_exception_handler(Exception, _internal_error)
+    app.add_middleware(UnexpectedErrors)
+    app.add_exception_handler(Exception, _outermost_error)
 
 
 # --- the request guard ---------------------------------------------------------------------------

@@ -26,6 +26,9 @@ from memory.visibility import not_tombstoned, visible_to
 ABSTRACT_CHARS = 200
 """L0 is a one-line abstract (~100 tokens); when the caller sends none we cut the content."""
 
+MAX_CONTENT_CHARS = 100_000
+"""The most characters a memory's content may hold, however it was given (as ``content`` or as a message)."""
+
 DEFAULT_CONFIDENCE = {SourceLevel.E1: 1.0, SourceLevel.E2: 0.9, SourceLevel.E3: 0.8, SourceLevel.E4: 0.5}
 
 
@@ -39,10 +42,22 @@ class Source:
 
 @dataclass(frozen=True)
 class Validity:
+    """When a memory holds. Its effective window must end after it starts (the database's CHECK says the
+    same): checked here, where every write's validity is built, so a bad window is a 422, never a 500."""
+
     observed_at: datetime | None = None
     effective_from: datetime | None = None
     effective_to: datetime | None = None
     expires_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        start, end = self.effective_from, self.effective_to
+        if start is not None and end is not None and end <= start:
+            raise InvalidInput(
+                f"validity.effective_to ({end.isoformat()}) must be after validity.effective_from "
+                f"({start.isoformat()}): a window that ends before it starts holds at no time",
+                code="invalid_validity_window",
+            )
 
 
 @dataclass(frozen=True)
@@ -120,6 +135,19 @@ def initial_status(principal: PrincipalContext, level: SourceLevel) -> Status:
     return Status.CANDIDATE
 
 
+def _stored_content(content: str) -> str:
+    """The content as it will be stored, refused past :data:`MAX_CONTENT_CHARS` whatever form it was built from
+    (a ``message`` and the one it answers can together be far longer than either field's own limit)."""
+    if len(content) > MAX_CONTENT_CHARS:
+        raise InvalidInput(
+            f"the memory's content would be {len(content)} characters; at most {MAX_CONTENT_CHARS} are stored "
+            "(a message's text, what it shared and the message it answers count together): shorten it",
+            code="content_too_long",
+            details={"chars": len(content), "max_chars": MAX_CONTENT_CHARS},
+        )
+    return content
+
+
 def abstract_for(content: str, abstract: str | None) -> str:
     if abstract:
         return abstract
@@ -154,6 +182,7 @@ def create_memory(
                     f"idempotency key {new.idempotency_key!r} was already used with a different request body"
                 )
             return WriteResult(head_of(session, principal, existing.memory_id), replayed=True)
+    _stored_content(new.content)
     if new.quote_start is not None and not 0 < new.quote_start < len(new.content):
         raise InvalidInput("a quoted message begins inside the content", code="quote_outside_content")
     level = new.source_level
@@ -305,7 +334,7 @@ def correct_memory(
         effective_to=head.effective_to,
         expires_at=head.expires_at,
     )
-    content = correction.content if correction.content is not None else head.content
+    content = _stored_content(correction.content if correction.content is not None else head.content)
     if correction.content is None:  # same content: keep its summaries unless replaced
         abstract = correction.abstract or head.abstract
         overview = correction.overview if correction.overview is not None else head.overview

@@ -158,6 +158,8 @@ class ReportTaskWorkflow:
         self._resume_requested = False
         self._resolution: str | None = None
         self._decision_results: dict[tuple[str, str, int], DecisionResult] = {}
+        self._decided_by: dict[tuple[str, str, int], str] = {}
+        """Who recorded each decision: only they may replay it (:func:`memory.tasks.approvals.is_replay`)."""
 
     # --- helpers ------------------------------------------------------------------------------------
 
@@ -439,7 +441,7 @@ class ReportTaskWorkflow:
     async def decide(self, request: ApprovalDecision) -> DecisionResult:
         """Approve or reject the current draft (validated by :meth:`validate_decide`)."""
         key = (request.decision, request.artifact_sha256, request.state_version)
-        if key in self._decision_results:
+        if key in self._decision_results and approvals.is_replay(self._decided_by.get(key), request):
             first = self._decision_results[key]
             return DecisionResult(first.approval_id, first.decision, first.status, first.state_version, replayed=True)
         self._deciding = True
@@ -478,6 +480,7 @@ class ReportTaskWorkflow:
                     pending.approval_id, request.decision, snapshot.status, snapshot.state_version, False
                 )
                 self._decision_results[key] = result
+                self._decided_by[key] = request.user_id
                 self._decided = True
                 return result
         finally:
@@ -485,8 +488,10 @@ class ReportTaskWorkflow:
 
     @decide.validator
     def validate_decide(self, request: ApprovalDecision) -> None:
-        if (request.decision, request.artifact_sha256, request.state_version) in self._decision_results:
-            return  # an identical decision already recorded: the handler replays its result
+        _judge(approvals.check_decider, self._state, request)  # who may decide comes before any replay
+        key = (request.decision, request.artifact_sha256, request.state_version)
+        if approvals.is_replay(self._decided_by.get(key), request):
+            return  # the caller's own decision, already recorded: the handler replays its result
         if self._deciding:
             raise _refuse(
                 "decision_in_progress", "another decision on this draft is being recorded; read the task again"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 
-from api.devstack.processes import StackError, spawn, stop
+from api.devstack.processes import StackError, kill_all, mapping, spawn, stop
 
 SYSTEM_USER = "embedded_postgres"
 SUPERUSER = "postgres"
@@ -88,6 +88,7 @@ class EmbeddedPostgres:
         self.pgdata = self.data_dir / "pgdata"
         self.password_file = self.data_dir / "pg-password"
         self.log_path = self.data_dir / "logs" / "postgres.log"
+        self.pid_file = self.pgdata / "postmaster.pid"
         self.port = port
         self._proc: subprocess.Popen[bytes] | None = None
         self._user = _run_as()
@@ -131,7 +132,7 @@ class EmbeddedPostgres:
 
     def _check_stale(self) -> None:
         """A postmaster.pid whose process still runs means an orphan from an earlier run."""
-        pid_file = self.pgdata / "postmaster.pid"
+        pid_file = self.pid_file
         if not pid_file.exists():
             return
         try:
@@ -146,12 +147,30 @@ class EmbeddedPostgres:
             f"stop it with `kill {pid}` and start again"
         )
 
+    def shared_memory_holders(self) -> list[int]:
+        """Processes that have the cluster's shared memory block attached: the System V segment whose key
+        postmaster.pid records (a postmaster's children inherit it; PostgreSQL refuses to start while any
+        process still holds it)."""
+        try:
+            key = int(self.pid_file.read_text().splitlines()[6].split()[0])
+        except (OSError, IndexError, ValueError):
+            return []
+        return mapping(f"/SYSV{key:08x}") if key > 0 else []
+
+    def _end_orphans(self) -> None:
+        """Children that outlived their postmaster (``kill -9``): a backend busy in a query notices the death
+        only when the query ends, and until then holds the shared memory, so the next start failed on
+        "pre-existing shared memory block ... is still in use". Each child is a session of its own
+        (PostgreSQL calls setsid), so they are found by the segment they hold, and killed."""
+        kill_all(self.shared_memory_holders, f"children of a dead PostgreSQL server in {self.pgdata}")
+
     def start(self, timeout: float = 30.0) -> PostgresInfo:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._initdb()
         if self._user is not None:
             _open_path_to(self.pgdata)  # again on every start: the folders above may have been tightened
         self._check_stale()
+        self._end_orphans()  # their postmaster is gone (checked just above)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._proc = spawn(
             [

@@ -14,7 +14,8 @@ import random
 import signal
 import socket
 import subprocess
-from collections.abc import Collection, Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -68,6 +69,37 @@ def stop(proc: subprocess.Popen[bytes], *, sig: int = signal.SIGTERM, timeout: f
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=5)
+
+
+def mapping(name: str) -> list[int]:
+    """Pids of the running processes (zombies hold no memory and are left out) that have ``name`` mapped, as
+    /proc/<pid>/maps shows it; processes we may not inspect are not ours and are left out too."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            if stat[stat.rindex(")") + 2] in "ZX":
+                continue
+            with open(entry / "maps") as maps:
+                if any(line.rstrip().endswith(name) or f"{name} " in line for line in maps):
+                    pids.append(int(entry.name))
+        except (OSError, ValueError):  # exited meanwhile, or not ours to read
+            continue
+    return pids
+
+
+def kill_all(find: Callable[[], list[int]], what: str, *, timeout: float = 10.0) -> None:
+    """SIGKILL every process ``find`` names, again until it names none (each by its own pid)."""
+    deadline = time.monotonic() + timeout
+    while left := find():
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if time.monotonic() > deadline:
+            raise StackError(f"{what} (pids {left}) did not exit after SIGKILL: kill them by hand")
+        time.sleep(0.05)
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -22,10 +22,12 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from memory.memories import MAX_CONTENT_CHARS
+
 IDENTITY_FIELDS = frozenset({"tenant", "tenant_id", "user", "user_id", "caller", "principal", "roles", "agent_id"})
 
 ShortText = Annotated[str, Field(min_length=1, max_length=256)]
-Content = Annotated[str, Field(min_length=1, max_length=100_000)]
+Content = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS)]
 
 EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)

@@ -1,11 +1,12 @@
 """Approvals: a request bound to one draft's hash, the decision on it, and the re-check before publishing.
 
-The rule a newcomer looks for, that an approval must match the current draft's hash, is here in each
-of its three places: a decision names the draft it approves (:func:`check_decision`, run by the
-workflow's validator: ``stale_artifact``), a new draft invalidates the requests for older ones
-(:func:`request_approval`), and a publish re-reads the approval and the draft just before it sends
-(:func:`recheck_before_publish`). The status machine's guard (:mod:`memory.tasks.states`) refuses the
-approved edge once more when the facts handed to it disagree.
+Who may decide (:func:`check_decider`) is judged before anything else, a replay of a recorded decision
+included (:func:`is_replay`: only its own decider's). The rule a newcomer looks for, that an approval must
+match the current draft's hash, is here in each of its three places: a decision names the draft it approves
+(:func:`check_decision`, run by the workflow's validator: ``stale_artifact``), a new draft invalidates the
+requests for older ones (:func:`request_approval`), and a publish re-reads the approval and the draft just
+before it sends (:func:`recheck_before_publish`). The status machine's guard (:mod:`memory.tasks.states`)
+refuses the approved edge once more when the facts handed to it disagree.
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ def matches_draft(approved_sha256: str | None, draft_sha256: str | None) -> bool
 # --- the decision, judged against the live task (the workflow's validator) ----------------------------
 
 
-def check_decision(live: TaskState | None, request: ApprovalDecision) -> None:
-    """Raise unless ``request`` may decide on the live task's current draft now."""
+def check_decider(live: TaskState | None, request: ApprovalDecision) -> None:
+    """Raise unless ``request``'s caller may decide on this task at all: the approver role and, under separation
+    of duties, not its owner. Judged before any replay lookup, so that resending a decision is authorised
+    exactly like making it (issue 23: the owner resent the approver's decision and got 200 "replayed")."""
     if not may_approve(request.roles):
         raise Forbidden("approving or rejecting a draft needs the approver role")
     if live is not None and request.user_id == live.owner_user_id and not request.owner_may_decide:
@@ -49,6 +52,17 @@ def check_decision(live: TaskState | None, request: ApprovalDecision) -> None:
             "duties policy; an admin can change it with PUT /tenant-policy)",
             code="separation_of_duties",
         )
+
+
+def is_replay(decided_by: str | None, request: ApprovalDecision) -> bool:
+    """Whether ``request`` repeats a decision already recorded (its decision, draft hash and state version):
+    only its own decider's; anyone else's identical request is judged as a new decision."""
+    return decided_by is not None and decided_by == request.user_id
+
+
+def check_decision(live: TaskState | None, request: ApprovalDecision) -> None:
+    """Raise unless ``request`` may decide on the live task's current draft now."""
+    check_decider(live, request)
     if request.decision not in ("approve", "reject"):
         raise InvalidInput("decision must be 'approve' or 'reject'", code="invalid_decision")
     if request.decision == "reject" and not (request.reason or "").strip():

@@ -59,3 +59,31 @@ def test_another_approver_still_approves(client: TestClient, task_worker: Thread
     view = wait_for(client, team.owner, task["task_id"], status_is("WAITING_FOR_APPROVAL", "FAILED"))
     assert approve(client, team.approver, view).status_code == 200
     assert wait_for(client, team.owner, task["task_id"], status_is("SUCCEEDED", "FAILED"))["status"] == "SUCCEEDED"
+
+
+def test_a_replay_is_authorised_like_the_decision_it_repeats(
+    client: TestClient, task_worker: ThreadWorker, team: Team, make_key: MakeKey
+) -> None:
+    """Issue 23, finding 8: the owner (an approver too) resent the approver's decision and got 200 "replayed"
+    instead of the 403 the decision itself would get; who may decide is judged before any replay lookup."""
+    owner = make_key(tenant=team.tenant, user="dora", roles=("memory_writer", "approver"))
+    colleague = make_key(tenant=team.tenant, user="erin", roles=("approver",))
+    task = start_task(client, owner)
+    view = wait_for(client, owner, task["task_id"], status_is("WAITING_FOR_APPROVAL", "FAILED"))
+    assert view["status"] == "WAITING_FOR_APPROVAL", view
+    reason = {"decision": "reject", "reason": "the totals need a second look"}
+    first = approve(client, team.approver, view, **reason)
+    assert first.status_code == 200 and first.json()["replayed"] is False, first.text
+
+    by_owner = approve(client, owner, view, **reason)
+    assert by_owner.status_code == 403, by_owner.text
+    assert by_owner.json()["error"]["code"] == "separation_of_duties"
+    by_other = approve(client, colleague, view, **reason)  # not theirs to replay: the task moved on since
+    assert by_other.status_code == 409, by_other.text
+    assert by_other.json()["error"]["code"] in ("not_waiting_for_approval", "stale_artifact", "version_conflict")
+    no_role = approve(client, team.owner, view, **reason)
+    assert no_role.status_code == 403, no_role.text
+
+    again = approve(client, team.approver, view, **reason)
+    assert again.status_code == 200, again.text
+    assert again.json() == {**first.json(), "replayed": True}
