@@ -8,7 +8,6 @@ raised anywhere in a page becomes an HTML page saying what happened and what to 
 
 from __future__ import annotations
 
-import hmac
 import re
 from collections.abc import Callable, Coroutine
 from datetime import timedelta
@@ -23,15 +22,14 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
 
+from api.console.csrf import CsrfFailed, refuse_foreign_site, same_token
 from api.console.sessions import Signed, SignedOut, resume_session
 from api.deps import EngineDep, SettingsDep
 from memory.auth import may_approve, may_operate, may_read_every_task
 from memory.enums import Role
-from memory.errors import Forbidden, MnemoError
+from memory.errors import MnemoError
 
 COOKIE = "mnemo_console"
-LOGIN_COOKIE = "mnemo_console_login"
-"""Before a session exists, the login form's CSRF token is paired with this cookie (double submit)."""
 WHY_COOKIE = "mnemo_console_why"
 """Why the sign-in page is shown (signed out, idle, key revoked): set by the console only, never from a URL."""
 _OUTCOMES = re.compile(r"approved|rejected|pause|resume|cancel|resolved|expired|corrected to version [0-9]{1,10}")
@@ -130,12 +128,11 @@ SignedIn = Annotated[Signed, Depends(signed_in)]
 
 async def checked_form(request: Request, signed: SignedIn) -> Signed:
     """A POST of a signed-in person whose form carries the session's CSRF token (403 ``csrf_failed`` else)."""
+    refuse_foreign_site(request)
     form = await request.form()
-    token = form.get("csrf_token")
-    if not isinstance(token, str) or not hmac.compare_digest(token, signed.csrf_token):
-        raise Forbidden(
-            "the form did not carry this session's security token (it may be from another tab or an old page)",
-            code="csrf_failed",
+    if not same_token(form.get("csrf_token"), signed.csrf_token):
+        raise CsrfFailed(
+            "the form did not carry this session's security token (it may be from another tab or an old page)"
         )
     return signed
 
