@@ -17,6 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.routing import BaseRoute, Mount
 
+from api.console.csrf import LOGIN_TOKEN_SECONDS, CsrfFailed, LoginTokens
+from api.console.headers import merged_policy
+from memory.resources.cursors import CursorKeys
 from tests.conftest import MakeKey
 from tests.console.conftest import form_token
 
@@ -163,10 +166,25 @@ def test_every_console_response_forbids_framing_and_caching(https_client: TestCl
         assert_console_headers(method, path, response.headers)
 
 
-def test_a_csp_a_console_page_already_sends_is_kept_and_frame_ancestors_added(https_client: TestClient) -> None:
+def test_a_csp_a_console_page_already_sends_is_kept_and_frame_ancestors_added() -> None:
     """The artifact route sends its own CSP (no script); the console's headers merge with it, never replace it."""
-    from api.console.headers import merged_policy
-
     assert merged_policy(None) == "frame-ancestors 'none'"
     assert merged_policy("default-src 'none'") == "default-src 'none'; frame-ancestors 'none'"
     assert merged_policy("default-src 'none'; frame-ancestors 'self'") == "default-src 'none'; frame-ancestors 'self'"
+
+
+def test_a_sign_in_token_expires_and_survives_a_key_rotation_but_not_a_retired_key() -> None:
+    """The token is the server's signature of its nonce and time: an hour old, or signed by a key no longer
+    configured, it is refused; signed by a key still configured (second after a rotation), it is accepted."""
+    old = CursorKeys.parse(f"old:{'A' * 43}")
+    rotated = CursorKeys.parse(f"new:{'B' * 43},old:{'A' * 43}")
+    retired = CursorKeys.parse(f"new:{'B' * 43}")
+    nonce, token = LoginTokens(old).issue(now=1_000_000)
+    LoginTokens(old).check(nonce, token, now=1_000_000 + LOGIN_TOKEN_SECONDS)
+    LoginTokens(rotated).check(nonce, token, now=1_000_001)
+    for tokens, at in ((LoginTokens(old), 1_000_001 + LOGIN_TOKEN_SECONDS), (LoginTokens(old), 999_999),
+                       (LoginTokens(retired), 1_000_001)):
+        with pytest.raises(CsrfFailed):
+            tokens.check(nonce, token, now=at)
+    with pytest.raises(CsrfFailed):
+        LoginTokens(old).check(nonce + "x", token, now=1_000_001)
