@@ -8,8 +8,9 @@ could plant a cookie on the console's site (a sibling subdomain, another port of
 halves and signed the victim in to the attacker's account. Now the cookie holds a random nonce and the form
 holds ``<issued>.<HMAC(nonce, issued)>`` under a key derived from the server's signing key
 (``MNEMO_CURSOR_KEYS``), so no pair can be made up, and it expires. Where the console runs over HTTPS the
-cookie is ``__Host-`` (Secure, Path=/, no Domain), which no other site or subdomain can set at all; under
-``mnemo dev`` over plain http a browser would drop a ``__Host-`` cookie, so the plain name is kept there.
+cookie is ``__Host-`` (Secure, Path=/, no Domain), which no other site or subdomain can set at all — and so
+is the session cookie, which a planted one would otherwise swap for the attacker's session; under ``mnemo
+dev`` over plain http a browser would drop a ``__Host-`` cookie, so the plain names are kept there.
 A browser's ``Sec-Fetch-Site`` of ``cross-site`` or ``same-site`` on any console POST is refused outright.
 """
 
@@ -26,8 +27,6 @@ from memory.errors import Forbidden
 from memory.resources.cursors import CursorKeys
 
 LOGIN_TOKEN_SECONDS = 3_600
-SECURE_LOGIN_COOKIE = "__Host-mnemo_console_login"
-PLAIN_LOGIN_COOKIE = "mnemo_console_login"
 _LABEL = b"mnemo console sign-in token v1"
 _FOREIGN_SITES = frozenset({"cross-site", "same-site"})
 
@@ -75,5 +74,8 @@ class LoginTokens:
         return hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
-def login_cookie_name(secure: bool) -> str:
-    return SECURE_LOGIN_COOKIE if secure else PLAIN_LOGIN_COOKIE
+def cookie(name: str, secure: bool, plain_path: str) -> tuple[str, str]:
+    """The name and path of a console cookie: over HTTPS ``__Host-<name>`` on ``/``, which a browser accepts
+    only from this origin (so no sibling subdomain or other port plants a sign-in nonce or a session of its
+    own choosing); under ``mnemo dev``'s plain http, where a browser drops ``__Host-``, ``name`` on ``plain_path``."""
+    return (f"__Host-{name}", "/") if secure else (name, plain_path)

@@ -7,15 +7,16 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from api.console.csrf import LOGIN_TOKEN_SECONDS, LoginTokens, login_cookie_name, refuse_foreign_site
+from api.console.csrf import LOGIN_TOKEN_SECONDS, LoginTokens, cookie, refuse_foreign_site
 from api.console.sessions import close_session, open_session
 from api.console.web import (
-    COOKIE,
     WHY_COOKIE,
     CheckedForm,
     ConsoleRoute,
     SignedIn,
+    end_session_cookie,
     page,
+    session_cookie,
     sign_in_reason,
     to_sign_in,
 )
@@ -36,10 +37,8 @@ def _tokens(request: Request) -> LoginTokens:
     return tokens
 
 
-def _set_login_cookie(response: Response, secure: bool, nonce: str) -> None:
-    """``__Host-`` (Path=/) over HTTPS, where no other site can set it; the plain name on ``mnemo dev``'s http."""
-    response.set_cookie(login_cookie_name(secure), nonce, httponly=True, samesite="strict", secure=secure,
-                        path="/" if secure else "/console/login", max_age=LOGIN_TOKEN_SECONDS)
+def _login_cookie(secure: bool) -> tuple[str, str]:
+    return cookie("mnemo_console_login", secure, "/console/login")
 
 
 @router.get("/login")
@@ -47,7 +46,9 @@ def login_form(request: Request, settings: SettingsDep, next: str | None = None)
     nonce, token = _tokens(request).issue()
     response = page(request, "login.html", login_token=token, next=_safe_next(next), why=sign_in_reason(request))
     response.delete_cookie(WHY_COOKIE, path="/console/login")
-    _set_login_cookie(response, settings.console_secure_cookie, nonce)
+    name, path = _login_cookie(settings.console_secure_cookie)
+    response.set_cookie(name, nonce, httponly=True, samesite="strict", secure=settings.console_secure_cookie, path=path,
+                        max_age=LOGIN_TOKEN_SECONDS)
     return response
 
 
@@ -62,16 +63,15 @@ def login(
 ) -> Response:
     """A good key opens a session; a bad one is the API's 401 sentence on an HTML page."""
     refuse_foreign_site(request)
-    cookie = login_cookie_name(settings.console_secure_cookie)
-    _tokens(request).check(request.cookies.get(cookie), csrf_token)
+    login_name, login_path = _login_cookie(settings.console_secure_cookie)
+    _tokens(request).check(request.cookies.get(login_name), csrf_token)
     signed = open_session(engine, api_key)
     response = RedirectResponse(_safe_next(next), status_code=303)
-    response.set_cookie(
-        COOKIE, signed.session_id, httponly=True, samesite="strict", secure=settings.console_secure_cookie,
-        path="/console",
-    )
-    response.delete_cookie(cookie, path="/" if settings.console_secure_cookie else "/console/login",
-                           secure=settings.console_secure_cookie, httponly=True, samesite="strict")
+    name, path = session_cookie(request)
+    response.set_cookie(name, signed.session_id, httponly=True, samesite="strict",
+                        secure=settings.console_secure_cookie, path=path)
+    response.delete_cookie(login_name, path=login_path, secure=settings.console_secure_cookie, httponly=True,
+                           samesite="strict")
     return response
 
 
@@ -84,5 +84,5 @@ def home(request: Request, signed: SignedIn) -> HTMLResponse:
 def logout(request: Request, engine: EngineDep, signed: CheckedForm) -> Response:
     close_session(engine, signed.session_id)
     response = to_sign_in(request, "you signed out")
-    response.delete_cookie(COOKIE, path="/console")
+    end_session_cookie(request, response)
     return response

@@ -108,7 +108,7 @@ def test_a_login_token_and_cookie_made_up_by_an_attacker_are_refused(
         https_client.cookies.set(name, "attacker-chosen")
         refused = https_client.post("/console/login", data={"api_key": key, "csrf_token": "attacker-chosen"})
         assert refused.status_code == 403 and "csrf_failed" in refused.text, name
-        assert "mnemo_console" not in https_client.cookies
+        assert "__Host-mnemo_console" not in https_client.cookies
     https_client.cookies.clear()
     form = https_client.get("/console/login")
     real_token = form_token(form.text)
@@ -125,6 +125,17 @@ def test_a_login_token_and_cookie_made_up_by_an_attacker_are_refused(
     opened = https_client.post("/console/login", data={"api_key": key, "csrf_token": form_token(form.text)})
     assert opened.status_code == 200 and opened.url.path == "/console/"
     https_client.cookies.clear()
+
+
+def test_a_session_cookie_planted_without_the_host_prefix_opens_nothing(signed: TestClient) -> None:
+    """Over HTTPS the session is read from ``__Host-mnemo_console`` only: a sibling subdomain can set a plain
+    ``mnemo_console`` cookie (an attacker's own session, to make the victim act in it), never a ``__Host-`` one."""
+    session_id = signed.cookies["__Host-mnemo_console"]
+    assert signed.get("/console/", follow_redirects=False).status_code == 200
+    signed.cookies.clear()
+    signed.cookies.set("mnemo_console", session_id)
+    planted = signed.get("/console/", follow_redirects=False)
+    assert planted.status_code == 303 and planted.headers["location"].startswith("/console/login")
 
 
 def test_a_form_posted_from_another_site_is_refused_even_with_the_right_token(signed: TestClient) -> None:
