@@ -129,18 +129,20 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 @dataclass(frozen=True)
 class Target:
-    """A checked URL: its host, port and the checked address a request must connect to."""
+    """A checked URL: its host, port and the checked addresses a request may connect to (in resolver order)."""
 
     url: str
     scheme: str
     host: str
     port: int
-    address: Address
+    addresses: tuple[Address, ...]
 
-    def pinned_url(self) -> str:
-        """The URL with its host replaced by the checked address (the request goes there, nowhere else)."""
+    def pinned_url(self, address: Address) -> str:
+        """The URL with its host replaced by a checked address (the request goes there, nowhere else)."""
+        assert address in self.addresses
         parts = urlsplit(self.url)
-        literal = f"[{self.address}]" if self.address.version == 6 else str(self.address)
+        shown = str(address).replace("%", "%25")  # an IPv6 zone, as a URL spells it
+        literal = f"[{shown}]" if address.version == 6 else shown
         return urlunsplit((parts.scheme, f"{literal}:{self.port}", parts.path, parts.query, ""))
 
     def host_header(self) -> str:
@@ -175,4 +177,4 @@ def checked_target(url: str, allowed: AllowList, resolve: Resolver = system_reso
             " allow it with MNEMO_WEBHOOK_ALLOWED_HOSTS",
             details={"host": host, "address": str(refused[0])},
         )
-    return Target(url, parts.scheme, host, port, found[0])
+    return Target(url, parts.scheme, host, port, tuple(dict.fromkeys(found)))

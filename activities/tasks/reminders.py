@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.tasks.base import TaskActivitiesBase, refusal
 from activities.tasks.payloads import ReminderInput
-from memory.egress import HostUnresolvable, Target, checked_target
+from memory.egress import Address, HostUnresolvable, Target, checked_target
 from memory.errors import MnemoError
 from memory.tasks.reminders import pending_reminder, signed_headers
 
@@ -58,9 +58,19 @@ class ReminderActivities(TaskActivitiesBase):
 
 
 def post_pinned(target: Target, body: bytes, headers: dict[str, str]) -> httpx.Response:
-    """POST to the checked address itself; the Host header and TLS name (SNI, certificate) stay the host's."""
+    """POST to a checked address itself, trying each in the resolver's order as a client's connect would; the
+    Host header and the TLS name (SNI, certificate) stay the host's."""
     extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
     with httpx.Client(timeout=DELIVERY_TIMEOUT_SECONDS, follow_redirects=False) as client:
-        request = client.build_request("POST", target.pinned_url(), content=body,
-                                       headers={**headers, "Host": target.host_header()}, extensions=extensions)
-        return client.send(request)
+        for address in target.addresses[:-1]:
+            try:
+                return client.send(_request(client, target, address, body, headers, extensions))
+            except httpx.ConnectError:
+                continue
+        return client.send(_request(client, target, target.addresses[-1], body, headers, extensions))
+
+
+def _request(client: httpx.Client, target: Target, address: Address, body: bytes, headers: dict[str, str],
+             extensions: dict[str, str]) -> httpx.Request:
+    return client.build_request("POST", target.pinned_url(address), content=body,
+                                headers={**headers, "Host": target.host_header()}, extensions=extensions)

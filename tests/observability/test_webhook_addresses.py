@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine
 
+from activities.tasks.reminders import post_pinned
 from api.main import create_app
 from api.settings import Settings
 from api.temporal import connect
@@ -187,16 +188,30 @@ def test_an_address_passes_only_when_public_and_the_request_goes_to_it(
             checked_target(f"https://{literal}/hook", AllowList())
         return
     target = checked_target(f"https://{literal}/hook", AllowList())
-    assert target.address == address and target.pinned_url() == f"https://{literal}:443/hook"
+    assert target.addresses == (address,) and target.pinned_url(address) == f"https://{literal}:443/hook"
     assert not any(address in n for n in NON_PUBLIC_V4 if address.version == 4)
 
 
 def test_a_delivery_connects_to_the_checked_address_under_the_hosts_name() -> None:
     target = checked_target("https://hooks.internal:8443/in?x=1#frag", AllowList.parse("hooks.internal"),
                             resolve=lambda host, port: ["10.1.2.3"])
-    assert target.pinned_url() == "https://10.1.2.3:8443/in?x=1" and target.host_header() == "hooks.internal:8443"
+    assert target.pinned_url(target.addresses[0]) == "https://10.1.2.3:8443/in?x=1"
+    assert target.host_header() == "hooks.internal:8443"
     with pytest.raises(AddressNotPublic):  # one private answer among public ones refuses the name
         checked_target("https://hooks.example/in", AllowList(), resolve=lambda host, port: ["8.8.8.8", "10.0.0.1"])
+
+
+def test_the_request_goes_to_the_checked_address_and_carries_the_hosts_name() -> None:
+    """The real delivery code against the loopback stand-in: named by the operator, reached at the address checked."""
+    with webhook_receiver() as receiver:
+        port = int(receiver.url.rsplit(":", 1)[1].split("/")[0])
+        target = checked_target(f"http://LocalHost:{port}/hooks/mnemo?tenant=a", AllowList.parse("localhost"))
+        loopback = ipaddress.ip_address("127.0.0.1")
+        assert target.pinned_url(loopback) == f"http://127.0.0.1:{port}/hooks/mnemo?tenant=a"
+        response = post_pinned(target, b'{"ok":true}', {"Content-Type": "application/json"})
+    assert response.status_code == 200
+    (delivery,) = receiver.deliveries
+    assert delivery.headers["host"] == f"localhost:{port}" and delivery.body == b'{"ok":true}'
 
 
 # --- DNS rebinding: public when set, private at delivery -----------------------------------------------------
