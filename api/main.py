@@ -108,7 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     mcp = McpEndpoint(settings, app.state, catalog)
     app.router.routes.append(Route(MCP_PATH, mcp.asgi, include_in_schema=False))
     app.include_router(webhooks.router)
-    mount_console(app)
+    mount_console(app, cursor_keys)
     return app
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from memory.egress import AllowList
 from memory.embedders.settings import ModelSettings
 from memory.resources.cursors import CursorKeys
 from memory.sessions.extraction.llm import LlmConfig
@@ -126,6 +127,11 @@ class Settings(ModelSettings):
     temporal_ui_url: str = Field(
         default="", description="Base URL of the Temporal UI the console links workflows to (empty: no link)"
     )
+    webhook_allowed_hosts: str = Field(
+        default="",
+        description="Host names, addresses or CIDR networks (comma-separated) the tenant webhook may reach although"
+        " they are not public, e.g. `hooks.internal,10.20.0.0/16`; empty: public addresses only",
+    )
     deletion_faults: str = Field(
         default="", description="Fault injection for drills, e.g. hang-after-first-batch:primary_memories"
     )
@@ -135,6 +141,15 @@ class Settings(ModelSettings):
     publish_fault: str = Field(
         default="", description="Fault injection: extra publication destinations, e.g. timeout-after-store,unreachable"
     )
+
+    @field_validator("webhook_allowed_hosts")
+    @classmethod
+    def _allow_list_parses(cls, value: str) -> str:
+        AllowList.parse(value)  # a malformed entry stops the process at start, naming it
+        return value
+
+    def webhook_allow_list(self) -> AllowList:
+        return AllowList.parse(self.webhook_allowed_hosts)
 
     def require_database_url(self) -> str:
         if not self.database_url:

@@ -28,6 +28,7 @@ from api.outbox import drain_forever
 from api.settings import Settings
 from api.temporal import connect, ensure_embedding_schedule, ensure_retention_schedule, ensure_session_sweep_schedule
 from memory.db import make_engine
+from memory.egress import AllowList
 from memory.embedders import TextEmbedder
 from memory.sessions.extraction.base import Extractor
 from memory.sessions.extraction.factory import make_extractor
@@ -63,6 +64,7 @@ def build_worker(
     extractor_slots: int = 4,
     commit_policy: CommitPolicy | None = None,
     embedder: TextEmbedder | None = None,
+    webhook_allowed: AllowList | None = None,
 ) -> Worker:
     """A worker for every mnemo workflow and activity on ``task_queue``.
 
@@ -89,7 +91,8 @@ def build_worker(
     deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults, data_dir=task_dir)
     retention = RetentionActivities(engine)
     tasks = TaskActivities(
-        engine, task_dir, destinations=destinations or default_destinations(task_dir, publish_fault), faults=task_faults
+        engine, task_dir, destinations=destinations or default_destinations(task_dir, publish_fault),
+        faults=task_faults, webhook_allowed=webhook_allowed,
     )
     return Worker(
         client,
@@ -174,6 +177,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 extractor=make_extractor(settings.extractor, settings.llm_config()),
                 extractor_slots=settings.llm_max_concurrency,
                 commit_policy=settings.commit_policy(),
+                webhook_allowed=settings.webhook_allow_list(),
             ):
                 # Deletions accepted while Temporal was down start now, and whenever one is queued later.
                 await drain_forever(client, engine, settings, stop)

@@ -81,8 +81,9 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     "DELETE /policies/{agent_id}/{resource}": {"invalid_agent_id"},
     "PUT /policies/{agent_id}/{resource}": {"invalid_agent_id", "unknown_field_path", "unknown_operation",
                                              "title_not_granted", "duplicate_entry"},
-    # A host or port the URL pattern lets through but no URL has ("http://[x", a port over 65535).
-    "PUT /tenant-webhook": {"invalid_webhook_url"},
+    # A host or port the URL pattern lets through but no URL has ("http://[x", a port over 65535); a host that
+    # does not resolve, or resolves to an address that is not public (memory.egress).
+    "PUT /tenant-webhook": {"invalid_webhook_url", "webhook_host_unresolvable", "webhook_address_not_public"},
 }
 """422s on schema-valid requests that are the product's rules, per operation, by error code."""
 

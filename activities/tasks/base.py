@@ -19,6 +19,7 @@ from activities.db import shielded_session
 from activities.stores import PublicationDestination, default_destinations
 from activities.tasks.faults import FaultPlan, heartbeat
 from activities.tasks.payloads import RunStepInput
+from memory.egress import AllowList
 from memory.errors import MnemoError
 from memory.reports.steps import StepContext
 from memory.tasks.artifacts import ArtifactStore
@@ -46,8 +47,10 @@ class TaskActivitiesBase:
         *,
         destinations: dict[str, PublicationDestination] | None = None,
         faults: FaultPlan | None = None,
+        webhook_allowed: AllowList | None = None,
     ) -> None:
         self.engine = engine
+        self.webhook_allowed = webhook_allowed or AllowList()  # MNEMO_WEBHOOK_ALLOWED_HOSTS
         self.artifacts = ArtifactStore.under(data_dir)
         self.destinations = destinations if destinations is not None else default_destinations(data_dir)
         self.faults = faults or FaultPlan()

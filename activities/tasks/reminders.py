@@ -4,6 +4,11 @@ What is sent, how it is signed and its idempotency key are :mod:`memory.tasks.re
 reads them in one transaction and makes the request outside it. A 2xx delivers; a 408, 429 or 5xx
 and a network failure raise, so the activity's retry policy tries again with the same body and key;
 any other 4xx is the receiver refusing the message for good (non-retryable ``webhook_refused``).
+
+Before each attempt the url is judged again (:func:`memory.egress.checked_target`) and the request connects
+to the address just checked, never to a second resolution of the name: a webhook whose name now resolves to
+a non-public address (DNS rebinding) is refused (non-retryable ``webhook_address_not_public``) and nothing
+is sent; a name that does not resolve right now is retried.
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.tasks.base import TaskActivitiesBase
+from activities.tasks.base import TaskActivitiesBase, refusal
 from activities.tasks.payloads import ReminderInput
+from memory.egress import Address, HostUnresolvable, Target, checked_target
+from memory.errors import MnemoError
 from memory.tasks.reminders import pending_reminder, signed_headers
 
 DELIVERY_TIMEOUT_SECONDS = 10.0
@@ -32,10 +39,13 @@ class ReminderActivities(TaskActivitiesBase):
         if reminder is None:
             return "skipped"
         try:
-            response = httpx.post(
-                reminder.url, content=reminder.body, headers=signed_headers(reminder, int(time.time())),
-                timeout=DELIVERY_TIMEOUT_SECONDS,
-            )
+            target = checked_target(reminder.url, self.webhook_allowed)
+        except HostUnresolvable as exc:
+            raise RuntimeError(f"{exc.message}; retrying") from None
+        except MnemoError as exc:
+            raise refusal(exc) from None
+        try:
+            response = post_pinned(target, reminder.body, signed_headers(reminder, int(time.time())))
         except httpx.HTTPError as exc:
             raise RuntimeError(f"the webhook could not be reached: {type(exc).__name__}") from None
         if response.is_success:
@@ -45,3 +55,22 @@ class ReminderActivities(TaskActivitiesBase):
         raise ApplicationError(
             f"the webhook refused the reminder with {response.status_code}", type="webhook_refused", non_retryable=True
         )
+
+
+def post_pinned(target: Target, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    """POST to a checked address itself, trying each in the resolver's order as a client's connect would; the
+    Host header and the TLS name (SNI, certificate) stay the host's."""
+    extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+    with httpx.Client(timeout=DELIVERY_TIMEOUT_SECONDS, follow_redirects=False) as client:
+        for address in target.addresses[:-1]:
+            try:
+                return client.send(_request(client, target, address, body, headers, extensions))
+            except httpx.ConnectError:
+                continue
+        return client.send(_request(client, target, target.addresses[-1], body, headers, extensions))
+
+
+def _request(client: httpx.Client, target: Target, address: Address, body: bytes, headers: dict[str, str],
+             extensions: dict[str, str]) -> httpx.Request:
+    return client.build_request("POST", target.pinned_url(address), content=body,
+                                headers={**headers, "Host": target.host_header()}, extensions=extensions)

@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-import hmac
-import secrets
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from api.console.csrf import LOGIN_TOKEN_SECONDS, LoginTokens, cookie, refuse_foreign_site
 from api.console.sessions import close_session, open_session
 from api.console.web import (
-    COOKIE,
-    LOGIN_COOKIE,
     WHY_COOKIE,
     CheckedForm,
     ConsoleRoute,
     SignedIn,
+    end_session_cookie,
     page,
+    session_cookie,
     sign_in_reason,
     to_sign_in,
 )
 from api.deps import EngineDep, SettingsDep
-from memory.errors import Forbidden
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
 
@@ -34,13 +32,23 @@ def _safe_next(target: str | None) -> str:
     return "/console/"
 
 
+def _tokens(request: Request) -> LoginTokens:
+    tokens: LoginTokens = request.app.state.console_login_tokens
+    return tokens
+
+
+def _login_cookie(secure: bool) -> tuple[str, str]:
+    return cookie("mnemo_console_login", secure, "/console/login")
+
+
 @router.get("/login")
-def login_form(request: Request, next: str | None = None) -> HTMLResponse:
-    token = secrets.token_urlsafe(32)
+def login_form(request: Request, settings: SettingsDep, next: str | None = None) -> HTMLResponse:
+    nonce, token = _tokens(request).issue()
     response = page(request, "login.html", login_token=token, next=_safe_next(next), why=sign_in_reason(request))
     response.delete_cookie(WHY_COOKIE, path="/console/login")
-    response.set_cookie(LOGIN_COOKIE, token, httponly=True, samesite="strict", path="/console/login",
-                        secure=request.app.state.settings.console_secure_cookie, max_age=3600)
+    name, path = _login_cookie(settings.console_secure_cookie)
+    response.set_cookie(name, nonce, httponly=True, samesite="strict", secure=settings.console_secure_cookie, path=path,
+                        max_age=LOGIN_TOKEN_SECONDS)
     return response
 
 
@@ -54,17 +62,16 @@ def login(
     next: Annotated[str | None, Form(max_length=2_000)] = None,
 ) -> Response:
     """A good key opens a session; a bad one is the API's 401 sentence on an HTML page."""
-    expected = request.cookies.get(LOGIN_COOKIE, "")
-    if not expected or not hmac.compare_digest(expected, csrf_token):
-        raise Forbidden("the sign-in form is stale or came from another site; open the sign-in page again",
-                        code="csrf_failed")
+    refuse_foreign_site(request)
+    login_name, login_path = _login_cookie(settings.console_secure_cookie)
+    _tokens(request).check(request.cookies.get(login_name), csrf_token)
     signed = open_session(engine, api_key)
     response = RedirectResponse(_safe_next(next), status_code=303)
-    response.set_cookie(
-        COOKIE, signed.session_id, httponly=True, samesite="strict", secure=settings.console_secure_cookie,
-        path="/console",
-    )
-    response.delete_cookie(LOGIN_COOKIE, path="/console/login")
+    name, path = session_cookie(request)
+    response.set_cookie(name, signed.session_id, httponly=True, samesite="strict",
+                        secure=settings.console_secure_cookie, path=path)
+    response.delete_cookie(login_name, path=login_path, secure=settings.console_secure_cookie, httponly=True,
+                           samesite="strict")
     return response
 
 
@@ -77,5 +84,5 @@ def home(request: Request, signed: SignedIn) -> HTMLResponse:
 def logout(request: Request, engine: EngineDep, signed: CheckedForm) -> Response:
     close_session(engine, signed.session_id)
     response = to_sign_in(request, "you signed out")
-    response.delete_cookie(COOKIE, path="/console")
+    end_session_cookie(request, response)
     return response

@@ -27,8 +27,9 @@ Action = Literal["pause", "resume", "cancel"]
 _CONTROLS = {"pause": api.pause, "resume": api.resume, "cancel": api.cancel}
 SAFE_ARTIFACT_HEADERS = {
     # A draft or report is the worker's HTML: opened as a document of its own, it may run no script and load
-    # nothing but its embedded images (the draft's frame on the task page is sandboxed as well).
-    "Content-Security-Policy": "default-src 'none'; img-src data:; style-src 'unsafe-inline'",
+    # nothing but its embedded images (the draft's frame on the task page is sandboxed as well); only the
+    # console's own task page may frame it (every other console response may be framed by no one).
+    "Content-Security-Policy": "default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'",
     "X-Content-Type-Options": "nosniff",
 }
 

@@ -8,7 +8,6 @@ raised anywhere in a page becomes an HTML page saying what happened and what to 
 
 from __future__ import annotations
 
-import hmac
 import re
 from collections.abc import Callable, Coroutine
 from datetime import timedelta
@@ -23,15 +22,15 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
 
+from api.console.csrf import CsrfFailed, cookie, refuse_foreign_site, same_token
 from api.console.sessions import Signed, SignedOut, resume_session
 from api.deps import EngineDep, SettingsDep
 from memory.auth import may_approve, may_operate, may_read_every_task
 from memory.enums import Role
-from memory.errors import Forbidden, MnemoError
+from memory.errors import MnemoError
 
 COOKIE = "mnemo_console"
-LOGIN_COOKIE = "mnemo_console_login"
-"""Before a session exists, the login form's CSRF token is paired with this cookie (double submit)."""
+"""The session cookie's base name (``__Host-mnemo_console`` over HTTPS: :func:`session_cookie`)."""
 WHY_COOKIE = "mnemo_console_why"
 """Why the sign-in page is shown (signed out, idle, key revoked): set by the console only, never from a URL."""
 _OUTCOMES = re.compile(r"approved|rejected|pause|resume|cancel|resolved|expired|corrected to version [0-9]{1,10}")
@@ -48,6 +47,17 @@ _NEXT_STEP = {
     429: "Wait a few seconds and try again.",
     503: "A service mnemo needs is down or busy; wait a few seconds and reload.",
 }
+
+
+def session_cookie(request: Request) -> tuple[str, str]:
+    """The session cookie's name and path under this deployment's settings."""
+    return cookie(COOKIE, request.app.state.settings.console_secure_cookie, "/console")
+
+
+def end_session_cookie(request: Request, response: Response) -> None:
+    name, path = session_cookie(request)
+    response.delete_cookie(name, path=path, secure=request.app.state.settings.console_secure_cookie, httponly=True,
+                           samesite="strict")
 
 
 def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
@@ -107,7 +117,7 @@ class ConsoleRoute(APIRoute):
                     return to_sign_in(request, exc.message,
                                       request.url.path + (f"?{request.url.query}" if request.url.query else ""))
                 response = error_page(request, 401, exc.code, exc.message)
-                response.delete_cookie(COOKIE, path="/console")
+                end_session_cookie(request, response)
                 return response
             except MnemoError as exc:
                 return error_page(request, exc.http_status, exc.code, exc.message)
@@ -120,7 +130,8 @@ class ConsoleRoute(APIRoute):
 
 async def signed_in(request: Request, engine: EngineDep, settings: SettingsDep) -> Signed:
     """The session of the request's cookie, its key judged again now (:class:`SignedOut` otherwise)."""
-    signed = resume_session(engine, request.cookies.get(COOKIE), timedelta(minutes=settings.console_idle_minutes))
+    name, _ = session_cookie(request)
+    signed = resume_session(engine, request.cookies.get(name), timedelta(minutes=settings.console_idle_minutes))
     request.state.signed = signed
     return signed
 
@@ -130,12 +141,11 @@ SignedIn = Annotated[Signed, Depends(signed_in)]
 
 async def checked_form(request: Request, signed: SignedIn) -> Signed:
     """A POST of a signed-in person whose form carries the session's CSRF token (403 ``csrf_failed`` else)."""
+    refuse_foreign_site(request)
     form = await request.form()
-    token = form.get("csrf_token")
-    if not isinstance(token, str) or not hmac.compare_digest(token, signed.csrf_token):
-        raise Forbidden(
-            "the form did not carry this session's security token (it may be from another tab or an old page)",
-            code="csrf_failed",
+    if not same_token(form.get("csrf_token"), signed.csrf_token):
+        raise CsrfFailed(
+            "the form did not carry this session's security token (it may be from another tab or an old page)"
         )
     return signed
 

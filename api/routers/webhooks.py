@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from api.deps import CurrentPrincipal, EngineDep, require_role
+from api.deps import CurrentPrincipal, EngineDep, SettingsDep, require_role
 from api.schemas.webhooks import WebhookIn, WebhookOut
 from memory.db import tenant_session
 from memory.enums import Role
@@ -19,10 +19,13 @@ def _out(hook: Webhook) -> WebhookOut:
 
 
 @router.put("/tenant-webhook")
-def put_webhook(body: WebhookIn, principal: CurrentPrincipal, engine: EngineDep) -> WebhookOut:
-    """An admin sets where approval reminders go and the secret that signs them (audited, without the secret)."""
+def put_webhook(body: WebhookIn, principal: CurrentPrincipal, engine: EngineDep, settings: SettingsDep) -> WebhookOut:
+    """An admin sets where approval reminders go and the secret that signs them (audited, without the secret).
+
+    A url whose host is not public (loopback, private, link-local, metadata...) is a 422, unless
+    ``MNEMO_WEBHOOK_ALLOWED_HOSTS`` names it."""
     with tenant_session(engine, principal.tenant_id) as session:
-        return _out(set_webhook(session, principal, body.url, body.secret))
+        return _out(set_webhook(session, principal, body.url, body.secret, settings.webhook_allow_list()))
 
 
 @router.get("/tenant-webhook")

@@ -17,13 +17,13 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from urllib.parse import urlsplit
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
+from memory.egress import AllowList, Resolver, checked_target, system_resolver
 from memory.enums import Role
 from memory.errors import Forbidden, InvalidInput, NotFound
 from memory.models import AuditEntry
@@ -45,29 +45,20 @@ class Webhook:
     updated_by: str
 
 
-def _checked_url(url: str) -> str:
-    refusal = InvalidInput("the webhook url must be an absolute http or https URL", code="invalid_webhook_url")
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # reading it checks it
-    except ValueError:
-        raise refusal from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0 or url != url.strip():
-        raise refusal
-    if parts.username is not None or parts.password is not None:
-        raise InvalidInput(
-            "the webhook url must not carry credentials: the secret signs each message", code="invalid_webhook_url"
-        )
-    return url
+def set_webhook(
+    session: Session, principal: PrincipalContext, url: str, secret: str, allowed: AllowList,
+    resolve: Resolver = system_resolver,
+) -> Webhook:
+    """An admin sets (or replaces) the tenant's webhook; audited with the url, never the secret.
 
-
-def set_webhook(session: Session, principal: PrincipalContext, url: str, secret: str) -> Webhook:
-    """An admin sets (or replaces) the tenant's webhook; audited with the url, never the secret."""
+    The url must reach a public address, or one the operator's ``allowed`` names (:mod:`memory.egress`);
+    it is judged again before every delivery."""
     if not principal.has(Role.ADMIN):
         raise Forbidden("setting the tenant's webhook needs the admin role")
     if len(secret) < MIN_SECRET_CHARS:
         raise InvalidInput(f"the secret needs at least {MIN_SECRET_CHARS} characters", code="webhook_secret_too_short")
-    values = {"url": _checked_url(url), "secret": secret, "updated_by": principal.user_id}
+    checked_target(url, allowed, resolve)
+    values = {"url": url, "secret": secret, "updated_by": principal.user_id}
     session.execute(
         insert(TenantWebhook)
         .values(tenant_id=principal.tenant_id, **values)

@@ -42,8 +42,8 @@ def test_the_cookie_is_httponly_strict_and_secure_and_a_bad_key_is_told_why(
                                follow_redirects=False)
     assert opened.status_code == 303
     cookie = opened.headers["set-cookie"].lower()
-    assert cookie.startswith("mnemo_console=") and "httponly" in cookie and "samesite=strict" in cookie
-    assert "secure" in cookie and "path=/console" in cookie
+    assert cookie.startswith("__host-mnemo_console=") and "httponly" in cookie and "samesite=strict" in cookie
+    assert "secure" in cookie and "path=/;" in cookie  # __Host-: only this origin, over HTTPS, can set it
 
 
 def test_a_public_clients_key_does_not_sign_in(https_client: TestClient, make_key: MakeKey) -> None:
@@ -52,7 +52,7 @@ def test_a_public_clients_key_does_not_sign_in(https_client: TestClient, make_ke
     refused = https_client.post("/console/login", data={"api_key": make_key(roles=("public_client", "approver")),
                                                         "csrf_token": token})
     assert refused.status_code == 403 and "reads the public resource catalog only" in refused.text
-    assert "mnemo_console" not in https_client.cookies
+    assert "__Host-mnemo_console" not in https_client.cookies
 
 
 def test_a_sign_in_without_the_forms_token_is_refused(https_client: TestClient, make_key: MakeKey) -> None:
@@ -60,7 +60,7 @@ def test_a_sign_in_without_the_forms_token_is_refused(https_client: TestClient, 
     https_client.get("/console/login")
     refused = https_client.post("/console/login", data={"api_key": make_key(), "csrf_token": "forged"})
     assert refused.status_code == 403 and "csrf_failed" in refused.text
-    assert "mnemo_console" not in https_client.cookies
+    assert "__Host-mnemo_console" not in https_client.cookies
 
 
 def test_a_session_unused_for_the_idle_timeout_ends(

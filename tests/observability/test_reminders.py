@@ -12,6 +12,7 @@ import uuid
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
+from api.main import create_app
 from api.settings import Settings
 from api.temporal import connect
 from memory.tasks.keys import task_id_for, workflow_id
@@ -27,7 +28,7 @@ SECRET = "a-long-shared-secret-for-tests"
 def test_the_webhook_secret_goes_in_and_never_comes_out(client: TestClient, make_key: MakeKey) -> None:
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     admin, writer = make_key(tenant=tenant, roles=("admin",)), make_key(tenant=tenant, user="bob")
-    body = {"url": "https://hooks.example.test/mnemo", "secret": SECRET}
+    body = {"url": "https://8.8.8.8/mnemo", "secret": SECRET}  # public: accepted (tests/.../test_webhook_addresses)
     assert client.put("/tenant-webhook", json=body, headers=auth(writer)).status_code == 403
     put = client.put("/tenant-webhook", json=body, headers=auth(admin))
     assert put.status_code == 200, put.text
@@ -37,8 +38,8 @@ def test_the_webhook_secret_goes_in_and_never_comes_out(client: TestClient, make
     assert client.get("/tenant-webhook", headers=auth(writer)).status_code == 403
     short = client.put("/tenant-webhook", json={**body, "secret": "short"}, headers=auth(admin))
     assert short.status_code == 422
-    for url in ("ftp://hooks.example.test/x", "https://user:pw@hooks.example.test/x", "/relative", "http://[::1",
-                "https://hooks.example.test:99999/x", " https://hooks.example.test/x"):
+    for url in ("ftp://8.8.8.8/x", "https://user:pw@8.8.8.8/x", "/relative", "http://[::1",
+                "https://8.8.8.8:99999/x", " https://8.8.8.8/x"):
         refused = client.put("/tenant-webhook", json={**body, "url": url}, headers=auth(admin))
         assert refused.status_code == 422, (url, refused.text)
     assert client.delete("/tenant-webhook", headers=auth(admin)).status_code == 204
@@ -58,11 +59,15 @@ async def test_a_reminder_is_signed_and_its_retry_carries_the_same_key(
     tenant = small_tenant(make_key, engine)
     admin = make_key(tenant=tenant, user="root", roles=("admin",))
     queue = f"reminders-{uuid.uuid4().hex[:8]}"
-    own = settings.model_copy(update={"task_queue": queue})
-    with webhook_receiver(503) as receiver:  # the first delivery fails
-        put = client.put("/tenant-webhook", json={"url": receiver.url, "secret": SECRET}, headers=auth(admin))
+    # The stand-in listens on loopback, which only an operator's allow-list opens (API and worker alike).
+    own = settings.model_copy(update={"task_queue": queue, "webhook_allowed_hosts": "127.0.0.1"})
+    with webhook_receiver(503) as receiver, TestClient(create_app(own)) as allowing:  # the first delivery fails
+        refused = client.put("/tenant-webhook", json={"url": receiver.url, "secret": SECRET}, headers=auth(admin))
+        assert refused.json()["error"]["code"] == "webhook_address_not_public", refused.text
+        put = allowing.put("/tenant-webhook", json={"url": receiver.url, "secret": SECRET}, headers=auth(admin))
         assert put.status_code == 200, put.text
-        worker = ThreadWorker(own, engine, queue, data_dir=own.data_dir).start()
+        worker = ThreadWorker(own, engine, queue, data_dir=own.data_dir,
+                              webhook_allowed=own.webhook_allow_list()).start()
         temporal = await connect(own)
         task_id = task_id_for(tenant, "alice", "reminded")
         handle = await temporal.start_workflow(
