@@ -82,9 +82,11 @@ class StoredMessage:
 
 
 def _tombstoned(principal: PrincipalContext, session_id: str | SQLColumnExpression[str]) -> Any:
-    """A session or subject deletion covers the session (from then on its id is gone)."""
+    """A deletion of the caller's session or of the caller covers the session (from then on its id is gone).
+    Only the owner's own tombstone counts: one of another user's session of that id covers nothing of theirs."""
     return exists().where(
         Tombstone.tenant_id == principal.tenant_id,
+        Tombstone.owner_user_id == principal.user_id,
         or_(
             and_(Tombstone.target_type == "session", Tombstone.target_id == session_id),
             and_(Tombstone.target_type == "subject", Tombstone.target_id == principal.user_id,
@@ -111,8 +113,13 @@ def get_session(session: Session, principal: PrincipalContext, session_id: str, 
         statement = statement.with_for_update()
     found = session.execute(statement).scalar_one_or_none()
     if found is None:
-        raise NotFound(f"session {session_id!r} not found")
+        raise missing_session(session_id)
     return found
+
+
+def missing_session(session_id: str) -> NotFound:
+    """The one 404 for a session that is not there, whoever's it is or was (reads and deletion scopes alike)."""
+    return NotFound(f"session {session_id!r} not found")
 
 
 def _profile_snapshot(session: Session, principal: PrincipalContext) -> list[dict[str, Any]]:
@@ -259,8 +266,8 @@ def append_messages(
                 occurred_at=message.created_at,
                 revision=next_revision(session),
             )
-            # Another request stored this key since our check (keys are unique per tenant): its answer decides.
-            .on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"])
+            # Another request stored this key since our check (keys are unique per user): its answer decides.
+            .on_conflict_do_nothing(index_elements=["tenant_id", "user_id", "idempotency_key"])
             .returning(MemoryEvent.event_id)
         ).scalar_one_or_none()
         if inserted is None:
@@ -282,12 +289,13 @@ def _replay_of(
 ) -> StoredMessage | None:
     existing = session.execute(
         select(MemoryEvent).where(
-            MemoryEvent.tenant_id == principal.tenant_id, MemoryEvent.idempotency_key == message.idempotency_key
+            MemoryEvent.tenant_id == principal.tenant_id, MemoryEvent.user_id == principal.user_id,
+            MemoryEvent.idempotency_key == message.idempotency_key,
         )
     ).scalar_one_or_none()
     if existing is None:
         return None
-    if existing.user_id != principal.user_id or existing.session_id != chat.session_id or existing.sequence_no is None:
+    if existing.session_id != chat.session_id or existing.sequence_no is None:  # the caller's key, used elsewhere
         raise IdempotencyConflict(
             f"messages[{position}]: idempotency key {message.idempotency_key!r} is already taken; use a new key"
         )
