@@ -147,13 +147,14 @@ def _profile_snapshot(session: Session, principal: PrincipalContext) -> list[dic
 def _existing(session: Session, principal: PrincipalContext, new: NewSession, digest: str) -> ChatSession | None:
     """The session this id names already, if any: a replay of the same request, or a 409 saying why not."""
     existing = session.execute(
-        select(ChatSession).where(
-            ChatSession.tenant_id == principal.tenant_id, ChatSession.session_id == new.session_id
+        select(ChatSession).where(  # session ids are each user's own (0023): nobody else's is ever found here
+            ChatSession.tenant_id == principal.tenant_id, ChatSession.user_id == principal.user_id,
+            ChatSession.session_id == new.session_id,
         )
     ).scalar_one_or_none()
     if existing is None:
         return None
-    if existing.user_id != principal.user_id or existing.agent_id != principal.agent_id:
+    if existing.agent_id != principal.agent_id:  # the same user's session with another of their agents
         raise IdempotencyConflict(f"session id {new.session_id!r} is already taken; use a new id")
     if existing.purged_at is not None or session.execute(select(_tombstoned(principal, new.session_id))).scalar():
         raise SessionDeleted(f"session {new.session_id!r} was deleted; start a new session with a new id")
@@ -192,7 +193,7 @@ def open_session(
             committed_through=0,
             revision=next_revision(session),
         )
-        .on_conflict_do_nothing(index_elements=["tenant_id", "session_id"])
+        .on_conflict_do_nothing(index_elements=["tenant_id", "user_id", "session_id"])
         .returning(ChatSession.session_id)
     ).scalar_one_or_none()
     if created is None:  # another request created it since our check: that one decides
@@ -206,6 +207,7 @@ def _call_was_made(session: Session, chat: ChatSession, call_id: str) -> bool:
     return bool(session.execute(
         select(exists().where(
             MemoryEvent.tenant_id == chat.tenant_id,
+            MemoryEvent.user_id == chat.user_id,
             MemoryEvent.session_id == chat.session_id,
             MemoryEvent.sequence_no.isnot(None),
             MemoryEvent.payload["tool_calls"].op("@>")(cast([{"call_id": call_id}], JSONB)),
@@ -333,14 +335,15 @@ def message_live() -> ColumnElement[bool]:
 
 
 def stage_messages(
-    session: Session, tenant_id: str, session_id: str, from_sequence: int = 1, to_sequence: int | None = None,
+    session: Session, chat: ChatSession, from_sequence: int = 1, to_sequence: int | None = None,
 ) -> tuple[StageMessage, ...]:
     """The session's messages in ``[from_sequence, to_sequence]``, in order; deleted (scrubbed) ones left out."""
     statement = (
         select(MemoryEvent)
         .where(
-            MemoryEvent.tenant_id == tenant_id,
-            MemoryEvent.session_id == session_id,
+            MemoryEvent.tenant_id == chat.tenant_id,
+            MemoryEvent.user_id == chat.user_id,
+            MemoryEvent.session_id == chat.session_id,
             MemoryEvent.sequence_no >= from_sequence,
             message_live(),
         )
@@ -376,7 +379,8 @@ def answered_only(messages: Sequence[StageMessage]) -> tuple[StageMessage, ...]:
 def links_of(session: Session, chat: ChatSession) -> list[dict[str, Any]]:
     """What the session used and produced (seed 004 §8.3 step 4), oldest first."""
     rows = session.execute(
-        select(SessionLink).where(SessionLink.tenant_id == chat.tenant_id, SessionLink.session_id == chat.session_id)
+        select(SessionLink).where(SessionLink.tenant_id == chat.tenant_id, SessionLink.user_id == chat.user_id,
+                                  SessionLink.session_id == chat.session_id)
         .order_by(SessionLink.created_at, SessionLink.target)
     ).scalars()
     return [{"target": row.target, "relation": row.relation, "commit_id": row.commit_id} for row in rows]
