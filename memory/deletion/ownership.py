@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from sqlalchemy import ColumnElement, and_, exists, or_, select
+from sqlalchemy import exists, or_, select
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
@@ -21,18 +21,13 @@ from memory.enums import Status
 from memory.errors import NotFound
 from memory.models import Memory, MemoryEvent, Principal, Tenant, Tombstone
 from memory.sessions.models import ChatSession
-from memory.sessions.store import missing_session
-
-
-def _session_tombstone(tenant_id: str, owner: str, session_id: str) -> ColumnElement[bool]:
-    return and_(Tombstone.tenant_id == tenant_id, Tombstone.target_type == ScopeType.SESSION.value,
-                Tombstone.target_id == session_id, Tombstone.owner_user_id == owner)
+from memory.sessions.store import missing_session, session_tombstone
 
 
 def session_exists(session: Session, tenant_id: str, owner: str, session_id: str) -> bool:
     """``owner`` has something under ``session_id`` no deletion covers yet: an open session, a live event or a
     live personal memory labelled with it (events and memories name a session without opening one)."""
-    tombstoned = _session_tombstone(tenant_id, owner, session_id)
+    tombstoned = session_tombstone(tenant_id, owner, session_id)
     opened = exists().where(
         ChatSession.tenant_id == tenant_id, ChatSession.user_id == owner, ChatSession.session_id == session_id,
         ChatSession.purged_at.is_(None), ~exists().where(tombstoned),

@@ -95,6 +95,12 @@ def _tombstoned(principal: PrincipalContext, session_id: str | SQLColumnExpressi
     )
 
 
+def session_tombstone(tenant_id: str, owner: str, session_id: str) -> ColumnElement[bool]:
+    """A deletion of ``owner``'s session ``session_id`` (a tombstone row of it)."""
+    return and_(Tombstone.tenant_id == tenant_id, Tombstone.target_type == "session",
+                Tombstone.target_id == session_id, Tombstone.owner_user_id == owner)
+
+
 def own_sessions(principal: PrincipalContext) -> ColumnElement[bool]:
     """The sessions the caller may read: their own with their key's agent, not purged, under no deletion barrier."""
     return and_(
@@ -153,6 +159,9 @@ def _existing(session: Session, principal: PrincipalContext, new: NewSession, di
         )
     ).scalar_one_or_none()
     if existing is None:
+        tombstone = session_tombstone(principal.tenant_id, principal.user_id, new.session_id)
+        if session.execute(select(exists().where(tombstone))).scalar():  # deleted as a label of events or memories
+            raise SessionDeleted(f"session {new.session_id!r} was deleted; start a new session with a new id")
         return None
     if existing.agent_id != principal.agent_id:  # the same user's session with another of their agents
         raise IdempotencyConflict(f"session id {new.session_id!r} is already taken; use a new id")

@@ -61,3 +61,19 @@ def test_idempotency_keys_are_each_users_own(ids_api: TestClient, make_key: Make
         again = ids_api.post("/memory-candidates", json=candidate(f"{key[-6:]} 的偏好", idempotency_key="k1"),
                              headers=auth(key))
         assert again.status_code == 200 and again.json()["memory_id"] == first[key][1]
+
+
+def test_a_deleted_session_id_is_a_typed_409_for_its_owner_alone(ids_api: TestClient, make_key: MakeKey) -> None:
+    """Deleted as the label of events only (no session was opened): reopening it is ``session_deleted``, not a
+    404 from a session created and then hidden; another user's s9 is untouched by it."""
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
+    alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
+    assert ids_api.post("/memory-events", json=event("e1", session_id="s9"), headers=auth(alice)).status_code == 201
+    gone = ids_api.post("/deletion-requests", json={"deletion_request_id": "d9", "scope": {"type": "session",
+                                                                                           "session_id": "s9"}},
+                        headers=auth(alice))
+    assert gone.status_code == 202, gone.text
+    reopened = ids_api.post("/sessions", json={"session_id": "s9"}, headers=auth(alice))
+    assert reopened.status_code == 409 and reopened.json()["error"]["code"] == "session_deleted", reopened.text
+    assert ids_api.post("/sessions", json={"session_id": "s9"}, headers=auth(bob)).status_code == 201
+    wait_for(ids_api, alice, gone.json()["job_id"], completed)
