@@ -37,6 +37,13 @@ class CommitRef:
     tenant_id: str
     session_id: str
     commit_id: str
+    user_id: str | None = None
+    """The session's owner (session ids are each user's own); ``None`` in a workflow started before 0023."""
+
+
+def ref_of(commit: SessionCommit) -> CommitRef:
+    """What a commit's workflow is started with."""
+    return CommitRef(commit.tenant_id, commit.session_id, commit.commit_id, commit.user_id)
 
 
 @dataclass(frozen=True)
@@ -88,12 +95,12 @@ class SessionActivities:
                     or_(SessionCommit.trigger == "policy:idle", SessionCommit.updated_at < now - STALLED_AFTER),
                 ).limit(request.limit)
             ).scalars().all()
-            return [StartCommit(CommitRef(c.tenant_id, c.session_id, c.commit_id), c.workflow_id) for c in waiting]
+            return [StartCommit(ref_of(c), c.workflow_id) for c in waiting]
 
     @activity.defn(name="session_commit_archive")
     def archive(self, ref: CommitRef) -> None:
         with shielded_session(self.engine, ref.tenant_id) as session:
-            commit, chat = lock_commit(session, ref.tenant_id, ref.session_id, ref.commit_id)
+            commit, chat = lock_commit(session, ref.tenant_id, ref.session_id, ref.commit_id, ref.user_id)
             if commit.status != CommitStatus.ACCEPTED.value or cancelled_by_deletion(session, commit, chat):
                 return
             summary = archive_stage(session, chat, ref.commit_id, commit.to_sequence)
@@ -102,12 +109,10 @@ class SessionActivities:
     @activity.defn(name="session_commit_extract")
     def extract(self, ref: CommitRef) -> None:
         with shielded_session(self.engine, ref.tenant_id) as session:
-            commit, _ = lock_commit(session, ref.tenant_id, ref.session_id, ref.commit_id)
+            commit, chat = lock_commit(session, ref.tenant_id, ref.session_id, ref.commit_id, ref.user_id)
             if commit.status != CommitStatus.ARCHIVED.value:
                 return
-            stage = Stage(ref.session_id, stage_messages(
-                session, ref.tenant_id, ref.session_id, commit.from_sequence, commit.to_sequence
-            ))
+            stage = Stage(ref.session_id, stage_messages(session, chat, commit.from_sequence, commit.to_sequence))
         with heartbeating(), self._slots:
             try:
                 extraction = self.extractor.extract(stage)
@@ -123,21 +128,21 @@ class SessionActivities:
                       "prompt_tokens": extraction.prompt_tokens, "completion_tokens": extraction.completion_tokens},
         }
         with shielded_session(self.engine, ref.tenant_id) as session:
-            commit, chat = lock_commit(session, ref.tenant_id, ref.session_id, ref.commit_id)
+            commit, chat = lock_commit(session, ref.tenant_id, ref.session_id, ref.commit_id, ref.user_id)
             if commit.status == CommitStatus.ARCHIVED.value and not cancelled_by_deletion(session, commit, chat):
                 move(commit, CommitStatus.EXTRACTED, memories={**commit.memories, "proposed": proposed})
 
     @activity.defn(name="session_commit_persist")
     def persist(self, ref: CommitRef) -> str:
         with shielded_session(self.engine, ref.tenant_id) as session:
-            return persist(session, ref.tenant_id, ref.session_id, ref.commit_id).status
+            return persist(session, ref.tenant_id, ref.session_id, ref.commit_id, ref.user_id).status
 
     @activity.defn(name="session_commit_fail")
     def fail(self, failure: CommitFailure) -> str:
         """The extractor could not be used after its retries: the commit asks for action, naming why."""
         ref = failure.ref
         with shielded_session(self.engine, ref.tenant_id) as session:
-            commit, _ = lock_commit(session, ref.tenant_id, ref.session_id, ref.commit_id)
+            commit, _ = lock_commit(session, ref.tenant_id, ref.session_id, ref.commit_id, ref.user_id)
             if CommitStatus(commit.status) not in TERMINAL:
                 move(commit, CommitStatus.FAILED_REQUIRES_ACTION, error=failure.detail,
                      reasons=[{"reason": failure.reason, "detail": failure.detail, "evidence_event_ids": []}])

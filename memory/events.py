@@ -64,20 +64,19 @@ def record_event(session: Session, principal: PrincipalContext, new: NewEvent, d
             occurred_at=new.occurred_at,
             revision=next_revision(session),
         )
-        .on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"])
+        # Keys are the writer's own (0023): another user's equal key is another key, never a conflict.
+        .on_conflict_do_nothing(index_elements=["tenant_id", "user_id", "idempotency_key"])
         .returning(MemoryEvent.event_id)
     ).scalar_one_or_none()
     existing = session.execute(
         select(MemoryEvent).where(
             MemoryEvent.tenant_id == principal.tenant_id,
+            MemoryEvent.user_id == principal.user_id,
             MemoryEvent.idempotency_key == new.idempotency_key,
         )
     ).scalar_one()
     if inserted is not None:
         return EventRecorded(existing, replayed=False)
-    if existing.user_id != principal.user_id:
-        # Keys are unique per tenant; someone else's use of one is a conflict that names nothing.
-        raise IdempotencyConflict(f"idempotency key {new.idempotency_key!r} is already taken; use a new key")
     if existing.request_sha256 != digest:
         raise IdempotencyConflict(
             f"idempotency key {new.idempotency_key!r} was already used with a different request body; "

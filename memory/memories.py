@@ -170,13 +170,12 @@ def create_memory(
     """
     if new.idempotency_key is not None:
         existing = session.execute(
-            select(Memory).where(
-                Memory.tenant_id == principal.tenant_id, Memory.idempotency_key == new.idempotency_key
+            select(Memory).where(  # keys are the caller's own (0023): another user's equal key is another key
+                Memory.tenant_id == principal.tenant_id, Memory.created_by == principal.user_id,
+                Memory.idempotency_key == new.idempotency_key,
             )
         ).scalar_one_or_none()
         if existing is not None:
-            if existing.created_by != principal.user_id:
-                raise IdempotencyConflict(f"idempotency key {new.idempotency_key!r} is already taken; use a new key")
             if existing.request_sha256 != request_sha256:
                 raise IdempotencyConflict(
                     f"idempotency key {new.idempotency_key!r} was already used with a different request body"

@@ -37,11 +37,17 @@ class Base(DeclarativeBase):
     pass
 
 
+ID_SECRET_DEFAULT = "replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '')"
+"""244 random bits from PostgreSQL's own CSPRNG (gen_random_uuid), per tenant."""
+
+
 class Tenant(Base):
     __tablename__ = "tenants"
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    id_secret: Mapped[str] = mapped_column(Text, server_default=text(ID_SECRET_DEFAULT))
+    """Keys the ids mnemo derives for a caller (default deletion-request ids): random, never shown (0023)."""
 
 
 class Principal(Base):

@@ -1,4 +1,6 @@
-"""POST /memory-events: idempotent by (tenant, idempotency key)."""
+"""POST /memory-events: idempotent by (tenant, user, idempotency key)."""
+
+import uuid
 
 from fastapi.testclient import TestClient
 
@@ -43,12 +45,12 @@ def test_unknown_event_kind_is_rejected(client: TestClient, make_key: MakeKey) -
     assert response.json()["error"]["code"] == "invalid_value"
 
 
-def test_another_users_key_is_a_conflict_that_names_nothing(client: TestClient, make_key: MakeKey) -> None:
-    tenant = "t-shared-keys"
+def test_another_users_equal_key_is_another_key(client: TestClient, make_key: MakeKey) -> None:
+    """Idempotency keys are each user's own: bob's "taken" neither collides with alice's nor tells him of it."""
+    tenant = f"t-{uuid.uuid4().hex[:10]}"
     alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
     first = client.post("/memory-events", json=event("taken"), headers=auth(alice)).json()
-    for body in (event("taken"), event("taken", kind="TOOL_RESULT")):
-        response = client.post("/memory-events", json=body, headers=auth(bob))
-        assert response.status_code == 409
-        assert response.json()["error"]["details"] == {}
-        assert first["event_id"] not in response.text
+    bobs = client.post("/memory-events", json=event("taken", kind="TOOL_RESULT"), headers=auth(bob))
+    assert bobs.status_code == 201 and bobs.json()["event_id"] != first["event_id"]
+    replay = client.post("/memory-events", json=event("taken"), headers=auth(alice))
+    assert replay.status_code == 200 and replay.json()["event_id"] == first["event_id"]

@@ -82,6 +82,7 @@ def api(settings: Any, engine: Engine) -> Iterator[TestClient]:
 def tenant(api: TestClient, make_key: MakeKey, engine: Engine) -> Tenant:
     name = f"t-{uuid.uuid4().hex[:12]}"
     alice = make_key(tenant=name, user="alice", roles=("memory_writer",))
+    make_key(tenant=name, user="dave")  # the user whose data an admin deletes (a user nobody knows is a 404)
     with tenant_session(engine, name) as session:
         seed_sales(session, name, total=2_400)
     memory = api.post("/memory-candidates", json=candidate("alice's note"), headers=auth(alice)).json()["memory_id"]

@@ -36,6 +36,7 @@ from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.deletion.barrier import ScopeRequest, request_deletion
 from memory.deletion.jobs import JobStatus, NotResumable, check_resumable, readable_job, view_job
+from memory.deletion.ownership import default_request_id
 from memory.deletion.scope import ScopeType
 from memory.enums import Role
 from memory.events import request_digest
@@ -133,12 +134,16 @@ async def delete_memory(
     settings: SettingsDep,
     deletion_request_id: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
 ) -> DeletionAcceptedOut:
-    """Delete one memory (every version). Repeating the call returns the same job."""
+    """Delete one memory (every version). Repeating the call returns the same job (the default request id is the
+    caller's, and nobody else can compute it)."""
     parsed = parse_id(memory_id, "memory")
-    body = DeletionRequestIn(
-        deletion_request_id=deletion_request_id or f"memory-{parsed}-{principal.user_id}",
-        scope=MemoryScopeIn(type="memory", memory_id=parsed),
-    )
+
+    def body(session: Session) -> DeletionRequestIn:
+        return DeletionRequestIn(
+            deletion_request_id=deletion_request_id or default_request_id(session, principal, "memory", str(parsed)),
+            scope=MemoryScopeIn(type="memory", memory_id=parsed),
+        )
+
     return await _accept(request, response, settings, principal, engine, body)
 
 

@@ -15,7 +15,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from activities.sessions import CommitRef
+from activities.sessions import ref_of
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal
 from api.errors import TemporalUnavailable
 from api.schemas.common import replay_of
@@ -141,7 +141,7 @@ async def start_commit(client: Client, settings: Settings, commit: SessionCommit
     with contextlib.suppress(WorkflowAlreadyStartedError):  # the run closed: it was this commit's
         await client.start_workflow(
             SessionCommitWorkflow.run,
-            CommitRef(commit.tenant_id, commit.session_id, commit.commit_id),
+            ref_of(commit),
             id=commit.workflow_id,
             task_queue=settings.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -182,7 +182,7 @@ def read_commit(session_id: str, commit_id: str, principal: CurrentPrincipal, en
 def _session_view(session: Session, principal: PrincipalContext, session_id: str) -> SessionView:
     chat = store.get_session(session, principal, session_id)
     recent = max(1, chat.next_sequence - store.WINDOW_LOOKBACK)
-    messages = store.answered_only(store.stage_messages(session, principal.tenant_id, session_id, recent))
+    messages = store.answered_only(store.stage_messages(session, chat, recent))
     return SessionView(chat, messages, derive_state(messages, task_id=chat.task_id),
                        store.current_profile(session, principal, chat))
 
@@ -221,8 +221,7 @@ def read_window(
 def latest_summary(session_id: str, principal: CurrentPrincipal, engine: EngineDep) -> dict[str, Any]:
     """The newest structured summary version (built by commits; rebuilt when a source event is deleted)."""
     with tenant_session(engine, principal.tenant_id) as session:
-        store.get_session(session, principal, session_id)
-        row = archive.latest_summary(session, principal.tenant_id, session_id)
+        row = archive.latest_summary(session, store.get_session(session, principal, session_id))
         if row is None:
             raise NotFound(f"session {session_id!r} has no summary yet: commit a stage first")
         return {

@@ -23,6 +23,7 @@ from memory.auth import PrincipalContext
 from memory.deletion import outbox
 from memory.deletion.jobs import Layer, get_job, workflow_id
 from memory.deletion.layers import hide_orphans
+from memory.deletion.ownership import require_target
 from memory.deletion.scope import Scope, ScopeType, events_in, linked_refs, memories_in
 from memory.enums import Role, Status
 from memory.epochs import bump_epoch
@@ -141,28 +142,31 @@ def _strings(value: object) -> list[str]:
 def request_deletion(
     session: Session, principal: PrincipalContext, deletion_request_id: str, request: ScopeRequest, digest: str
 ) -> Accepted:
-    """Idempotent by (tenant, deletion_request_id): a repeat returns the same job and never re-bumps the epoch.
+    """Idempotent by (tenant, requester, deletion_request_id): a repeat returns the same job and never re-bumps the
+    epoch; the same id of another request is a 409.
 
-    The id belongs to whoever used it first: someone else reusing it gets a conflict that names
-    nothing, never that job. Concurrent first requests with one id queue on an advisory lock.
+    Request ids are the requester's own (memory.deletion.ownership): another user's equal id is another id.
+    Concurrent first requests with one id queue on an advisory lock.
     """
     session.execute(
         text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-        {"key": f"deletion:{principal.tenant_id}:{deletion_request_id}"},
+        {"key": f"deletion:{principal.tenant_id}:{principal.user_id}:{deletion_request_id}"},
     )
     existing = session.execute(
         select(DeletionJob).where(
-            DeletionJob.tenant_id == principal.tenant_id, DeletionJob.deletion_request_id == deletion_request_id
+            DeletionJob.tenant_id == principal.tenant_id, DeletionJob.requested_by == principal.user_id,
+            DeletionJob.deletion_request_id == deletion_request_id,
         )
     ).scalar_one_or_none()
     if existing is not None:
-        if existing.requested_by != principal.user_id or existing.request_sha256 != digest:
+        if existing.request_sha256 != digest:
             raise IdempotencyConflict(
                 f"deletion_request_id {deletion_request_id!r} was already used for a different request"
             )
         return Accepted(existing, created=False)
 
     scope = resolve_scope(session, principal, request)
+    require_target(session, principal.tenant_id, scope)  # nothing is written for what is not there
     tenant = principal.tenant_id
     epoch = bump_epoch(session, tenant, scope.subject)  # exclusive lock: in-flight writes finish first
     revision = next_revision(session)
@@ -179,7 +183,7 @@ def request_deletion(
         status="accepted",
         epoch=epoch,
         barrier_revision=revision,
-        workflow_id=workflow_id(tenant, deletion_request_id),
+        workflow_id=workflow_id(tenant, principal.user_id, deletion_request_id),
     )
     session.add(job)
     session.flush()

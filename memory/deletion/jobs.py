@@ -94,19 +94,14 @@ class Layer(StrEnum):
 PURGE_LAYERS = tuple(layer for layer in Layer if layer is not Layer.VERIFICATION_PROBES)
 
 
-MAX_READABLE_WORKFLOW_ID_BYTES = 255
-"""Temporal refuses workflow ids over 1,000 bytes; a request id may be 1,024 (256 four-byte characters)."""
+def workflow_id(tenant_id: str, requested_by: str, deletion_request_id: str) -> str:
+    """``deletion-{tenant}-{digest}``: the digest (32 hex) of the tenant, the requester and their request id.
 
-
-def workflow_id(tenant_id: str, deletion_request_id: str) -> str:
-    """``deletion-{tenant}-{request}``; for a request id too long for that, ``deletion~{tenant}-{sha256}``.
-
-    A job whose id Temporal refused stayed ``accepted`` forever. The long form has a prefix the short
-    one never has, so no request id can name another request's workflow."""
-    readable = f"deletion-{tenant_id}-{deletion_request_id}"
-    if len(readable.encode()) <= MAX_READABLE_WORKFLOW_ID_BYTES:
-        return readable
-    return f"deletion~{tenant_id}-{hashlib.sha256(deletion_request_id.encode()).hexdigest()}"
+    Request ids are each requester's own, and Temporal's ids are one namespace for every tenant: a readable
+    ``deletion-{tenant}-{request}`` let ``t`` + ``a-b`` and ``t-a`` + ``b`` name one workflow, and two users' equal
+    ids would too. A fixed-length digest after the tenant id is unambiguous and always short enough."""
+    digest = hashlib.sha256(f"{tenant_id}\x00{requested_by}\x00{deletion_request_id}".encode()).hexdigest()[:32]
+    return f"deletion-{tenant_id}-{digest}"
 
 
 def _missing(job_id: uuid.UUID) -> NotFound:

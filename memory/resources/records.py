@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
+from memory.deletion.ownership import default_request_id
 from memory.epochs import current_epoch
 from memory.errors import Conflict, Forbidden, InvalidInput, NotFound, VersionConflict
 from memory.events import next_revision
@@ -250,9 +251,6 @@ def release_bodies(engine: Engine, tenant_id: str, store: ArtifactStore, shas: t
         return 0
 
 
-MAX_REQUEST_ID = 256
-
-
 def default_deletion_request_id(session: Session, principal: PrincipalContext, resource: str, record_id: str) -> str:
     """What ``DELETE /records/{resource}/{record_id}`` is idempotent by when the caller names no
     ``deletion_request_id``: the request of the deletion that already covers the record (or covered it and
@@ -266,6 +264,7 @@ def default_deletion_request_id(session: Session, principal: PrincipalContext, r
         select(DeletionJob.deletion_request_id)
         .join(Tombstone, and_(Tombstone.tenant_id == DeletionJob.tenant_id, Tombstone.job_id == DeletionJob.job_id))
         .where(Tombstone.tenant_id == principal.tenant_id, Tombstone.target_type == "record",
+               DeletionJob.requested_by == principal.user_id,
                Tombstone.target_id == ref, Tombstone.owner_user_id == principal.user_id)
     )
     if revision is not None:
@@ -273,10 +272,7 @@ def default_deletion_request_id(session: Session, principal: PrincipalContext, r
     existing = session.execute(covering.limit(1)).scalar_one_or_none()
     if existing is not None:
         return str(existing)
-    readable = f"record-{ref}-{principal.user_id}" + (f"-r{revision}" if revision is not None else "")
-    if len(readable) <= MAX_REQUEST_ID:
-        return readable
-    return "record~" + hashlib.sha256(readable.encode()).hexdigest()
+    return default_request_id(session, principal, "record", ref if revision is None else f"{ref}-r{revision}")
 
 
 def get_record(session: Session, principal: PrincipalContext, declaration: Declaration, record_id: str,

@@ -60,11 +60,12 @@ def summary_readable() -> ColumnElement[bool]:
     return and_(SessionSummary.purged_at.is_(None), ~summary_tombstoned())
 
 
-def latest_summary(session: Session, tenant_id: str, session_id: str) -> SessionSummary | None:
+def latest_summary(session: Session, chat: ChatSession) -> SessionSummary | None:
     """The newest readable version (:func:`summary_readable`)."""
     return session.execute(
         select(SessionSummary)
-        .where(SessionSummary.tenant_id == tenant_id, SessionSummary.session_id == session_id, summary_readable())
+        .where(SessionSummary.tenant_id == chat.tenant_id, SessionSummary.user_id == chat.user_id,
+               SessionSummary.session_id == chat.session_id, summary_readable())
         .order_by(SessionSummary.version.desc())
         .limit(1)
     ).scalar_one_or_none()
@@ -75,22 +76,24 @@ def store_summary(
     observation: Mapping[str, Any] | None,
 ) -> SessionSummary | None:
     """Summarise the session's remaining events up to ``to_sequence`` as its next version (None: no events)."""
-    stage = Stage(chat.session_id, stage_messages(session, chat.tenant_id, chat.session_id, 1, to_sequence))
+    stage = Stage(chat.session_id, stage_messages(session, chat, 1, to_sequence))
     if not stage.messages:
         return None
     summary = summarize(stage, task_observation=observation)
     version = int(session.execute(
         select(func.coalesce(func.max(SessionSummary.version), 0))
-        .where(SessionSummary.tenant_id == chat.tenant_id, SessionSummary.session_id == chat.session_id)
+        .where(SessionSummary.tenant_id == chat.tenant_id, SessionSummary.user_id == chat.user_id,
+               SessionSummary.session_id == chat.session_id)
     ).scalar_one()) + 1
     session.execute(
         update(SessionSummary)
-        .where(SessionSummary.tenant_id == chat.tenant_id, SessionSummary.session_id == chat.session_id,
-               SessionSummary.superseded_at.is_(None))
+        .where(SessionSummary.tenant_id == chat.tenant_id, SessionSummary.user_id == chat.user_id,
+               SessionSummary.session_id == chat.session_id, SessionSummary.superseded_at.is_(None))
         .values(superseded_at=func.now())
     )
     row = SessionSummary(
         tenant_id=chat.tenant_id,
+        user_id=chat.user_id,
         session_id=chat.session_id,
         version=version,
         summary_id=uuid.uuid4(),
@@ -114,6 +117,7 @@ def archive_stage(session: Session, chat: ChatSession, commit_id: str, to_sequen
     """The commit's summary version: built once per commit id (a retried activity finds it)."""
     existing = session.execute(
         select(SessionSummary).where(SessionSummary.tenant_id == chat.tenant_id,
+                                     SessionSummary.user_id == chat.user_id,
                                      SessionSummary.session_id == chat.session_id,
                                      SessionSummary.commit_id == commit_id)
     ).scalar_one_or_none()

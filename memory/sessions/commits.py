@@ -52,9 +52,10 @@ def owner_of(chat: ChatSession, roles: Iterable[str], key_id: str) -> PrincipalC
     return PrincipalContext(chat.tenant_id, chat.user_id, chat.agent_id, frozenset(roles), key_id=key_id)
 
 
-def workflow_id(tenant_id: str, session_id: str, commit_id: str) -> str:
-    """One workflow per commit id; hashed so no id a client chooses can collide with another's."""
-    digest = hashlib.sha256(f"{tenant_id}\x00{session_id}\x00{commit_id}".encode()).hexdigest()[:32]
+def workflow_id(tenant_id: str, user_id: str, session_id: str, commit_id: str) -> str:
+    """One workflow per commit id of a user's session; hashed so no id a client chooses can collide with
+    another's (session and commit ids are each user's own)."""
+    digest = hashlib.sha256(f"{tenant_id}\x00{user_id}\x00{session_id}\x00{commit_id}".encode()).hexdigest()[:32]
     return f"session-commit-{digest}"
 
 
@@ -69,7 +70,7 @@ def accept_commit(
 ) -> Accepted:
     """Claim the session's uncommitted messages for ``commit_id`` (or return the commit it already names)."""
     chat = get_session(session, principal, session_id, lock=True)
-    existing = session.get(SessionCommit, (principal.tenant_id, session_id, commit_id))
+    existing = session.get(SessionCommit, (principal.tenant_id, chat.user_id, session_id, commit_id))
     if existing is not None:
         return Accepted(existing, replayed=True)
     last = chat.next_sequence - 1
@@ -81,9 +82,10 @@ def accept_commit(
         )
     commit = SessionCommit(
         tenant_id=principal.tenant_id,
+        user_id=chat.user_id,
         session_id=session_id,
         commit_id=commit_id,
-        workflow_id=workflow_id(principal.tenant_id, session_id, commit_id),
+        workflow_id=workflow_id(principal.tenant_id, chat.user_id, session_id, commit_id),
         status=CommitStatus.ACCEPTED.value,
         trigger=trigger,
         requested_by=principal.user_id,
@@ -99,23 +101,29 @@ def accept_commit(
 
 
 def read_commit(session: Session, principal: PrincipalContext, session_id: str, commit_id: str) -> SessionCommit:
-    get_session(session, principal, session_id)
-    commit = session.get(SessionCommit, (principal.tenant_id, session_id, commit_id))
+    chat = get_session(session, principal, session_id)
+    commit = session.get(SessionCommit, (principal.tenant_id, chat.user_id, session_id, commit_id))
     if commit is None:
         raise NotFound(f"commit {commit_id!r} of session {session_id!r} not found")
     return commit
 
 
-def lock_commit(session: Session, tenant_id: str, session_id: str, commit_id: str) -> tuple[SessionCommit, ChatSession]:
-    """The commit and its session, locked (activities: one writer of a commit at a time)."""
-    commit = session.execute(
-        select(SessionCommit)
-        .where(SessionCommit.tenant_id == tenant_id, SessionCommit.session_id == session_id,
-               SessionCommit.commit_id == commit_id)
-        .with_for_update()
-    ).scalar_one()
+def lock_commit(
+    session: Session, tenant_id: str, session_id: str, commit_id: str, user_id: str | None,
+) -> tuple[SessionCommit, ChatSession]:
+    """The commit and its session, locked (activities: one writer of a commit at a time).
+
+    ``user_id`` is the session's owner; ``None`` only for a workflow started before 0023 made session ids
+    per user (then the ids were unique in the tenant, and still name one commit)."""
+    statement = select(SessionCommit).where(SessionCommit.tenant_id == tenant_id,
+                                            SessionCommit.session_id == session_id,
+                                            SessionCommit.commit_id == commit_id)
+    if user_id is not None:
+        statement = statement.where(SessionCommit.user_id == user_id)
+    commit = session.execute(statement.with_for_update()).scalar_one()
     chat = session.execute(
-        select(ChatSession).where(ChatSession.tenant_id == tenant_id, ChatSession.session_id == session_id)
+        select(ChatSession).where(ChatSession.tenant_id == tenant_id, ChatSession.user_id == commit.user_id,
+                                  ChatSession.session_id == session_id)
         .with_for_update()  # one commit step of a session at a time: summaries are built in stage order
     ).scalar_one()
     return commit, chat
@@ -126,8 +134,8 @@ def release_stage(session: Session, commit: SessionCommit) -> None:
     again; unless a later commit has already claimed past it (one atomic update, racing no acceptance)."""
     session.execute(
         update(ChatSession)
-        .where(ChatSession.tenant_id == commit.tenant_id, ChatSession.session_id == commit.session_id,
-               ChatSession.committed_through == commit.to_sequence)
+        .where(ChatSession.tenant_id == commit.tenant_id, ChatSession.user_id == commit.user_id,
+               ChatSession.session_id == commit.session_id, ChatSession.committed_through == commit.to_sequence)
         .values(committed_through=commit.from_sequence - 1)
     )
 

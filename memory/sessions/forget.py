@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import ARRAY, ColumnElement, Select, Text, and_, cast, delete, exists, false, func, or_, select, update
+from sqlalchemy import ARRAY, ColumnElement, Text, and_, cast, delete, exists, false, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from memory.db import affected_rows
@@ -23,19 +23,13 @@ from memory.sessions.archive import store_summary, task_observation
 from memory.sessions.models import ChatSession, SessionChoice, SessionCommit, SessionSummary
 
 
-def _subjects_sessions(job: DeletionJob, scope: Scope) -> Select[str]:
-    """The ids of the deletion subject's sessions."""
-    return select(ChatSession.session_id).where(ChatSession.tenant_id == job.tenant_id,
-                                                ChatSession.user_id == scope.subject)
-
-
 def _deleted_event_links(scope: Scope) -> list[str]:
     return [f"event:{scope.target_id}"] if scope.type is ScopeType.EVENT else []
 
 
 def _covered(scope: Scope, job: DeletionJob, links: list[str]) -> ColumnElement[bool]:
     """Summary rows the deletion covers: citing a deleted event, or of a deleted session / subject."""
-    mine = SessionSummary.session_id.in_(_subjects_sessions(job, scope))
+    mine = SessionSummary.user_id == scope.subject  # the subject's sessions (their ids are each user's own)
     if scope.type is ScopeType.SESSION:
         return and_(mine, SessionSummary.session_id == scope.target_id)
     if scope.type is ScopeType.SUBJECT:
@@ -58,9 +52,10 @@ def purge_derived_summaries(session: Session, job: DeletionJob, batch: int) -> t
         .limit(batch)
         .with_for_update(skip_locked=True)
     ).scalars().all()
-    rebuild: dict[str, int] = {}
+    rebuild: dict[tuple[str, str], int] = {}
     for row in rows:
-        rebuild[row.session_id] = max(rebuild.get(row.session_id, 0), row.to_sequence)
+        key = (row.user_id, row.session_id)
+        rebuild[key] = max(rebuild.get(key, 0), row.to_sequence)
         row.body, row.abstract, row.overview, row.evidence_refs = {}, "", "", []
         row.purged_at = func.now()
     session.flush()
@@ -69,8 +64,8 @@ def purge_derived_summaries(session: Session, job: DeletionJob, batch: int) -> t
     sessions_scrubbed = _scrub_sessions(session, job, scope)
     rebuilt = 0
     if scope.type in (ScopeType.EVENT, ScopeType.MEMORY):
-        for session_id, to_sequence in rebuild.items():
-            chat = session.get(ChatSession, (job.tenant_id, session_id))
+        for (user_id, session_id), to_sequence in rebuild.items():
+            chat = session.get(ChatSession, (job.tenant_id, user_id, session_id))
             if chat is None or chat.purged_at is not None:
                 continue
             if store_summary(session, chat, to_sequence, commit_id=None, reason="rebuilt_after_deletion",
@@ -85,16 +80,16 @@ def purge_derived_summaries(session: Session, job: DeletionJob, batch: int) -> t
 def _commits_covered(job: DeletionJob, scope: Scope) -> ColumnElement[bool]:
     """Commit rows whose stage held a deleted message, or that name a deleted memory (their entries' abstracts
     may quote either)."""
-    mine = SessionCommit.session_id.in_(_subjects_sessions(job, scope))
+    mine = SessionCommit.user_id == scope.subject
     if scope.type is ScopeType.SESSION:
         return and_(mine, SessionCommit.session_id == scope.target_id)
     if scope.type is ScopeType.SUBJECT:
         return mine
     if scope.type is ScopeType.EVENT:
-        event = select(MemoryEvent.session_id, MemoryEvent.sequence_no).where(
+        event = select(MemoryEvent.user_id, MemoryEvent.session_id, MemoryEvent.sequence_no).where(
             MemoryEvent.tenant_id == job.tenant_id, MemoryEvent.event_id == uuid.UUID(scope.target_id)
         ).subquery()
-        return exists().where(SessionCommit.session_id == event.c.session_id,
+        return exists().where(SessionCommit.user_id == event.c.user_id, SessionCommit.session_id == event.c.session_id,
                               event.c.sequence_no.between(SessionCommit.from_sequence, SessionCommit.to_sequence))
     if scope.type is not ScopeType.MEMORY:
         return false()  # a source record is in no session's commit
@@ -163,7 +158,7 @@ def summary_hits(session: Session, job: DeletionJob, probes: list[str]) -> dict[
     hits = {"summaries_citing_deleted": session.execute(
         select(func.count()).select_from(SessionSummary).where(live, _covered(scope, job, links))
     ).scalar_one() if scope.type is not ScopeType.MEMORY else 0}
-    owned = SessionSummary.session_id.in_(_subjects_sessions(job, scope))
+    owned = SessionSummary.user_id == scope.subject
     text_hits = 0
     # A deleted memory's messages stay (they are the user's, not the memory's): a summary quoting them is no copy
     # of the memory. Deleting messages (an event, a session, a subject) must leave no summary quoting them.

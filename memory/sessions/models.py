@@ -19,8 +19,9 @@ class ChatSession(Base):
     __tablename__ = "sessions"
 
     tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    """Session ids are each user's own (0023): two users may both have a session ``s1``."""
     session_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    user_id: Mapped[str] = mapped_column(Text)
     agent_id: Mapped[str | None] = mapped_column(Text)
     project_id: Mapped[str | None] = mapped_column(Text)
     task_id: Mapped[str | None] = mapped_column(Text)
@@ -45,10 +46,12 @@ class SessionSummary(Base):
 
     __tablename__ = "session_summaries"
     __table_args__ = (
-        ForeignKeyConstraint(["tenant_id", "session_id"], ["sessions.tenant_id", "sessions.session_id"]),
+        ForeignKeyConstraint(["tenant_id", "user_id", "session_id"],
+                             ["sessions.tenant_id", "sessions.user_id", "sessions.session_id"]),
     )
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
     session_id: Mapped[str] = mapped_column(Text, primary_key=True)
     version: Mapped[int] = mapped_column(Integer, primary_key=True)
     summary_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
@@ -73,10 +76,12 @@ class SessionCommit(Base):
 
     __tablename__ = "session_commits"
     __table_args__ = (
-        ForeignKeyConstraint(["tenant_id", "session_id"], ["sessions.tenant_id", "sessions.session_id"]),
+        ForeignKeyConstraint(["tenant_id", "user_id", "session_id"],
+                             ["sessions.tenant_id", "sessions.user_id", "sessions.session_id"]),
     )
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
     session_id: Mapped[str] = mapped_column(Text, primary_key=True)
     commit_id: Mapped[str] = mapped_column(Text, primary_key=True)
     workflow_id: Mapped[str] = mapped_column(Text)
@@ -103,10 +108,12 @@ class SessionLink(Base):
 
     __tablename__ = "session_links"
     __table_args__ = (
-        ForeignKeyConstraint(["tenant_id", "session_id"], ["sessions.tenant_id", "sessions.session_id"]),
+        ForeignKeyConstraint(["tenant_id", "user_id", "session_id"],
+                             ["sessions.tenant_id", "sessions.user_id", "sessions.session_id"]),
     )
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
     session_id: Mapped[str] = mapped_column(Text, primary_key=True)
     target: Mapped[str] = mapped_column(Text, primary_key=True)
     relation: Mapped[str] = mapped_column(Text, primary_key=True)

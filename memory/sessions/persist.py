@@ -186,7 +186,7 @@ def write_decision(
 
 def _link(session: Session, chat: ChatSession, commit: SessionCommit, target: str, relation: str) -> None:
     session.execute(insert(SessionLink).values(
-        tenant_id=chat.tenant_id, session_id=chat.session_id, target=target, relation=relation,
+        tenant_id=chat.tenant_id, user_id=chat.user_id, session_id=chat.session_id, target=target, relation=relation,
         commit_id=commit.commit_id,
     ).on_conflict_do_nothing())
 
@@ -212,9 +212,9 @@ def _used(session: Session, principal: PrincipalContext, chat: ChatSession, stag
     return [memory_id for memory_id in named if memory_id in visible]
 
 
-def persist(session: Session, tenant_id: str, session_id: str, commit_id: str) -> SessionCommit:
+def persist(session: Session, tenant_id: str, session_id: str, commit_id: str, user_id: str | None) -> SessionCommit:
     """Write the commit's admitted candidates back (or nothing, if its owner's data was deleted since)."""
-    commit, chat = lock_commit(session, tenant_id, session_id, commit_id)
+    commit, chat = lock_commit(session, tenant_id, session_id, commit_id, user_id)
     if CommitStatus(commit.status) in TERMINAL:
         return commit
     # the session's owner, with the roles of the key that asked for the commit
@@ -222,7 +222,7 @@ def persist(session: Session, tenant_id: str, session_id: str, commit_id: str) -
     if cancelled_by_deletion(session, commit, chat):
         return commit
     serialize_owner(session, principal)
-    stage = Stage(session_id, stage_messages(session, tenant_id, session_id, commit.from_sequence, commit.to_sequence))
+    stage = Stage(session_id, stage_messages(session, chat, commit.from_sequence, commit.to_sequence))
     extracted = commit.memories.get("proposed", {})
     rejections: list[dict[str, Any]] = list(extracted.get("rejections", []))
     record_choices(session, chat, stage)

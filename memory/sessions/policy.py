@@ -50,7 +50,8 @@ def _writer(chat: ChatSession) -> PrincipalContext:
 def pending_tokens(session: Session, chat: ChatSession) -> int:
     contents = session.execute(
         select(MemoryEvent.payload["content"].astext).where(
-            MemoryEvent.tenant_id == chat.tenant_id, MemoryEvent.session_id == chat.session_id,
+            MemoryEvent.tenant_id == chat.tenant_id, MemoryEvent.user_id == chat.user_id,
+            MemoryEvent.session_id == chat.session_id,
             MemoryEvent.sequence_no > chat.committed_through, MemoryEvent.purged_at.is_(None),
         )
     ).scalars()
@@ -72,7 +73,8 @@ def _tried(tenant_id: str) -> ColumnElement[bool]:
     """This stage's policy commit exists already (it failed and gave the stage back): a new message makes a
     new stage and a new try; until then the session is not swept again, nor does it take others' turns."""
     return exists().where(
-        SessionCommit.tenant_id == tenant_id, SessionCommit.session_id == ChatSession.session_id,
+        SessionCommit.tenant_id == tenant_id, SessionCommit.user_id == ChatSession.user_id,
+        SessionCommit.session_id == ChatSession.session_id,
         SessionCommit.commit_id == func.concat(AUTO_PREFIX, ChatSession.committed_through + 1, "-",
                                                ChatSession.next_sequence - 1),
     )

@@ -82,15 +82,23 @@ class StoredMessage:
 
 
 def _tombstoned(principal: PrincipalContext, session_id: str | SQLColumnExpression[str]) -> Any:
-    """A session or subject deletion covers the session (from then on its id is gone)."""
+    """A deletion of the caller's session or of the caller covers the session (from then on its id is gone).
+    Only the owner's own tombstone counts: one of another user's session of that id covers nothing of theirs."""
     return exists().where(
         Tombstone.tenant_id == principal.tenant_id,
+        Tombstone.owner_user_id == principal.user_id,
         or_(
             and_(Tombstone.target_type == "session", Tombstone.target_id == session_id),
             and_(Tombstone.target_type == "subject", Tombstone.target_id == principal.user_id,
                  Tombstone.revision >= ChatSession.revision),
         ),
     )
+
+
+def session_tombstone(tenant_id: str, owner: str, session_id: str) -> ColumnElement[bool]:
+    """A deletion of ``owner``'s session ``session_id`` (a tombstone row of it)."""
+    return and_(Tombstone.tenant_id == tenant_id, Tombstone.target_type == "session",
+                Tombstone.target_id == session_id, Tombstone.owner_user_id == owner)
 
 
 def own_sessions(principal: PrincipalContext) -> ColumnElement[bool]:
@@ -111,8 +119,13 @@ def get_session(session: Session, principal: PrincipalContext, session_id: str, 
         statement = statement.with_for_update()
     found = session.execute(statement).scalar_one_or_none()
     if found is None:
-        raise NotFound(f"session {session_id!r} not found")
+        raise missing_session(session_id)
     return found
+
+
+def missing_session(session_id: str) -> NotFound:
+    """The one 404 for a session that is not there, whoever's it is or was (reads and deletion scopes alike)."""
+    return NotFound(f"session {session_id!r} not found")
 
 
 def _profile_snapshot(session: Session, principal: PrincipalContext) -> list[dict[str, Any]]:
@@ -140,13 +153,17 @@ def _profile_snapshot(session: Session, principal: PrincipalContext) -> list[dic
 def _existing(session: Session, principal: PrincipalContext, new: NewSession, digest: str) -> ChatSession | None:
     """The session this id names already, if any: a replay of the same request, or a 409 saying why not."""
     existing = session.execute(
-        select(ChatSession).where(
-            ChatSession.tenant_id == principal.tenant_id, ChatSession.session_id == new.session_id
+        select(ChatSession).where(  # session ids are each user's own (0023): nobody else's is ever found here
+            ChatSession.tenant_id == principal.tenant_id, ChatSession.user_id == principal.user_id,
+            ChatSession.session_id == new.session_id,
         )
     ).scalar_one_or_none()
     if existing is None:
+        tombstone = session_tombstone(principal.tenant_id, principal.user_id, new.session_id)
+        if session.execute(select(exists().where(tombstone))).scalar():  # deleted as a label of events or memories
+            raise SessionDeleted(f"session {new.session_id!r} was deleted; start a new session with a new id")
         return None
-    if existing.user_id != principal.user_id or existing.agent_id != principal.agent_id:
+    if existing.agent_id != principal.agent_id:  # the same user's session with another of their agents
         raise IdempotencyConflict(f"session id {new.session_id!r} is already taken; use a new id")
     if existing.purged_at is not None or session.execute(select(_tombstoned(principal, new.session_id))).scalar():
         raise SessionDeleted(f"session {new.session_id!r} was deleted; start a new session with a new id")
@@ -185,7 +202,7 @@ def open_session(
             committed_through=0,
             revision=next_revision(session),
         )
-        .on_conflict_do_nothing(index_elements=["tenant_id", "session_id"])
+        .on_conflict_do_nothing(index_elements=["tenant_id", "user_id", "session_id"])
         .returning(ChatSession.session_id)
     ).scalar_one_or_none()
     if created is None:  # another request created it since our check: that one decides
@@ -199,6 +216,7 @@ def _call_was_made(session: Session, chat: ChatSession, call_id: str) -> bool:
     return bool(session.execute(
         select(exists().where(
             MemoryEvent.tenant_id == chat.tenant_id,
+            MemoryEvent.user_id == chat.user_id,
             MemoryEvent.session_id == chat.session_id,
             MemoryEvent.sequence_no.isnot(None),
             MemoryEvent.payload["tool_calls"].op("@>")(cast([{"call_id": call_id}], JSONB)),
@@ -259,8 +277,8 @@ def append_messages(
                 occurred_at=message.created_at,
                 revision=next_revision(session),
             )
-            # Another request stored this key since our check (keys are unique per tenant): its answer decides.
-            .on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"])
+            # Another request stored this key since our check (keys are unique per user): its answer decides.
+            .on_conflict_do_nothing(index_elements=["tenant_id", "user_id", "idempotency_key"])
             .returning(MemoryEvent.event_id)
         ).scalar_one_or_none()
         if inserted is None:
@@ -282,12 +300,13 @@ def _replay_of(
 ) -> StoredMessage | None:
     existing = session.execute(
         select(MemoryEvent).where(
-            MemoryEvent.tenant_id == principal.tenant_id, MemoryEvent.idempotency_key == message.idempotency_key
+            MemoryEvent.tenant_id == principal.tenant_id, MemoryEvent.user_id == principal.user_id,
+            MemoryEvent.idempotency_key == message.idempotency_key,
         )
     ).scalar_one_or_none()
     if existing is None:
         return None
-    if existing.user_id != principal.user_id or existing.session_id != chat.session_id or existing.sequence_no is None:
+    if existing.session_id != chat.session_id or existing.sequence_no is None:  # the caller's key, used elsewhere
         raise IdempotencyConflict(
             f"messages[{position}]: idempotency key {message.idempotency_key!r} is already taken; use a new key"
         )
@@ -325,14 +344,15 @@ def message_live() -> ColumnElement[bool]:
 
 
 def stage_messages(
-    session: Session, tenant_id: str, session_id: str, from_sequence: int = 1, to_sequence: int | None = None,
+    session: Session, chat: ChatSession, from_sequence: int = 1, to_sequence: int | None = None,
 ) -> tuple[StageMessage, ...]:
     """The session's messages in ``[from_sequence, to_sequence]``, in order; deleted (scrubbed) ones left out."""
     statement = (
         select(MemoryEvent)
         .where(
-            MemoryEvent.tenant_id == tenant_id,
-            MemoryEvent.session_id == session_id,
+            MemoryEvent.tenant_id == chat.tenant_id,
+            MemoryEvent.user_id == chat.user_id,
+            MemoryEvent.session_id == chat.session_id,
             MemoryEvent.sequence_no >= from_sequence,
             message_live(),
         )
@@ -368,7 +388,8 @@ def answered_only(messages: Sequence[StageMessage]) -> tuple[StageMessage, ...]:
 def links_of(session: Session, chat: ChatSession) -> list[dict[str, Any]]:
     """What the session used and produced (seed 004 §8.3 step 4), oldest first."""
     rows = session.execute(
-        select(SessionLink).where(SessionLink.tenant_id == chat.tenant_id, SessionLink.session_id == chat.session_id)
+        select(SessionLink).where(SessionLink.tenant_id == chat.tenant_id, SessionLink.user_id == chat.user_id,
+                                  SessionLink.session_id == chat.session_id)
         .order_by(SessionLink.created_at, SessionLink.target)
     ).scalars()
     return [{"target": row.target, "relation": row.relation, "commit_id": row.commit_id} for row in rows]

@@ -251,22 +251,25 @@ def test_a_colleague_cannot_delete_my_memory(api: TestClient, make_key: MakeKey)
     assert _recall(api, mine, "只有我能删") == [target]
 
 
-def test_a_deletion_request_id_belongs_to_whoever_used_it_first(api: TestClient, make_key: MakeKey) -> None:
+def test_a_deletion_request_id_is_its_requesters_own(api: TestClient, make_key: MakeKey) -> None:
     tenant = f"t-{uuid.uuid4().hex[:10]}"
     alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
     target = _write(api, alice, "爱丽丝的私人记录")
-    job = api.delete(f"/memories/{target}", headers=auth(alice)).json()["job_id"]
+    accepted = api.delete(f"/memories/{target}", headers=auth(alice)).json()
+    job = accepted["job_id"]
     wait_for(api, alice, job, completed)
-    # Bob neither gets Alice's job nor learns that her memory existed.
+    # Bob neither gets Alice's job nor learns that her memory existed; her request id, used by him, is his own.
     assert api.delete(f"/memories/{target}", headers=auth(bob)).status_code == 404
     reused = api.post(
         "/deletion-requests",
-        json={"deletion_request_id": f"memory-{target}-alice", "scope": {"type": "subject"}},
+        json={"deletion_request_id": accepted["deletion_request_id"],
+              "scope": {"type": "memory", "memory_id": _write(api, bob, "bob 的笔记")}},
         headers=auth(bob),
     )
-    assert reused.status_code == 409
-    assert job not in reused.text
-    assert reused.json()["error"]["details"] == {}
+    assert reused.status_code == 202, reused.text
+    assert reused.json()["job_id"] != job
+    assert api.delete(f"/memories/{target}", headers=auth(alice)).json()["job_id"] == job
+    wait_for(api, bob, reused.json()["job_id"], completed)
 
 
 def test_postings_left_without_their_search_row_are_purged_too(

@@ -77,5 +77,5 @@ def test_a_commit_racing_a_deletion_of_its_owner_writes_nothing_back(
         accept_commit(session, owner, "s-race", "c-late")
     assert _forget(sessions_api, key, {"type": "subject"})["status"] == "completed"
     with tenant_session(engine, tenant) as session:  # ... persists after it: refused, nothing written
-        ended = persist(session, tenant, "s-race", "c-late")
+        ended = persist(session, tenant, "s-race", "c-late", "alice")
         assert ended.status == "cancelled_by_deletion" and ended.memories == {}

@@ -41,7 +41,7 @@ def _persist(engine: Engine, tenant: str, session_id: str, commit_id: str, *cand
         accepted.commit.status = CommitStatus.EXTRACTED.value
         accepted.commit.memories = {"proposed": {"candidates": [candidate_json(c) for c in candidates]}}
     with tenant_session(engine, tenant) as session:
-        return dict(persist(session, tenant, session_id, commit_id).memories)
+        return dict(persist(session, tenant, session_id, commit_id, "alice").memories)
 
 
 def test_what_a_model_guessed_becomes_active_when_the_user_states_it(

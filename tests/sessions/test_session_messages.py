@@ -25,7 +25,8 @@ def test_a_session_is_idempotent_by_its_id_and_belongs_to_its_user(client: TestC
     assert again.status_code == 200 and again.json()["replayed"] is True
     other_body = client.post("/sessions", json={**body, "title": "another"}, headers=auth(alice))
     assert other_body.status_code == 409 and other_body.json()["error"]["code"] == "idempotency_conflict"
-    assert client.post("/sessions", json=body, headers=auth(bob)).status_code == 409
+    # Session ids are each user's own: bob's s-500 is his, and neither learns of the other's.
+    assert client.post("/sessions", json=body, headers=auth(bob)).json()["replayed"] is False
     assert client.post("/sessions", json=body, headers=auth(make_key())).status_code == 201  # another tenant
     generated = client.post("/sessions", json={}, headers=auth(alice)).json()["session_id"]
     assert generated.startswith("s-") and generated != "s-500"

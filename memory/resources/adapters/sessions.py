@@ -46,8 +46,9 @@ COLUMNS: Columns = {
 
 _FIRST_REQUEST = (
     select(MemoryEvent.payload["content"].astext)
-    .where(MemoryEvent.tenant_id == ChatSession.tenant_id, MemoryEvent.session_id == ChatSession.session_id,
-           MemoryEvent.sequence_no.is_not(None), MemoryEvent.payload["role"].astext == "user", message_live())
+    .where(MemoryEvent.tenant_id == ChatSession.tenant_id, MemoryEvent.user_id == ChatSession.user_id,
+           MemoryEvent.session_id == ChatSession.session_id, MemoryEvent.sequence_no.is_not(None),
+           MemoryEvent.payload["role"].astext == "user", message_live())
     .order_by(MemoryEvent.sequence_no)
     .limit(1)
     .correlate(ChatSession)
@@ -55,8 +56,8 @@ _FIRST_REQUEST = (
 )
 _HAS_SUMMARY = (
     select(SessionSummary.version)
-    .where(SessionSummary.tenant_id == ChatSession.tenant_id, SessionSummary.session_id == ChatSession.session_id,
-           summary_readable())
+    .where(SessionSummary.tenant_id == ChatSession.tenant_id, SessionSummary.user_id == ChatSession.user_id,
+           SessionSummary.session_id == ChatSession.session_id, summary_readable())
     .correlate(ChatSession)
     .exists()
 )

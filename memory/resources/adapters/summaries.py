@@ -89,6 +89,7 @@ def _latest(access: Access, session_ids: list[str] | None = None) -> Any:
     statement: Select[Any] = (
         select(SessionSummary)
         .join(ChatSession, and_(ChatSession.tenant_id == SessionSummary.tenant_id,
+                                ChatSession.user_id == SessionSummary.user_id,
                                 ChatSession.session_id == SessionSummary.session_id))
         .where(own_sessions(access.principal), summary_readable())
         .ext(distinct_on(SessionSummary.session_id))
