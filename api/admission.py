@@ -1,0 +1,223 @@
+"""Fair admission: every expensive route of a tenant has a budget, declared in one table (issue 23, finding 7).
+
+Only recall had a per-tenant limit; eight parallel windows over a long session, a long CJK resource search or
+a flood of deletion requests (each a workflow) of one tenant took another tenant's p95 from tens of
+milliseconds to seconds. Here :data:`ROUTES` names the cost class of every expensive route (the MCP endpoint
+included), and :class:`Admission` gives each tenant, per class and per API process, at most ``concurrency``
+requests in flight and, for the classes that start workflows, a start budget (a token bucket refilled at
+``per_minute``). A request over either is refused at once, before any work, with a 429 ``tenant_busy`` and
+``Retry-After``: it never waits in line in front of other tenants. Routes not in the table are cheap reads or
+writes of one row and are admitted as before.
+
+The middleware learns the tenant from the request's API key, checked once per key and process with
+:func:`memory.auth.authenticate` (a key that does not authenticate is passed on unadmitted: its route answers
+the 401), and remembers it by the key's digest, so an admitted request costs no extra statement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.errors import error_body
+from api.limits import RETRY_AFTER_SECONDS, TenantBusy, TenantLimiter
+from api.settings import Settings
+from memory.auth import authenticate
+from memory.db import global_session
+from memory.errors import Unauthorized
+
+
+@dataclass(frozen=True)
+class CostClass:
+    """What one kind of expensive request may take of a tenant's share of an API process."""
+
+    name: str
+    what: str
+    """The requests in a 429's sentence: "your tenant already has 2 {what} in progress"."""
+    concurrency: Callable[[Settings], int]
+    per_minute: Callable[[Settings], int] | None = None
+    """Starts a tenant may make per minute (a token bucket), for requests that start workflows; None: no rate."""
+    burst: Callable[[Settings], int] | None = None
+
+
+COST_CLASSES: dict[str, CostClass] = {
+    cls.name: cls
+    for cls in (
+        CostClass("recall", "recalls", lambda s: s.tenant_recall_concurrency),
+        CostClass("read", "expensive reads (windows, summaries, resource list/search/read, MCP calls)",
+                  lambda s: s.tenant_read_concurrency),
+        CostClass("write", "long writes (message batches, events, records)", lambda s: s.tenant_write_concurrency),
+        CostClass("workflow", "workflow starts (commits, deletions, tasks)", lambda s: s.tenant_write_concurrency,
+                  per_minute=lambda s: s.tenant_workflow_starts_per_minute,
+                  burst=lambda s: s.tenant_workflow_start_burst),
+    )
+}
+
+ROUTES: dict[tuple[str, str], str] = {
+    ("POST", "/memory-query"): "recall",
+    ("POST", "/recall/render"): "recall",
+    ("GET", "/sessions/{session_id}"): "read",
+    ("GET", "/sessions/{session_id}/window"): "read",
+    ("GET", "/sessions/{session_id}/summaries/latest"): "read",
+    ("GET", "/resources/{resource}"): "read",
+    ("POST", "/resources/search"): "read",
+    ("POST", "/resources/read"): "read",
+    ("POST", "/mcp"): "read",
+    ("POST", "/sessions/{session_id}/messages"): "write",
+    ("POST", "/memory-events"): "write",
+    ("POST", "/memory-candidates"): "write",
+    ("PUT", "/records/{resource}/{record_id}"): "write",
+    ("POST", "/sessions/{session_id}/commit"): "workflow",
+    ("POST", "/deletion-requests"): "workflow",
+    ("DELETE", "/memories/{memory_id}"): "workflow",
+    ("DELETE", "/records/{resource}/{record_id}"): "workflow",
+    ("POST", "/memory-deletions/{job_id}/resume"): "workflow",
+    ("POST", "/tasks"): "workflow",
+}
+"""(method, route path) -> cost class: the one place that says which requests are expensive."""
+
+KNOWN_KEYS = 10_000
+"""Key digests whose tenant a process remembers (least recently used dropped first)."""
+
+
+class StartBudget:
+    """Per tenant, a bucket of ``burst`` starts refilled at ``per_minute``: a flood is cut to the rate."""
+
+    def __init__(self, per_minute: int, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = per_minute / 60.0
+        self.burst = float(burst)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._buckets: dict[str, tuple[float, float]] = {}  # tenant -> (tokens, at)
+
+    def take(self, tenant_id: str, what: str) -> None:
+        """Spend one start of the tenant's, or raise :class:`TenantBusy` saying when the next one is due."""
+        now = self._clock()
+        with self._lock:
+            tokens, at = self._buckets.get(tenant_id, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - at) * self.rate)
+            if tokens < 1.0:
+                self._buckets[tenant_id] = (tokens, now)
+                wait = math.ceil((1.0 - tokens) / self.rate)
+                raise TenantBusy(
+                    f"your tenant made its {self.burst:.0f} {what} allowed at once and may make "
+                    f"{self.rate * 60:.0f} a minute on this server; retry in {wait} s",
+                    details={"retry_after_seconds": wait, "per_minute": round(self.rate * 60)},
+                )
+            self._buckets[tenant_id] = (tokens - 1.0, now)
+            if len(self._buckets) > KNOWN_KEYS:  # a full bucket is the default: forgetting it changes nothing
+                self._buckets = {t: v for t, v in self._buckets.items() if v[0] < self.burst - 1.0 or t == tenant_id}
+
+
+class Admission:
+    """The budgets of one API process: a :class:`TenantLimiter` per cost class, a :class:`StartBudget` for
+    the classes that have a rate."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.limiters = {name: TenantLimiter(cls.concurrency(settings), cls.what) for name, cls in COST_CLASSES.items()}
+        self.budgets = {
+            name: StartBudget(cls.per_minute(settings), cls.burst(settings) if cls.burst else 1)
+            for name, cls in COST_CLASSES.items() if cls.per_minute is not None
+        }
+        self._tenants: OrderedDict[bytes, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def tenant_of(self, engine: Any, key: str) -> str | None:
+        """The tenant of an API key that authenticates (remembered by its digest), else None."""
+        digest = hashlib.sha256(key.encode()).digest()
+        with self._lock:
+            tenant = self._tenants.get(digest)
+            if tenant is not None:
+                self._tenants.move_to_end(digest)
+                return tenant
+        try:
+            with global_session(engine) as session:
+                tenant = authenticate(session, key).tenant_id
+        except (Unauthorized, SQLAlchemyError):  # its route answers the 401, or the typed 503 of a database down
+            return None
+        with self._lock:
+            self._tenants[digest] = tenant
+            while len(self._tenants) > KNOWN_KEYS:
+                self._tenants.popitem(last=False)
+        return tenant
+
+
+def _pattern(path: str) -> re.Pattern[str]:
+    """A route path as a regular expression: a ``{parameter}`` is one path segment, as the router reads it."""
+    return re.compile("^" + re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(path)) + "$")
+
+
+_PATTERNS = [(method, _pattern(path), name) for (method, path), name in ROUTES.items()]
+
+
+def cost_class_of(method: str, path: str) -> str | None:
+    """The cost class of a request, by its method and path (tests check that no other route shadows these)."""
+    for routed, pattern, name in _PATTERNS:
+        if routed == method and pattern.match(path):
+            return name
+    return None
+
+
+def bearer_key(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+    return None
+
+
+class AdmissionMiddleware:
+    """Admits each request of :data:`ROUTES` under its tenant's budgets for its class, or answers the 429."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        state = scope["app"].state
+        admission: Admission | None = getattr(state, "admission", None)
+        name = cost_class_of(scope["method"], scope["path"]) if admission is not None else None
+        key = bearer_key(scope) if name is not None else None
+        if admission is None or name is None or key is None:
+            await self.app(scope, receive, send)
+            return
+        tenant = await run_in_threadpool(admission.tenant_of, state.engine, key)
+        if tenant is None:
+            await self.app(scope, receive, send)
+            return
+        with ExitStack() as admitted:
+            try:
+                admitted.enter_context(admission.limiters[name].slot(tenant))
+                if name in admission.budgets:
+                    admission.budgets[name].take(tenant, COST_CLASSES[name].what)
+            except TenantBusy as busy:  # refused before any work: nothing started, nothing to undo
+                await refuse(send, busy)
+                return
+            await self.app(scope, receive, send)
+
+
+async def refuse(send: Send, busy: TenantBusy) -> None:
+    """The 429 with mnemo's error body and ``Retry-After``."""
+    retry = str(max(1, round(busy.details.get("retry_after_seconds", RETRY_AFTER_SECONDS))))
+    payload = json.dumps(error_body(busy.code, busy.message, details=busy.details)).encode()
+    await send({
+        "type": "http.response.start", "status": 429,
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
+                    (b"retry-after", retry.encode())],
+    })
+    await send({"type": "http.response.body", "body": payload})
