@@ -44,6 +44,7 @@ from memory.sessions.recent import window_of
 from memory.sessions.remember import remember_now
 from memory.sessions.state import SessionState, derive_state
 from memory.sessions.window import ProfileEntry
+from workflows.fairness import tenant_priority
 from workflows.session_commit import SessionCommitWorkflow
 
 router = APIRouter(tags=["sessions"])
@@ -145,6 +146,7 @@ async def start_commit(client: Client, settings: Settings, commit: SessionCommit
             CommitRef(commit.tenant_id, commit.session_id, commit.commit_id),
             id=commit.workflow_id,
             task_queue=settings.task_queue,
+            priority=tenant_priority(commit.tenant_id),
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         )
