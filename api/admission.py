@@ -5,9 +5,9 @@ a flood of deletion requests (each a workflow) of one tenant took another tenant
 milliseconds to seconds. Here :data:`ROUTES` names the cost class of every expensive route (the MCP endpoint
 included), and :class:`Admission` gives each tenant, per class and per API process, at most ``concurrency``
 requests in flight and, for the classes that start workflows, a start budget (a token bucket refilled at
-``per_minute``). A request over either is refused at once, before any work, with a 429 ``tenant_busy`` and
-``Retry-After``: it never waits in line in front of other tenants. Routes not in the table are cheap reads or
-writes of one row and are admitted as before.
+``per_minute``, spent by accepted requests). A request over either is refused at once, before any work, with
+a 429 ``tenant_busy`` and ``Retry-After``: it never waits in line in front of other tenants. Routes not in the
+table are cheap reads or writes of one row and are admitted as before.
 
 The middleware learns the tenant from the request's API key, checked once per key and process with
 :func:`memory.auth.authenticate` (a key that does not authenticate is passed on unadmitted: its route answers
@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import error_body
 from api.limits import RETRY_AFTER_SECONDS, TenantBusy, TenantLimiter
@@ -94,7 +94,11 @@ KNOWN_KEYS = 10_000
 
 
 class StartBudget:
-    """Per tenant, a bucket of ``burst`` starts refilled at ``per_minute``: a flood is cut to the rate."""
+    """Per tenant, a bucket of ``burst`` starts refilled at ``per_minute``: a flood is cut to the rate.
+
+    A request is admitted while the bucket holds a start (:meth:`check`) and spends one only once it was
+    accepted (:meth:`spend`, on a 2xx): a refused or malformed request starts nothing and costs nothing. Requests
+    admitted together may overdraw the bucket by the class's concurrency at most; the debt delays the next."""
 
     def __init__(self, per_minute: int, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.rate = per_minute / 60.0
@@ -103,23 +107,29 @@ class StartBudget:
         self._lock = threading.Lock()
         self._buckets: dict[str, tuple[float, float]] = {}  # tenant -> (tokens, at)
 
-    def take(self, tenant_id: str, what: str) -> None:
-        """Spend one start of the tenant's, or raise :class:`TenantBusy` saying when the next one is due."""
+    def _tokens(self, tenant_id: str, now: float) -> float:
+        tokens, at = self._buckets.get(tenant_id, (self.burst, now))
+        return min(self.burst, tokens + (now - at) * self.rate)
+
+    def check(self, tenant_id: str, what: str) -> None:
+        """Raise :class:`TenantBusy`, saying when the next start is due, unless the tenant has one left."""
+        with self._lock:
+            tokens = self._tokens(tenant_id, self._clock())
+        if tokens < 1.0:
+            wait = max(1, math.ceil((1.0 - tokens) / self.rate))
+            raise TenantBusy(
+                f"your tenant made its {self.burst:.0f} {what} allowed at once and may make "
+                f"{self.rate * 60:.0f} a minute on this server; retry in {wait} s",
+                details={"retry_after_seconds": wait, "per_minute": round(self.rate * 60)},
+            )
+
+    def spend(self, tenant_id: str) -> None:
+        """One start of the tenant's was made."""
         now = self._clock()
         with self._lock:
-            tokens, at = self._buckets.get(tenant_id, (self.burst, now))
-            tokens = min(self.burst, tokens + (now - at) * self.rate)
-            if tokens < 1.0:
-                self._buckets[tenant_id] = (tokens, now)
-                wait = math.ceil((1.0 - tokens) / self.rate)
-                raise TenantBusy(
-                    f"your tenant made its {self.burst:.0f} {what} allowed at once and may make "
-                    f"{self.rate * 60:.0f} a minute on this server; retry in {wait} s",
-                    details={"retry_after_seconds": wait, "per_minute": round(self.rate * 60)},
-                )
-            self._buckets[tenant_id] = (tokens - 1.0, now)
-            if len(self._buckets) > KNOWN_KEYS:  # a full bucket is the default: forgetting it changes nothing
-                self._buckets = {t: v for t, v in self._buckets.items() if v[0] < self.burst - 1.0 or t == tenant_id}
+            self._buckets[tenant_id] = (self._tokens(tenant_id, now) - 1.0, now)
+            if len(self._buckets) > KNOWN_KEYS:  # a full bucket is the default: forgetting one changes nothing
+                self._buckets = {t: v for t, v in self._buckets.items() if self._tokens(t, now) < self.burst}
 
 
 class Admission:
@@ -200,15 +210,26 @@ class AdmissionMiddleware:
         if tenant is None:
             await self.app(scope, receive, send)
             return
+        budget = admission.budgets.get(name)
         with ExitStack() as admitted:
             try:
                 admitted.enter_context(admission.limiters[name].slot(tenant))
-                if name in admission.budgets:
-                    admission.budgets[name].take(tenant, COST_CLASSES[name].what)
+                if budget is not None:
+                    budget.check(tenant, COST_CLASSES[name].what)
             except TenantBusy as busy:  # refused before any work: nothing started, nothing to undo
                 await refuse(send, busy)
                 return
-            await self.app(scope, receive, send)
+            status = 0
+
+            async def observed(message: Message) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                await send(message)
+
+            await self.app(scope, receive, observed if budget is not None else send)
+            if budget is not None and 200 <= status < 300:  # accepted: it started (or joined) its workflow
+                budget.spend(tenant)
 
 
 async def refuse(send: Send, busy: TenantBusy) -> None:

@@ -22,6 +22,7 @@ from api.limits import TenantBusy
 from api.main import create_app
 from api.settings import Settings
 from tests.conftest import MakeKey, auth
+from tests.factories import candidate
 
 
 def _url(path: str) -> str:
@@ -66,17 +67,24 @@ def test_every_admitted_route_refuses_a_busy_tenant_at_once_and_serves_the_other
 
 
 def test_workflow_starts_of_a_tenant_are_cut_to_its_start_budget(settings: Settings, make_key: MakeKey) -> None:
+    """Accepted starts spend the budget; a request that starts nothing (a 404, a 422) spends none."""
     tight = settings.model_copy(update={"tenant_workflow_starts_per_minute": 1, "tenant_workflow_start_burst": 2})
     flooder, other = make_key(roles=("admin",)), make_key(roles=("admin",))
     with TestClient(create_app(tight)) as api:
-        answers = [api.post(f"/memory-deletions/{uuid.uuid4()}/resume", headers=auth(flooder)) for _ in range(3)]
-        assert [a.status_code for a in answers] == [404, 404, 429], [a.text for a in answers]
+        memory_ids = [api.post("/memory-candidates", json=candidate(f"note {n}"), headers=auth(flooder)).json()[
+            "memory_id"] for n in range(3)]
+        for _ in range(3):  # nothing to delete: nothing started, nothing spent
+            assert api.delete(f"/memories/{uuid.uuid4()}", headers=auth(flooder)).status_code == 404
+        answers = [api.delete(f"/memories/{memory_id}", headers=auth(flooder)) for memory_id in memory_ids]
+        assert [a.status_code for a in answers] == [202, 202, 429], [a.text for a in answers]
         refused = answers[-1]
         assert refused.json()["error"]["code"] == "tenant_busy"
         assert 50 <= int(refused.headers["Retry-After"]) <= 60  # one start a minute: the next is due in a minute
         assert refused.json()["error"]["details"]["per_minute"] == 1
-        assert api.delete(f"/memories/{uuid.uuid4()}", headers=auth(flooder)).status_code == 429  # one budget
-        assert api.post(f"/memory-deletions/{uuid.uuid4()}/resume", headers=auth(other)).status_code == 404
+        assert api.post("/deletion-requests", json={"deletion_request_id": "d", "scope": {
+            "type": "memory", "memory_id": memory_ids[-1]}}, headers=auth(flooder)).status_code == 429  # one budget
+        assert api.get(f"/memories/{memory_ids[-1]}", headers=auth(flooder)).status_code == 200  # nothing deleted
+        assert api.delete(f"/memories/{uuid.uuid4()}", headers=auth(other)).status_code == 404  # others go on
 
 
 class Clock:
@@ -90,26 +98,28 @@ class Clock:
 @settings(max_examples=200, deadline=None)
 @given(
     per_minute=st.integers(1, 600), burst=st.integers(1, 50),
-    steps=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.floats(0, 5)), max_size=200),
+    steps=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.floats(0, 5), st.booleans()), max_size=200),
 )
 def test_a_start_budget_never_lets_more_through_than_its_rate_and_burst(
-    per_minute: int, burst: int, steps: list[tuple[str, float]]
+    per_minute: int, burst: int, steps: list[tuple[str, float, bool]]
 ) -> None:
-    """Over any run of starts, a tenant gets at most ``burst + rate * elapsed``; the other tenant's first
-    ``burst`` starts are never refused, whatever the first one did."""
+    """Over any run of requests (each accepted or not), a tenant makes at most ``burst + rate * elapsed``
+    starts; the other tenant's first ``burst`` starts are never refused, whatever the first one did."""
     clock = Clock()
     budget = StartBudget(per_minute, burst, clock=clock)
-    accepted: dict[str, list[float]] = {"a": [], "b": []}
-    for tenant, wait in steps:
+    started: dict[str, list[float]] = {"a": [], "b": []}
+    for tenant, wait, accepted in steps:
         clock.now += wait
         try:
-            budget.take(tenant, "starts")
+            budget.check(tenant, "starts")
         except TenantBusy as busy:
             assert busy.details["retry_after_seconds"] >= 1
-            assert len(accepted[tenant]) >= burst  # refused only once its burst is spent
-        else:
-            accepted[tenant].append(clock.now)
-    for times in accepted.values():
+            assert len(started[tenant]) >= burst  # refused only once its burst is spent
+            continue
+        if accepted:
+            budget.spend(tenant)
+            started[tenant].append(clock.now)
+    for times in started.values():
         for first in range(len(times)):
             for last in range(first, len(times)):
                 allowed = burst + (times[last] - times[first]) * per_minute / 60.0
