@@ -139,9 +139,12 @@ def attacks(memory_ids: list[str]) -> dict[str, Attack]:
         return await client.post("/resources/search", json={"query": _cjk(rng, 1_000)})
 
     async def deletion(client: httpx.AsyncClient, _rng: random.Random) -> httpx.Response:
-        target = queue.pop() if queue else str(uuid.uuid4())
-        return await client.post("/deletion-requests", json={"deletion_request_id": f"d-{uuid.uuid4().hex}",
-                                                              "scope": {"type": "memory", "memory_id": target}})
+        target = queue.pop() if queue else str(uuid.uuid4())  # once all are gone: no-op requests (404)
+        response = await client.post("/deletion-requests", json={"deletion_request_id": f"d-{uuid.uuid4().hex}",
+                                                                  "scope": {"type": "memory", "memory_id": target}})
+        if response.status_code == 429:
+            queue.append(target)  # still there: a later request deletes it
+        return response
 
     async def recall(client: httpx.AsyncClient, rng: random.Random) -> httpx.Response:
         return await client.post("/memory-query", json={"query": long_cjk_query(rng)})
