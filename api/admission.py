@@ -23,10 +23,11 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
@@ -88,6 +89,22 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/tasks"): "workflow",
 }
 """(method, route path) -> cost class: the one place that says which requests are expensive."""
+
+WINDOW_TOKENS_PER_SLOT = 32_000
+"""A window takes one of its tenant's read slots per this many tokens of budget begun (all of them at most):
+its work grows with its budget (:mod:`memory.sessions.recent`), so a tenant runs one 100,000-token window at
+a time, or two of the default 4,000."""
+
+
+def _window_weight(query: Mapping[str, list[str]]) -> int:
+    budget = query.get("budget_tokens", ["4000"])[-1]
+    return 1 + int(budget) // WINDOW_TOKENS_PER_SLOT if budget.isdigit() else 1  # a bad one is the route's 422
+
+
+WEIGHTS: dict[tuple[str, str], Callable[[Mapping[str, list[str]]], int]] = {
+    ("GET", "/sessions/{session_id}/window"): _window_weight,
+}
+"""Routes whose cost depends on their query string: the slots of their class one request takes."""
 
 KNOWN_KEYS = 10_000
 """Key digests whose tenant a process remembers (least recently used dropped first)."""
@@ -170,14 +187,15 @@ def _pattern(path: str) -> re.Pattern[str]:
     return re.compile("^" + re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(path)) + "$")
 
 
-_PATTERNS = [(method, _pattern(path), name) for (method, path), name in ROUTES.items()]
+_PATTERNS = [(method, _pattern(path), name, WEIGHTS.get((method, path))) for (method, path), name in ROUTES.items()]
 
 
-def cost_class_of(method: str, path: str) -> str | None:
-    """The cost class of a request, by its method and path (tests check that no other route shadows these)."""
-    for routed, pattern, name in _PATTERNS:
+def cost_of(method: str, path: str, query_string: bytes = b"") -> tuple[str, int] | None:
+    """The cost class of a request and the slots it takes, by its method, path and query (tests check that no
+    other route shadows the table's)."""
+    for routed, pattern, name, weight in _PATTERNS:
         if routed == method and pattern.match(path):
-            return name
+            return name, weight(parse_qs(query_string.decode("latin-1"))) if weight is not None else 1
     return None
 
 
@@ -201,19 +219,20 @@ class AdmissionMiddleware:
             return
         state = scope["app"].state
         admission: Admission | None = getattr(state, "admission", None)
-        name = cost_class_of(scope["method"], scope["path"]) if admission is not None else None
-        key = bearer_key(scope) if name is not None else None
-        if admission is None or name is None or key is None:
+        cost = cost_of(scope["method"], scope["path"], scope.get("query_string", b"")) if admission else None
+        key = bearer_key(scope) if cost is not None else None
+        if admission is None or cost is None or key is None:
             await self.app(scope, receive, send)
             return
         tenant = await run_in_threadpool(admission.tenant_of, state.engine, key)
         if tenant is None:
             await self.app(scope, receive, send)
             return
+        name, weight = cost
         budget = admission.budgets.get(name)
         with ExitStack() as admitted:
             try:
-                admitted.enter_context(admission.limiters[name].slot(tenant))
+                admitted.enter_context(admission.limiters[name].slot(tenant, weight))
                 if budget is not None:
                     budget.check(tenant, COST_CLASSES[name].what)
             except TenantBusy as busy:  # refused before any work: nothing started, nothing to undo

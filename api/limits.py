@@ -42,20 +42,22 @@ class TenantLimiter:
         self._in_flight: Counter[str] = Counter()
 
     @contextmanager
-    def slot(self, tenant_id: str) -> Iterator[None]:
+    def slot(self, tenant_id: str, weight: int = 1) -> Iterator[None]:
+        """Hold ``weight`` of the tenant's ``limit`` slots (a heavier request takes more; at most all of them)."""
+        weight = max(1, min(weight, self.limit))
         with self._lock:
-            if self._in_flight[tenant_id] >= self.limit:
+            if self._in_flight[tenant_id] + weight > self.limit:
                 raise TenantBusy(
                     f"your tenant already has {self.limit} {self.what} in progress on this server; "
                     f"retry in {RETRY_AFTER_SECONDS} s",
                     details={"retry_after_seconds": RETRY_AFTER_SECONDS, "limit": self.limit},
                 )
-            self._in_flight[tenant_id] += 1
+            self._in_flight[tenant_id] += weight
         try:
             yield
         finally:
             with self._lock:
-                self._in_flight[tenant_id] -= 1
+                self._in_flight[tenant_id] -= weight
                 if not self._in_flight[tenant_id]:
                     del self._in_flight[tenant_id]
 

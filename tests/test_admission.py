@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.admission import COST_CLASSES, ROUTES, StartBudget, cost_class_of
-from api.limits import TenantBusy
+from api.admission import COST_CLASSES, ROUTES, WINDOW_TOKENS_PER_SLOT, StartBudget, cost_of
+from api.limits import TenantBusy, TenantLimiter
 from api.main import create_app
 from api.settings import Settings
 from tests.conftest import MakeKey, auth
@@ -37,7 +37,8 @@ def test_the_table_names_only_routes_the_app_serves_and_each_request_finds_its_o
     assert set(ROUTES) <= served, set(ROUTES) - served
     assert set(ROUTES.values()) <= set(COST_CLASSES)
     for method, path in served:  # no route is shadowed by, or shadows, an admitted one
-        assert cost_class_of(method, _url(path)) == ROUTES.get((method, path)), (method, path)
+        cost = cost_of(method, _url(path))
+        assert (cost[0] if cost else None) == ROUTES.get((method, path)), (method, path)
     for method, path in ROUTES:
         if path in paths:
             assert "429" in paths[path][method.lower()]["responses"], (method, path)
@@ -64,6 +65,46 @@ def test_every_admitted_route_refuses_a_busy_tenant_at_once_and_serves_the_other
             unknown = client.request(method, _url(path), headers=auth(busy + "x"), json={})
             assert unknown.status_code == 401, (method, path, unknown.text)  # a bad key is the route's 401
     assert client.get("/sessions/x/window", headers=auth(busy)).status_code == 404  # the slots are free again
+
+
+def test_a_large_window_takes_all_of_its_tenants_read_slots(client: TestClient, make_key: MakeKey) -> None:
+    """A window's work grows with its budget: a 100,000-token one runs alone among its tenant's reads."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key = make_key(tenant=tenant)
+    reads = client.app.state.admission.limiters["read"]  # type: ignore[attr-defined]
+    weight = 1 + 100_000 // WINDOW_TOKENS_PER_SLOT
+    assert cost_of("GET", "/sessions/s/window", b"budget_tokens=100000") == ("read", weight) and weight >= reads.limit
+    with reads.slot(tenant):  # one read of the tenant in flight
+        big = client.get("/sessions/x/window?budget_tokens=100000", headers=auth(key))
+        assert big.status_code == 429 and big.json()["error"]["code"] == "tenant_busy", big.text
+        assert client.get("/sessions/x/window", headers=auth(key)).status_code == 404  # a default one fits
+        bad = client.get("/sessions/x/window?budget_tokens=lots", headers=auth(key))
+        assert bad.status_code == 422, bad.text  # a budget that is no number weighs one slot: the route refuses it
+    assert client.get("/sessions/x/window?budget_tokens=100000", headers=auth(key)).status_code == 404
+
+
+@settings(max_examples=200, deadline=None)
+@given(limit=st.integers(1, 6), weights=st.lists(st.integers(1, 10), max_size=30))
+def test_weighted_slots_never_exceed_the_limit_and_refuse_only_what_does_not_fit(
+    limit: int, weights: list[int]
+) -> None:
+    limiter = TenantLimiter(limit, "reads")
+    held = 0
+    with ExitStack() as stack:
+        for weight in weights:
+            taken = min(weight, limit)
+            try:
+                stack.enter_context(limiter.slot("t", weight))
+            except TenantBusy:
+                assert held + taken > limit
+            else:
+                held += taken
+                assert held <= limit
+        with limiter.slot("other", limit):  # another tenant's slots are its own
+            pass
+    with limiter.slot("t", limit):  # every slot is free again
+        pass
+    assert WINDOW_TOKENS_PER_SLOT > 4_000  # a default window takes one slot
 
 
 def test_workflow_starts_of_a_tenant_are_cut_to_its_start_budget(settings: Settings, make_key: MakeKey) -> None:
