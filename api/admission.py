@@ -17,7 +17,6 @@ the 401), and remembers it by the key's digest, so an admitted request costs no 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 import threading
@@ -26,15 +25,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import parse_qs
 
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import error_body
-from api.limits import RETRY_AFTER_SECONDS, TenantBusy, TenantLimiter
+from api.errors import mnemo_error_response
+from api.limits import TenantBusy, TenantLimiter
 from api.settings import Settings
 from memory.auth import authenticate
 from memory.db import global_session
@@ -162,14 +161,17 @@ class Admission:
         self._tenants: OrderedDict[bytes, str] = OrderedDict()
         self._lock = threading.Lock()
 
-    def tenant_of(self, engine: Any, key: str) -> str | None:
-        """The tenant of an API key that authenticates (remembered by its digest), else None."""
-        digest = hashlib.sha256(key.encode()).digest()
+    def known(self, key: str) -> str | None:
+        """The tenant of a key this process authenticated before (no statement), else None."""
         with self._lock:
-            tenant = self._tenants.get(digest)
+            tenant = self._tenants.get(digest := hashlib.sha256(key.encode()).digest())
             if tenant is not None:
                 self._tenants.move_to_end(digest)
-                return tenant
+            return tenant
+
+    def tenant_of(self, engine: Engine, key: str) -> str | None:
+        """The tenant of an API key that authenticates (remembered by its digest), else None."""
+        digest = hashlib.sha256(key.encode()).digest()
         try:
             with global_session(engine) as session:
                 tenant = authenticate(session, key).tenant_id
@@ -224,7 +226,7 @@ class AdmissionMiddleware:
         if admission is None or cost is None or key is None:
             await self.app(scope, receive, send)
             return
-        tenant = await run_in_threadpool(admission.tenant_of, state.engine, key)
+        tenant = admission.known(key) or await run_in_threadpool(admission.tenant_of, state.engine, key)
         if tenant is None:
             await self.app(scope, receive, send)
             return
@@ -236,7 +238,7 @@ class AdmissionMiddleware:
                 if budget is not None:
                     budget.check(tenant, COST_CLASSES[name].what)
             except TenantBusy as busy:  # refused before any work: nothing started, nothing to undo
-                await refuse(send, busy)
+                await mnemo_error_response(busy)(scope, receive, send)
                 return
             status = 0
 
@@ -249,15 +251,3 @@ class AdmissionMiddleware:
             await self.app(scope, receive, observed if budget is not None else send)
             if budget is not None and 200 <= status < 300:  # accepted: it started (or joined) its workflow
                 budget.spend(tenant)
-
-
-async def refuse(send: Send, busy: TenantBusy) -> None:
-    """The 429 with mnemo's error body and ``Retry-After``."""
-    retry = str(max(1, round(busy.details.get("retry_after_seconds", RETRY_AFTER_SECONDS))))
-    payload = json.dumps(error_body(busy.code, busy.message, details=busy.details)).encode()
-    await send({
-        "type": "http.response.start", "status": 429,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
-                    (b"retry-after", retry.encode())],
-    })
-    await send({"type": "http.response.body", "body": payload})

@@ -132,6 +132,12 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 
 
 async def _mnemo_error(_request: Request, exc: MnemoError) -> JSONResponse:
+    return mnemo_error_response(exc)
+
+
+def mnemo_error_response(exc: MnemoError) -> JSONResponse:
+    """The response of a :class:`MnemoError`: its status, mnemo's error body, ``Retry-After`` when it knows when to
+    come back (also answered outside the exception handlers, by :mod:`api.admission`)."""
     headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else {}
     retry_after = exc.details.get("retry_after_seconds")
     if retry_after is not None:  # a 429 or 503 that knows when to come back says so
