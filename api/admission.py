@@ -106,7 +106,8 @@ WEIGHTS: dict[tuple[str, str], Callable[[Mapping[str, list[str]]], int]] = {
 """Routes whose cost depends on their query string: the slots of their class one request takes."""
 
 KNOWN_KEYS = 10_000
-"""Key digests whose tenant a process remembers (least recently used dropped first)."""
+"""Key digests whose tenant a process remembers (least recently used dropped first); past as many tenants'
+start buckets, the full ones are forgotten."""
 
 
 class StartBudget:
