@@ -60,9 +60,12 @@ COST_CLASSES: dict[str, CostClass] = {
         CostClass("read", "expensive reads (windows, summaries, resource list/search/read, MCP calls)",
                   lambda s: s.tenant_read_concurrency),
         CostClass("write", "long writes (message batches, events, records)", lambda s: s.tenant_write_concurrency),
-        CostClass("workflow", "workflow starts (commits, deletions, tasks)", lambda s: s.tenant_write_concurrency,
+        CostClass("workflow", "workflow starts (commits, tasks)", lambda s: s.tenant_write_concurrency,
                   per_minute=lambda s: s.tenant_workflow_starts_per_minute,
                   burst=lambda s: s.tenant_workflow_start_burst),
+        CostClass("deletion", "deletion starts", lambda s: s.tenant_write_concurrency,
+                  per_minute=lambda s: s.tenant_deletion_starts_per_minute,
+                  burst=lambda s: s.tenant_deletion_start_burst),
     )
 }
 
@@ -81,10 +84,10 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/memory-candidates"): "write",
     ("PUT", "/records/{resource}/{record_id}"): "write",
     ("POST", "/sessions/{session_id}/commit"): "workflow",
-    ("POST", "/deletion-requests"): "workflow",
-    ("DELETE", "/memories/{memory_id}"): "workflow",
-    ("DELETE", "/records/{resource}/{record_id}"): "workflow",
-    ("POST", "/memory-deletions/{job_id}/resume"): "workflow",
+    ("POST", "/deletion-requests"): "deletion",
+    ("DELETE", "/memories/{memory_id}"): "deletion",
+    ("DELETE", "/records/{resource}/{record_id}"): "deletion",
+    ("POST", "/memory-deletions/{job_id}/resume"): "deletion",
     ("POST", "/tasks"): "workflow",
 }
 """(method, route path) -> cost class: the one place that says which requests are expensive."""

@@ -64,11 +64,19 @@ class Settings(ModelSettings):
     )
     tenant_workflow_starts_per_minute: int = Field(
         default=120, ge=1, le=100_000,
-        description="Workflow starts (commits, deletions, tasks) of one tenant per minute per API process; "
+        description="Workflow starts (commits, tasks) of one tenant per minute per API process; "
         "more get a 429",
     )
     tenant_workflow_start_burst: int = Field(
         default=20, ge=1, le=100_000, description="... of which this many may come at once"
+    )
+    tenant_deletion_starts_per_minute: int = Field(
+        default=30, ge=1, le=100_000,
+        description="Deletion starts (requests, DELETE of a memory or record, resumes) of one tenant per minute per "
+        "API process (a purge costs the worker far more than a commit); more get a 429",
+    )
+    tenant_deletion_start_burst: int = Field(
+        default=10, ge=1, le=100_000, description="... of which this many may come at once"
     )
     query_embedding_engines: int = Field(
         default=2, ge=1, le=16,

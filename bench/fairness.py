@@ -17,7 +17,8 @@ An attacker's client that gets a 429 waits a random 0-20 % of ``Retry-After`` an
 operation the idle p95 and, per attack, the p95 under it as a ratio of the idle one (target ≤ 2×), and the
 attacker's answers by status.
 
-Run: ``.venv/bin/python -m bench.fairness [--samples 30] [--commits 4] [--clients 8] [--messages 2000]``
+Run: ``.venv/bin/python -m bench.fairness [--samples 30] [--commits 4] [--clients 8] [--messages 2000]
+[--attacks window search deletion recall]``
 """
 
 from __future__ import annotations
@@ -179,6 +180,8 @@ async def run(api_url: str, keys: dict[str, str], args: argparse.Namespace) -> N
         idle = await measure(victim, args.samples, args.commits)
         results: dict[str, tuple[dict[str, list[float]], Counter[str]]] = {}
         for name, attack in attacks(memory_ids).items():
+            if name not in args.attacks:
+                continue
             stop, statuses = asyncio.Event(), Counter[str]()
             clients = [_client(api_url, keys["attacker"]) for _ in range(args.clients)]
             running = [asyncio.create_task(attacker(c, attack, stop, statuses, n)) for n, c in enumerate(clients)]
@@ -193,11 +196,11 @@ async def run(api_url: str, keys: dict[str, str], args: argparse.Namespace) -> N
             await asyncio.sleep(args.settle)  # what the attack queued (workflows) drains before the next one
     say(f"\n== victim p95 idle and under each attack (ratio to idle; target ≤ 2×); {args.samples} samples of "
         f"recall/get/search and {args.commits} commits per phase, attacker {args.clients} clients ==")
-    say(f"{'operation':<8} {'idle p95':>10}  " + "  ".join(f"{name:>16}" for name in ATTACKS))
+    say(f"{'operation':<8} {'idle p95':>10}  " + "  ".join(f"{name:>16}" for name in results))
     for op in OPS:
         base = percentile(idle[op], 0.95)
         cells = []
-        for name in ATTACKS:
+        for name in results:
             p95 = percentile(results[name][0][op], 0.95)
             cells.append(f"{p95:8.0f} ms {p95 / base:4.1f}×")
         say(f"{op:<8} {base:7.0f} ms  " + "  ".join(f"{cell:>16}" for cell in cells))
@@ -213,6 +216,7 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=300, help="attacker's memories (deleted by the flood)")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of attack before measuring")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds between attacks")
+    parser.add_argument("--attacks", nargs="+", choices=ATTACKS, default=list(ATTACKS), help="which attacks to run")
     args = parser.parse_args()
     os.environ.setdefault("MNEMO_SESSION_COMMIT_AFTER_MESSAGES", "0")
     os.environ.setdefault("MNEMO_SESSION_COMMIT_AFTER_TOKENS", "0")

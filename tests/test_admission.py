@@ -109,7 +109,7 @@ def test_weighted_slots_never_exceed_the_limit_and_refuse_only_what_does_not_fit
 
 def test_workflow_starts_of_a_tenant_are_cut_to_its_start_budget(settings: Settings, make_key: MakeKey) -> None:
     """Accepted starts spend the budget; a request that starts nothing (a 404, a 422) spends none."""
-    tight = settings.model_copy(update={"tenant_workflow_starts_per_minute": 1, "tenant_workflow_start_burst": 2})
+    tight = settings.model_copy(update={"tenant_deletion_starts_per_minute": 1, "tenant_deletion_start_burst": 2})
     flooder, other = make_key(roles=("admin",)), make_key(roles=("admin",))
     with TestClient(create_app(tight)) as api:
         memory_ids = [api.post("/memory-candidates", json=candidate(f"note {n}"), headers=auth(flooder)).json()[
