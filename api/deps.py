@@ -1,5 +1,5 @@
 """FastAPI dependencies and the checks every router shares: the engine, the settings, the Temporal client,
-the app's recall limits, the authenticated principal, its roles (:func:`require_role`) and path ids
+the app's query embedding lanes, the authenticated principal, its roles (:func:`require_role`) and path ids
 (:func:`parse_id`)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 from temporalio.client import Client
 
 from api.errors import TemporalUnavailable
-from api.limits import EmbeddingLanes, TenantLimiter
+from api.limits import EmbeddingLanes
 from api.observability.logging import bind_tenant
 from api.settings import Settings
 from api.temporal import connect
@@ -119,14 +119,6 @@ async def get_temporal(request: Request) -> Client:
 
 
 TemporalDep = Annotated[Client, Depends(get_temporal)]
-
-
-async def get_recall_limiter(request: Request) -> TenantLimiter:
-    limiter: TenantLimiter = request.app.state.recall_limiter
-    return limiter
-
-
-RecallLimiterDep = Annotated[TenantLimiter, Depends(get_recall_limiter)]
 
 
 async def get_embedding_lanes(request: Request) -> EmbeddingLanes:

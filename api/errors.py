@@ -132,6 +132,12 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 
 
 async def _mnemo_error(_request: Request, exc: MnemoError) -> JSONResponse:
+    return mnemo_error_response(exc)
+
+
+def mnemo_error_response(exc: MnemoError) -> JSONResponse:
+    """The response of a :class:`MnemoError`: its status, mnemo's error body, ``Retry-After`` when it knows when to
+    come back (also answered outside the exception handlers, by :mod:`api.admission`)."""
     headers = {"WWW-Authenticate": "Bearer"} if exc.http_status == 401 else {}
     retry_after = exc.details.get("retry_after_seconds")
     if retry_after is not None:  # a 429 or 503 that knows when to come back says so
@@ -452,7 +458,8 @@ _DESCRIPTIONS = {
     409: "Conflicts with the current state (idempotency, a stale version, a closed task, ...)",
     413: f"Body over {MAX_BODY_BYTES} bytes",
     422: "The request is invalid: a typed code per problem",
-    429: "Too many requests of the caller's tenant in flight (tenant_busy): retry after Retry-After",
+    429: "Too many requests of the caller's tenant in flight, or workflow starts this minute (tenant_busy): "
+         "retry after Retry-After",
     431: f"Request headers over {MAX_HEADER_BYTES} bytes in total",
     500: "An unexpected failure: nothing of it is shown, quote its request_id",
     503: "A dependency is down or too slow (database_unavailable, statement_timeout, temporal_unavailable, "
@@ -460,8 +467,9 @@ _DESCRIPTIONS = {
 }
 
 
-def error_statuses(method: str, operation: dict[str, Any]) -> list[int]:
-    """The error statuses an OpenAPI operation may answer with: every one with the error body."""
+def error_statuses(method: str, operation: dict[str, Any], *, admitted: bool = False) -> list[int]:
+    """The error statuses an OpenAPI operation may answer with: every one with the error body. ``admitted``: the
+    operation has a per-tenant budget (:data:`api.admission.ROUTES`), so it may answer 429 ``tenant_busy``."""
     statuses = {422, 431, 500}  # the guard's 422s (a NUL in the query...) and 431 reach every route
     if method.upper() in ("POST", "PUT", "PATCH"):
         statuses.add(413)
@@ -472,8 +480,8 @@ def error_statuses(method: str, operation: dict[str, Any]) -> list[int]:
             statuses.add(409)
     if any(parameter.get("in") == "path" for parameter in operation.get("parameters", [])):
         statuses.add(404)
-    # A route that declares a 429 itself (a per-tenant limit) gets it with the error body too.
-    statuses |= {429} & {int(status) for status in operation.get("responses", {}) if status.isdigit()}
+    if admitted:
+        statuses.add(429)
     return sorted(statuses)
 
 
@@ -483,6 +491,8 @@ def install_openapi(app: FastAPI, error_model: type[Any]) -> None:
     generate: Callable[[], dict[str, Any]] = app.openapi
 
     def openapi() -> dict[str, Any]:
+        from api.admission import ROUTES
+
         if app.openapi_schema is not None:
             return app.openapi_schema
         schema = generate()
@@ -491,12 +501,12 @@ def install_openapi(app: FastAPI, error_model: type[Any]) -> None:
         schemas.update(document.pop("$defs", {}))
         schemas[error_model.__name__] = document
         reference = {"$ref": f"#/components/schemas/{error_model.__name__}"}
-        for path in schema.get("paths", {}).values():
+        for route, path in schema.get("paths", {}).items():
             for method, operation in path.items():
                 for parameter in operation.get("parameters", []):
                     without_null(parameter.get("schema", {}))
                     without_nul(parameter.get("schema", {}))
-                for status in error_statuses(method, operation):
+                for status in error_statuses(method, operation, admitted=(method.upper(), route) in ROUTES):
                     operation["responses"][str(status)] = {
                         "description": _DESCRIPTIONS[status], "content": {"application/json": {"schema": reference}},
                     }

@@ -4,8 +4,8 @@ Issue 12, finding 8: four 2,000-character CJK recalls of one tenant (5-9 s each,
 embedding) held the API's one embedding thread and the database pool, and another tenant's plain
 recall waited up to 20 s. Recalls of a tenant beyond ``MNEMO_TENANT_RECALL_CONCURRENCY`` in flight
 in this process are refused at once with a 429 ``tenant_busy`` and ``Retry-After`` instead of
-queueing behind each other; the query embedding reads at most
-:data:`memory.embeddings.QUERY_MAX_CHARS`, and every API statement has a timeout
+queueing behind each other (issue 23 made this every expensive route's rule: :mod:`api.admission`);
+the query embedding reads at most :data:`memory.embeddings.QUERY_MAX_CHARS`, and every API statement has a timeout
 (``MNEMO_STATEMENT_TIMEOUT_SECONDS``, a 503 ``statement_timeout``). Query embeddings take turns by
 tenant on the app's :class:`EmbeddingLanes`.
 """
@@ -35,26 +35,29 @@ class TenantBusy(MnemoError):
 class TenantLimiter:
     """At most ``limit`` requests of one tenant at a time in this process; the rest are refused, not queued."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, what: str = "recalls") -> None:
         self.limit = limit
+        self.what = what
         self._lock = threading.Lock()
         self._in_flight: Counter[str] = Counter()
 
     @contextmanager
-    def slot(self, tenant_id: str) -> Iterator[None]:
+    def slot(self, tenant_id: str, weight: int = 1) -> Iterator[None]:
+        """Hold ``weight`` of the tenant's ``limit`` slots (a heavier request takes more; at most all of them)."""
+        weight = max(1, min(weight, self.limit))
         with self._lock:
-            if self._in_flight[tenant_id] >= self.limit:
+            if self._in_flight[tenant_id] + weight > self.limit:
                 raise TenantBusy(
-                    f"your tenant already has {self.limit} recalls in progress on this server; "
+                    f"your tenant already has {self.limit} {self.what} in progress on this server; "
                     f"retry in {RETRY_AFTER_SECONDS} s",
                     details={"retry_after_seconds": RETRY_AFTER_SECONDS, "limit": self.limit},
                 )
-            self._in_flight[tenant_id] += 1
+            self._in_flight[tenant_id] += weight
         try:
             yield
         finally:
             with self._lock:
-                self._in_flight[tenant_id] -= 1
+                self._in_flight[tenant_id] -= weight
                 if not self._in_flight[tenant_id]:
                     del self._in_flight[tenant_id]
 

@@ -9,6 +9,7 @@ from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 from starlette.routing import Route
 
+from api.admission import Admission, AdmissionMiddleware
 from api.console import mount_console
 from api.errors import (
     StrictJsonMiddleware,
@@ -17,7 +18,7 @@ from api.errors import (
     install_unavailable_handlers,
     refuse_guarded,
 )
-from api.limits import EmbeddingLanes, TenantLimiter
+from api.limits import EmbeddingLanes
 from api.mcp import legacy as mcp_legacy
 from api.mcp.server import PATH as MCP_PATH
 from api.mcp.server import McpEndpoint
@@ -63,7 +64,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         app.state.reader = Reader.build(app.state.engine, catalog, settings.data_dir, cursor_keys)
         tracing.instrument_engine(app.state.engine)
-        app.state.recall_limiter = TenantLimiter(settings.tenant_recall_concurrency)
+        app.state.admission = Admission(settings)
+        app.state.recall_limiter = app.state.admission.limiters["recall"]
         app.state.embedding_lanes = EmbeddingLanes(settings.query_embedding_engines, settings)
         app.state.reranker = Reranker.from_settings(settings)  # None unless MNEMO_RERANK_BASE_URL is set
         app.state.temporal = None  # connected on first use, so the API starts even while Temporal is down
@@ -85,6 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         dependencies=[Depends(refuse_guarded)],
     )
     app.add_middleware(StrictJsonMiddleware)
+    app.add_middleware(AdmissionMiddleware)  # before the body is read: a refused request costs no parsing
     install_error_handlers(app)
     install_unavailable_handlers(app)
     install_openapi(app, ErrorOut)

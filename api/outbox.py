@@ -23,6 +23,7 @@ from memory.deletion import outbox
 from memory.deletion.jobs import JobStatus, get_job
 from memory.models import DeletionJob
 from workflows.deletion import DeletionInput, DeletionWorkflow
+from workflows.fairness import tenant_priority
 
 log = logging.getLogger("mnemo.outbox")
 
@@ -55,6 +56,7 @@ async def start_job(
                     ),
                     id=workflow_id,
                     task_queue=settings.task_queue,
+                    priority=tenant_priority(tenant_id),
                     id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 ),

@@ -53,6 +53,32 @@ class Settings(ModelSettings):
     tenant_recall_concurrency: int = Field(
         default=4, ge=1, le=1_000, description="Recalls of one tenant in flight per API process; more get a 429"
     )
+    tenant_read_concurrency: int = Field(
+        default=2, ge=1, le=1_000,
+        description="Expensive reads of one tenant in flight per API process (session windows and state, summaries, "
+        "resource list/search/read, MCP calls); more get a 429",
+    )
+    tenant_write_concurrency: int = Field(
+        default=4, ge=1, le=1_000,
+        description="Long writes and workflow starts of one tenant in flight per API process (message batches, "
+        "events, candidates, records, commits, deletion requests, task starts); more get a 429",
+    )
+    tenant_workflow_starts_per_minute: int = Field(
+        default=120, ge=1, le=100_000,
+        description="Workflow starts (commits, tasks) of one tenant per minute per API process; "
+        "more get a 429",
+    )
+    tenant_workflow_start_burst: int = Field(
+        default=20, ge=1, le=100_000, description="... of which this many may come at once"
+    )
+    tenant_deletion_starts_per_minute: int = Field(
+        default=30, ge=1, le=100_000,
+        description="Deletion starts (requests, DELETE of a memory or record, resumes) of one tenant per minute per "
+        "API process (a purge costs the worker far more than a commit); more get a 429",
+    )
+    tenant_deletion_start_burst: int = Field(
+        default=10, ge=1, le=100_000, description="... of which this many may come at once"
+    )
     query_embedding_engines: int = Field(
         default=2, ge=1, le=16,
         description="Engine child processes for query embeddings per API process; one tenant uses one at a time",

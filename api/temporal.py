@@ -26,6 +26,7 @@ from api.settings import Settings
 from workflows import search_attributes
 from workflows.embedding import SCHEDULE_ID as EMBEDDING_SCHEDULE_ID
 from workflows.embedding import EmbeddingSweepInput, EmbeddingSweepWorkflow
+from workflows.fairness import tenant_priority
 from workflows.projection import (
     RebuildProjectionInput,
     RebuildProjectionResult,
@@ -59,6 +60,7 @@ async def start_projection_rebuild(
         RebuildProjectionInput(tenant_id=tenant_id, batch_size=batch_size),
         id=rebuild_workflow_id(tenant_id),
         task_queue=task_queue,
+        priority=tenant_priority(tenant_id),
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         search_attributes=TypedSearchAttributes([SearchAttributePair(search_attributes.TENANT, tenant_id)]),
     )

@@ -1,6 +1,9 @@
 """Tokens for the lexical projection: Chinese without spaces must still be searchable."""
 
-from memory.text import lexemes, normalize, search_terms, tokens, tsquery_any
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory.text import MAX_LEXEME_CHARS, lexemes, normalize, search_terms, stem, tokens, tsquery_any
 
 
 def test_cjk_runs_become_overlapping_bigrams() -> None:
@@ -40,3 +43,14 @@ def test_lexemes_stem_english_words_only() -> None:
     assert lexemes("Paintings painted 用Markdown写报告 2023") == expected
     assert search_terms("What did she paint?") == ["paint"]
     assert search_terms("what is it") == ["what", "is", "it"]  # only stop words: keep them
+
+
+WORDS = ["Painting", "猫咪", "x" * 300, "ÉTÉ", "3.14", "\uff46\uff55\uff4c\uff4c", "ß", "İstanbul"]
+"""English to stem, CJK, an overlong word, accented and full-width letters (NFKC and casefold change them)."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400) | st.lists(st.sampled_from(WORDS), max_size=30).map(" ".join))
+def test_lexemes_are_every_token_stemmed_and_cut_whatever_the_text(text: str) -> None:
+    """The fast path (a token that cannot be stemmed is only cut) gives what stemming every token gave."""
+    assert lexemes(text) == [stem(token)[:MAX_LEXEME_CHARS] for token in tokens(text)]

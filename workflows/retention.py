@@ -14,6 +14,8 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
+from workflows.fairness import tenant_priority
+
 with workflow.unsafe.imports_passed_through():
     from activities.retention import RetentionActivities, SweepRequest
     from workflows.deletion import DeletionInput, DeletionWorkflow
@@ -54,6 +56,7 @@ class RetentionSweepWorkflow:
                         DeletionWorkflow.run,
                         DeletionInput(tenant_id=job.tenant_id, job_id=job.job_id),
                         id=job.workflow_id,
+                        priority=tenant_priority(job.tenant_id),
                         parent_close_policy=ParentClosePolicy.ABANDON,
                         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     )

@@ -16,6 +16,8 @@ from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
+from workflows.fairness import tenant_priority
+
 with workflow.unsafe.imports_passed_through():
     from activities.retention import RetentionActivities
     from activities.sessions import CommitFailure, CommitRef, SessionActivities, SessionSweepRequest
@@ -83,6 +85,7 @@ class SessionCommitSweepWorkflow:
                 try:
                     await workflow.start_child_workflow(
                         SessionCommitWorkflow.run, item.ref, id=item.workflow_id,
+                        priority=tenant_priority(item.ref.tenant_id),
                         parent_close_policy=ParentClosePolicy.ABANDON,
                         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     )

@@ -52,6 +52,11 @@ class TemporalDevServer:
             "--log-level", "warn",
         ]
         args += ["--ui-port", str(self.ui_port)] if self.ui_port else ["--headless"]
+        # Tenants take turns on the task queue (workflows/fairness.py); in one partition, as a one-node dev server
+        # needs no more, the turns are exact (across partitions they are per partition).
+        for setting in ("matching.enableFairness=true", "matching.numTaskqueueReadPartitions=1",
+                        "matching.numTaskqueueWritePartitions=1"):
+            args += ["--dynamic-config-value", setting]
         for key in search_attributes.ALL:
             args += ["--search-attribute", f"{key.name}=Keyword"]
         self._proc = spawn(args, log_path=self.log_path)

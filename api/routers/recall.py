@@ -21,7 +21,6 @@ from api.deps import (
     EmbeddingLanesDep,
     EngineDep,
     PresentedKey,
-    RecallLimiterDep,
     authenticated,
     require_role,
 )
@@ -40,7 +39,6 @@ from memory.recall.service import RecallOptions, plan_for, recall, wait_for_revi
 from memory.resources.catalog import only_internal
 
 router = APIRouter(tags=["recall"])
-BUSY: dict[int | str, dict[str, Any]] = {429: {"description": "tenant_busy"}}
 
 
 def _options(body: RecallIn) -> RecallOptions:
@@ -54,7 +52,7 @@ def _options(body: RecallIn) -> RecallOptions:
 
 
 async def _bundle(
-    body: RecallIn, key: str, engine: EngineDep, limiter: RecallLimiterDep, lanes: EmbeddingLanesDep, request: Request
+    body: RecallIn, key: str, engine: EngineDep, lanes: EmbeddingLanesDep, request: Request
 ) -> dict[str, Any]:
     """The bundle of one request (both POST endpoints): what the plan needs from outside, then one recall."""
     options = _options(body)
@@ -75,7 +73,7 @@ async def _bundle(
 
     def run() -> dict[str, Any]:
         now = datetime.now(UTC)
-        with authenticated_session(engine, key) as (session, principal), limiter.slot(principal.tenant_id):
+        with authenticated_session(engine, key) as (session, principal):
             bind_tenant(principal.tenant_id)
             only_internal(principal, "recall")
             return recall(session, principal, body.query, now, options, task_state=task_state, embedding=lanes,
@@ -86,26 +84,24 @@ async def _bundle(
     return bundle
 
 
-@router.post("/memory-query", response_model=BundleOut, responses=BUSY)
+@router.post("/memory-query", response_model=BundleOut)
 async def query_memories(
-    body: RecallIn, key: PresentedKey, engine: EngineDep, limiter: RecallLimiterDep, lanes: EmbeddingLanesDep,
-    request: Request,
+    body: RecallIn, key: PresentedKey, engine: EngineDep, lanes: EmbeddingLanesDep, request: Request,
 ) -> JSONResponse:
     """Recall: a memory bundle (plan, hard filters, hybrid candidates, explained scores, conflicts, budget).
 
     Returned as a ready JSONResponse (:class:`BundleOut` documents it): the bundle holds only JSON types
     already, and FastAPI's generic encoder walking it again cost ~1 ms a request.
     """
-    return JSONResponse(await _bundle(body, key, engine, limiter, lanes, request))
+    return JSONResponse(await _bundle(body, key, engine, lanes, request))
 
 
-@router.post("/recall/render", responses=BUSY)
+@router.post("/recall/render")
 async def render_bundle(
-    body: RecallIn, key: PresentedKey, engine: EngineDep, limiter: RecallLimiterDep, lanes: EmbeddingLanesDep,
-    request: Request,
+    body: RecallIn, key: PresentedKey, engine: EngineDep, lanes: EmbeddingLanesDep, request: Request,
 ) -> RenderOut:
     """The bundle as prompt text (XML-like sections, provenance and score on each hit); "" when empty."""
-    bundle = await _bundle(body, key, engine, limiter, lanes, request)
+    bundle = await _bundle(body, key, engine, lanes, request)
     return RenderOut(text=render(bundle), trace_id=bundle["trace_id"], snapshot_revision=bundle["snapshot_revision"])
 
 

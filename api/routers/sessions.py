@@ -40,9 +40,11 @@ from memory.sessions.commits import TERMINAL, CommitStatus
 from memory.sessions.messages import StageMessage, ToolCall
 from memory.sessions.models import ChatSession, SessionCommit
 from memory.sessions.policy import commit_if_due
+from memory.sessions.recent import window_of
 from memory.sessions.remember import remember_now
 from memory.sessions.state import SessionState, derive_state
-from memory.sessions.window import ProfileEntry, build_window
+from memory.sessions.window import ProfileEntry
+from workflows.fairness import tenant_priority
 from workflows.session_commit import SessionCommitWorkflow
 
 router = APIRouter(tags=["sessions"])
@@ -144,6 +146,7 @@ async def start_commit(client: Client, settings: Settings, commit: SessionCommit
             ref_of(commit),
             id=commit.workflow_id,
             task_queue=settings.task_queue,
+            priority=tenant_priority(commit.tenant_id),
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
         )
@@ -212,9 +215,7 @@ def read_window(
     pending questions, the profile; P1 task state, recent tool results, corrections; P2 history and
     decisions; P3 chit-chat, repeats), then recency; what does not fit is listed in ``dropped``."""
     with tenant_session(engine, principal.tenant_id) as session:
-        view = _session_view(session, principal, session_id)
-    window = build_window(view.messages, budget_tokens=budget_tokens, state=view.state, profile=view.profile)
-    return window.as_json()
+        return window_of(session, principal, session_id, budget_tokens).as_json()
 
 
 @router.get("/sessions/{session_id}/summaries/latest")

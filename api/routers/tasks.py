@@ -65,6 +65,7 @@ from memory.tasks.operations import operations
 from memory.tasks.timeline import list_tasks as read_task_list
 from memory.tasks.timeline import timeline as read_timeline
 from workflows import search_attributes
+from workflows.fairness import tenant_priority
 from workflows.report_task import ApprovalPolicy, ReportTaskInput, ReportTaskWorkflow
 
 router = APIRouter(tags=["tasks"])
@@ -235,6 +236,7 @@ async def create_task(
                 ),
                 id=workflow_id,
                 task_queue=request.app.state.settings.task_queue,
+                priority=tenant_priority(principal.tenant_id),
                 # A concurrent first start of the same task loses here and goes through the replay
                 # path below, where a different goal is a conflict instead of a silent "created".
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,

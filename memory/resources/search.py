@@ -32,6 +32,10 @@ from memory.text import normalize, search_terms, tokens
 DEFAULT_TOP_K = 10
 MAX_TOP_K = 50
 MAX_QUERY_CHARS = 1_000
+MAX_QUERY_TERMS = 32
+"""A query is matched by its first this many distinct terms (a word, or a CJK bigram), the rest ignored: a
+1,000-character CJK query is ~850 bigrams, whose OR over every readable field ran into the 15 s statement
+timeout (a 503) instead of answering (issue 23, finding 7). Recall caps its lexical query likewise."""
 CANDIDATES_PER_HIT = 4
 """Each type offers this many candidates per requested hit: enough for state and recency to reorder them."""
 SNIPPET_BEFORE = 60
@@ -41,7 +45,7 @@ SNIPPET_CHARS = 200
 def parse_query(text: str) -> Query:
     if not text.strip() or len(text) > MAX_QUERY_CHARS:
         raise InvalidInput(f"a query is 1-{MAX_QUERY_CHARS} characters with at least one word", code="invalid_query")
-    terms = tuple(search_terms(text))
+    terms = tuple(search_terms(text))[:MAX_QUERY_TERMS]
     if not terms:
         raise InvalidInput("the query has no word to search for", code="invalid_query")
     return Query(text=normalize(text), terms=terms)

@@ -35,6 +35,8 @@ RECENT_TOOL_EXCHANGES = 3
 """The newest tool exchanges (a call and its results) that are P1; older ones are history."""
 RECENT_USER_TURNS = 3
 """Messages from the third-last user message on are recent history (P2) whatever their topic."""
+LARGE_TOOL_RESULT_TOKENS = 400
+"""A tool result longer than this enters as its artifact reference and a digest."""
 DIGEST_TOKENS = 40
 DIGEST_MAX_CHARS = 240
 """A digest also stops here, so one endless "word" (base64, a minified blob) cannot fill it."""
@@ -198,7 +200,7 @@ def build_window(
     budget_tokens: int,
     state: SessionState,
     profile: Sequence[ProfileEntry] = (),
-    large_tool_result_tokens: int = 400,
+    large_tool_result_tokens: int = LARGE_TOOL_RESULT_TOKENS,
 ) -> Window:
     """The window of ``messages`` within ``budget_tokens``; what does not fit is listed in ``dropped``."""
     if budget_tokens < 1:
@@ -344,6 +346,11 @@ def _repeats(messages: Sequence[StageMessage]) -> set[int]:
             out.add(message.sequence_no)
         seen.add(identity)
     return out
+
+
+def rendered_tokens(message: StageMessage, large_tool_result_tokens: int = LARGE_TOOL_RESULT_TOKENS) -> int:
+    """What ``message`` costs in a window (a large tool result as its digest), whatever its priority."""
+    return _rendered(message, Priority.P3, large_tool_result_tokens).tokens
 
 
 def _rendered(message: StageMessage, priority: Priority, large_tool_result_tokens: int) -> WindowMessage:

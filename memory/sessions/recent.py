@@ -1,0 +1,60 @@
+"""The messages a window reads: backwards from the session's end, a page at a time, only as far as its budget.
+
+Issue 23, finding 7: a window read the session's newest :data:`memory.sessions.store.WINDOW_LOOKBACK` messages
+whatever its budget, so eight parallel windows over a 2,000-message CJK session (12.5 s each) took another
+tenant's p95 to seconds. A window of ``budget_tokens`` can hold at most that many tokens of messages, so it
+reads pages of :data:`WINDOW_PAGE` sequence numbers from the end (a range of the ``(tenant_id, session_id,
+sequence_no)`` index) until what it read costs :data:`LOOKBACK_FACTOR` times the budget as rendered — the
+slack lets an older message of higher priority (a correction, a message sharing the request's words) still
+displace newer chit-chat — or the session's start, or the lookback. The state (task, entities, constraints,
+pending questions, corrections) is derived from the messages read; older turns reach the model through the
+summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from sqlalchemy.orm import Session
+
+from memory.auth import PrincipalContext
+from memory.sessions import store
+from memory.sessions.messages import StageMessage
+from memory.sessions.state import derive_state
+from memory.sessions.window import Window, build_window, rendered_tokens
+
+WINDOW_PAGE = 100
+"""Sequence numbers read per statement."""
+LOOKBACK_FACTOR = 2
+"""A window reads messages costing up to this many times its budget (then stops at the page's end)."""
+
+PageReader = Callable[[int, int], Sequence[StageMessage]]
+"""The live messages with sequence numbers in ``[first, last]``, in order."""
+
+
+def tail_for_budget(read: PageReader, last: int, budget_tokens: int, *, page: int = WINDOW_PAGE,
+                    lookback: int = store.WINDOW_LOOKBACK) -> tuple[StageMessage, ...]:
+    """The newest messages up to ``last``, read a page at a time from the end until they cost
+    :data:`LOOKBACK_FACTOR` × ``budget_tokens`` (or the first message, or ``lookback`` numbers back), in order."""
+    floor = max(1, last - lookback + 1)
+    pages: list[Sequence[StageMessage]] = []
+    tokens, upper = 0, last
+    while upper >= floor and tokens < LOOKBACK_FACTOR * budget_tokens:
+        lower = max(floor, upper - page + 1)
+        messages = read(lower, upper)
+        pages.append(messages)
+        tokens += sum(rendered_tokens(message) for message in messages)
+        upper = lower - 1
+    return tuple(message for messages in reversed(pages) for message in messages)
+
+
+def window_of(session: Session, principal: PrincipalContext, session_id: str, budget_tokens: int) -> Window:
+    """The caller's session's window within ``budget_tokens`` (another user's session is a 404)."""
+    chat = store.get_session(session, principal, session_id)
+
+    def read(first: int, last: int) -> Sequence[StageMessage]:
+        return store.stage_messages(session, principal.tenant_id, session_id, first, last)
+
+    messages = store.answered_only(tail_for_budget(read, chat.next_sequence - 1, budget_tokens))
+    return build_window(messages, budget_tokens=budget_tokens, state=derive_state(messages, task_id=chat.task_id),
+                        profile=store.current_profile(session, principal, chat))
