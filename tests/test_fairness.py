@@ -89,7 +89,7 @@ def test_mnemos_workflows_start_under_their_tenants_fairness_key(
 
     async def keys() -> list[str]:
         temporal = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
-        ids = [accepted.json()["workflow_id"], deletion_workflow_id(tenant, "d1")]
+        ids = [accepted.json()["workflow_id"], deletion_workflow_id(tenant, "alice", "d1")]
         described = [await temporal.get_workflow_handle(i).describe() for i in ids]
         return [d.raw_description.workflow_execution_info.priority.fairness_key for d in described]
 

@@ -53,7 +53,7 @@ def window_of(session: Session, principal: PrincipalContext, session_id: str, bu
     chat = store.get_session(session, principal, session_id)
 
     def read(first: int, last: int) -> Sequence[StageMessage]:
-        return store.stage_messages(session, principal.tenant_id, session_id, first, last)
+        return store.stage_messages(session, chat, first, last)
 
     messages = store.answered_only(tail_for_budget(read, chat.next_sequence - 1, budget_tokens))
     return build_window(messages, budget_tokens=budget_tokens, state=derive_state(messages, task_id=chat.task_id),
