@@ -31,7 +31,16 @@ from memory.resources.adapters.common import (
     present,
     stamp,
 )
-from memory.resources.sources import Candidate, FilterClause, Position, Query, RowState, SourceRow, newest_first
+from memory.resources.sources import (
+    Candidate,
+    FilterClause,
+    Lineage,
+    Position,
+    Query,
+    RowState,
+    SourceRow,
+    newest_first,
+)
 from memory.text import tsquery_any
 
 PROPOSALS_PER_CANDIDATE = 8
@@ -46,6 +55,9 @@ COLUMNS: Columns = {
     "/key": Memory.key,
     "/stored_at": Memory.stored_at,
 }
+LINEAGE = Lineage(state=("/status", "/validity/effective_to", "/validity/expires_at"), confidence=("/confidence",),
+                  updated_at=("/stored_at",), version=("/version",))
+"""What :func:`state_of`, the confidence, the time of change and the version of a row come from."""
 
 
 def data_of(memory: Memory) -> dict[str, Any]:
@@ -77,10 +89,9 @@ class MemorySource(TableSource):
 
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:
-        del grant
         statement = newest_first(
             select(Memory).where(readable_heads(access.principal), *filter_conditions(self.columns, filters)),
-            Memory.stored_at, MEMORY_ID, after, limit)
+            Memory.stored_at, MEMORY_ID, after, limit, grant=grant, lineage=LINEAGE)
         return self._rows(session, session.execute(statement).scalars())
 
     def match(self, session: Session, access: Access, grant: Grant, query: Query, limit: int) -> list[Candidate]:
@@ -114,7 +125,7 @@ class MemorySource(TableSource):
         return [
             SourceRow(resource=self.resource, record_id=str(memory.memory_id), version=memory.version,
                       updated_at=memory.stored_at, data=data_of(memory), state=state_of(memory, now),
-                      confidence=memory.confidence)
+                      confidence=memory.confidence, lineage=LINEAGE)
             for memory in memories
         ]
 

@@ -1,0 +1,100 @@
+"""Issue 23 finding 5 over the real stack (REST, runs, policies): no part of a list / search / read result may depend
+on a field the caller's policy withholds — not the state, the score, the order, the timestamp or the version shown.
+
+Each pair below differs ONLY in a withheld field; the caller must not be able to tell the two apart. A caller who
+reads the field still sees the difference (the rule hides nothing it may read)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from tests.conftest import MakeKey, auth
+from tests.resources.reader_support import new_key, put, tenant
+
+ALL = ["list", "search", "read"]
+CAPTURED = "2026-06-01T09:00:00Z"
+
+
+def _policy(client: TestClient, admin: str, agent: str, resource: str, fields: list[str]) -> None:
+    response = client.put(f"/policies/{agent}/{resource}", json={"operations": ALL, "fields": fields},
+                          headers=auth(admin))
+    assert response.status_code == 200, response.text
+
+
+def _run(client: TestClient, runtime: str, agent: str) -> dict[str, str]:
+    started = client.post("/runs", json={"thread_id": "th-1", "agent_id": agent}, headers=auth(runtime))
+    assert started.status_code == 201, started.text
+    return {**auth(runtime), "X-Mnemo-Run": started.json()["run_id"]}
+
+
+def _search(client: TestClient, headers: dict[str, str], query: str, resource: str) -> list[dict[str, Any]]:
+    response = client.post("/resources/search", json={"query": query, "resource": resource}, headers=headers)
+    assert response.status_code == 200, response.text
+    items: list[dict[str, Any]] = response.json()["items"]
+    return items
+
+
+def _runs(client: TestClient, make_key: MakeKey, resource: str, narrow: list[str], wide: list[str]
+          ) -> tuple[str, dict[str, str], dict[str, str]]:
+    """A user's key, a run reading ``narrow`` fields of ``resource`` and one reading ``wide`` ones."""
+    tenant_id = tenant()
+    owner, admin = new_key(make_key, tenant_id), new_key(make_key, tenant_id, user="root", roles=("admin",))
+    runtime = new_key(make_key, tenant_id, roles=("agent_runtime",))
+    _policy(client, admin, "narrow", resource, narrow)
+    _policy(client, admin, "wide", resource, wide)
+    return owner, _run(client, runtime, "narrow"), _run(client, runtime, "wide")
+
+
+def test_a_withheld_status_shows_in_no_state_and_no_score(client: TestClient, make_key: MakeKey) -> None:
+    """The probe: a policy of ["/title"] on todo saw `state` open/closed and scores apart by the state weight."""
+    owner, narrow, wide = _runs(client, make_key, "todo", ["/title"], ["/status", "/title"])
+    put(client, owner, "todo:a", {"title": "季度报告 review", "status": "open"})
+    put(client, owner, "todo:b", {"title": "季度报告 review", "status": "done"})
+
+    hits = _search(client, narrow, "季度报告 review", "todo")
+    assert [hit["ref"] for hit in hits] == ["todo:a", "todo:b"]  # the tie breaks by ref, not by status
+    assert {hit["state"] for hit in hits} == {"withheld"}
+    assert hits[0]["score"] == hits[1]["score"]
+    # The run that reads /status sees the difference, in the state and in the score.
+    seen = {hit["ref"]: hit for hit in _search(client, wide, "季度报告 review", "todo")}
+    assert (seen["todo:a"]["state"], seen["todo:b"]["state"]) == ("open", "closed")
+    assert seen["todo:a"]["score"] > seen["todo:b"]["score"]
+
+
+def _remember(client: TestClient, key: str, content: str, **extra: Any) -> str:
+    body = {"category": "PROFILE", "space": "USER", "content": content, "source_level": "E2",
+            "source": {"source_id": f"chat-{uuid.uuid4().hex[:6]}", "source_type": "EXPLICIT_USER_STATEMENT",
+                       "captured_at": CAPTURED}, **extra}
+    answer = client.post("/memory-candidates", json=body, headers=auth(key))
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["memory_id"])
+
+
+def test_a_withheld_confidence_timestamp_and_version_show_nowhere(client: TestClient, make_key: MakeKey) -> None:
+    """A memory's confidence, stored_at and version are declared fields: a run reading /abstract and /content only
+    gets no score, order, `updated_at` or `version` that carries them."""
+    owner, narrow, wide = _runs(client, make_key, "memory", ["/abstract", "/content"],
+                                ["/abstract", "/confidence", "/content", "/stored_at", "/version"])
+    sure = _remember(client, owner, "I like green tea with jasmine", confidence=1.0)
+    unsure = _remember(client, owner, "I like green tea with jasmine flowers", confidence=0.1)
+
+    hits = _search(client, narrow, "green tea jasmine", "memory")
+    assert {hit["ref"] for hit in hits} == {f"memory:{sure}", f"memory:{unsure}"}
+    assert all(hit["updated_at"] is None and hit["version"] is None for hit in hits)
+    assert hits[0]["score"] == hits[1]["score"]  # both hold every term: nothing readable tells them apart
+    wide_hits = {hit["ref"]: hit for hit in _search(client, wide, "green tea jasmine", "memory")}
+    assert wide_hits[f"memory:{sure}"]["score"] > wide_hits[f"memory:{unsure}"]["score"]
+    assert all(hit["version"] == 1 and hit["updated_at"] for hit in wide_hits.values())
+
+    # A list is newest first only for a caller who may read when each was stored; else by id.
+    listed = client.get("/resources/memory", headers=narrow).json()["items"]
+    assert [item["ref"] for item in listed] == sorted([f"memory:{sure}", f"memory:{unsure}"], reverse=True)
+    assert all(item["updated_at"] is None and item["version"] is None for item in listed)
+    by_time = client.get("/resources/memory", headers=wide).json()["items"]
+    assert [item["ref"] for item in by_time] == [f"memory:{unsure}", f"memory:{sure}"]
+
+    read = client.post("/resources/read", json={"ref": f"memory:{sure}"}, headers=narrow).json()
+    assert read["version"] is None and set(read["data"]) == {"abstract", "content"}
