@@ -98,3 +98,25 @@ def test_a_withheld_confidence_timestamp_and_version_show_nowhere(client: TestCl
 
     read = client.post("/resources/read", json={"ref": f"memory:{sure}"}, headers=narrow).json()
     assert read["version"] is None and set(read["data"]) == {"abstract", "content"}
+
+
+def test_memories_matching_only_in_withheld_fields_crowd_no_readable_match_out(
+    client: TestClient, make_key: MakeKey,
+) -> None:
+    """The memories' lexical projection mixes every text field, so it only proposes; how many proposals a search
+    re-checks was capped, and newer memories holding the word only where the caller may not read it took every
+    place. With the cap at 4 (the code's constants, lowered for the test), four such memories hid the one match the
+    caller may see: whether it was found told the caller what the others' withheld fields said."""
+    from memory.resources.adapters import memories
+
+    owner, narrow, _ = _runs(client, make_key, "memory", ["/abstract"], ["/abstract", "/content"])
+    visible = _remember(client, owner, "seen in the old town", abstract="paper lantern festival")
+    for index in range(4):
+        _remember(client, owner, f"lantern number {index} hung in the yard", abstract=f"other things {index}")
+    kept = memories.MIN_PROPOSALS, memories.PROPOSALS_PER_CANDIDATE
+    memories.MIN_PROPOSALS, memories.PROPOSALS_PER_CANDIDATE = 4, 0  # 4 whatever top_k
+    try:
+        hits = _search(client, narrow, "lantern", "memory")
+    finally:
+        memories.MIN_PROPOSALS, memories.PROPOSALS_PER_CANDIDATE = kept
+    assert [hit["ref"] for hit in hits] == [f"memory:{visible}"]
