@@ -27,10 +27,12 @@ from sqlalchemy import Engine, text
 from api.settings import Settings
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
+from memory.enums import Category, SourceLevel, Space
+from memory.memories import Correction, NewMemory, Source, correct_memory, create_memory
 from memory.resources import listing
 from memory.resources.access import Access, Grant
 from memory.resources.bodies import record_store
-from memory.resources.catalog import Catalog
+from memory.resources.catalog import Catalog, load_catalog
 from memory.resources.declarations import Audience, Declaration, Operation, parse_declaration
 from memory.resources.fields import readable
 from memory.resources.reader import Reader
@@ -216,3 +218,66 @@ def test_records_differing_only_in_withheld_fields_give_identical_results(
     # Not vacuous: the caller reads exactly its readable fields, and lists every record.
     assert [first["read"][ref]["data"] for ref in refs] == [readable(data, granted) for data in firsts]
     assert sorted(item["ref"] for page in first["list"] for item in page["items"]) == sorted(refs)
+
+
+MEMORY_OPTIONAL = ("/category", "/confidence", "/content", "/key", "/overview", "/project_id", "/session_id",
+                   "/source", "/source_level", "/space", "/status", "/validity")
+"""What a policy on ``memory`` may grant beside ``/abstract`` here: not ``/version``, ``/supersedes_version`` or
+``/stored_at``, which a correction changes (the second world is the first corrected)."""
+CHANGEABLE = {"/content": "content", "/overview": "overview", "/key": "key", "/confidence": "confidence"}
+SOURCE = Source("conv-1", "EXPLICIT_USER_STATEMENT", datetime(2026, 6, 1, tzinfo=UTC))
+
+
+def memory_values() -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries({"content": phrase, "overview": phrase, "key": phrase,
+                                  "confidence": st.sampled_from([0.1, 0.5, 0.9, 1.0])})
+
+
+@st.composite
+def memory_worlds(draw: st.DrawFn) -> tuple[tuple[str, ...], list[tuple[str, dict[str, Any], dict[str, Any]]], str]:
+    granted = tuple(sorted(["/abstract", *draw(st.lists(st.sampled_from(MEMORY_OPTIONAL), unique=True))]))
+    memories = []
+    for _ in range(draw(st.integers(1, 4))):
+        first, second = draw(memory_values()), draw(memory_values())
+        second = {name: first[name] if path in granted else second[name] for path, name in CHANGEABLE.items()}
+        memories.append((draw(phrase), first, second))
+    words = sorted({word for abstract, _, _ in memories for word in abstract.split()})
+    query = " ".join([*draw(st.lists(st.sampled_from(words), min_size=1, max_size=3, unique=True)),
+                      draw(st.sampled_from(WORDS))])
+    return granted, memories, query
+
+
+@settings(max_examples=25, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(world=memory_worlds())
+def test_memories_corrected_only_in_withheld_fields_give_identical_results(
+    world: tuple[tuple[str, ...], list[tuple[str, dict[str, Any], dict[str, Any]]], str],
+    engine: Engine, settings: Settings,
+) -> None:
+    """The same over an adapter (mnemo's own memories, whose state, confidence, time and version are fields): each
+    memory corrected in its withheld fields only — content, overview, key, confidence — reads the same to the
+    caller before and after, though its version and time of change moved (neither is granted)."""
+    granted, memories, query = world
+    tenant_id = f"t-{uuid.uuid4().hex[:12]}"
+    key_in(engine, tenant_id)
+    owner = PrincipalContext(tenant_id, "alice", None, frozenset({"memory_writer"}), "key-alice")
+    catalog = load_catalog()
+    reader = Reader.build(engine, catalog, settings.data_dir, settings.cursor_signing_keys())
+    access = run_access(tenant_id, catalog.get("memory"), granted)
+    with tenant_session(engine, tenant_id) as session:
+        ids = [create_memory(session, owner, NewMemory(
+            category=Category.PROFILE, space=Space.USER, content=first["content"], source=SOURCE,
+            source_level=SourceLevel.E2, abstract=abstract, overview=first["overview"], key=first["key"],
+            confidence=first["confidence"])).memory.memory_id for abstract, first, _ in memories]
+    refs = [f"memory:{memory_id}" for memory_id in ids]
+    with short_pages():
+        before = observe(reader, access, catalog.get("memory"), refs, query)
+        with tenant_session(engine, tenant_id) as session:
+            for memory_id, (abstract, _, second) in zip(ids, memories, strict=True):
+                correct_memory(session, owner, memory_id, Correction(
+                    expected_version=1, content=second["content"], abstract=abstract, overview=second["overview"],
+                    key=second["key"], source=SOURCE, confidence=second["confidence"]))
+        after = observe(reader, access, catalog.get("memory"), refs, query)
+    assert before == after
+    assert all(set(before["read"][ref]["data"]) <= {path[1:] for path in granted} for ref in refs)
+    assert [before["read"][ref]["data"]["abstract"] for ref in refs] == [abstract for abstract, _, _ in memories]
