@@ -12,22 +12,9 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from tests.conftest import MakeKey, auth
-from tests.resources.reader_support import new_key, put, tenant
+from tests.resources.reader_support import new_key, put, run_headers, set_policy, tenant
 
-ALL = ["list", "search", "read"]
 CAPTURED = "2026-06-01T09:00:00Z"
-
-
-def _policy(client: TestClient, admin: str, agent: str, resource: str, fields: list[str]) -> None:
-    response = client.put(f"/policies/{agent}/{resource}", json={"operations": ALL, "fields": fields},
-                          headers=auth(admin))
-    assert response.status_code == 200, response.text
-
-
-def _run(client: TestClient, runtime: str, agent: str) -> dict[str, str]:
-    started = client.post("/runs", json={"thread_id": "th-1", "agent_id": agent}, headers=auth(runtime))
-    assert started.status_code == 201, started.text
-    return {**auth(runtime), "X-Mnemo-Run": started.json()["run_id"]}
 
 
 def _search(client: TestClient, headers: dict[str, str], query: str, resource: str) -> list[dict[str, Any]]:
@@ -43,9 +30,9 @@ def _runs(client: TestClient, make_key: MakeKey, resource: str, narrow: list[str
     tenant_id = tenant()
     owner, admin = new_key(make_key, tenant_id), new_key(make_key, tenant_id, user="root", roles=("admin",))
     runtime = new_key(make_key, tenant_id, roles=("agent_runtime",))
-    _policy(client, admin, "narrow", resource, narrow)
-    _policy(client, admin, "wide", resource, wide)
-    return owner, _run(client, runtime, "narrow"), _run(client, runtime, "wide")
+    set_policy(client, admin, "narrow", resource, narrow)
+    set_policy(client, admin, "wide", resource, wide)
+    return owner, run_headers(client, runtime, "narrow"), run_headers(client, runtime, "wide")
 
 
 def test_a_withheld_status_shows_in_no_state_and_no_score(client: TestClient, make_key: MakeKey) -> None:
