@@ -107,3 +107,28 @@ def test_memories_matching_only_in_withheld_fields_crowd_no_readable_match_out(
     finally:
         memories.MIN_PROPOSALS, memories.PROPOSALS_PER_CANDIDATE = kept
     assert [hit["ref"] for hit in hits] == [f"memory:{visible}"]
+
+
+def test_a_write_of_a_withheld_field_alone_changes_nothing_the_caller_sees(
+    client: TestClient, make_key: MakeKey,
+) -> None:
+    """A record's version and time of change move with a write of any field: a run reading a todo's title and status
+    saw `version` 2 and the todo move to the front of its list when only its notes changed."""
+    owner, narrow, wide = _runs(client, make_key, "todo", ["/status", "/title"],
+                                ["/assignee", "/completed_at", "/due_at", "/episode", "/notes", "/priority", "/status",
+                                 "/title"])
+    put(client, owner, "todo:a", {"title": "季度报告 review", "status": "open", "notes": "first draft"})
+    put(client, owner, "todo:b", {"title": "季度报告 budget", "status": "open"})
+
+    def seen(headers: dict[str, str]) -> tuple[Any, ...]:
+        listed = client.get("/resources/todo", headers=headers).json()
+        read = client.post("/resources/read", json={"ref": "todo:a"}, headers=headers).json()
+        return listed, _search(client, headers, "季度报告", "todo"), read
+
+    before, wide_before = seen(narrow), seen(wide)
+    put(client, owner, "todo:a", {"title": "季度报告 review", "status": "open", "notes": "call the auditors"}, 1)
+    assert seen(narrow) == before
+    assert [item["ref"] for item in before[0]["items"]] == ["todo:b", "todo:a"]  # by id: no time to order by
+    after = seen(wide)  # who reads every field sees the write: the version, and the todo first in its list
+    assert (wide_before[2]["version"], after[2]["version"]) == (1, 2)
+    assert [item["ref"] for item in after[0]["items"]] == ["todo:a", "todo:b"]

@@ -5,9 +5,10 @@ payloads: only the digest naming the tenant and user differs, since each world i
 page. What the caller may read it does get (so an empty answer cannot pass).
 
 Each world is a tenant of its own holding the same record ids; records are written through the real write path
-(validation, projection), then given the same times of change in both worlds (a write's clock is not a field), so
-that only the withheld values differ. Declarations named todo, intent and calendar have a lifecycle (their state
-comes from `/status`), the way the ranker sees the built-in ones.
+(validation, projection) — in the second world a record may have an earlier version, other in withheld fields only,
+so its version counts one more write — then given the same times of change in both worlds (the two worlds are
+written at different moments; that clock is no field of either). Declarations named todo, intent and calendar
+have a lifecycle (their state comes from `/status`), the way the ranker sees the built-in ones.
 """
 
 from __future__ import annotations
@@ -123,13 +124,17 @@ def twin(first: dict[str, Any], second: dict[str, Any], granted: tuple[str, ...]
 
 
 @st.composite
-def worlds(draw: st.DrawFn) -> tuple[Declaration, tuple[str, ...], list[tuple[dict[str, Any], dict[str, Any]]], str]:
+def worlds(draw: st.DrawFn) -> tuple[Declaration, tuple[str, ...], list[tuple[dict[str, Any], list[dict[str, Any]]]],
+                                     str]:
     declaration, granted = draw(declarations())
     records = []
     for _ in range(draw(st.integers(1, 5))):
         title = draw(phrase)
-        first, second = draw(values(declaration)), draw(values(declaration))
-        records.append(({"title": title, **first}, {"title": title, **twin(first, second, granted)}))
+        first, second, earlier = draw(values(declaration)), draw(values(declaration)), draw(values(declaration))
+        # In the second world a record may have been written before with other withheld values: its history too
+        # differs in withheld fields only.
+        history = [{"title": title, **twin(first, earlier, granted)}] if draw(st.booleans()) else []
+        records.append(({"title": title, **first}, [*history, {"title": title, **twin(first, second, granted)}]))
     # The query: words of the titles (every record's title is readable, so the search has hits to compare) and one
     # more, which may lie in a withheld field only.
     titles = sorted({word for first, _ in records for word in first["title"].split()})
@@ -176,13 +181,17 @@ def observe(reader: Reader, access: Access, declaration: Declaration, refs: list
     return {"list": pages, "search": comparable(reader.search(access, query, None, 50)), "read": reads}
 
 
-def write_world(engine: Engine, settings: Settings, declaration: Declaration, records: list[dict[str, Any]]) -> str:
+def write_world(engine: Engine, settings: Settings, declaration: Declaration, records: list[list[dict[str, Any]]]
+                ) -> str:
+    """A tenant holding ``records``, each written as its list of versions says (the last one stays)."""
     tenant_id = f"t-{uuid.uuid4().hex[:12]}"
     key_in(engine, tenant_id)  # the tenant and its user, as a key makes them
     owner = PrincipalContext(tenant_id, "alice", None, frozenset({"memory_writer"}), "key-alice")
     store = record_store(settings.data_dir, tenant_id)
-    for index, data in enumerate(records):
-        save_record(engine, owner, declaration, f"r{index}", data, None, store)
+    for index, versions in enumerate(records):
+        version = None
+        for data in versions:
+            version = save_record(engine, owner, declaration, f"r{index}", data, version, store).record.version
     with tenant_session(engine, tenant_id) as session:
         for index in range(len(records)):  # the same times in both worlds, some shared (ties break by id)
             session.execute(
@@ -202,12 +211,13 @@ def run_access(tenant_id: str, declaration: Declaration, granted: tuple[str, ...
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(world=worlds())
 def test_records_differing_only_in_withheld_fields_give_identical_results(
-    world: tuple[Declaration, tuple[str, ...], list[tuple[dict[str, Any], dict[str, Any]]], str],
+    world: tuple[Declaration, tuple[str, ...], list[tuple[dict[str, Any], list[dict[str, Any]]]], str],
     engine: Engine, settings: Settings,
 ) -> None:
     declaration, granted, records, query = world
     firsts, seconds = [first for first, _ in records], [second for _, second in records]
-    tenants = [write_world(engine, settings, declaration, firsts), write_world(engine, settings, declaration, seconds)]
+    tenants = [write_world(engine, settings, declaration, [[first] for first in firsts]),
+               write_world(engine, settings, declaration, seconds)]
     reader = Reader.build(engine, Catalog({declaration.type: declaration}), settings.data_dir,
                           settings.cursor_signing_keys())
     refs = [f"{declaration.type}:r{index}" for index in range(len(records))]
