@@ -49,6 +49,7 @@ MIN_PROPOSALS = 400
 
 
 def proposals_wanted(limit: int) -> int:
+    """How many readable matches a search of ``limit`` candidates ranks (the newest that many)."""
     return max(MIN_PROPOSALS, PROPOSALS_PER_CANDIDATE * limit)
 
 MEMORY_ID = cast(Memory.memory_id, Text)
