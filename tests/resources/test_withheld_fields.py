@@ -10,9 +10,12 @@ import uuid
 from typing import Any
 
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine
 
+from memory.resources.results import ListItem, SearchHit
 from tests.conftest import MakeKey, auth
-from tests.resources.reader_support import new_key, put, run_headers, set_policy, tenant
+from tests.resources.reader_support import new_key, put, reader, run_headers, set_policy, tenant
+from tests.resources.test_adapters import access_of, open_session, principal_of, summarise
 
 CAPTURED = "2026-06-01T09:00:00Z"
 
@@ -132,3 +135,29 @@ def test_a_write_of_a_withheld_field_alone_changes_nothing_the_caller_sees(
     after = seen(wide)  # who reads every field sees the write: the version, and the todo first in its list
     assert (wide_before[2]["version"], after[2]["version"]) == (1, 2)
     assert [item["ref"] for item in after[0]["items"]] == ["todo:a", "todo:b"]
+
+
+def test_a_sessions_and_a_summarys_derived_values_follow_their_fields(
+    client: TestClient, make_key: MakeKey, engine: Engine,
+) -> None:
+    """mnemo's own sessions and summaries: their state, time of change and version are fields of their own
+    (`/status`, `/updated_at`, `/message_count` + `/committed_through`; `/created_at`, `/version`)."""
+    key = make_key()
+    open_session(client, key, "s-a", ("user", "plan the Lisbon offsite"))
+    open_session(client, key, "s-b", ("user", "plan the Lisbon budget"), ("assistant", "sure"))
+    summarise(engine, key, "s-a")
+    principal = principal_of(engine, key)
+    narrow = access_of(engine, principal, session=("/title",), session_summary=("/abstract", "/goal"))
+    wide = access_of(engine, principal)
+    the_reader = reader(client)
+    for access, hidden in ((narrow, True), (wide, False)):
+        sessions = the_reader.list(access, "session", {}, None).items
+        hits = the_reader.search(access, "Lisbon", "session", None).items
+        summaries = the_reader.list(access, "session_summary", {}, None).items
+        items: list[ListItem | SearchHit] = [*sessions, *hits, *summaries]
+        reads = [the_reader.read(access, ref, None) for ref in ("session:s-a", "session_summary:s-a")]
+        assert all((page.version is None) is hidden for page in [*items, *reads])
+        assert all((item.updated_at is None) is hidden for item in items)
+        assert {hit.state for hit in hits} == ({"withheld"} if hidden else {"open"})
+        if hidden:  # no time to order by: by id, largest first
+            assert [item.ref for item in sessions] == ["session:s-b", "session:s-a"]
