@@ -154,7 +154,7 @@ class Binding:
 
 
 def issue(keys: CursorKeys, access: Access, grant: Grant, binding: Binding, position: Any,
-          source_version: int | None) -> str:
+          source_version: int | str | None) -> str:
     return keys.sign({
         "u": _digest(access.principal.tenant_id, access.principal.user_id),
         "c": _digest(access.agent_id, access.run_id, access.audience.value),
@@ -164,8 +164,10 @@ def issue(keys: CursorKeys, access: Access, grant: Grant, binding: Binding, posi
     })
 
 
-def redeem(keys: CursorKeys, cursor: str, access: Access, grant: Grant, binding: Binding) -> tuple[Any, int | None]:
-    """The position and source version of a cursor issued to this caller for this binding and field set."""
+def redeem(keys: CursorKeys, cursor: str, access: Access, grant: Grant, binding: Binding
+           ) -> tuple[Any, int | str | None]:
+    """The position and source version of a cursor issued to this caller for this binding and field set (for a
+    caller who may not know the version, a digest of the data it reads: :meth:`memory.resources.derived.Shown.mark`)."""
     payload = keys.verify(cursor)
     if payload.get("u") != _digest(access.principal.tenant_id, access.principal.user_id):
         raise CursorOtherUser("this cursor was issued to another user")
@@ -185,4 +187,4 @@ def redeem(keys: CursorKeys, cursor: str, access: Access, grant: Grant, binding:
     if payload.get("fp") != grant.fingerprint():
         raise PermissionsChanged("the fields you may read changed since this cursor was issued: start again")
     version = payload.get("v")
-    return payload.get("p"), version if isinstance(version, int) else None
+    return payload.get("p"), version if isinstance(version, int | str) and not isinstance(version, bool) else None

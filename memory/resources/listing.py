@@ -16,14 +16,15 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from memory.resources import pointers
-from memory.resources.access import Access, Grant
+from memory.resources.access import Access
 from memory.resources.cursors import Binding, CursorInvalid, CursorKeys, issue, redeem
 from memory.resources.declarations import Declaration, Operation
-from memory.resources.fields import readable, without
+from memory.resources.derived import Shown, shown
+from memory.resources.fields import without
 from memory.resources.filters import parse_filters
 from memory.resources.pages import PAGE_BYTES, fits, size
 from memory.resources.results import ListItem, ListPage
-from memory.resources.sources import Position, Source, SourceRow
+from memory.resources.sources import Position, Source
 
 PAGE_ITEMS = 20
 TITLE_CHARS = 1_000
@@ -38,11 +39,10 @@ def title_of(declaration: Declaration, data: dict[str, Any]) -> str:
     return title if len(title) <= TITLE_CHARS else title[:TITLE_CHARS] + "…"
 
 
-def _item(declaration: Declaration, grant: Grant, row: SourceRow) -> ListItem:
-    shown = readable(row.data, grant.fields)
-    data, omitted = without(shown, declaration.long_fields)
-    omitted += [path for path in row.long_fields if grant.reads(path) and path not in omitted]
-    item = ListItem(ref=row.ref, resource=row.resource, title=title_of(declaration, shown),
+def _item(declaration: Declaration, row: Shown) -> ListItem:
+    data, omitted = without(row.data, declaration.long_fields)
+    omitted += [path for path in row.long_fields if path not in omitted]
+    item = ListItem(ref=row.ref, resource=row.resource, title=title_of(declaration, row.data),
                     updated_at=row.updated_at, version=row.version, data=data, omitted=sorted(omitted))
     # Alone too big for a page (an unbounded note): its largest fields go, named in omitted.
     while size(item.model_dump(mode="json")) > PAGE_BYTES // 2 and item.data:
@@ -54,9 +54,9 @@ def _item(declaration: Declaration, grant: Grant, row: SourceRow) -> ListItem:
 
 
 def _position(raw: Any) -> Position:
-    if not (isinstance(raw, list) and len(raw) == 2 and all(isinstance(part, str) for part in raw)):
+    if not (isinstance(raw, list) and len(raw) == 2 and isinstance(raw[0], str | None) and isinstance(raw[1], str)):
         raise CursorInvalid("the cursor cannot be read")
-    return Position(datetime.fromisoformat(raw[0]), raw[1])
+    return Position(None if raw[0] is None else datetime.fromisoformat(raw[0]), raw[1])
 
 
 def list_page(session: Session, access: Access, declaration: Declaration, source: Source,
@@ -69,14 +69,15 @@ def list_page(session: Session, access: Access, declaration: Declaration, source
         position, _ = redeem(keys, cursor, access, grant, binding)
         after = _position(position)
     rows = source.page(session, access, grant, clauses, after, PAGE_ITEMS + 1)
-    items = [_item(declaration, grant, row) for row in rows[:PAGE_ITEMS]]
+    items = [_item(declaration, shown(row, grant)) for row in rows[:PAGE_ITEMS]]
     more = len(rows) > PAGE_ITEMS
     for count in range(len(items), 0, -1):
-        shown = items[:count]
-        last = shown[-1]
-        next_cursor = (issue(keys, access, grant, binding, [last.updated_at.isoformat(), last.ref.split(":", 1)[1]],
-                             None) if more or count < len(items) else None)
-        page = ListPage(items=shown, next_cursor=next_cursor)
+        kept = items[:count]
+        last = kept[-1]
+        at = None if last.updated_at is None else last.updated_at.isoformat()  # None: the list is in id order
+        next_cursor = (issue(keys, access, grant, binding, [at, last.ref.split(":", 1)[1]], None)
+                       if more or count < len(items) else None)
+        page = ListPage(items=kept, next_cursor=next_cursor)
         if fits(page):
             return page
     if items:

@@ -100,7 +100,7 @@ def _pieces(text: str) -> list[tuple[int, str]]:
     return pieces
 
 
-def read_page(ref: str, version: int, data: dict[str, Any], start: int | None,
+def read_page(ref: str, version: int | None, data: dict[str, Any], start: int | None,
               cursor_for: Callable[[int], str]) -> ReadPage:
     """The page of ``data`` from unit ``start`` (``None``: the first request, which may return ``data`` whole)."""
     if start is None:

@@ -22,7 +22,7 @@ from memory.resources.access import Access
 from memory.resources.catalog import Catalog
 from memory.resources.cursors import Binding, CursorInvalid, CursorKeys, SourceChanged, issue, redeem
 from memory.resources.declarations import RECORD_ID, TYPE_NAME, Operation
-from memory.resources.fields import readable
+from memory.resources.derived import shown
 from memory.resources.listing import list_page
 from memory.resources.pages import read_page
 from memory.resources.registry import Sources, build_sources
@@ -80,19 +80,19 @@ class Reader:
         resource, record_id = parse_ref(ref)
         grant = access.grant(resource, Operation.READ)
         binding = Binding(Operation.READ, resource, ref, {})
-        start, version = None, None
+        start, mark = None, None
         if cursor is not None:
-            position, version = redeem(self.keys, cursor, access, grant, binding)
-            if not isinstance(position, int) or isinstance(position, bool) or position < 1 or version is None:
+            position, mark = redeem(self.keys, cursor, access, grant, binding)
+            if not isinstance(position, int) or isinstance(position, bool) or position < 1 or mark is None:
                 raise CursorInvalid("the cursor cannot be read")
             start = position
         with tenant_session(self.engine, access.principal.tenant_id) as session:
             row = self.sources.get(resource).fetch(session, access, grant, [record_id], whole=True).get(record_id)
         if row is None:
             raise NotFound(f"no record {ref}")
-        if version is not None and row.version != version:
-            raise SourceChanged(f"{ref} changed since this cursor was issued (version {version}, now {row.version}):"
-                                " read it again from the start", details={"current_version": row.version})
-        data = readable(row.data, grant.fields)
-        return read_page(ref, row.version, data, start,
-                         lambda position: issue(self.keys, access, grant, binding, position, row.version))
+        seen = shown(row, grant)
+        if mark is not None and seen.mark() != mark:
+            raise SourceChanged(f"{ref} changed since this cursor was issued: read it again from the start",
+                                details={"current_version": seen.version})
+        return read_page(ref, seen.version, seen.data, start,
+                         lambda position: issue(self.keys, access, grant, binding, position, seen.mark()))

@@ -40,6 +40,7 @@ from memory.resources.sources import (
     Candidate,
     FilterClause,
     FilterOp,
+    Lineage,
     Position,
     Query,
     RowState,
@@ -56,6 +57,15 @@ STATES: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
 """Per type with a lifecycle: the field holding it, its open values and its closed ones (any other: no state).
 Open is "still to act on" (a todo to do, an intent to confirm); a confirmed event is not work left, so it has
 no state and does not outrank the meeting's episode, but a cancelled one is history."""
+
+
+def lineage_of(declaration: Declaration) -> Lineage:
+    """A record's state comes from its status field. Its version and time of change are the store's, but a write of
+    ANY field moves them: a caller who may not read every field would see a withheld field change (a todo's title
+    unchanged at version 2: its status moved), so they come from every field of the type."""
+    spec = STATES.get(declaration.type)
+    every = tuple(f"/{pointers.escape(name)}" for name in declaration.schema.get("properties", {}))
+    return Lineage(state=(spec[0],) if spec is not None else (), updated_at=every, version=every)
 
 
 def state_of(resource: str, data: dict[str, Any]) -> RowState:
@@ -89,9 +99,10 @@ class RecordSource:
 
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:
-        del grant  # filters were checked against the grant by the reader; a source answers rows, whole
+        # Filters were checked against the grant by the reader; a source answers rows, whole.
         statement = newest_first(select(ResourceRecord).where(self._own(access), *map(_condition, filters)),
-                                 ResourceRecord.updated_at, ResourceRecord.record_id, after, limit)
+                                 ResourceRecord.updated_at, ResourceRecord.record_id, after, limit,
+                                 grant=grant, lineage=lineage_of(self.declaration))
         records = session.execute(statement).scalars().all()
         offloaded = self._offloaded(session, access, [record.record_id for record in records])
         return [self._row(record, record.data, tuple(body.path for body in offloaded[record.record_id]))
@@ -179,7 +190,7 @@ class RecordSource:
     def _row(self, record: ResourceRecord, data: dict[str, Any], long_fields: tuple[str, ...]) -> SourceRow:
         return SourceRow(resource=self.resource, record_id=record.record_id, version=record.version,
                          updated_at=record.updated_at, data=data, long_fields=long_fields,
-                         state=state_of(self.resource, data))
+                         state=state_of(self.resource, data), lineage=lineage_of(self.declaration))
 
 
 def _condition(clause: FilterClause) -> ColumnElement[bool]:

@@ -9,6 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+WITHHELD_TIME = "When the record last changed; null when that comes from a field this caller may not read"
+WITHHELD_VERSION = "The source record's current version; null when that comes from a field this caller may not read"
+
 
 class Result(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -33,8 +36,8 @@ class ListItem(Result):
     ref: str = Field(description="`<type>:<id>`: what read() takes")
     resource: str
     title: str
-    updated_at: datetime
-    version: int
+    updated_at: datetime | None = Field(description=WITHHELD_TIME)
+    version: int | None = Field(description=WITHHELD_VERSION)
     data: dict[str, Any] = Field(description="The readable fields of the record's current version (long ones left "
                                  "out: read the ref for them)")
     omitted: list[str] = Field(default_factory=list, description="Readable fields left out of `data` (declared long, "
@@ -54,9 +57,10 @@ class SearchHit(Result):
     title: str
     snippet: str = Field(description="From the fields this caller may read only, re-read from the source record")
     state: str = Field(description="The record's current state as the ranker weighs it: `open` (a todo to do), "
-                       "`closed` (done, cancelled) or `none` (the type has no state)")
-    version: int = Field(description="The source record's current version")
-    updated_at: datetime
+                       "`closed` (done, cancelled), `none` (the type has no state) or `withheld` (it comes from a "
+                       "field this caller may not read)")
+    version: int | None = Field(description=WITHHELD_VERSION)
+    updated_at: datetime | None = Field(description=WITHHELD_TIME)
     score: float = Field(description="The cross-resource ranker's score: higher first, deterministic")
 
 
@@ -78,7 +82,7 @@ class ReadPage(Result):
     page says ``complete: true``."""
 
     ref: str
-    version: int
+    version: int | None = Field(description=WITHHELD_VERSION)
     complete: bool
     data: dict[str, Any] | None = None
     fragments: list[Fragment] | None = None

@@ -20,13 +20,13 @@ from memory.resources import pointers
 from memory.resources.access import Access, Grant
 from memory.resources.catalog import Catalog
 from memory.resources.declarations import Declaration, Operation
-from memory.resources.fields import readable
+from memory.resources.derived import Shown, shown
 from memory.resources.listing import title_of
 from memory.resources.pages import fits
 from memory.resources.ranking import Ranked, rank
 from memory.resources.registry import Sources
 from memory.resources.results import SearchHit, SearchResult
-from memory.resources.sources import Candidate, Query, SourceRow
+from memory.resources.sources import Candidate, Query
 from memory.text import normalize, search_terms, tokens
 
 DEFAULT_TOP_K = 10
@@ -55,12 +55,13 @@ def search(session: Session, access: Access, catalog: Catalog, sources: Sources,
            top_k: int, now: datetime) -> SearchResult:
     query = parse_query(text)
     grants = [access.grant(resource, Operation.SEARCH)] if resource is not None else access.may(Operation.SEARCH)
-    pairs: list[tuple[Candidate, SourceRow]] = []
+    pairs: list[tuple[Candidate, Shown]] = []
     for grant in grants:
         source = sources.get(grant.resource)
         candidates = source.match(session, access, grant, query, top_k * CANDIDATES_PER_HIT)
         rows = source.fetch(session, access, grant, [candidate.record_id for candidate in candidates])
-        pairs += [(candidate, rows[candidate.record_id]) for candidate in candidates if candidate.record_id in rows]
+        pairs += [(candidate, shown(rows[candidate.record_id], grant)) for candidate in candidates
+                  if candidate.record_id in rows]
     ranked = rank(pairs, now)[:top_k]
     by_type = {grant.resource: grant for grant in grants}
     hits = [_hit(session, access, catalog.get(r.row.resource), sources, by_type[r.row.resource], r, text)
@@ -77,15 +78,14 @@ def _hit(session: Session, access: Access, declaration: Declaration, sources: So
     row = ranked.row
     matched = ranked.candidate.fields
     fields = [*matched, *(path for path in declaration.search_fields if grant.reads(path) and path not in matched)]
-    shown = readable(row.data, grant.fields)
-    window = snippet(shown, fields, text)
+    window = snippet(row.data, fields, text)
     if not window and any(path in row.long_fields for path in fields):  # the words are in a long body: read it
         whole = sources.get(row.resource).fetch(session, access, grant, [row.record_id], whole=True)
-        row = whole.get(row.record_id, row)
-        shown = readable(row.data, grant.fields)
-        window = snippet(shown, fields, text)
-    return SearchHit(ref=row.ref, resource=row.resource, title=title_of(declaration, shown),
-                     snippet=window or title_of(declaration, shown)[:SNIPPET_CHARS],
+        if row.record_id in whole:
+            row = shown(whole[row.record_id], grant)
+        window = snippet(row.data, fields, text)
+    return SearchHit(ref=row.ref, resource=row.resource, title=title_of(declaration, row.data),
+                     snippet=window or title_of(declaration, row.data)[:SNIPPET_CHARS],
                      state=row.state.value, version=row.version, updated_at=row.updated_at, score=ranked.score)
 
 

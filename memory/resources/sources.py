@@ -41,6 +41,20 @@ class RowState(StrEnum):
     CLOSED = "closed"
     NONE = "none"
     """The type has no state (a contact, a transcript)."""
+    WITHHELD = "withheld"
+    """The caller may not read a field the state comes from (:mod:`memory.resources.derived`)."""
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """The declared fields each value a source derives for a row comes from (a todo's state from ``/status``, a
+    memory's confidence from ``/confidence``). A value with none is the store's own metadata (a business record's
+    version and time of change), not a field of the record."""
+
+    state: tuple[str, ...] = ()
+    confidence: tuple[str, ...] = ()
+    updated_at: tuple[str, ...] = ()
+    version: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,9 @@ class SourceRow:
     state: RowState = RowState.NONE
     confidence: float = 1.0
     """How sure the source is of the row, in [0, 1]: a business record is a fact (1.0); a memory candidate less."""
+    lineage: Lineage = Lineage()
+    """Where ``state``, ``confidence``, ``updated_at`` and ``version`` come from: a caller is shown each one only if
+    it reads every field of its lineage."""
 
     @property
     def ref(self) -> str:
@@ -84,19 +101,32 @@ class FilterClause:
 
 @dataclass(frozen=True)
 class Position:
-    """A keyset position in newest-first order: rows strictly after it (older, or as old with a smaller id)."""
+    """A keyset position in newest-first order: rows strictly after it (older, or as old with a smaller id). Without
+    ``updated_at`` when the caller may not read the time of change: its list is in id order alone."""
 
-    updated_at: datetime
+    updated_at: datetime | None
     record_id: str
 
 
 Listed = TypeVar("Listed", bound=Select[Any])
 
 
+def shows(grant: Grant, lineage: tuple[str, ...]) -> bool:
+    """The one rule for every value derived from a record (issue 23 finding 5): the caller may know it — see it,
+    be ranked or ordered by it — only if it may read every field it comes from."""
+    return all(grant.reads(path) for path in lineage)
+
+
 def newest_first(statement: Listed, updated_at: SQLColumnExpression[datetime], record_id: SQLColumnExpression[str],
-                 after: Position | None, limit: int) -> Listed:
+                 after: Position | None, limit: int, *, grant: Grant, lineage: Lineage) -> Listed:
     """``statement`` in the order every ``list`` pages by — newest change first, then the larger id — strictly after
-    ``after``, at most ``limit`` rows: the keyset condition and the order it must agree with, in one place."""
+    ``after``, at most ``limit`` rows: the keyset condition and the order it must agree with, in one place. When
+    ``updated_at`` comes from a field ``grant`` does not read, the order is the id's alone: an order by the time
+    would tell the field."""
+    if not shows(grant, lineage.updated_at):
+        if after is not None:
+            statement = statement.where(record_id < literal(after.record_id))
+        return statement.order_by(record_id.desc()).limit(limit)
     if after is not None:
         statement = statement.where(tuple_(updated_at, record_id) < tuple_(literal(after.updated_at),
                                                                            literal(after.record_id)))

@@ -27,10 +27,21 @@ def new_key(make_key: MakeKey, tenant_id: str | None = None, user: str = "alice"
 
 def allow(client: TestClient, make_key: MakeKey, tenant_id: str, agent: str, resource: str, *fields: str) -> None:
     """An admin of ``tenant_id`` lets ``agent`` list, search and read ``fields`` of ``resource``."""
-    admin = new_key(make_key, tenant_id, user="root", roles=("admin",))
-    body = {"operations": ["list", "search", "read"], "fields": list(fields)}
+    set_policy(client, new_key(make_key, tenant_id, user="root", roles=("admin",)), agent, resource, list(fields))
+
+
+def set_policy(client: TestClient, admin: str, agent: str, resource: str, fields: list[str]) -> None:
+    """``admin`` lets ``agent`` list, search and read ``fields`` of ``resource`` (replacing its policy)."""
+    body = {"operations": ["list", "search", "read"], "fields": fields}
     response = client.put(f"/policies/{agent}/{resource}", json=body, headers=auth(admin))
     assert response.status_code == 200, response.text
+
+
+def run_headers(client: TestClient, runtime: str, agent: str) -> dict[str, str]:
+    """The headers of a new run of ``agent``, registered by the ``runtime`` key."""
+    started = client.post("/runs", json={"thread_id": "th-1", "agent_id": agent}, headers=auth(runtime))
+    assert started.status_code == 201, started.text
+    return {**auth(runtime), "X-Mnemo-Run": started.json()["run_id"]}
 
 
 def put(client: TestClient, key: str, ref: str, data: dict[str, Any], version: int | None = None) -> int:

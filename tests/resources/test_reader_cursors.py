@@ -19,6 +19,7 @@ from memory.resources.cursors import (
     CursorPastEnd,
     PermissionsChanged,
     issue,
+    redeem,
 )
 from memory.resources.declarations import Operation
 from tests.conftest import MakeKey, auth
@@ -89,7 +90,11 @@ def test_a_cursor_past_the_end(client: TestClient, memo: tuple[str, str, str]) -
     the_reader = reader(client)
     access = agent_access(tenant_id, "alice", "agent-p", {"voice_memo": ("/title", "/text")})
     binding = Binding(Operation.READ, "voice_memo", "voice_memo:m", {})
-    beyond = issue(the_reader.keys, access, access.grant("voice_memo", Operation.READ), binding, 10_000, 1)
+    grant = access.grant("voice_memo", Operation.READ)
+    first = the_reader.read(access, "voice_memo:m", None).next_cursor
+    assert first is not None
+    _, mark = redeem(the_reader.keys, first, access, grant, binding)  # this caller's mark of the record, unchanged
+    beyond = issue(the_reader.keys, access, grant, binding, 10_000, mark)
     with pytest.raises(CursorPastEnd):
         the_reader.read(access, "voice_memo:m", beyond)
 

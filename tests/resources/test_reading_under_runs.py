@@ -9,21 +9,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from tests.conftest import MakeKey, auth
-from tests.resources.reader_support import error, new_key, put, tenant
-
-ALL = ["list", "search", "read"]
-
-
-def _policy(client: TestClient, admin: str, agent: str, resource: str, fields: list[str]) -> None:
-    response = client.put(f"/policies/{agent}/{resource}", json={"operations": ALL, "fields": fields},
-                          headers=auth(admin))
-    assert response.status_code == 200, response.text
-
-
-def _run(client: TestClient, runtime: str, agent: str) -> dict[str, str]:
-    started = client.post("/runs", json={"thread_id": "th-1", "agent_id": agent}, headers=auth(runtime))
-    assert started.status_code == 201, started.text
-    return {**auth(runtime), "X-Mnemo-Run": started.json()["run_id"]}
+from tests.resources.reader_support import error, new_key, put, run_headers, set_policy, tenant
 
 
 def _search(client: TestClient, headers: dict[str, str], query: str) -> list[dict[str, Any]]:
@@ -38,9 +24,9 @@ def test_the_seeds_todo_example_with_real_policies_and_runs(client: TestClient, 
     owner, admin = new_key(make_key, tenant_id), new_key(make_key, tenant_id, user="root", roles=("admin",))
     runtime = new_key(make_key, tenant_id, roles=("agent_runtime",))
     put(client, owner, "todo:push", {"title": "更新推送配置", "status": "open", "notes": "联系人电话 13800001111"})
-    _policy(client, admin, "agent-a", "todo", ["/title", "/status"])
-    _policy(client, admin, "agent-b", "todo", ["/title", "/status", "/notes"])
-    agent_a, agent_b = _run(client, runtime, "agent-a"), _run(client, runtime, "agent-b")
+    set_policy(client, admin, "agent-a", "todo", ["/title", "/status"])
+    set_policy(client, admin, "agent-b", "todo", ["/title", "/status", "/notes"])
+    agent_a, agent_b = run_headers(client, runtime, "agent-a"), run_headers(client, runtime, "agent-b")
 
     assert _search(client, agent_a, "13800001111") == []
     assert [hit["ref"] for hit in _search(client, agent_b, "13800001111")] == ["todo:push"]
@@ -64,17 +50,17 @@ def test_a_permission_narrowed_or_revoked_between_two_pages_stops_the_next(
     runtime = new_key(make_key, tenant_id, roles=("agent_runtime",))
     put(client, owner, "transcript:long", {"title": "评审录音", "text": "逐字记录。" * 40_000})
     fields = ["/title", "/text"]
-    _policy(client, admin, "reader", "transcript", fields)
-    run = _run(client, runtime, "reader")
+    set_policy(client, admin, "reader", "transcript", fields)
+    run = run_headers(client, runtime, "reader")
 
     first = client.post("/resources/read", json={"ref": "transcript:long"}, headers=run).json()
     assert first["complete"] is False and first["next_cursor"]
-    _policy(client, admin, "reader", "transcript", ["/title"])  # narrowed: the next page is refused
+    set_policy(client, admin, "reader", "transcript", ["/title"])  # narrowed: the next page is refused
     narrowed = client.post("/resources/read", json={"ref": "transcript:long", "cursor": first["next_cursor"]},
                            headers=run)
     assert error(narrowed, 409) == "permissions_changed"
 
-    _policy(client, admin, "reader", "transcript", fields)  # restored: the same cursor reads on
+    set_policy(client, admin, "reader", "transcript", fields)  # restored: the same cursor reads on
     second = client.post("/resources/read", json={"ref": "transcript:long", "cursor": first["next_cursor"]},
                          headers=run)
     assert second.status_code == 200, second.text

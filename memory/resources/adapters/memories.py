@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Text, and_, bindparam, cast, func, select
+from sqlalchemy import Text, and_, bindparam, cast, func, literal, select, tuple_
 from sqlalchemy.orm import Session
 
 from memory.enums import Status
@@ -31,12 +31,26 @@ from memory.resources.adapters.common import (
     present,
     stamp,
 )
-from memory.resources.sources import Candidate, FilterClause, Position, Query, RowState, SourceRow, newest_first
+from memory.resources.sources import (
+    Candidate,
+    FilterClause,
+    Lineage,
+    Position,
+    Query,
+    RowState,
+    SourceRow,
+    newest_first,
+)
 from memory.text import tsquery_any
 
 PROPOSALS_PER_CANDIDATE = 8
-"""How many projection matches a search re-checks per candidate it may return (at least :data:`MIN_PROPOSALS`)."""
+"""How many readable matches a search ranks per candidate it may return (at least :data:`MIN_PROPOSALS`)."""
 MIN_PROPOSALS = 400
+
+
+def proposals_wanted(limit: int) -> int:
+    """How many readable matches a search of ``limit`` candidates ranks (the newest that many)."""
+    return max(MIN_PROPOSALS, PROPOSALS_PER_CANDIDATE * limit)
 
 MEMORY_ID = cast(Memory.memory_id, Text)
 COLUMNS: Columns = {
@@ -46,6 +60,9 @@ COLUMNS: Columns = {
     "/key": Memory.key,
     "/stored_at": Memory.stored_at,
 }
+LINEAGE = Lineage(state=("/status", "/validity/effective_to", "/validity/expires_at"), confidence=("/confidence",),
+                  updated_at=("/stored_at",), version=("/version",))
+"""What :func:`state_of`, the confidence, the time of change and the version of a row come from."""
 
 
 def data_of(memory: Memory) -> dict[str, Any]:
@@ -77,15 +94,20 @@ class MemorySource(TableSource):
 
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:
-        del grant
         statement = newest_first(
             select(Memory).where(readable_heads(access.principal), *filter_conditions(self.columns, filters)),
-            Memory.stored_at, MEMORY_ID, after, limit)
+            Memory.stored_at, MEMORY_ID, after, limit, grant=grant, lineage=LINEAGE)
         return self._rows(session, session.execute(statement).scalars())
 
     def match(self, session: Session, access: Access, grant: Grant, query: Query, limit: int) -> list[Candidate]:
+        """The best ``limit`` of the newest :func:`proposals_wanted` memories that match in READABLE fields.
+
+        The projection proposes newest first, batch by batch, until that many readable matches are found or none is
+        left: a cap on proposals would let memories matching only in withheld fields crowd a readable match out, and
+        whether it was found would tell what their withheld fields say."""
         if not query.terms:
             return []
+        wanted = proposals_wanted(limit)
         proposals = (
             select(Memory)
             .join(MemorySearch, and_(MemorySearch.tenant_id == Memory.tenant_id,
@@ -93,12 +115,25 @@ class MemorySource(TableSource):
                                      MemorySearch.version == Memory.version))
             .where(readable_heads(access.principal),
                    MemorySearch.tokens.op("@@")(func.to_tsquery("simple", bindparam("tsquery", type_=Text))))
-            .order_by(Memory.revision.desc())
-            .limit(max(MIN_PROPOSALS, PROPOSALS_PER_CANDIDATE * limit))
+            .order_by(Memory.revision.desc(), Memory.memory_id.desc())
+            .limit(wanted)
         )
-        memories = session.execute(proposals, {"tsquery": tsquery_any(list(query.terms))}).scalars()
-        rows = [(str(memory.memory_id), data_of(memory)) for memory in memories]
-        return match_rows(session, self.declaration, grant, query.terms, rows, limit)
+        found: list[Candidate] = []
+        after: tuple[int, uuid.UUID] | None = None
+        while len(found) < wanted:
+            batch = proposals if after is None else proposals.where(
+                tuple_(Memory.revision, Memory.memory_id) < tuple_(literal(after[0]), literal(after[1])))
+            memories = session.execute(batch, {"tsquery": tsquery_any(list(query.terms))}).scalars().all()
+            if not memories:
+                break
+            after = (memories[-1].revision, memories[-1].memory_id)
+            matched = {c.record_id: c for c in match_rows(session, self.declaration, grant, query.terms,
+                                                           [(str(m.memory_id), data_of(m)) for m in memories],
+                                                           len(memories))}
+            # Newest first, never more than wanted: where a batch ends (how many withheld matches fill it) decides
+            # nothing.
+            found += [matched[str(m.memory_id)] for m in memories if str(m.memory_id) in matched][:wanted - len(found)]
+        return sorted(found, key=lambda c: (-c.coverage, -c.rank, c.record_id))[:limit]
 
     def fetch(self, session: Session, access: Access, grant: Grant, ids: Sequence[str], *,
               whole: bool = False) -> Mapping[str, SourceRow]:
@@ -114,7 +149,7 @@ class MemorySource(TableSource):
         return [
             SourceRow(resource=self.resource, record_id=str(memory.memory_id), version=memory.version,
                       updated_at=memory.stored_at, data=data_of(memory), state=state_of(memory, now),
-                      confidence=memory.confidence)
+                      confidence=memory.confidence, lineage=LINEAGE)
             for memory in memories
         ]
 

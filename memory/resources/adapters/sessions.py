@@ -27,7 +27,16 @@ from memory.resources.adapters.common import (
     present,
     stamp,
 )
-from memory.resources.sources import Candidate, FilterClause, Position, Query, RowState, SourceRow, newest_first
+from memory.resources.sources import (
+    Candidate,
+    FilterClause,
+    Lineage,
+    Position,
+    Query,
+    RowState,
+    SourceRow,
+    newest_first,
+)
 from memory.sessions.archive import summary_readable
 from memory.sessions.models import ChatSession, SessionSummary
 from memory.sessions.store import message_live, own_sessions
@@ -43,6 +52,8 @@ COLUMNS: Columns = {
     "/task": literal("task:", Text) + ChatSession.task_id,
     "/updated_at": UPDATED_AT,
 }
+LINEAGE = Lineage(state=("/status",), updated_at=("/updated_at",), version=("/message_count", "/committed_through"))
+"""What a row's state, time of change and version (messages and commits counted) come from."""
 
 _FIRST_REQUEST = (
     select(MemoryEvent.payload["content"].astext)
@@ -88,9 +99,8 @@ class SessionSource(TableSource):
 
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:
-        del grant
         statement = newest_first(self._select(access).where(*filter_conditions(self.columns, filters)),
-                                 UPDATED_AT, ChatSession.session_id, after, limit)
+                                 UPDATED_AT, ChatSession.session_id, after, limit, grant=grant, lineage=LINEAGE)
         return [self._row(found) for found in session.execute(statement)]
 
     def match(self, session: Session, access: Access, grant: Grant, query: Query, limit: int) -> list[Candidate]:
@@ -117,4 +127,4 @@ class SessionSource(TableSource):
         return SourceRow(resource=self.resource, record_id=chat.session_id, version=version,
                          updated_at=chat.last_message_at or chat.created_at,
                          data=data_of(chat, found.first_request, bool(found.has_summary)),
-                         state=RowState.OPEN if chat.status == ACTIVE else RowState.CLOSED)
+                         state=RowState.OPEN if chat.status == ACTIVE else RowState.CLOSED, lineage=LINEAGE)

@@ -27,11 +27,13 @@ from memory.resources.adapters.common import (
     present,
     stamp,
 )
-from memory.resources.sources import Candidate, FilterClause, Position, Query, SourceRow, newest_first
+from memory.resources.sources import Candidate, FilterClause, Lineage, Position, Query, SourceRow, newest_first
 from memory.sessions.archive import summary_readable
 from memory.sessions.models import ChatSession, SessionSummary
 from memory.sessions.store import own_sessions
 
+LINEAGE = Lineage(updated_at=("/created_at",), version=("/version",))
+"""A summary version's time of change is when it was made, and its version a field of its own."""
 SECTIONS = ("goal", "facts", "decisions", "constraints", "completed", "pending", "unknowns", "errors")
 
 
@@ -59,10 +61,9 @@ class SummarySource(TableSource):
 
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:
-        del grant
         latest = _latest(access)
         statement = newest_first(select(latest).where(*filter_conditions(columns_of(latest), filters)),
-                                 latest.created_at, latest.session_id, after, limit)
+                                 latest.created_at, latest.session_id, after, limit, grant=grant, lineage=LINEAGE)
         return [self._row(summary) for summary in session.execute(statement).scalars()]
 
     def match(self, session: Session, access: Access, grant: Grant, query: Query, limit: int) -> list[Candidate]:
@@ -81,7 +82,7 @@ class SummarySource(TableSource):
 
     def _row(self, summary: SessionSummary) -> SourceRow:
         return SourceRow(resource=self.resource, record_id=summary.session_id, version=summary.version,
-                         updated_at=summary.created_at, data=data_of(summary))
+                         updated_at=summary.created_at, data=data_of(summary), lineage=LINEAGE)
 
 
 def _latest(access: Access, session_ids: list[str] | None = None) -> Any:

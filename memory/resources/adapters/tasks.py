@@ -27,7 +27,16 @@ from memory.resources.adapters.common import (
     present,
     stamp,
 )
-from memory.resources.sources import Candidate, FilterClause, Position, Query, RowState, SourceRow, newest_first
+from memory.resources.sources import (
+    Candidate,
+    FilterClause,
+    Lineage,
+    Position,
+    Query,
+    RowState,
+    SourceRow,
+    newest_first,
+)
 from memory.tasks.models import Task, TaskApproval, TaskAttempt, TaskCheckpoint, TaskOperation
 from memory.tasks.states import TERMINAL, TaskStatus
 
@@ -35,6 +44,8 @@ PUBLISH = "publish"
 FAILED = "FAILED"
 
 COLUMNS: Columns = {"/status": Task.status, "/task_type": Task.task_type, "/updated_at": Task.updated_at}
+LINEAGE = Lineage(state=("/status",), updated_at=("/updated_at",), version=("/state_version",))
+"""What a row's state, time of change and version come from."""
 
 
 def readable_tasks(access: Access) -> ColumnElement[bool]:
@@ -69,9 +80,8 @@ class TaskSource(TableSource):
 
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:
-        del grant
         statement = newest_first(select(Task).where(readable_tasks(access), *filter_conditions(self.columns, filters)),
-                                 Task.updated_at, Task.task_id, after, limit)
+                                 Task.updated_at, Task.task_id, after, limit, grant=grant, lineage=LINEAGE)
         return self._rows(session, list(session.execute(statement).scalars()))
 
     def match(self, session: Session, access: Access, grant: Grant, query: Query, limit: int) -> list[Candidate]:
@@ -98,7 +108,8 @@ class TaskSource(TableSource):
             SourceRow(resource=self.resource, record_id=task.task_id, version=task.state_version,
                       updated_at=task.updated_at,
                       data=data_of(task, timelines[task.task_id], publications.get(task.task_id)),
-                      state=RowState.CLOSED if TaskStatus(task.status) in TERMINAL else RowState.OPEN)
+                      state=RowState.CLOSED if TaskStatus(task.status) in TERMINAL else RowState.OPEN,
+                      lineage=LINEAGE)
             for task in tasks
         ]
 
