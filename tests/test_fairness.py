@@ -49,15 +49,13 @@ async def _finish_order(client: Client, keyed: bool) -> list[str]:
         priority = tenant_priority(tenant) if keyed else Priority.default
         handles.append(await client.start_workflow(Probe.run, tenant, id=f"{queue}-{n}", task_queue=queue,
                                                    priority=priority))
-    finished: list[str] = []
-
-    async def wait(handle: object) -> None:
-        finished.append(await handle.result())  # type: ignore[attr-defined]
-
     async with Worker(client, task_queue=queue, workflows=[Probe], activities=[step], max_concurrent_activities=1,
                       max_concurrent_workflow_tasks=1, workflow_runner=UnsandboxedWorkflowRunner()):
-        await asyncio.wait_for(asyncio.gather(*(wait(h) for h in handles)), 120)
-    return finished
+        await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 120)
+    # The order the server closed them in, not the order this process's result polls returned (those race).
+    closed = [(await h.describe()).close_time for h in handles]
+    order = sorted(range(len(handles)), key=lambda n: (closed[n], n))
+    return [(["a"] * FLOOD + ["b"])[n] for n in order]
 
 
 def test_a_tenants_backlog_does_not_hold_another_tenants_workflow_behind_it(settings: Settings) -> None:
