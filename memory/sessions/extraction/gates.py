@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from memory.enums import SourceLevel
 from memory.sessions.constraints import is_temporary, mentions_a_slot, slots_in
+from memory.sessions.extraction.attribution import Foreign, forget_requests, own_text, regions
 from memory.sessions.extraction.base import Candidate, Extraction, Rejection, RejectionReason
 from memory.sessions.extraction.rules import is_remember_request
 from memory.sessions.extraction.sentences import clauses, sentences
@@ -220,6 +221,14 @@ def _refusal(candidate: Candidate, cited: Sequence[StageMessage], stage: Stage) 
         return refuse(RejectionReason.SECRET, f"its text holds {secret}, which is never stored")
     if _recalled(candidate, cited, stage):
         return refuse(RejectionReason.RECALLED_CONTEXT, "its text reached the agent as recalled context")
+    foreign = _not_the_users(candidate, cited)
+    if foreign is Foreign.FORGET:
+        return refuse(RejectionReason.FORGET_INSTRUCTION, "the user asked for it not to be remembered")
+    if foreign is not None:
+        return refuse(RejectionReason.NOT_SELF_STATEMENT,
+                      f"it rests on {foreign.value}, not on the user speaking about themselves")
+    if _forgotten_after(candidate, cited, stage):
+        return refuse(RejectionReason.FORGET_INSTRUCTION, "the user asked afterwards for it not to be remembered")
     for reason, pattern, why in _REFUSALS:
         if pattern.search(_texts(candidate)):
             return refuse(reason, why)
@@ -257,6 +266,44 @@ def _echoes(candidate: Candidate, message: StageMessage) -> bool:
     return bool(words) and len(words & set(tokens(message.content))) * 2 >= len(words)
 
 
+def _not_the_users(candidate: Candidate, cited: Sequence[StageMessage]) -> Foreign | None:
+    """Does the candidate rest only on what is not the user speaking about themselves (quoted, reported,
+    forwarded or handed-over text, a hypothetical, an example, role-play, a transcript, "don't remember …")?
+    The kind of the first such region it rests on, or None when the user's own words say it (its slot value,
+    when it has one, and a sentence or half the words of its content) or when no cited user message has such
+    a region (a candidate resting on no user text is the level gate's: E4)."""
+    said = [(m, regions(m.content)) for m in cited if m.role is MessageRole.USER]
+    if not any(found for _, found in said):
+        return None
+    own = [replace(m, content=own_text(m.content, found)) for m, found in said]
+    parts = [(r.kind, replace(m, content=m.content[r.start : r.end])) for m, found in said for r in found]
+
+    def first(test: Callable[[StageMessage], bool]) -> Foreign | None:
+        return next((kind for kind, part in parts if test(part)), None)
+
+    keyed = candidate.key is not None and candidate.value is not None
+    if keyed and not _value_said(candidate, own):
+        return first(lambda part: _value_said(candidate, [part])) or first(lambda part: _echoes(candidate, part))
+    if _quoted_by(candidate.content, own):
+        return None
+    copied = first(lambda part: _quoted_by(candidate.content, [part]))
+    if copied is not None or keyed or any(_echoes(candidate, m) for m in own):
+        return copied
+    return first(lambda part: _echoes(candidate, part))
+
+
+def _forgotten_after(candidate: Candidate, cited: Sequence[StageMessage], stage: Stage) -> bool:
+    """Does a user message of the stage, from the candidate's evidence on, ask not to remember what it says
+    ("I live in Berlin." … "Don't remember that I live in Berlin.")?"""
+    since = max((m.sequence_no for m in cited), default=0)
+    asked = [replace(m, content=body) for m in stage.messages
+             if m.role is MessageRole.USER and not m.context_refs and m.sequence_no >= since
+             for body in forget_requests(m.content)]
+    if candidate.key is not None and candidate.value is not None:
+        return _value_said(candidate, asked)
+    return _quoted_by(candidate.content, asked) or any(_echoes(candidate, m) for m in asked)
+
+
 def _ceiling(candidate: Candidate, cited: Sequence[StageMessage]) -> SourceLevel:
     """The strongest level the evidence supports: E1 only for a remember request, E1 and E2 only for what a
     cited user message says. The content copied from a user message is the user's; a content only the slot
@@ -269,7 +316,7 @@ def _ceiling(candidate: Candidate, cited: Sequence[StageMessage]) -> SourceLevel
     valued = _value_said(candidate, said) and not any(_echoes(candidate, m) for m in others)
     if not said or not (quoted or valued):
         return SourceLevel.E4
-    return SourceLevel.E1 if any(is_remember_request(m.content) for m in said) else SourceLevel.E2
+    return SourceLevel.E1 if any(is_remember_request(own_text(m.content)) for m in said) else SourceLevel.E2
 
 
 def _level(candidate: Candidate, cited: Sequence[StageMessage]) -> SourceLevel:

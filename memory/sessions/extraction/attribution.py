@@ -1,0 +1,220 @@
+"""Whose words these are: only what the user says about themselves becomes theirs (issue 23, finding 6).
+
+A user message often carries words that are not the user speaking about themselves: someone else's words
+quoted or reported ("Bob told me: 'I live in Paris'", "我朋友说：我住在广州", "他让我转告…"), forwarded mail
+(``>`` lines, "---------- Forwarded message", 转发), text handed over for a task (translate, proofread,
+summarise, rewrite, "is this grammatical?", 翻译, 润色, 总结), hypotheticals ("suppose I live in…", 假如我),
+examples (for example, 例如), role-play (pretend, 扮演), a transcript pasted inline (``User: …`` /
+``Assistant: …`` lines), and an instruction not to remember ("don't remember that …", 别记住, 不要记).
+
+:func:`regions` finds those stretches of one message, each with its :class:`Foreign` kind, from markers
+alone (no model): every extractor's candidate is judged against them by one gate
+(:func:`memory.sessions.extraction.gates.apply_gates`), and the ``llm`` extractor's prompt states the same rule.
+A region runs from the start of the clause holding its marker: to the end of the message for what hands over
+text (forwarded, handed over, role-play), to the end of the line for an example, to the end of the sentence
+otherwise (to the end of the line, or of the message when the line ends there, once a colon follows the
+marker: "Tom said: I live in Oslo."). A quote is someone else's words when it speaks in the first person or
+asks to remember. A user talking about what they themselves said ("I told you, I live in Zurich", "我跟你说过")
+keeps their words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+from memory.sessions.extraction.sentences import all_clauses, sentences
+
+_I = re.IGNORECASE
+_IM = re.IGNORECASE | re.MULTILINE
+
+
+class Foreign(StrEnum):
+    """What a stretch of a user's message is, when it is not the user speaking about themselves."""
+
+    QUOTED = "quoted speech"
+    REPORTED = "reported speech"
+    FORWARDED = "forwarded text"
+    HANDED_OVER = "text handed over for a task"
+    HYPOTHETICAL = "a hypothetical"
+    EXAMPLE = "an example"
+    ROLE_PLAY = "role-play"
+    TRANSCRIPT = "a transcript inside the message"
+    FORGET = "an instruction not to remember"
+
+
+@dataclass(frozen=True)
+class Region:
+    """``text[start:end]`` is :attr:`kind`; for :attr:`Foreign.FORGET`, what is not to be remembered starts at
+    :attr:`body` (after the instruction itself)."""
+
+    start: int
+    end: int
+    kind: Foreign
+    body: int
+
+
+class _Scope(StrEnum):
+    SENTENCE = "sentence"
+    LINE = "line"
+    MESSAGE = "message"
+
+
+_FIRST_PERSON = re.compile(r"我|\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b|记住|\bremember\b", _I)
+_QUOTES = re.compile(
+    r"“[^”]*”|「[^」]*」|『[^』]*』|\u2018[^\u2019]*\u2019|«[^»]*»|\"[^\"\n]*\"|"
+    r"(?<![A-Za-z])'(?:[^'\n]|'(?=[A-Za-z]))*'(?![A-Za-z])"
+)
+"""A quote: curly, corner, guillemet or straight (a straight single quote only between non-letters, so
+"I'm" and "don't" open nothing)."""
+
+_EN_REPORT = re.compile(
+    r"\b(?:said|says|say|saying|told me|tells me|tell me|wrote|writes|asked|asks|texted|emailed|messaged|"
+    r"mentioned|claims|claimed|replied|replies|added|explained|thinks|believes|insists)\b",
+    _I,
+)
+_EN_REPORT_ANY = re.compile(r"\baccording to\b|\bquote from\b|\bquoting\b|\bin (?:his|her|their) words\b", _I)
+_ZH_REPORT = re.compile(r"(?:说|讲|写道|写着|问道|问我|提到|表示|声称)(?:过|道|着|了)?\s*[:：，,\"“「『\u2018]")
+_ZH_REPORT_ANY = re.compile(
+    r"告诉我|让我转告|转告|叫我告诉|让我告诉|托我|听说|据说|听\S{1,6}说|(?:跟|和|对)我(?:讲|说)"
+)
+_OWN_SUBJECT = re.compile(
+    r"(?:(?:and|but|so|well|yes|ok|okay)\W+)?I(?:\s+(?:already|just|also|once|have|had|always|\w+ly))*|"
+    r"我们?(?:之前|刚才|刚|也|早就|已经|曾经|上次|以前)?(?:(?:跟|和|对|给)(?:你|您))?(?:也|都)?",
+    _I,
+)
+"""A reporting verb whose subject is the user ("I said…", "我跟你说过，…") leaves the words the user's."""
+_IDIOM = re.compile(r"(?:老实|实话|坦白|来|比如|就是|句话|话|再|虽|听|小)$")
+"""说 closing an idiom, not a report: 老实说, 说实话, 总的来说, 比如说, 也就是说, 换句话说, 小说."""
+
+_FORWARDED = re.compile(
+    r"-{3,}\s*(?:forwarded message|original message)|\bbegin forwarded message\b|^\s*(?:fwd?|fw)\s*:|"
+    r"\bforward(?:ed|ing)\b|转发|原始邮件|原邮件",
+    _IM,
+)
+_QUOTED_LINE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
+_TASK_VERB = (
+    r"translate|proof-?read|re-?write|rephrase|paraphrase|summari[sz]e|polish|reword|correct|spell-?check|edit|"
+    r"improve|shorten|fix the (?:grammar|spelling|typos?)|check the (?:grammar|spelling)"
+)
+_HANDED_OVER = re.compile(
+    rf"(?:^|(?<=[.!?:;,\n]))\s*(?:{_TASK_VERB})\b|"
+    rf"\b(?:please|pls|can you|could you|would you|help me|kindly)\s+(?:{_TASK_VERB})\b|"
+    r"\bis (?:this|that|it|the following)(?: \w+){0,3}? (?:grammatical|correct|right|natural|idiomatic)\b|"
+    r"\bhow (?:do|would|can) (?:you|I|we) say\b|\bwhat does\b.{0,80}\bmean\b|\b(?:grammar|spelling) check\b|"
+    r"(?<![是做当名个位在])翻译|润色|校对|改写|缩写|扩写|错别字|摘要|"
+    r"(?:总结|概括|修改|检查)(?:一下|这|下面|以下)|帮我(?:总结|概括|修改|检查|看看这)|语法(?:对|正确|有问题|错)",
+    _IM,
+)
+_HYPOTHETICAL = re.compile(
+    r"\bif I(?:'m| am| were| was| had| lived| live| worked| work| moved| became)\b|\bsuppos(?:e|ing)\b|"
+    r"\bimagine\b|\bhypothetical(?:ly)?\b|\blet'?s say\b|\bwhat if\b|假如|假设|如果我|要是我|设想|想象一下|万一我|倘若",
+    _I,
+)
+_EXAMPLE = re.compile(
+    r"\bfor (?:example|instance)\b|\be\.g\.|\bexample\b|\bsample (?:sentence|text)\b|"
+    r"例如|比如|举个例子|举例|例句|示例|样例|范例|示范|造句",
+    _I,
+)
+_ROLE_PLAY = re.compile(
+    r"\bpretend\b|\brole-?play(?:ing)?\b|\bact as\b|\bplay the (?:role|part)\b|\byou are now\b|\bin character\b|"
+    r"\blet'?s play\b|扮演|假装|你现在是|模拟一下|我们来玩",
+    _I,
+)
+_TRANSCRIPT = re.compile(
+    r"(?:^|(?<=[.!?。！？]))[ \t]*"
+    r"(?:user|assistant|human|ai|bot|chatbot|system|model|用户|助手|助理|系统|客服|机器人|人类)[ \t]*[:：].*$",
+    _IM,
+)
+_FORGET = re.compile(
+    r"\b(?:don'?t|do not|never|no need to|stop)\s+(?:remember(?:ing)?|stor(?:e|ing)|sav(?:e|ing)|keep(?:ing)?|"
+    r"record(?:ing)?|memori[sz](?:e|ing)|note|noting)\b|"
+    r"(?<!n't )(?<!not )(?<!never )(?<!n\u2019t )\bforget (?:that|about|this|it|what)\b|"
+    r"(?:别|不要|不用|无需|不必)记(?:住|下|得)?|别存|不要存|不要保存|别保存|忘掉|请忘记|(?<![别要])忘了这",
+    _I,
+)
+_FORGET_SUBJECT = re.compile(r"\bI(?:\s+(?:just|really|honestly|\w+ly))?\s*$", _I)
+""""I don't remember much" is the user speaking about themselves, not an instruction."""
+_BODY_LEAD = re.compile(r"^(?:\s|[:：,，.。]|\bthat\b|\bthis\b|\bit\b|这个|这条|这句)*", _I)
+
+
+def _clause_start(text: str, position: int) -> int:
+    starts = [clause.start for clause in all_clauses(text) if clause.start <= position]
+    return max(starts, default=0)
+
+
+def _end(text: str, marker: re.Match[str], scope: _Scope) -> int:
+    if scope is _Scope.MESSAGE:
+        return len(text)
+    line_end = text.find("\n", marker.end())
+    line_end = len(text) if line_end < 0 else line_end
+    colon = min((i for i in (text.find(":", marker.end()), text.find("：", marker.end())) if i >= 0), default=-1)
+    sentence_end = next((s.end for s in sentences(text) if s.end >= marker.end()), len(text))
+    if scope is _Scope.LINE or 0 <= colon < sentence_end:
+        return len(text) if not text[colon + 1 if colon >= 0 else marker.end() : line_end].strip() else line_end
+    return max(sentence_end, marker.end())
+
+
+def _region(text: str, marker: re.Match[str], kind: Foreign, scope: _Scope) -> Region:
+    start = _clause_start(text, marker.start())
+    end = _end(text, marker, scope)
+    body = marker.end() + len(_BODY_LEAD.match(text[marker.end() : end]).group())  # type: ignore[union-attr]
+    return Region(start, end, kind, min(body, end))
+
+
+def _reported(text: str) -> Iterator[re.Match[str]]:
+    """Reporting verbs whose subject is not the user, and markers that always report ("according to", 转告)."""
+    for pattern in (_EN_REPORT_ANY, _ZH_REPORT_ANY):
+        yield from pattern.finditer(text)
+    for pattern in (_EN_REPORT, _ZH_REPORT):
+        for marker in pattern.finditer(text):
+            subject = text[_clause_start(text, marker.start()) : marker.start()].strip()
+            if pattern is _ZH_REPORT and _IDIOM.search(subject):
+                continue
+            if subject and _OWN_SUBJECT.fullmatch(subject):
+                continue
+            yield marker
+
+
+def _forget_markers(text: str) -> Iterator[re.Match[str]]:
+    for marker in _FORGET.finditer(text):
+        if not _FORGET_SUBJECT.search(text[_clause_start(text, marker.start()) : marker.start()]):
+            yield marker
+
+
+def regions(text: str) -> tuple[Region, ...]:
+    """The stretches of a user's message that are not the user speaking about themselves, in the order of
+    :class:`Foreign` (an instruction not to remember first, so it names itself)."""
+    found: list[Region] = []
+    found += [_region(text, m, Foreign.FORGET, _Scope.SENTENCE) for m in _forget_markers(text)]
+    found += [_region(text, m, Foreign.FORWARDED, _Scope.MESSAGE) for m in _FORWARDED.finditer(text)]
+    found += [Region(m.start(), m.end(), Foreign.FORWARDED, m.start()) for m in _QUOTED_LINE.finditer(text)]
+    found += [Region(m.start(), m.end(), Foreign.TRANSCRIPT, m.start()) for m in _TRANSCRIPT.finditer(text)]
+    found += [_region(text, m, Foreign.HANDED_OVER, _Scope.MESSAGE) for m in _HANDED_OVER.finditer(text)]
+    found += [_region(text, m, Foreign.ROLE_PLAY, _Scope.MESSAGE) for m in _ROLE_PLAY.finditer(text)]
+    found += [_region(text, m, Foreign.REPORTED, _Scope.SENTENCE) for m in _reported(text)]
+    found += [_region(text, m, Foreign.HYPOTHETICAL, _Scope.SENTENCE) for m in _HYPOTHETICAL.finditer(text)]
+    found += [_region(text, m, Foreign.EXAMPLE, _Scope.LINE) for m in _EXAMPLE.finditer(text)]
+    found += [
+        Region(m.start(), m.end(), Foreign.QUOTED, m.start())
+        for m in _QUOTES.finditer(text) if _FIRST_PERSON.search(m.group())
+    ]
+    return tuple(found)
+
+
+def own_text(text: str, found: tuple[Region, ...] | None = None) -> str:
+    """``text`` with every foreign region blanked (same length, same offsets): what the user says themselves."""
+    chars = list(text)
+    for region in regions(text) if found is None else found:
+        chars[region.start : region.end] = " " * (region.end - region.start)
+    return "".join(chars)
+
+
+def forget_requests(text: str) -> tuple[str, ...]:
+    """What the user asks not to remember ("that I live in Berlin" → "I live in Berlin"), one per instruction."""
+    return tuple(
+        body for region in regions(text) if region.kind is Foreign.FORGET
+        if (body := text[region.body : region.end].strip())
+    )
