@@ -110,7 +110,8 @@ _HANDED_OVER = re.compile(
 )
 _HYPOTHETICAL = re.compile(
     r"\bif I(?:'m| am| were| was| had| lived| live| worked| work| moved| became)\b|\bsuppos(?:e|ing)\b|"
-    r"\bimagine\b|\bhypothetical(?:ly)?\b|\blet'?s say\b|\bwhat if\b|假如|假设|如果我|要是我|设想|想象一下|万一我|倘若",
+    r"\bimagine\b|\bhypothetical(?:ly)?\b|\blet'?s say\b|\bwhat if\b|"
+    r"假如|假设|如果我|如果说|要是|设想|想象一下|万一我|倘若",
     _I,
 )
 _EXAMPLE = re.compile(
@@ -158,7 +159,7 @@ def _end(text: str, marker: re.Match[str], scope: _Scope) -> int:
 
 
 def _region(text: str, marker: re.Match[str], kind: Foreign, scope: _Scope) -> Region:
-    start = _clause_start(text, marker.start())
+    start = _clause_start(text, marker.start() + len(marker.group()) - len(marker.group().lstrip()))
     end = _end(text, marker, scope)
     body = marker.end() + len(_BODY_LEAD.match(text[marker.end() : end]).group())  # type: ignore[union-attr]
     return Region(start, end, kind, min(body, end))
@@ -216,5 +217,5 @@ def forget_requests(text: str) -> tuple[str, ...]:
     """What the user asks not to remember ("that I live in Berlin" → "I live in Berlin"), one per instruction."""
     return tuple(
         body for region in regions(text) if region.kind is Foreign.FORGET
-        if (body := text[region.body : region.end].strip())
+        if (body := text[region.body : region.end].strip().rstrip("。！？!?；;.").strip())
     )
