@@ -71,7 +71,7 @@ _QUOTES = re.compile(
 "I'm" and "don't" open nothing)."""
 
 _EN_REPORT = re.compile(
-    r"\b(?:said|says|say|saying|told me|tells me|tell me|wrote|writes|asked|asks|texted|emailed|messaged|"
+    r"\b(?:said|says|saying|told me|tells me|tell me|wrote|writes|asked|asks|texted|emailed|messaged|"
     r"mentioned|claims|claimed|replied|replies|added|explained|thinks|believes|insists)\b",
     _I,
 )
@@ -81,11 +81,12 @@ _ZH_REPORT_ANY = re.compile(
     r"告诉我|让我转告|转告|叫我告诉|让我告诉|托我|听说|据说|听\S{1,6}说|(?:跟|和|对)我(?:讲|说)"
 )
 _OWN_SUBJECT = re.compile(
-    r"(?:(?:and|but|so|well|yes|ok|okay)\W+)?I(?:\s+(?:already|just|also|once|have|had|always|\w+ly))*|"
-    r"我们?(?:之前|刚才|刚|也|早就|已经|曾经|上次|以前)?(?:(?:跟|和|对|给)(?:你|您))?(?:也|都)?",
+    r"(?:^|(?<![\w'\u2019]))I(?:\s+(?:already|just|also|once|have|had|always|never|did|didn't|even|\w+ly))*$|"
+    r"(?:^|(?<![\u3400-\u9fff]))我们?(?:之前|刚才|刚|也|早就|已经|曾经|上次|以前)?(?:(?:跟|和|对|给)(?:你|您))?(?:也|都)?$",
     _I,
 )
-"""A reporting verb whose subject is the user ("I said…", "我跟你说过，…") leaves the words the user's."""
+"""A reporting verb right after the user as its subject ("I said…", "…, and I never asked", "我跟你说过，…")
+leaves the words the user's."""
 _IDIOM = re.compile(r"(?:老实|实话|坦白|来|比如|就是|句话|话|再|虽|听|小)$")
 """说 closing an idiom, not a report: 老实说, 说实话, 总的来说, 比如说, 也就是说, 换句话说, 小说."""
 
@@ -109,7 +110,7 @@ _HANDED_OVER = re.compile(
     _IM,
 )
 _HYPOTHETICAL = re.compile(
-    r"\bif I(?:'m| am| were| was| had| lived| live| worked| work| moved| became)\b|\bsuppos(?:e|ing)\b|"
+    r"\bif I(?: were| was| lived| live| worked| work| moved| became)\b|\bsuppos(?:e|ing)\b|"
     r"\bimagine\b|\bhypothetical(?:ly)?\b|\blet'?s say\b|\bwhat if\b|"
     r"假如|假设|如果我|如果说|要是|设想|想象一下|万一我|倘若",
     _I,
@@ -174,7 +175,7 @@ def _reported(text: str) -> Iterator[re.Match[str]]:
             subject = text[_clause_start(text, marker.start()) : marker.start()].strip()
             if pattern is _ZH_REPORT and _IDIOM.search(subject):
                 continue
-            if subject and _OWN_SUBJECT.fullmatch(subject):
+            if _OWN_SUBJECT.search(subject):
                 continue
             yield marker
 
