@@ -9,6 +9,7 @@ alone and after a genuine statement, so the rule covers the class rather than th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -204,3 +205,17 @@ def test_no_framing_of_any_statement_becomes_the_users_fact(case: tuple[str, str
     assert _stored(together, forged_place) == [], together
     assert own_place.lower() in _places(together)  # the user's own statement beside it is still theirs
     assert _stored(_rules(own), own_place)
+
+
+@pytest.mark.parametrize("unit", ["Bob said I live in Paris. ", "I live in Paris. ", " 'a", "我朋友说：我住在广州。"])
+def test_a_long_message_full_of_markers_is_judged_in_bounded_time(unit: str) -> None:
+    """Every marker's region is found by binary search over one reading of the message, and each message's
+    views are made once: 100,000 characters of statements take seconds, not minutes (it was cubic)."""
+    text = (unit * (100_000 // len(unit)))[:100_000]
+    started = time.perf_counter()
+    result = _rules(text)
+    assert time.perf_counter() - started < 20
+    if unit.startswith("I "):
+        assert result.admitted  # the user's own statements, many times over
+    else:
+        assert result.admitted == ()

@@ -21,9 +21,11 @@ keeps their words.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 from memory.sessions.extraction.sentences import all_clauses, sentences
 
@@ -64,8 +66,8 @@ class _Scope(StrEnum):
 
 _FIRST_PERSON = re.compile(r"我|\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b|记住|\bremember\b", _I)
 _QUOTES = re.compile(
-    r"“[^”]*”|「[^」]*」|『[^』]*』|\u2018[^\u2019]*\u2019|«[^»]*»|\"[^\"\n]*\"|"
-    r"(?<![A-Za-z])'(?:[^'\n]|'(?=[A-Za-z]))*'(?![A-Za-z])"
+    r"“[^”]{0,2000}”|「[^」]{0,2000}」|『[^』]{0,2000}』|\u2018[^\u2019]{0,2000}\u2019|«[^»]{0,2000}»|"
+    r"\"[^\"\n]{0,2000}\"|(?<![A-Za-z])'(?:[^'\n]|'(?=[A-Za-z])){0,300}'(?![A-Za-z])"
 )
 """A quote: curly, corner, guillemet or straight (a straight single quote only between non-letters, so
 "I'm" and "don't" open nothing)."""
@@ -139,40 +141,77 @@ _FORGET = re.compile(
 )
 _FORGET_SUBJECT = re.compile(r"\bI(?:\s+(?:just|really|honestly|\w+ly))?\s*$", _I)
 """"I don't remember much" is the user speaking about themselves, not an instruction."""
-_BODY_LEAD = re.compile(r"^(?:\s|[:：,，.。]|\bthat\b|\bthis\b|\bit\b|这个|这条|这句)*", _I)
+_BODY_LEAD = re.compile(r"(?:\s|[:：,，.。]|\bthat\b|\bthis\b|\bit\b|这个|这条|这句)*", _I)
 
 
-def _clause_start(text: str, position: int) -> int:
-    starts = [clause.start for clause in all_clauses(text) if clause.start <= position]
-    return max(starts, default=0)
+@dataclass(frozen=True)
+class _Layout:
+    """Where the clauses, sentences, lines and colons of one message are, found once: every marker's region is
+    then a few binary searches, so a long message with many markers costs what reading it once costs."""
+
+    length: int
+    clause_starts: list[int]
+    sentence_ends: list[int]
+    line_ends: list[int]
+    colons: list[int]
+
+    @classmethod
+    def of(cls, text: str) -> _Layout:
+        return cls(
+            length=len(text),
+            clause_starts=[clause.start for clause in all_clauses(text)],
+            sentence_ends=[sentence.end for sentence in sentences(text)],
+            line_ends=[m.start() for m in re.finditer("\n", text)] + [len(text)],
+            colons=[m.start() for m in re.finditer("[:：]", text)],
+        )
+
+    def clause_start(self, position: int) -> int:
+        index = bisect_right(self.clause_starts, position) - 1
+        return self.clause_starts[index] if index >= 0 else 0
+
+    def sentence_end(self, position: int) -> int:
+        index = bisect_left(self.sentence_ends, position)
+        return self.sentence_ends[index] if index < len(self.sentence_ends) else self.length
+
+    def line_end(self, position: int) -> int:
+        return self.line_ends[bisect_left(self.line_ends, position)]
+
+    def colon(self, position: int) -> int | None:
+        index = bisect_left(self.colons, position)
+        return self.colons[index] if index < len(self.colons) else None
 
 
-def _end(text: str, marker: re.Match[str], scope: _Scope) -> int:
+_BLANK_TO_LINE_END = re.compile(r"[^\S\n]*(?:\n|$)")
+
+
+def _end(text: str, layout: _Layout, marker: re.Match[str], scope: _Scope) -> int:
     if scope is _Scope.MESSAGE:
         return len(text)
-    line_end = text.find("\n", marker.end())
-    line_end = len(text) if line_end < 0 else line_end
-    colon = min((i for i in (text.find(":", marker.end()), text.find("：", marker.end())) if i >= 0), default=-1)
-    sentence_end = next((s.end for s in sentences(text) if s.end >= marker.end()), len(text))
-    if scope is _Scope.LINE or 0 <= colon < sentence_end:
-        return len(text) if not text[colon + 1 if colon >= 0 else marker.end() : line_end].strip() else line_end
+    sentence_end = layout.sentence_end(marker.end())
+    colon = layout.colon(marker.end())
+    if colon is not None and colon >= sentence_end:
+        colon = None
+    if scope is _Scope.LINE or colon is not None:
+        after = marker.end() if colon is None else colon + 1
+        return len(text) if _BLANK_TO_LINE_END.match(text, after) else layout.line_end(after)
     return max(sentence_end, marker.end())
 
 
-def _region(text: str, marker: re.Match[str], kind: Foreign, scope: _Scope) -> Region:
-    start = _clause_start(text, marker.start() + len(marker.group()) - len(marker.group().lstrip()))
-    end = _end(text, marker, scope)
-    body = marker.end() + len(_BODY_LEAD.match(text[marker.end() : end]).group())  # type: ignore[union-attr]
+def _region(text: str, layout: _Layout, marker: re.Match[str], kind: Foreign, scope: _Scope) -> Region:
+    start = layout.clause_start(marker.start() + len(marker.group()) - len(marker.group().lstrip()))
+    end = _end(text, layout, marker, scope)
+    lead = _BODY_LEAD.match(text, marker.end(), end)
+    body = lead.end() if lead is not None else marker.end()
     return Region(start, end, kind, min(body, end))
 
 
-def _reported(text: str) -> Iterator[re.Match[str]]:
+def _reported(text: str, layout: _Layout) -> Iterator[re.Match[str]]:
     """Reporting verbs whose subject is not the user, and markers that always report ("according to", 转告)."""
     for pattern in (_EN_REPORT_ANY, _ZH_REPORT_ANY):
         yield from pattern.finditer(text)
     for pattern in (_EN_REPORT, _ZH_REPORT):
         for marker in pattern.finditer(text):
-            subject = text[_clause_start(text, marker.start()) : marker.start()].strip()
+            subject = text[layout.clause_start(marker.start()) : marker.start()].strip()
             if pattern is _ZH_REPORT and _IDIOM.search(subject):
                 continue
             if _OWN_SUBJECT.search(subject):
@@ -180,38 +219,83 @@ def _reported(text: str) -> Iterator[re.Match[str]]:
             yield marker
 
 
-def _forget_markers(text: str) -> Iterator[re.Match[str]]:
+def _forget_markers(text: str, layout: _Layout) -> Iterator[re.Match[str]]:
     for marker in _FORGET.finditer(text):
-        if not _FORGET_SUBJECT.search(text[_clause_start(text, marker.start()) : marker.start()]):
+        if not _FORGET_SUBJECT.search(text[layout.clause_start(marker.start()) : marker.start()]):
             yield marker
 
 
+@lru_cache(maxsize=64)
 def regions(text: str) -> tuple[Region, ...]:
     """The stretches of a user's message that are not the user speaking about themselves, in the order of
-    :class:`Foreign` (an instruction not to remember first, so it names itself)."""
+    :class:`Foreign` (an instruction not to remember first, so it names itself); each once."""
+    layout = _Layout.of(text)
+
+    def spanning(pattern: re.Pattern[str] | Iterator[re.Match[str]], kind: Foreign, scope: _Scope) -> list[Region]:
+        markers = pattern.finditer(text) if isinstance(pattern, re.Pattern) else pattern
+        return [_region(text, layout, m, kind, scope) for m in markers]
+
     found: list[Region] = []
-    found += [_region(text, m, Foreign.FORGET, _Scope.SENTENCE) for m in _forget_markers(text)]
-    found += [_region(text, m, Foreign.FORWARDED, _Scope.MESSAGE) for m in _FORWARDED.finditer(text)]
+    found += spanning(_forget_markers(text, layout), Foreign.FORGET, _Scope.SENTENCE)
+    found += spanning(_FORWARDED, Foreign.FORWARDED, _Scope.MESSAGE)
     found += [Region(m.start(), m.end(), Foreign.FORWARDED, m.start()) for m in _QUOTED_LINE.finditer(text)]
     found += [Region(m.start(), m.end(), Foreign.TRANSCRIPT, m.start()) for m in _TRANSCRIPT.finditer(text)]
-    found += [_region(text, m, Foreign.HANDED_OVER, _Scope.MESSAGE) for m in _HANDED_OVER.finditer(text)]
-    found += [_region(text, m, Foreign.ROLE_PLAY, _Scope.MESSAGE) for m in _ROLE_PLAY.finditer(text)]
-    found += [_region(text, m, Foreign.REPORTED, _Scope.SENTENCE) for m in _reported(text)]
-    found += [_region(text, m, Foreign.HYPOTHETICAL, _Scope.SENTENCE) for m in _HYPOTHETICAL.finditer(text)]
-    found += [_region(text, m, Foreign.EXAMPLE, _Scope.LINE) for m in _EXAMPLE.finditer(text)]
+    found += spanning(_HANDED_OVER, Foreign.HANDED_OVER, _Scope.MESSAGE)
+    found += spanning(_ROLE_PLAY, Foreign.ROLE_PLAY, _Scope.MESSAGE)
+    found += spanning(_reported(text, layout), Foreign.REPORTED, _Scope.SENTENCE)
+    found += spanning(_HYPOTHETICAL, Foreign.HYPOTHETICAL, _Scope.SENTENCE)
+    found += spanning(_EXAMPLE, Foreign.EXAMPLE, _Scope.LINE)
     found += [
         Region(m.start(), m.end(), Foreign.QUOTED, m.start())
         for m in _QUOTES.finditer(text) if _FIRST_PERSON.search(m.group())
     ]
-    return tuple(found)
+    return tuple(dict.fromkeys(found))
 
 
-def own_text(text: str, found: tuple[Region, ...] | None = None) -> str:
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` sorted, overlapping or touching ones joined: each character at most once."""
+    joined: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if joined and start <= joined[-1][1]:
+            joined[-1] = (joined[-1][0], max(joined[-1][1], end))
+        else:
+            joined.append((start, end))
+    return joined
+
+
+def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with the (merged, sorted) ``spans`` blanked, same length."""
+    pieces: list[str] = []
+    done = 0
+    for start, end in spans:
+        pieces += [text[done:start], " " * (end - start)]
+        done = end
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _outside(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
+    """The gaps between the (merged, sorted) ``spans`` in ``range(length)``."""
+    bounds = [0] + [edge for span in spans for edge in span] + [length]
+    return [(bounds[i], bounds[i + 1]) for i in range(0, len(bounds), 2) if bounds[i] < bounds[i + 1]]
+
+
+@lru_cache(maxsize=64)
+def views(text: str) -> tuple[str, tuple[tuple[Foreign, str], ...]]:
+    """(the user's own text, and per foreign kind found the text of that kind alone), each as long as ``text``
+    with everything else blanked: what the gate reads a candidate against."""
+    found = regions(text)
+    own = _blanked(text, _merged([(region.start, region.end) for region in found]))
+    alone = []
+    for kind in dict.fromkeys(region.kind for region in found):
+        mine = _merged([(region.start, region.end) for region in found if region.kind is kind])
+        alone.append((kind, _blanked(text, _outside(mine, len(text)))))
+    return own, tuple(alone)
+
+
+def own_text(text: str) -> str:
     """``text`` with every foreign region blanked (same length, same offsets): what the user says themselves."""
-    chars = list(text)
-    for region in regions(text) if found is None else found:
-        chars[region.start : region.end] = " " * (region.end - region.start)
-    return "".join(chars)
+    return views(text)[0]
 
 
 def forget_requests(text: str) -> tuple[str, ...]:

@@ -17,10 +17,11 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from memory.enums import SourceLevel
 from memory.sessions.constraints import is_temporary, mentions_a_slot, slots_in
-from memory.sessions.extraction.attribution import Foreign, forget_requests, own_text, regions
+from memory.sessions.extraction.attribution import Foreign, forget_requests, own_text, views
 from memory.sessions.extraction.base import Candidate, Extraction, Rejection, RejectionReason
 from memory.sessions.extraction.rules import is_remember_request
 from memory.sessions.extraction.sentences import clauses, sentences
@@ -167,19 +168,30 @@ def _texts(candidate: Candidate) -> str:
     return "\n".join((candidate.abstract, candidate.overview, candidate.content))
 
 
-def _slots_said(messages: Sequence[StageMessage]) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
-    """The response preferences the messages name (stable, temporary). A temporary marker limits its own
+@lru_cache(maxsize=256)
+def _slots_of(text: str) -> tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]]:
+    """The response preferences one message names (stable, temporary). A temporary marker limits its own
     clause ("以后都用英文，这次先用中文"), or the whole sentence when its clause speaks of no slot ("For now,
-    keep it brief"; "这次不要用英文" speaks of one, refused)."""
+    keep it brief"; "这次不要用英文" speaks of one, refused). Cached: every candidate citing the message asks."""
+    stable: set[tuple[str, str]] = set()
+    temporary: set[tuple[str, str]] = set()
+    for sentence in sentences(text):
+        parts = clauses(sentence)
+        sentence_wide = any(is_temporary(c.text) and not mentions_a_slot(c.text) for c in parts)
+        for clause in parts:
+            named = set(slots_in(clause.text).items())
+            (temporary if sentence_wide or is_temporary(clause.text) else stable).update(named)
+    return frozenset(stable), frozenset(temporary)
+
+
+def _slots_said(messages: Sequence[StageMessage]) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """The response preferences the messages name (stable, temporary)."""
     stable: set[tuple[str, str]] = set()
     temporary: set[tuple[str, str]] = set()
     for message in messages:
-        for sentence in sentences(message.content):
-            parts = clauses(sentence)
-            sentence_wide = any(is_temporary(c.text) and not mentions_a_slot(c.text) for c in parts)
-            for clause in parts:
-                named = set(slots_in(clause.text).items())
-                (temporary if sentence_wide or is_temporary(clause.text) else stable).update(named)
+        said, limited = _slots_of(message.content)
+        stable |= said
+        temporary |= limited
     return stable, temporary
 
 
@@ -237,8 +249,20 @@ def _refusal(candidate: Candidate, cited: Sequence[StageMessage], stage: Stage) 
     return None
 
 
+@lru_cache(maxsize=256)
 def _flat(text: str) -> str:
+    """Normalised, blanks collapsed; cached, as the gates read one message (and its views) once per candidate."""
     return " ".join(normalize(text).split())
+
+
+@lru_cache(maxsize=256)
+def _words(text: str) -> frozenset[str]:
+    return frozenset(tokens(text))
+
+
+@lru_cache(maxsize=256)
+def _slots(text: str) -> dict[str, str]:
+    return slots_in(text)
 
 
 def _quoted_by(content: str, messages: Sequence[StageMessage]) -> bool:
@@ -254,7 +278,7 @@ def _value_said(candidate: Candidate, messages: Sequence[StageMessage]) -> bool:
     if key is None or value is None:
         return False
     if key.startswith("response."):
-        return any(slots_in(message.content).get(key) == value for message in messages)
+        return any(_slots(message.content).get(key) == value for message in messages)
     return any(_flat(value) in _flat(message.content) for message in messages)
 
 
@@ -263,7 +287,7 @@ def _echoes(candidate: Candidate, message: StageMessage) -> bool:
     if _value_said(candidate, [message]) or _quoted_by(candidate.content, [message]):
         return True
     words = {token for token in tokens(candidate.content) if token not in STOPWORDS}
-    return bool(words) and len(words & set(tokens(message.content))) * 2 >= len(words)
+    return bool(words) and len(words & _words(message.content)) * 2 >= len(words)
 
 
 def _not_the_users(candidate: Candidate, cited: Sequence[StageMessage]) -> Foreign | None:
@@ -272,11 +296,11 @@ def _not_the_users(candidate: Candidate, cited: Sequence[StageMessage]) -> Forei
     The kind of the first such region it rests on, or None when the user's own words say it (its slot value,
     when it has one, and a sentence or half the words of its content) or when no cited user message has such
     a region (a candidate resting on no user text is the level gate's: E4)."""
-    said = [(m, regions(m.content)) for m in cited if m.role is MessageRole.USER]
-    if not any(found for _, found in said):
+    said = [(m, views(m.content)) for m in cited if m.role is MessageRole.USER]
+    if not any(alone for _, (_, alone) in said):
         return None
-    own = [replace(m, content=own_text(m.content, found)) for m, found in said]
-    parts = [(r.kind, replace(m, content=m.content[r.start : r.end])) for m, found in said for r in found]
+    own = [replace(m, content=own) for m, (own, _) in said]
+    parts = [(kind, replace(m, content=text)) for m, (_, alone) in said for kind, text in alone]
 
     def first(test: Callable[[StageMessage], bool]) -> Foreign | None:
         return next((kind for kind, part in parts if test(part)), None)
@@ -304,6 +328,12 @@ def _forgotten_after(candidate: Candidate, cited: Sequence[StageMessage], stage:
     return _quoted_by(candidate.content, asked) or any(_echoes(candidate, m) for m in asked)
 
 
+@lru_cache(maxsize=256)
+def _asks_to_remember(text: str) -> bool:
+    """Does the user, in their own words (not in a quote or a forwarded text), ask to remember something?"""
+    return is_remember_request(own_text(text))
+
+
 def _ceiling(candidate: Candidate, cited: Sequence[StageMessage]) -> SourceLevel:
     """The strongest level the evidence supports: E1 only for a remember request, E1 and E2 only for what a
     cited user message says. The content copied from a user message is the user's; a content only the slot
@@ -316,7 +346,7 @@ def _ceiling(candidate: Candidate, cited: Sequence[StageMessage]) -> SourceLevel
     valued = _value_said(candidate, said) and not any(_echoes(candidate, m) for m in others)
     if not said or not (quoted or valued):
         return SourceLevel.E4
-    return SourceLevel.E1 if any(is_remember_request(own_text(m.content)) for m in said) else SourceLevel.E2
+    return SourceLevel.E1 if any(_asks_to_remember(m.content) for m in said) else SourceLevel.E2
 
 
 def _level(candidate: Candidate, cited: Sequence[StageMessage]) -> SourceLevel:
