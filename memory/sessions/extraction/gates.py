@@ -2,8 +2,9 @@
 
 Nothing an extractor claims is taken on trust (a model may lie): the evidence must lie inside the stage,
 the source level is recomputed from the evidence, and what must never be stored (secrets, roles and
-permissions, one-off clicks, personality labels, temporary constraints, recalled context) is refused with
-its reason, so the commit counts each refusal. A refusal's ``detail`` names the kind, never the text: a
+permissions, one-off clicks, personality labels, temporary constraints, recalled context, and anything
+that is not the user speaking about themselves: :mod:`memory.sessions.extraction.attribution`) is refused
+with its reason, so the commit counts each refusal. A refusal's ``detail`` names the kind, never the text: a
 refused password must not reach the stats either.
 
 An unknown category never reaches the gates: :class:`~memory.sessions.extraction.base.Candidate` holds a
