@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 from activities.sessions import ref_of
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal
 from api.errors import TemporalUnavailable
+from api.outbox import start_job
 from api.schemas.common import replay_of
 from api.schemas.sessions import (
     CommitAcceptedOut,
@@ -35,13 +36,14 @@ from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.errors import NotFound
 from memory.events import request_digest
+from memory.models import DeletionJob
 from memory.sessions import archive, commits, store
 from memory.sessions.commits import TERMINAL, CommitStatus
 from memory.sessions.messages import StageMessage, ToolCall
 from memory.sessions.models import ChatSession, SessionCommit
 from memory.sessions.policy import commit_if_due
 from memory.sessions.recent import window_of
-from memory.sessions.remember import remember_now
+from memory.sessions.remember import forget_now, remember_now
 from memory.sessions.state import SessionState, derive_state
 from memory.sessions.window import ProfileEntry
 from workflows.fairness import tenant_priority
@@ -100,14 +102,18 @@ async def post_messages(
     ]
     digests = [request_digest(m.model_dump(mode="json")) for m in body.messages]
 
-    def write() -> tuple[list[store.StoredMessage], list[dict[str, Any]], commits.Accepted | None]:
+    def write() -> tuple[list[store.StoredMessage], list[dict[str, Any]], list[DeletionJob], commits.Accepted | None]:
         with tenant_session(engine, principal.tenant_id) as session:
             stored = store.append_messages(session, principal, session_id, messages, digests)
             chat = store.get_session(session, principal, session_id, lock=True)
-            remembered = remember_now(session, principal, chat, [s.as_stage_message() for s in stored])
-            return stored, remembered, commit_if_due(session, chat, settings.commit_policy())
+            said = [s.as_stage_message() for s in stored]
+            forgotten = forget_now(session, principal, said)
+            remembered = remember_now(session, principal, chat, said)
+            return stored, remembered, forgotten, commit_if_due(session, chat, settings.commit_policy())
 
-    stored, remembered, due = await asyncio.to_thread(write)
+    stored, remembered, forgotten, due = await asyncio.to_thread(write)
+    for job in forgotten:  # a start that fails stays in the deletion outbox for the workers' drain
+        await start_job(lambda: get_temporal(request), engine, settings, job)
     if all(s.replayed for s in stored):
         response.status_code = status.HTTP_200_OK
     started: dict[str, Any] | None = None
@@ -121,6 +127,8 @@ async def post_messages(
         events=[StoredEventOut(event_id=s.event_id, sequence_no=s.sequence_no, replayed=s.replayed) for s in stored],
         sequence_range={"from": min(s.sequence_no for s in stored), "to": max(s.sequence_no for s in stored)},
         remembered=remembered,
+        forgotten=[{"memory_id": job.scope.get("memory_id"), "job_id": str(job.job_id),
+                    "deletion_request_id": job.deletion_request_id} for job in forgotten],
         commit=started,
     )
 

@@ -73,6 +73,11 @@ class MessagesOut(BaseModel):
     remembered: list[dict[str, Any]] = Field(
         default_factory=list, description="memories written at once because a message asked to remember (E1)"
     )
+    forgotten: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="deletions requested at once because a message asked not to remember what a memory says "
+        "(memory_id, job_id, deletion_request_id; follow the job at GET /memory-deletions/{job_id})",
+    )
     commit: dict[str, Any] | None = Field(
         default=None, description="a commit these messages started by policy (pending messages or tokens)"
     )

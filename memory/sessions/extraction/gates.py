@@ -2,8 +2,9 @@
 
 Nothing an extractor claims is taken on trust (a model may lie): the evidence must lie inside the stage,
 the source level is recomputed from the evidence, and what must never be stored (secrets, roles and
-permissions, one-off clicks, personality labels, temporary constraints, recalled context) is refused with
-its reason, so the commit counts each refusal. A refusal's ``detail`` names the kind, never the text: a
+permissions, one-off clicks, personality labels, temporary constraints, recalled context, and anything
+that is not the user speaking about themselves: :mod:`memory.sessions.extraction.attribution`) is refused
+with its reason, so the commit counts each refusal. A refusal's ``detail`` names the kind, never the text: a
 refused password must not reach the stats either.
 
 An unknown category never reaches the gates: :class:`~memory.sessions.extraction.base.Candidate` holds a
@@ -15,11 +16,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from memory.enums import SourceLevel
 from memory.sessions.constraints import is_temporary, mentions_a_slot, slots_in
+from memory.sessions.extraction.attribution import Foreign, forget_requests, own_text, views
 from memory.sessions.extraction.base import Candidate, Extraction, Rejection, RejectionReason
 from memory.sessions.extraction.rules import is_remember_request
 from memory.sessions.extraction.sentences import clauses, sentences
@@ -166,19 +169,30 @@ def _texts(candidate: Candidate) -> str:
     return "\n".join((candidate.abstract, candidate.overview, candidate.content))
 
 
-def _slots_said(messages: Sequence[StageMessage]) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
-    """The response preferences the messages name (stable, temporary). A temporary marker limits its own
+@lru_cache(maxsize=256)
+def _slots_of(text: str) -> tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]]:
+    """The response preferences one message names (stable, temporary). A temporary marker limits its own
     clause ("以后都用英文，这次先用中文"), or the whole sentence when its clause speaks of no slot ("For now,
-    keep it brief"; "这次不要用英文" speaks of one, refused)."""
+    keep it brief"; "这次不要用英文" speaks of one, refused). Cached: every candidate citing the message asks."""
+    stable: set[tuple[str, str]] = set()
+    temporary: set[tuple[str, str]] = set()
+    for sentence in sentences(text):
+        parts = clauses(sentence)
+        sentence_wide = any(is_temporary(c.text) and not mentions_a_slot(c.text) for c in parts)
+        for clause in parts:
+            named = set(slots_in(clause.text).items())
+            (temporary if sentence_wide or is_temporary(clause.text) else stable).update(named)
+    return frozenset(stable), frozenset(temporary)
+
+
+def _slots_said(messages: Sequence[StageMessage]) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """The response preferences the messages name (stable, temporary)."""
     stable: set[tuple[str, str]] = set()
     temporary: set[tuple[str, str]] = set()
     for message in messages:
-        for sentence in sentences(message.content):
-            parts = clauses(sentence)
-            sentence_wide = any(is_temporary(c.text) and not mentions_a_slot(c.text) for c in parts)
-            for clause in parts:
-                named = set(slots_in(clause.text).items())
-                (temporary if sentence_wide or is_temporary(clause.text) else stable).update(named)
+        said, limited = _slots_of(message.content)
+        stable |= said
+        temporary |= limited
     return stable, temporary
 
 
@@ -220,6 +234,14 @@ def _refusal(candidate: Candidate, cited: Sequence[StageMessage], stage: Stage) 
         return refuse(RejectionReason.SECRET, f"its text holds {secret}, which is never stored")
     if _recalled(candidate, cited, stage):
         return refuse(RejectionReason.RECALLED_CONTEXT, "its text reached the agent as recalled context")
+    foreign = _not_the_users(candidate, cited)
+    if foreign is Foreign.FORGET:
+        return refuse(RejectionReason.FORGET_INSTRUCTION, "the user asked for it not to be remembered")
+    if foreign is not None:
+        return refuse(RejectionReason.NOT_SELF_STATEMENT,
+                      f"it rests on {foreign.value}, not on the user speaking about themselves")
+    if _forgotten_after(candidate, cited, stage):
+        return refuse(RejectionReason.FORGET_INSTRUCTION, "the user asked afterwards for it not to be remembered")
     for reason, pattern, why in _REFUSALS:
         if pattern.search(_texts(candidate)):
             return refuse(reason, why)
@@ -228,8 +250,20 @@ def _refusal(candidate: Candidate, cited: Sequence[StageMessage], stage: Stage) 
     return None
 
 
+@lru_cache(maxsize=256)
 def _flat(text: str) -> str:
+    """Normalised, blanks collapsed; cached, as the gates read one message (and its views) once per candidate."""
     return " ".join(normalize(text).split())
+
+
+@lru_cache(maxsize=256)
+def _words(text: str) -> frozenset[str]:
+    return frozenset(tokens(text))
+
+
+@lru_cache(maxsize=256)
+def _slots(text: str) -> dict[str, str]:
+    return slots_in(text)
 
 
 def _quoted_by(content: str, messages: Sequence[StageMessage]) -> bool:
@@ -245,7 +279,7 @@ def _value_said(candidate: Candidate, messages: Sequence[StageMessage]) -> bool:
     if key is None or value is None:
         return False
     if key.startswith("response."):
-        return any(slots_in(message.content).get(key) == value for message in messages)
+        return any(_slots(message.content).get(key) == value for message in messages)
     return any(_flat(value) in _flat(message.content) for message in messages)
 
 
@@ -254,7 +288,51 @@ def _echoes(candidate: Candidate, message: StageMessage) -> bool:
     if _value_said(candidate, [message]) or _quoted_by(candidate.content, [message]):
         return True
     words = {token for token in tokens(candidate.content) if token not in STOPWORDS}
-    return bool(words) and len(words & set(tokens(message.content))) * 2 >= len(words)
+    return bool(words) and len(words & _words(message.content)) * 2 >= len(words)
+
+
+def _not_the_users(candidate: Candidate, cited: Sequence[StageMessage]) -> Foreign | None:
+    """Does the candidate rest only on what is not the user speaking about themselves (quoted, reported,
+    forwarded or handed-over text, a hypothetical, an example, role-play, a transcript, "don't remember …")?
+    The kind of the first such region it rests on, or None when the user's own words say it (its slot value,
+    when it has one, and a sentence or half the words of its content) or when no cited user message has such
+    a region (a candidate resting on no user text is the level gate's: E4)."""
+    said = [(m, views(m.content)) for m in cited if m.role is MessageRole.USER]
+    if not any(alone for _, (_, alone) in said):
+        return None
+    own = [replace(m, content=own) for m, (own, _) in said]
+    parts = [(kind, replace(m, content=text)) for m, (_, alone) in said for kind, text in alone]
+
+    def first(test: Callable[[StageMessage], bool]) -> Foreign | None:
+        return next((kind for kind, part in parts if test(part)), None)
+
+    keyed = candidate.key is not None and candidate.value is not None
+    if keyed and not _value_said(candidate, own):
+        return first(lambda part: _value_said(candidate, [part])) or first(lambda part: _echoes(candidate, part))
+    if _quoted_by(candidate.content, own):
+        return None
+    copied = first(lambda part: _quoted_by(candidate.content, [part]))
+    if copied is not None or keyed or any(_echoes(candidate, m) for m in own):
+        return copied
+    return first(lambda part: _echoes(candidate, part))
+
+
+def _forgotten_after(candidate: Candidate, cited: Sequence[StageMessage], stage: Stage) -> bool:
+    """Does a user message of the stage, from the candidate's evidence on, ask not to remember what it says
+    ("I live in Berlin." … "Don't remember that I live in Berlin.")?"""
+    since = max((m.sequence_no for m in cited), default=0)
+    asked = [replace(m, content=body) for m in stage.messages
+             if m.role is MessageRole.USER and not m.context_refs and m.sequence_no >= since
+             for body in forget_requests(m.content)]
+    if candidate.key is not None and candidate.value is not None:
+        return _value_said(candidate, asked)
+    return _quoted_by(candidate.content, asked) or any(_echoes(candidate, m) for m in asked)
+
+
+@lru_cache(maxsize=256)
+def _asks_to_remember(text: str) -> bool:
+    """Does the user, in their own words (not in a quote or a forwarded text), ask to remember something?"""
+    return is_remember_request(own_text(text))
 
 
 def _ceiling(candidate: Candidate, cited: Sequence[StageMessage]) -> SourceLevel:
@@ -269,7 +347,7 @@ def _ceiling(candidate: Candidate, cited: Sequence[StageMessage]) -> SourceLevel
     valued = _value_said(candidate, said) and not any(_echoes(candidate, m) for m in others)
     if not said or not (quoted or valued):
         return SourceLevel.E4
-    return SourceLevel.E1 if any(is_remember_request(m.content) for m in said) else SourceLevel.E2
+    return SourceLevel.E1 if any(_asks_to_remember(m.content) for m in said) else SourceLevel.E2
 
 
 def _level(candidate: Candidate, cited: Sequence[StageMessage]) -> SourceLevel:

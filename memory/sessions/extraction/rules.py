@@ -34,7 +34,7 @@ from memory.sessions.messages import MessageRole, Stage, StageMessage
 _I = re.IGNORECASE
 
 _REMEMBER = re.compile(
-    r"请记住|记住(?!了)|帮我记一下|帮我记住|记一下|别忘了|不要忘了|"
+    r"请记住|(?<!别)(?<!不要)(?<!不用)(?<!不必)(?<!无需)记住(?!了)|帮我记一下|帮我记住|记一下|别忘了|不要忘了|"
     r"(?:^|[,.;:!?]\s*|\bplease\s+)remember\b|\b(?:can|could|would) you (?:please )?remember\b|"
     r"\bdon'?t forget\b|\bdo not forget\b",
     _I,
@@ -115,7 +115,8 @@ _PREFERENCE_WORDS = re.compile(r"喜欢|偏好|习惯|\bprefer|\blike|\bwant", _
 
 
 def is_remember_request(text: str) -> bool:
-    """Does ``text`` ask, in so many words, to remember something ("记住", "please remember", "don't forget")?"""
+    """Does ``text`` ask, in so many words, to remember something ("记住", "please remember", "don't forget")?
+    "别记住" / "不要记住" asks the opposite (:mod:`memory.sessions.extraction.attribution`)."""
     return _REMEMBER.search(text) is not None
 
 
