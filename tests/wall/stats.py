@@ -1,0 +1,24 @@
+"""What the wall ran, counted across the whole test run (printed in pytest's terminal summary)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class WallStats:
+    sequences: int = 0
+    steps: int = 0
+    checks: int = 0
+    rules: Counter[str] = field(default_factory=Counter)
+    started: float = field(default_factory=time.monotonic)
+
+    def line(self) -> str:
+        rules = ", ".join(f"{name} {count}" for name, count in sorted(self.rules.items()))
+        return (f"wall: {self.sequences} sequences, {self.steps} steps, {self.checks} invariant checks "
+                f"in {time.monotonic() - self.started:.0f}s ({rules})")
+
+
+STATS = WallStats()
