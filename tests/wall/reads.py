@@ -6,14 +6,16 @@ Each answer is kept as (what was asked, status, body text); the invariants look 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import random
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi.testclient import TestClient
 
 from tests.conftest import auth
-from tests.wall.model import MARKER, World
+from tests.wall.model import MARKER, Owner, World
+from tests.wall.stats import STATS
 
 RESOURCE_TYPES = ("todo", "memory", "session", "session_summary")
 
@@ -44,27 +46,46 @@ class Reader:
         return answer
 
     def get(self, path: str) -> Answer:
-        return self._keep(f"GET {path}", self.api.get(path, headers={**auth(self.key), **self.extra}))
+        started = time.monotonic()
+        answer = self._keep(f"GET {path}", self.api.get(path, headers={**auth(self.key), **self.extra}))
+        kind = path.split("?")[0].split("/")[: 3 if path.startswith("/resources/") else 2]
+        STATS.seconds["GET " + "/".join(kind)] += time.monotonic() - started
+        return answer
 
     def post(self, path: str, body: dict[str, Any]) -> Answer:
-        return self._keep(f"POST {path} {json.dumps(body)}",
-                          self.api.post(path, json=body, headers={**auth(self.key), **self.extra}))
+        started = time.monotonic()
+        answer = self._keep(f"POST {path} {json.dumps(body)}",
+                            self.api.post(path, json=body, headers={**auth(self.key), **self.extra}))
+        STATS.seconds["POST " + path] += time.monotonic() - started
+        return answer
 
 
-def read_everything(reader: Reader, world: World, probes: Iterable[str], own_sessions: set[str]) -> None:
-    """Every object the world knows (anyone's), the caller's lists, and a recall and a search per probe."""
-    for memory_id in [*world.memories, *world.deleted_memory_ids]:
+def read_everything(reader: Reader, world: World, owner: Owner, probes: list[str], rng: random.Random) -> None:
+    """The caller's own objects, some of everyone else's (each foreign object by one other user a step, on
+    average), the caller's lists, and a recall and a search for the probes (words none of which the caller may
+    find: deleted texts' markers and other users' markers)."""
+
+    def mine_or_sampled(whose: Owner) -> bool:
+        return whose == owner or rng.random() < 0.5
+
+    for memory_id, memory in world.memories.items():
+        if mine_or_sampled(memory.owner):
+            reader.get(f"/memories/{memory_id}")
+    for memory_id in world.deleted_memory_ids - world.memories.keys():  # lost to a restore: still deleted
         reader.get(f"/memories/{memory_id}")
     for session_id, session in world.sessions.items():
-        if reader.get(f"/sessions/{session_id}").status == 200 and session_id in own_sessions:
+        if mine_or_sampled(session.owner) and reader.get(f"/sessions/{session_id}").status == 200 \
+                and session.owner == owner:
             reader.get(f"/sessions/{session_id}/window?budget_tokens=4000")
             reader.get(f"/sessions/{session_id}/summaries/latest")
             for commit_id in session.commits:
                 reader.get(f"/sessions/{session_id}/commits/{commit_id}")
-    for record_id in world.records:
-        reader.get(f"/records/todo/{record_id}")
+    for record_id, record in world.records.items():
+        if mine_or_sampled(record.owner):
+            reader.get(f"/records/todo/{record_id}")
     for resource in RESOURCE_TYPES:
         reader.get(f"/resources/{resource}")
-    for marker in probes:
-        reader.post("/memory-query", {"query": marker, "retrieval": "lexical"})
-        reader.post("/resources/search", {"query": marker})
+    query = " ".join(probes)  # any of the words matches (full text ORs the query's terms)
+    if query:
+        reader.post("/memory-query", {"query": query, "retrieval": "lexical"})
+        reader.post("/resources/search", {"query": query, "top_k": 50})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 
@@ -13,12 +13,15 @@ class WallStats:
     steps: int = 0
     checks: int = 0
     rules: Counter[str] = field(default_factory=Counter)
+    seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))  # rule, invariant, read
     started: float = field(default_factory=time.monotonic)
 
     def line(self) -> str:
         rules = ", ".join(f"{name} {count}" for name, count in sorted(self.rules.items()))
+        ranked = sorted(self.seconds.items(), key=lambda item: -item[1])[:12]
+        slowest = ", ".join(f"{name} {seconds:.0f}s" for name, seconds in ranked)
         return (f"wall: {self.sequences} sequences, {self.steps} steps, {self.checks} invariant checks "
-                f"in {time.monotonic() - self.started:.0f}s ({rules})")
+                f"in {time.monotonic() - self.started:.0f}s ({rules}; time: {slowest})")
 
 
 STATS = WallStats()
