@@ -8,6 +8,8 @@ step, each by an invariant of its own:
   any table or in any file of the data dir (:mod:`tests.wall.residue`, independent of the product's code);
 - ``nothing_crosses``: every answer holds only the reader's own texts, another's object is a 404, and a
   user's own live objects stay readable (no one else can hide them);
+- ``ids_owned``: a deletion scope naming another's (or nobody's) session is a 404, and no one can take the
+  request id of another's deletion;
 - ``withheld_fields_hidden``: two records differing only in fields the agent's policy withholds look the
   same to the agent (title, snippet, state, score, data, omitted).
 
@@ -21,8 +23,6 @@ from __future__ import annotations
 import functools
 import os
 import random
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, initialize, invariant, precondition, rule
 
+from api.backup import backup, restore
 from memory.auth import create_api_key
 from memory.db import tenant_session
 from tests.conftest import auth
@@ -43,7 +44,6 @@ from tests.wall.reads import Answer, Reader, read_everything
 from tests.wall.residue import scan_database, scan_files
 from tests.wall.stats import STATS
 
-MNEMO = str(Path(sys.executable).parent / "mnemo")
 AGENT = "wall-agent"
 USERS: tuple[tuple[str, str], ...] = (("A", "alice"), ("A", "bob"), ("B", "carol"))
 CHECKS = {name for name in os.environ.get("MNEMO_WALL_CHECKS", "").split(",") if name}
@@ -132,15 +132,19 @@ class Wall(RuleBasedStateMachine):
         assert body.get("status") == "completed", f"the deletion job did not complete: {body}"
         assert body.get("fully_deleted") is True, body
 
+    def _settle(self, owner: Owner, accepted: Any) -> None:
+        """Wait for a job the model does not count (an attack's), so that it does not run into later steps."""
+        job_id = accepted.json()["job_id"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            job = self.api.get(f"/memory-deletions/{job_id}", headers=auth(self.keys[owner])).json()
+            if job.get("status") in ("completed", "failed_requires_action"):
+                return
+            time.sleep(0.1)
+
     def _forget(self, owner: Owner, scope: dict[str, Any]) -> Any:
         return self.api.post("/deletion-requests", json={"deletion_request_id": f"wall-{uuid.uuid4().hex}",
                                                          "scope": scope}, headers=auth(self.keys[owner]))
-
-    def _mnemo(self, *args: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
-        env["MNEMO_DATABASE_URL"] = self.stack.settings.require_database_url()
-        done = subprocess.run([MNEMO, *args], capture_output=True, text=True, env=env, timeout=180)
-        assert done.returncode == 0, done.stderr
 
     def _renew_keys(self) -> None:
         """New keys for everyone (a restore loses keys made after its backup; a subject deletion revokes)."""
@@ -314,6 +318,9 @@ class Wall(RuleBasedStateMachine):
         self._step("delete_memory")
         memory = data.draw(st.sampled_from(self._live_memories()))
         accepted = self.api.delete(f"/memories/{memory.memory_id}", headers=auth(self.keys[memory.owner]))
+        if accepted.status_code == 409 and not _check("ids_owned"):
+            return  # its default request id was taken by someone else (issue 23, finding 4): not judged here
+        assert accepted.status_code == 202, f"[ids_owned] the owner's DELETE: {accepted.status_code} {accepted.text}"
         memory.alive = False
         self.world.deleted_memory_ids.add(memory.memory_id)
         self._barred(memory.markers)
@@ -410,7 +417,9 @@ class Wall(RuleBasedStateMachine):
         if target is None:
             self.preclaimed.append((self._owner(victim_index), session_id))
         answer = self._forget(thief, {"type": "session", "session_id": session_id})
-        assert answer.status_code == 404, (
+        if answer.status_code == 202:  # whatever it hid stays the owner's in the model: nothing_crosses judges
+            self._settle(thief, answer)
+        assert not _check("ids_owned") or answer.status_code == 404, (
             f"[ids_owned] a session-scope deletion of {session_id}, not the caller's: {answer.status_code} "
             f"{answer.text}")
 
@@ -442,13 +451,16 @@ class Wall(RuleBasedStateMachine):
 
     # -- backup and restore --------------------------------------------------------------------------------
 
+    # What `mnemo backup` / `mnemo restore` run (api/cli.py only parses and prints around them; their
+    # commands are tested in tests/deletion/test_backup.py), in this process: a CLI start costs seconds.
+
     @precondition(lambda self: self.backup is None)
     @rule()
     @timed
     def take_backup(self) -> None:
         self._step("take_backup")
         archive = self.stack.archives / f"{uuid.uuid4().hex}.dump"
-        self._mnemo("backup", "--out", str(archive))
+        backup(self.stack.settings.require_database_url(), archive)
         self.backup = (archive, self.world.snapshot())
 
     @precondition(lambda self: self.backup is not None and not self.restored)
@@ -458,7 +470,7 @@ class Wall(RuleBasedStateMachine):
         self._step("restore_backup")
         assert self.backup is not None
         archive, then = self.backup
-        self._mnemo("restore", str(archive))
+        restore(self.stack.settings.require_database_url(), archive)
         self.restored = True
         self.world = self.world.restored_from(then)
         self._renew_keys()
