@@ -15,6 +15,7 @@ class WallStats:
     rules: Counter[str] = field(default_factory=Counter)
     seconds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))  # rule, invariant, read
     started: float = field(default_factory=time.monotonic)
+    trace: list[str] = field(default_factory=list)  # the actions of the sequence running last
 
     def line(self) -> str:
         rules = ", ".join(f"{name} {count}" for name, count in sorted(self.rules.items()))

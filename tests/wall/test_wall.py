@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import pytest
 from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, initialize, invariant, rule
 
 from api.backup import backup, restore
 from memory.auth import create_api_key
@@ -92,6 +92,7 @@ class Wall(RuleBasedStateMachine):
         self.backup: tuple[Path, World] | None = None
         self.restored = False
         self.preclaimed: list[tuple[Owner, str]] = []
+        self.trace: list[str] = []  # the actions of this sequence, for the failure's note
         self._reads_at, self._reads = -1, dict[Owner, list[Answer]]()  # what each user read at that step
         self._agent_reads_at, self._agent_answers = -1, list[Answer]()
         for label, user in USERS:
@@ -118,6 +119,8 @@ class Wall(RuleBasedStateMachine):
     def _step(self, name: str) -> None:
         STATS.steps += 1
         STATS.rules[name] += 1
+        self.trace.append(name)
+        STATS.trace = self.trace
 
     def _wait_deletion(self, owner: Owner, accepted: Any) -> None:
         assert accepted.status_code == 202, accepted.text
@@ -166,9 +169,9 @@ class Wall(RuleBasedStateMachine):
 
     # -- writes --------------------------------------------------------------------------------------------
 
-    @rule(who=st.integers(0, 2))
     @timed
-    def write_memory(self, who: int) -> None:
+    def write_memory(self, data: st.DataObject) -> None:
+        who = data.draw(st.integers(0, 2), label="who")
         self._step("write_memory")
         owner = self._owner(who)
         marker = self.world.mark(owner)
@@ -185,8 +188,6 @@ class Wall(RuleBasedStateMachine):
         return [m for m in self.world.memories.values()
                 if m.alive and (explicit is None or m.explicit == explicit)]
 
-    @precondition(lambda self: self._live_memories(explicit=True))
-    @rule(data=st.data())
     @timed
     def correct_memory(self, data: st.DataObject) -> None:
         self._step("correct_memory")
@@ -199,9 +200,9 @@ class Wall(RuleBasedStateMachine):
         memory.version = answer.json()["version"]
         memory.markers.append(marker)
 
-    @rule(who=st.integers(0, 2))
     @timed
-    def post_event(self, who: int) -> None:
+    def post_event(self, data: st.DataObject) -> None:
+        who = data.draw(st.integers(0, 2), label="who")
         self._step("post_event")
         owner = self._owner(who)
         marker = self.world.mark(owner)
@@ -213,10 +214,10 @@ class Wall(RuleBasedStateMachine):
         event_id = answer.json()["event_id"]
         self.world.events[event_id] = Event(event_id, owner, marker)
 
-    @rule(who=st.integers(0, 2), data=st.data(), saying=st.sampled_from(SAYINGS))
     @timed
-    def say(self, who: int, data: st.DataObject, saying: str) -> None:
+    def say(self, data: st.DataObject) -> None:
         """A user message in one of the user's sessions (a new one, possibly under an id someone named)."""
+        who, saying = data.draw(st.integers(0, 2), label="who"), data.draw(st.sampled_from(SAYINGS), label="saying")
         self._step("say")
         owner = self._owner(who)
         own = [s for s in self.world.sessions.values() if s.owner == owner and s.alive]
@@ -245,8 +246,6 @@ class Wall(RuleBasedStateMachine):
         if memory_id not in self.world.memories:
             self.world.memories[memory_id] = Memory(memory_id, owner, [], 0, explicit=False)
 
-    @precondition(lambda self: any(s.alive and s.uncommitted for s in self.world.sessions.values()))
-    @rule(data=st.data())
     @timed
     def commit(self, data: st.DataObject) -> None:
         self._step("commit")
@@ -269,9 +268,10 @@ class Wall(RuleBasedStateMachine):
             for memory in body["memories"][decision]:
                 self._derived(memory["memory_id"], session.owner)
 
-    @rule(who=st.integers(0, 2), status=st.sampled_from(["open", "done", "cancelled"]))
     @timed
-    def put_record(self, who: int, status: str) -> None:
+    def put_record(self, data: st.DataObject) -> None:
+        who = data.draw(st.integers(0, 2), label="who")
+        status = data.draw(st.sampled_from(["open", "done", "cancelled"]), label="status")
         self._step("put_record")
         owner = self._owner(who)
         record_id = f"wr-{uuid.uuid4().hex[:12]}"
@@ -283,9 +283,8 @@ class Wall(RuleBasedStateMachine):
         answer = self.api.put(f"/records/todo/{record_id}", json={"data": data}, headers=auth(self.keys[owner]))
         assert answer.status_code == 201, answer.text
 
-    @rule()
     @timed
-    def put_twins(self) -> None:
+    def put_twins(self, data: st.DataObject) -> None:
         """Two of alice's todos, the same but for /status and /priority (withheld unless the policy grants them)."""
         self._step("put_twins")
         title, notes = self.world.mark(self.alice), self.world.mark(self.alice)
@@ -296,9 +295,9 @@ class Wall(RuleBasedStateMachine):
         self.world.records[ids[0]] = Record(ids[0], self.alice, [title, notes], twin=ids[1])
         self.world.records[ids[1]] = Record(ids[1], self.alice, [title, notes], twin=ids[0])
 
-    @rule(fields=st.sampled_from(POLICIES))
     @timed
-    def change_policy(self, fields: tuple[str, ...]) -> None:
+    def change_policy(self, data: st.DataObject) -> None:
+        fields = data.draw(st.sampled_from(POLICIES), label="fields")
         self._step("change_policy")
         self._set_policy(fields)
 
@@ -310,8 +309,6 @@ class Wall(RuleBasedStateMachine):
     def _purged(self, markers: list[str]) -> None:
         self.world.set_state(markers, State.PURGED)
 
-    @precondition(lambda self: self._live_memories())
-    @rule(data=st.data())
     @timed
     def delete_memory(self, data: st.DataObject) -> None:
         """DELETE /memories/{id} with the default request id (someone may have tried to squat it)."""
@@ -332,8 +329,6 @@ class Wall(RuleBasedStateMachine):
             (s.owner, m) for s in self.world.sessions.values() if s.alive for m in s.messages if m.alive]
         return [*messages, *((e.owner, e) for e in self.world.events.values() if e.alive)]
 
-    @precondition(lambda self: self._messages())
-    @rule(data=st.data())
     @timed
     def delete_event(self, data: st.DataObject) -> None:
         """An event scope: a session message (with what was derived from it) or a standalone event."""
@@ -345,8 +340,6 @@ class Wall(RuleBasedStateMachine):
         self._wait_deletion(owner, accepted)
         self._purged([event.marker])
 
-    @precondition(lambda self: any(s.alive for s in self.world.sessions.values()))
-    @rule(data=st.data())
     @timed
     def delete_session(self, data: st.DataObject) -> None:
         self._step("delete_session")
@@ -358,8 +351,6 @@ class Wall(RuleBasedStateMachine):
         self._wait_deletion(session.owner, accepted)
         self._purged(markers)
 
-    @precondition(lambda self: any(r.alive for r in self.world.records.values()))
-    @rule(data=st.data())
     @timed
     def delete_record(self, data: st.DataObject) -> None:
         self._step("delete_record")
@@ -376,10 +367,10 @@ class Wall(RuleBasedStateMachine):
         self._wait_deletion(record.owner, accepted)
         self._purged(record.markers)
 
-    @rule(who=st.integers(0, 2))
     @timed
-    def delete_subject(self, who: int) -> None:
+    def delete_subject(self, data: st.DataObject) -> None:
         """A user forgets themselves: everything they ever wrote."""
+        who = data.draw(st.integers(0, 2), label="who")
         self._step("delete_subject")
         owner = self._owner(who)
         accepted = self._forget(owner, {"type": "subject"})
@@ -403,11 +394,11 @@ class Wall(RuleBasedStateMachine):
 
     # -- attacks -------------------------------------------------------------------------------------------
 
-    @rule(attacker=st.integers(0, 2), data=st.data())
     @timed
-    def claim_foreign_session(self, attacker: int, data: st.DataObject) -> None:
+    def claim_foreign_session(self, data: st.DataObject) -> None:
         """A session-scope deletion naming a session the caller does not own (another's, or nobody's yet):
         the 404 of a missing one, writing nothing (issue 23, Deliver 2)."""
+        attacker = data.draw(st.integers(0, 2), label="attacker")
         self._step("claim_foreign_session")
         thief = self._owner(attacker)
         others = [s for s in self.world.sessions.values() if s.owner != thief]
@@ -423,11 +414,10 @@ class Wall(RuleBasedStateMachine):
             f"[ids_owned] a session-scope deletion of {session_id}, not the caller's: {answer.status_code} "
             f"{answer.text}")
 
-    @precondition(lambda self: self._live_memories(explicit=True))
-    @rule(attacker=st.integers(0, 2), data=st.data())
     @timed
-    def squat_deletion_id(self, attacker: int, data: st.DataObject) -> None:
+    def squat_deletion_id(self, data: st.DataObject) -> None:
         """Another user takes the default id of a victim's memory deletion for a deletion of their own."""
+        attacker = data.draw(st.integers(0, 2), label="attacker")
         self._step("squat_deletion_id")
         thief = self._owner(attacker)
         victims = [m for m in self._live_memories(explicit=True) if m.owner != thief]
@@ -454,19 +444,15 @@ class Wall(RuleBasedStateMachine):
     # What `mnemo backup` / `mnemo restore` run (api/cli.py only parses and prints around them; their
     # commands are tested in tests/deletion/test_backup.py), in this process: a CLI start costs seconds.
 
-    @precondition(lambda self: self.backup is None)
-    @rule()
     @timed
-    def take_backup(self) -> None:
+    def take_backup(self, data: st.DataObject) -> None:
         self._step("take_backup")
         archive = self.stack.archives / f"{uuid.uuid4().hex}.dump"
         backup(self.stack.settings.require_database_url(), archive)
         self.backup = (archive, self.world.snapshot())
 
-    @precondition(lambda self: self.backup is not None and not self.restored)
-    @rule()
     @timed
-    def restore_backup(self) -> None:
+    def restore_backup(self, data: st.DataObject) -> None:
         self._step("restore_backup")
         assert self.backup is not None
         archive, then = self.backup
@@ -475,6 +461,43 @@ class Wall(RuleBasedStateMachine):
         self.world = self.world.restored_from(then)
         self._renew_keys()
         self._set_policy(self.world.policy_fields)
+
+    # -- the one rule ---------------------------------------------------------------------------------------
+
+    def _actions(self) -> list[tuple[int, Callable[[st.DataObject], None]]]:
+        """Each action with its weight, those that can run now. One rule picks among them (Hypothesis draws
+        rules with no arguments first, and far more often than the rest: one per step would be put_twins)."""
+        world, live = self.world, self._live_memories
+        table: list[tuple[int, bool, Callable[[st.DataObject], None]]] = [
+            (6, True, self.say),
+            (4, any(s.alive and s.uncommitted for s in world.sessions.values()), self.commit),
+            (3, True, self.write_memory),
+            (2, bool(live(explicit=True)), self.correct_memory),
+            (2, True, self.post_event),
+            (3, True, self.put_record),
+            (2, True, self.put_twins),
+            (2, True, self.change_policy),
+            (3, bool(live()), self.delete_memory),
+            (3, bool(self._messages()), self.delete_event),
+            (3, any(s.alive for s in world.sessions.values()), self.delete_session),
+            (2, any(r.alive for r in world.records.values()), self.delete_record),
+            (1, True, self.delete_subject),
+            (1, True, self.claim_foreign_session),
+            (1, bool(live(explicit=True)), self.squat_deletion_id),
+            (1, self.backup is None, self.take_backup),
+            (2, self.backup is not None and not self.restored, self.restore_backup),
+        ]
+        return [(weight, action) for weight, enabled, action in table if enabled]
+
+    @rule(choice=st.integers(0, 2**16), data=st.data())
+    def act(self, choice: int, data: st.DataObject) -> None:
+        actions = self._actions()
+        point = choice % sum(weight for weight, _ in actions)
+        for weight, action in actions:
+            if point < weight:
+                action(data)
+                return
+            point -= weight
 
     # -- invariants ----------------------------------------------------------------------------------------
 
@@ -613,6 +636,7 @@ def test_the_wall(wall_stack: WallStack) -> None:
         test()
     except BaseException as failure:
         failure.add_note(f"wall seed: MNEMO_WALL_SEED={run_seed}; {STATS.line()}")
+        failure.add_note(f"the last sequence's actions: {' -> '.join(STATS.trace)}")
         raise
     finally:
         print(f"\nwall seed {run_seed}: {STATS.line()}")
