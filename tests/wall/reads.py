@@ -60,10 +60,11 @@ class Reader:
         return answer
 
 
-def read_everything(reader: Reader, world: World, owner: Owner, probes: list[str], rng: random.Random) -> None:
-    """The caller's own objects, some of everyone else's (each foreign object by one other user a step, on
-    average), the caller's lists, and a recall and a search for the probes (words none of which the caller may
-    find: deleted texts' markers and other users' markers)."""
+def read_everything(reader: Reader, world: World, owner: Owner, probes: list[str], rng: random.Random,
+                    searches: bool) -> None:
+    """The caller's own objects and some of everyone else's (each foreign object by one other user a step, on
+    average); with ``searches``, the caller's lists, and a recall and a search for the probes (words none of
+    which the caller may find: deleted texts' markers and other users' markers)."""
 
     def mine_or_sampled(whose: Owner) -> bool:
         return whose == owner or rng.random() < 0.5
@@ -83,6 +84,8 @@ def read_everything(reader: Reader, world: World, owner: Owner, probes: list[str
     for record_id, record in world.records.items():
         if mine_or_sampled(record.owner):
             reader.get(f"/records/todo/{record_id}")
+    if not searches:
+        return
     for resource in RESOURCE_TYPES:
         reader.get(f"/resources/{resource}")
     query = " ".join(probes)  # any of the words matches (full text ORs the query's terms)
