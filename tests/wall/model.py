@@ -109,16 +109,19 @@ class World:
                          for marker, (owner, state) in self.markers.items()}
         world.deleted_memory_ids = set(self.deleted_memory_ids)
         gone = set(self.in_state(State.BARRED, State.PURGED))
+        # A deletion since the backup still holds: what is dead now stays dead, whatever the backup held.
         for memory in world.memories.values():
-            if memory.memory_id in world.deleted_memory_ids or (memory.explicit and gone & set(memory.markers)):
-                memory.alive = False
+            now = self.memories.get(memory.memory_id)
+            memory.alive = memory.alive and (now is None or now.alive) and not (memory.explicit and
+                                                                                 gone & set(memory.markers))
         for session in world.sessions.values():
-            if not self.sessions[session.session_id].alive:
-                session.alive = False
+            session.alive = session.alive and self.sessions[session.session_id].alive
             for message in session.messages:
                 message.alive = message.alive and message.marker not in gone
         for event in world.events.values():
-            event.alive = event.alive and event.marker not in gone
+            event.alive = event.alive and self.events[event.event_id].alive
         for record in world.records.values():
-            record.alive = record.alive and not gone & set(record.markers)
+            now_record = self.records[record.record_id]
+            record.alive = record.alive and now_record.alive
+            record.twin = record.twin if now_record.twin is not None else None
         return world

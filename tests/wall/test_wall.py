@@ -402,7 +402,8 @@ class Wall(RuleBasedStateMachine):
         self._step("claim_foreign_session")
         thief = self._owner(attacker)
         others = [s for s in self.world.sessions.values() if s.owner != thief]
-        victim_index = data.draw(st.sampled_from([i for i in range(3) if i != attacker]))
+        others += [s for s in others if s.owner[0] == thief[0]]  # another tenant's is out of reach anyway
+        victim_index = data.draw(st.sampled_from([i for i in range(3) if i != attacker]), label="victim")
         target = data.draw(st.sampled_from([*others, None]))
         session_id = target.session_id if target is not None else f"ws-{uuid.uuid4().hex[:12]}"
         if target is None:
