@@ -429,6 +429,7 @@ class Wall(RuleBasedStateMachine):
         self._step("squat_deletion_id")
         thief = self._owner(attacker)
         victims = [m for m in self._live_memories(explicit=True) if m.owner != thief]
+        victims += [m for m in victims if m.owner[0] == thief[0]]  # ids are per tenant: aim there more often
         if not victims:
             return
         victim = data.draw(st.sampled_from(victims))
@@ -446,8 +447,7 @@ class Wall(RuleBasedStateMachine):
         self._barred([marker])
         self._wait_deletion(thief, accepted)
         self._purged([marker])
-        if data.draw(st.booleans(), label="the owner deletes theirs"):
-            self._delete_memory(victim)
+        self._delete_memory(victim)  # the owner's DELETE, under the default id
 
     # -- backup and restore --------------------------------------------------------------------------------
 
@@ -492,7 +492,8 @@ class Wall(RuleBasedStateMachine):
             (3, any(s.alive for s in world.sessions.values()), self.delete_session),
             (2, any(r.alive for r in world.records.values()), self.delete_record),
             (1, True, self.delete_subject),
-            (2, True, self.claim_foreign_session),
+            (3 if any(s.owner[0] == self.tenants["A"] for s in world.sessions.values()) else 1, True,
+             self.claim_foreign_session),
             (3, bool(live(explicit=True)), self.squat_deletion_id),
             (1, self.backup is None, self.take_backup),
             (2, self.backup is not None and not self.restored, self.restore_backup),
