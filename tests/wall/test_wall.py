@@ -1,7 +1,7 @@
 """The permanent wall (issue 23, Deliver 7): random sequences of writes, messages, commits, corrections,
 deletions of every scope, squatting attempts, policy changes, backups and restores, over the real stack
 (the real app, embedded PostgreSQL, Temporal and a real worker), with the four promises checked after every
-step, each by an invariant of its own:
+step, each by a check of its own (its name starts the failure's message):
 
 - ``deleted_unreadable``: nothing a deletion covered (from its 202 on) is returned by any read path;
 - ``residue_empty``: no copy of a text a completed deletion covered is left in any text-bearing column of
@@ -11,7 +11,8 @@ step, each by an invariant of its own:
 - ``ids_owned``: a deletion scope naming another's (or nobody's) session is a 404;
 - ``request_ids_owned``: no one can take the request id of another's deletion (the owner's DELETE is a 202);
 - ``withheld_fields_hidden``: two records differing only in fields the agent's policy withholds look the
-  same to the agent (title, snippet, state, score, data, omitted).
+  same to the agent (title, snippet, state, score, data, omitted);
+- ``deletion_completes``: a user's deletion of their own data completes with ``fully_deleted`` (always on).
 
 ``MNEMO_WALL_SEED`` replays a run; ``MNEMO_WALL_EXAMPLES`` / ``MNEMO_WALL_STEPS`` change the budget;
 ``MNEMO_WALL_CHECKS`` (comma-separated invariant names) narrows the checks and ``MNEMO_WALL_SHRINK=1`` shrinks a
@@ -37,7 +38,7 @@ from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, i
 from api.backup import backup, restore
 from memory.auth import create_api_key
 from memory.db import tenant_session
-from tests.conftest import auth
+from tests.conftest import auth, poll
 from tests.wall.conftest import WallStack
 from tests.wall.model import Event, Memory, Message, Owner, Record, Session, State, World
 from tests.wall.reads import Answer, Reader, read_everything
@@ -122,28 +123,16 @@ class Wall(RuleBasedStateMachine):
         self.trace.append(name)
         STATS.trace = self.trace
 
-    def _wait_deletion(self, owner: Owner, accepted: Any) -> None:
+    def _job(self, owner: Owner, accepted: Any) -> dict[str, Any]:
+        """The deletion job once it completed or stopped for an operator."""
         assert accepted.status_code == 202, accepted.text
-        job_id = accepted.json()["job_id"]
-        deadline = time.monotonic() + 90
-        body: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            body = self.api.get(f"/memory-deletions/{job_id}", headers=auth(self.keys[owner])).json()
-            if body.get("status") in ("completed", "failed_requires_action"):
-                break
-            time.sleep(0.1)
-        assert body.get("status") == "completed", f"the deletion job did not complete: {body}"
-        assert body.get("fully_deleted") is True, body
+        return poll(self.api, self.keys[owner], f"/memory-deletions/{accepted.json()['job_id']}",
+                    lambda job: job["status"] in ("completed", "failed_requires_action"), 90)
 
-    def _settle(self, owner: Owner, accepted: Any) -> None:
-        """Wait for a job the model does not count (an attack's), so that it does not run into later steps."""
-        job_id = accepted.json()["job_id"]
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            job = self.api.get(f"/memory-deletions/{job_id}", headers=auth(self.keys[owner])).json()
-            if job.get("status") in ("completed", "failed_requires_action"):
-                return
-            time.sleep(0.1)
+    def _wait_deletion(self, owner: Owner, accepted: Any) -> None:
+        job = self._job(owner, accepted)
+        assert job["status"] == "completed" and job["fully_deleted"] is True, \
+            f"[deletion_completes] a deletion of the caller's own data did not complete: {job}"
 
     def _forget(self, owner: Owner, scope: dict[str, Any]) -> Any:
         return self.api.post("/deletion-requests", json={"deletion_request_id": f"wall-{uuid.uuid4().hex}",
@@ -257,12 +246,8 @@ class Wall(RuleBasedStateMachine):
         assert accepted.status_code == 202, accepted.text
         session.commits.append(commit_id)
         session.uncommitted = 0
-        deadline, body = time.monotonic() + 90, {}
-        while time.monotonic() < deadline:
-            body = self.api.get(f"/sessions/{session.session_id}/commits/{commit_id}", headers=auth(key)).json()
-            if body.get("status") in TERMINAL_COMMIT:
-                break
-            time.sleep(0.1)
+        body = poll(self.api, key, f"/sessions/{session.session_id}/commits/{commit_id}",
+                    lambda commit: commit["status"] in TERMINAL_COMMIT, 90)
         assert body.get("status") in ("completed", "completed_with_rejections"), body
         for decision in ("created", "merged"):
             for memory in body["memories"][decision]:
@@ -417,7 +402,7 @@ class Wall(RuleBasedStateMachine):
             self.preclaimed.append((self._owner(victim_index), session_id))
         answer = self._forget(thief, {"type": "session", "session_id": session_id})
         if answer.status_code == 202:  # whatever it hid stays the owner's in the model: nothing_crosses judges
-            self._settle(thief, answer)
+            self._job(thief, answer)  # done before the next step
         assert not _check("ids_owned") or answer.status_code == 404, (
             f"[ids_owned] a session-scope deletion of {session_id}, not the caller's: {answer.status_code} "
             f"{answer.text}")
