@@ -427,6 +427,8 @@ class Wall(RuleBasedStateMachine):
         squat = f"memory-{victim.memory_id}-{victim.owner[1]}"
         accepted = self.api.post("/deletion-requests", headers=auth(self.keys[thief]), json={
             "deletion_request_id": squat, "scope": {"type": "memory", "memory_id": own["memory_id"]}})
+        if accepted.status_code == 409:  # an earlier squat took this id already (the victim's DELETE failed)
+            return
         self.world.memories[own["memory_id"]].alive = False
         self.world.deleted_memory_ids.add(own["memory_id"])
         self._barred([marker])
