@@ -482,8 +482,8 @@ class Wall(RuleBasedStateMachine):
             (3 if any(s.owner[0] == self.tenants["A"] for s in world.sessions.values()) else 1, True,
              self.claim_foreign_session),
             (3, bool(live(explicit=True)), self.squat_deletion_id),
-            (1, self.backup is None, self.take_backup),
-            (2, self.backup is not None and not self.restored, self.restore_backup),
+            (3, self.backup is None, self.take_backup),
+            (3, self.backup is not None and not self.restored, self.restore_backup),
         ]
         return [(weight, action) for weight, enabled, action in table if enabled]
 
