@@ -26,9 +26,9 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, Phase, seed, settings
@@ -58,6 +58,7 @@ SAYINGS = (
     "请记住我喜欢{m}。",
     "We talked about {m} for a while.",
 )
+T = TypeVar("T")
 POLICIES = (("/title",), ("/title", "/notes"), ("/title", "/status"), ("/title", "/notes", "/priority", "/status"))
 
 
@@ -73,6 +74,19 @@ def timed(method: Callable[..., None]) -> Callable[..., None]:
             STATS.seconds[method.__name__] += time.monotonic() - started
 
     return run
+
+
+class Picks:
+    """An action's choices, taken from values drawn before it ran."""
+
+    def __init__(self, values: list[int]) -> None:
+        self.values = list(values)
+
+    def index(self, size: int) -> int:
+        return self.values.pop(0) % size
+
+    def of(self, items: Sequence[T]) -> T:
+        return items[self.index(len(items))]
 
 
 def _check(name: str) -> bool:
@@ -159,8 +173,8 @@ class Wall(RuleBasedStateMachine):
     # -- writes --------------------------------------------------------------------------------------------
 
     @timed
-    def write_memory(self, data: st.DataObject) -> None:
-        who = data.draw(st.integers(0, 2), label="who")
+    def write_memory(self, pick: Picks) -> None:
+        who = pick.index(3)
         self._step("write_memory")
         owner = self._owner(who)
         marker = self.world.mark(owner)
@@ -178,9 +192,9 @@ class Wall(RuleBasedStateMachine):
                 if m.alive and (explicit is None or m.explicit == explicit)]
 
     @timed
-    def correct_memory(self, data: st.DataObject) -> None:
+    def correct_memory(self, pick: Picks) -> None:
         self._step("correct_memory")
-        memory = data.draw(st.sampled_from(self._live_memories(explicit=True)))
+        memory = pick.of(self._live_memories(explicit=True))
         marker = self.world.mark(memory.owner)
         answer = self.api.patch(f"/memories/{memory.memory_id}",
                                 json={"expected_version": memory.version, "content": f"wall note {marker}"},
@@ -190,8 +204,8 @@ class Wall(RuleBasedStateMachine):
         memory.markers.append(marker)
 
     @timed
-    def post_event(self, data: st.DataObject) -> None:
-        who = data.draw(st.integers(0, 2), label="who")
+    def post_event(self, pick: Picks) -> None:
+        who = pick.index(3)
         self._step("post_event")
         owner = self._owner(who)
         marker = self.world.mark(owner)
@@ -204,14 +218,14 @@ class Wall(RuleBasedStateMachine):
         self.world.events[event_id] = Event(event_id, owner, marker)
 
     @timed
-    def say(self, data: st.DataObject) -> None:
+    def say(self, pick: Picks) -> None:
         """A user message in one of the user's sessions (a new one, possibly under an id someone named)."""
-        who, saying = data.draw(st.integers(0, 2), label="who"), data.draw(st.sampled_from(SAYINGS), label="saying")
+        who, saying = pick.index(3), pick.of(SAYINGS)
         self._step("say")
         owner = self._owner(who)
         own = [s for s in self.world.sessions.values() if s.owner == owner and s.alive]
         claimed = [sid for victim, sid in self.preclaimed if victim == owner and sid not in self.world.sessions]
-        choice = data.draw(st.sampled_from([*own, *claimed, None]))
+        choice = pick.of([*own, *claimed, None])
         if isinstance(choice, Session):
             session = choice
         else:
@@ -236,9 +250,9 @@ class Wall(RuleBasedStateMachine):
             self.world.memories[memory_id] = Memory(memory_id, owner, [], 0, explicit=False)
 
     @timed
-    def commit(self, data: st.DataObject) -> None:
+    def commit(self, pick: Picks) -> None:
         self._step("commit")
-        session = data.draw(st.sampled_from([s for s in self.world.sessions.values() if s.alive and s.uncommitted]))
+        session = pick.of([s for s in self.world.sessions.values() if s.alive and s.uncommitted])
         key = self.keys[session.owner]
         commit_id = f"wc-{uuid.uuid4().hex[:12]}"
         accepted = self.api.post(f"/sessions/{session.session_id}/commit", json={"commit_id": commit_id},
@@ -254,9 +268,9 @@ class Wall(RuleBasedStateMachine):
                 self._derived(memory["memory_id"], session.owner)
 
     @timed
-    def put_record(self, data: st.DataObject) -> None:
-        who = data.draw(st.integers(0, 2), label="who")
-        status = data.draw(st.sampled_from(["open", "done", "cancelled"]), label="status")
+    def put_record(self, pick: Picks) -> None:
+        who = pick.index(3)
+        status = pick.of(["open", "done", "cancelled"])
         self._step("put_record")
         owner = self._owner(who)
         record_id = f"wr-{uuid.uuid4().hex[:12]}"
@@ -269,7 +283,7 @@ class Wall(RuleBasedStateMachine):
         assert answer.status_code == 201, answer.text
 
     @timed
-    def put_twins(self, data: st.DataObject) -> None:
+    def put_twins(self, pick: Picks) -> None:
         """Two of alice's todos, the same but for /status and /priority (withheld unless the policy grants them)."""
         self._step("put_twins")
         title, notes = self.world.mark(self.alice), self.world.mark(self.alice)
@@ -281,8 +295,8 @@ class Wall(RuleBasedStateMachine):
         self.world.records[ids[1]] = Record(ids[1], self.alice, [title, notes], twin=ids[0])
 
     @timed
-    def change_policy(self, data: st.DataObject) -> None:
-        fields = data.draw(st.sampled_from(POLICIES), label="fields")
+    def change_policy(self, pick: Picks) -> None:
+        fields = pick.of(POLICIES)
         self._step("change_policy")
         self._set_policy(fields)
 
@@ -295,10 +309,10 @@ class Wall(RuleBasedStateMachine):
         self.world.set_state(markers, State.PURGED)
 
     @timed
-    def delete_memory(self, data: st.DataObject) -> None:
+    def delete_memory(self, pick: Picks) -> None:
         """DELETE /memories/{id} with the default request id (someone may have tried to squat it)."""
         self._step("delete_memory")
-        self._delete_memory(data.draw(st.sampled_from(self._live_memories())))
+        self._delete_memory(pick.of(self._live_memories()))
 
     def _delete_memory(self, memory: Memory) -> None:
         accepted = self.api.delete(f"/memories/{memory.memory_id}", headers=auth(self.keys[memory.owner]))
@@ -322,10 +336,10 @@ class Wall(RuleBasedStateMachine):
         return [*messages, *((e.owner, e) for e in self.world.events.values() if e.alive)]
 
     @timed
-    def delete_event(self, data: st.DataObject) -> None:
+    def delete_event(self, pick: Picks) -> None:
         """An event scope: a session message (with what was derived from it) or a standalone event."""
         self._step("delete_event")
-        owner, event = data.draw(st.sampled_from(self._messages()))
+        owner, event = pick.of(self._messages())
         accepted = self._forget(owner, {"type": "event", "event_id": event.event_id})
         event.alive = False
         self._barred([event.marker])
@@ -333,9 +347,9 @@ class Wall(RuleBasedStateMachine):
         self._purged([event.marker])
 
     @timed
-    def delete_session(self, data: st.DataObject) -> None:
+    def delete_session(self, pick: Picks) -> None:
         self._step("delete_session")
-        session = data.draw(st.sampled_from([s for s in self.world.sessions.values() if s.alive]))
+        session = pick.of([s for s in self.world.sessions.values() if s.alive])
         accepted = self._forget(session.owner, {"type": "session", "session_id": session.session_id})
         session.alive = False
         markers = [m.marker for m in session.messages if m.alive]
@@ -344,9 +358,9 @@ class Wall(RuleBasedStateMachine):
         self._purged(markers)
 
     @timed
-    def delete_record(self, data: st.DataObject) -> None:
+    def delete_record(self, pick: Picks) -> None:
         self._step("delete_record")
-        record = data.draw(st.sampled_from([r for r in self.world.records.values() if r.alive]))
+        record = pick.of([r for r in self.world.records.values() if r.alive])
         accepted = self.api.delete(f"/records/todo/{record.record_id}", headers=auth(self.keys[record.owner]))
         record.alive = False
         if record.twin is not None:  # the pair no longer differs only in withheld fields: compare no more
@@ -360,9 +374,9 @@ class Wall(RuleBasedStateMachine):
         self._purged(record.markers)
 
     @timed
-    def delete_subject(self, data: st.DataObject) -> None:
+    def delete_subject(self, pick: Picks) -> None:
         """A user forgets themselves: everything they ever wrote."""
-        who = data.draw(st.integers(0, 2), label="who")
+        who = pick.index(3)
         self._step("delete_subject")
         owner = self._owner(who)
         accepted = self._forget(owner, {"type": "subject"})
@@ -387,16 +401,16 @@ class Wall(RuleBasedStateMachine):
     # -- attacks -------------------------------------------------------------------------------------------
 
     @timed
-    def claim_foreign_session(self, data: st.DataObject) -> None:
+    def claim_foreign_session(self, pick: Picks) -> None:
         """A session-scope deletion naming a session the caller does not own (another's, or nobody's yet):
         the 404 of a missing one, writing nothing (issue 23, Deliver 2)."""
-        attacker = data.draw(st.integers(0, 2), label="attacker")
+        attacker = pick.index(3)
         self._step("claim_foreign_session")
         thief = self._owner(attacker)
         others = [s for s in self.world.sessions.values() if s.owner != thief]
         others += [s for s in others if s.owner[0] == thief[0]]  # another tenant's is out of reach anyway
-        victim_index = data.draw(st.sampled_from([i for i in range(3) if i != attacker]), label="victim")
-        target = data.draw(st.sampled_from([*others, None]))
+        victim_index = pick.of([i for i in range(3) if i != attacker])
+        target = pick.of([*others, None])
         session_id = target.session_id if target is not None else f"ws-{uuid.uuid4().hex[:12]}"
         if target is None:
             self.preclaimed.append((self._owner(victim_index), session_id))
@@ -408,16 +422,16 @@ class Wall(RuleBasedStateMachine):
             f"{answer.text}")
 
     @timed
-    def squat_deletion_id(self, data: st.DataObject) -> None:
+    def squat_deletion_id(self, pick: Picks) -> None:
         """Another user takes the default id of a victim's memory deletion for a deletion of their own."""
-        attacker = data.draw(st.integers(0, 2), label="attacker")
+        attacker = pick.index(3)
         self._step("squat_deletion_id")
         thief = self._owner(attacker)
         victims = [m for m in self._live_memories(explicit=True) if m.owner != thief]
         victims += [m for m in victims if m.owner[0] == thief[0]]  # ids are per tenant: aim there more often
         if not victims:
             return
-        victim = data.draw(st.sampled_from(victims))
+        victim = pick.of(victims)
         marker = self.world.mark(thief)
         own = self.api.post("/memory-candidates", headers=auth(self.keys[thief]), json={
             "category": "PROFILE", "space": "USER", "content": f"wall note {marker}", "source_level": "E2",
@@ -442,14 +456,14 @@ class Wall(RuleBasedStateMachine):
     # commands are tested in tests/deletion/test_backup.py), in this process: a CLI start costs seconds.
 
     @timed
-    def take_backup(self, data: st.DataObject) -> None:
+    def take_backup(self, pick: Picks) -> None:
         self._step("take_backup")
         archive = self.stack.archives / f"{uuid.uuid4().hex}.dump"
         backup(self.stack.settings.require_database_url(), archive)
         self.backup = (archive, self.world.snapshot())
 
     @timed
-    def restore_backup(self, data: st.DataObject) -> None:
+    def restore_backup(self, pick: Picks) -> None:
         self._step("restore_backup")
         assert self.backup is not None
         archive, then = self.backup
@@ -461,11 +475,11 @@ class Wall(RuleBasedStateMachine):
 
     # -- the one rule ---------------------------------------------------------------------------------------
 
-    def _actions(self) -> list[tuple[int, Callable[[st.DataObject], None]]]:
+    def _actions(self) -> list[tuple[int, Callable[[Picks], None]]]:
         """Each action with its weight, those that can run now. One rule picks among them (Hypothesis draws
         rules with no arguments first, and far more often than the rest: one per step would be put_twins)."""
         world, live = self.world, self._live_memories
-        table: list[tuple[int, bool, Callable[[st.DataObject], None]]] = [
+        table: list[tuple[int, bool, Callable[[Picks], None]]] = [
             (6, True, self.say),
             (4, any(s.alive and s.uncommitted for s in world.sessions.values()), self.commit),
             (3, True, self.write_memory),
@@ -487,14 +501,16 @@ class Wall(RuleBasedStateMachine):
         ]
         return [(weight, action) for weight, enabled, action in table if enabled]
 
-    @rule(choice=st.integers(0, 2**16), data=st.data())
-    def act(self, choice: int, data: st.DataObject) -> None:
+    @rule(choice=st.integers(0, 2**16), values=st.lists(st.integers(0, 2**16), min_size=4, max_size=4))
+    def act(self, choice: int, values: list[int]) -> None:
+        """Every step draws the same: what the product answers (what a commit extracted, say) never changes
+        how many values a step takes, which Hypothesis requires of a replayed prefix."""
         actions = self._actions()
         # Hypothesis draws 0 far more often than any other value: the step's index spreads it over the actions.
         point = (choice + 7 * len(self.trace)) % sum(weight for weight, _ in actions)
         for weight, action in actions:
             if point < weight:
-                action(data)
+                action(Picks(values))
                 return
             point -= weight
 
