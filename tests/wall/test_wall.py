@@ -176,7 +176,9 @@ class Wall(RuleBasedStateMachine):
     def write_memory(self, pick: Picks) -> None:
         who = pick.index(3)
         self._step("write_memory")
-        owner = self._owner(who)
+        self._write_memory(self._owner(who))
+
+    def _write_memory(self, owner: Owner) -> Memory:
         marker = self.world.mark(owner)
         body = {"category": "PROFILE", "space": "USER", "content": f"wall note {marker}", "source_level": "E2",
                 "source": {"source_id": "wall", "source_type": "EXPLICIT_USER_STATEMENT",
@@ -184,8 +186,9 @@ class Wall(RuleBasedStateMachine):
         answer = self.api.post("/memory-candidates", json=body, headers=auth(self.keys[owner]))
         assert answer.status_code == 201, answer.text
         written = answer.json()
-        self.world.memories[written["memory_id"]] = Memory(written["memory_id"], owner, [marker],
-                                                           written["version"], explicit=True)
+        memory = Memory(written["memory_id"], owner, [marker], written["version"], explicit=True)
+        self.world.memories[memory.memory_id] = memory
+        return memory
 
     def _live_memories(self, explicit: bool | None = None) -> list[Memory]:
         return [m for m in self.world.memories.values()
@@ -424,30 +427,25 @@ class Wall(RuleBasedStateMachine):
     @timed
     def squat_deletion_id(self, pick: Picks) -> None:
         """Another user takes the default id of a victim's memory deletion for a deletion of their own."""
-        attacker = pick.index(3)
+        attacker = pick.index(2)  # alice or bob: request ids are per tenant, so the victim is in tenant A
         self._step("squat_deletion_id")
         thief = self._owner(attacker)
         victims = [m for m in self._live_memories(explicit=True) if m.owner != thief]
-        victims += [m for m in victims if m.owner[0] == thief[0]]  # ids are per tenant: aim there more often
+        victims = [m for m in victims if m.owner[0] == thief[0]] or victims
         if not victims:
             return
         victim = pick.of(victims)
-        marker = self.world.mark(thief)
-        own = self.api.post("/memory-candidates", headers=auth(self.keys[thief]), json={
-            "category": "PROFILE", "space": "USER", "content": f"wall note {marker}", "source_level": "E2",
-            "source": {"source_id": "wall", "source_type": "EXPLICIT_USER_STATEMENT",
-                       "captured_at": "2026-06-01T09:00:00Z"}}).json()
-        self.world.memories[own["memory_id"]] = Memory(own["memory_id"], thief, [marker], own["version"], True)
+        own = self._write_memory(thief)
         squat = f"memory-{victim.memory_id}-{victim.owner[1]}"
         accepted = self.api.post("/deletion-requests", headers=auth(self.keys[thief]), json={
-            "deletion_request_id": squat, "scope": {"type": "memory", "memory_id": own["memory_id"]}})
+            "deletion_request_id": squat, "scope": {"type": "memory", "memory_id": own.memory_id}})
         if accepted.status_code == 409:  # an earlier squat took this id already (the victim's DELETE failed)
             return
-        self.world.memories[own["memory_id"]].alive = False
-        self.world.deleted_memory_ids.add(own["memory_id"])
-        self._barred([marker])
+        own.alive = False
+        self.world.deleted_memory_ids.add(own.memory_id)
+        self._barred(own.markers)
         self._wait_deletion(thief, accepted)
-        self._purged([marker])
+        self._purged(own.markers)
         self._delete_memory(victim)  # the owner's DELETE, under the default id
 
     # -- backup and restore --------------------------------------------------------------------------------
