@@ -427,14 +427,10 @@ class Wall(RuleBasedStateMachine):
     @timed
     def squat_deletion_id(self, pick: Picks) -> None:
         """Another user takes the default id of a victim's memory deletion for a deletion of their own."""
-        attacker = pick.index(2)  # alice or bob: request ids are per tenant, so the victim is in tenant A
         self._step("squat_deletion_id")
-        thief = self._owner(attacker)
-        victims = [m for m in self._live_memories(explicit=True) if m.owner != thief]
-        victims = [m for m in victims if m.owner[0] == thief[0]] or victims
-        if not victims:
-            return
-        victim = pick.of(victims)
+        # Request ids are per tenant: the victim is alice or bob, the thief the other one.
+        victim = pick.of([m for m in self._live_memories(explicit=True) if m.owner[0] == self.tenants["A"]])
+        thief = next(owner for owner in self.keys if owner[0] == victim.owner[0] and owner != victim.owner)
         own = self._write_memory(thief)
         squat = f"memory-{victim.memory_id}-{victim.owner[1]}"
         accepted = self.api.post("/deletion-requests", headers=auth(self.keys[thief]), json={
@@ -493,7 +489,7 @@ class Wall(RuleBasedStateMachine):
             (1, True, self.delete_subject),
             (3 if any(s.owner[0] == self.tenants["A"] for s in world.sessions.values()) else 1, True,
              self.claim_foreign_session),
-            (3, bool(live(explicit=True)), self.squat_deletion_id),
+            (3, any(m.owner[0] == self.tenants["A"] for m in live(explicit=True)), self.squat_deletion_id),
             (3, self.backup is None, self.take_backup),
             (3, self.backup is not None and not self.restored, self.restore_backup),
         ]
