@@ -635,8 +635,8 @@ def test_the_wall(wall_stack: WallStack) -> None:
     Wall.stack = wall_stack
     run_seed = int(os.environ.get("MNEMO_WALL_SEED") or random.getrandbits(32))
     budget = settings(
-        max_examples=int(os.environ.get("MNEMO_WALL_EXAMPLES", "5")),
-        stateful_step_count=int(os.environ.get("MNEMO_WALL_STEPS", "10")),
+        max_examples=int(os.environ.get("MNEMO_WALL_EXAMPLES", "8")),
+        stateful_step_count=int(os.environ.get("MNEMO_WALL_STEPS", "12")),
         deadline=None, derandomize=False, database=None, print_blob=True,
         # Shrinking replays sequences on the real stack (minutes): on when looking for a minimal sequence.
         phases=[Phase.generate, *([Phase.shrink] if os.environ.get("MNEMO_WALL_SHRINK") else [])],
