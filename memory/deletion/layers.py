@@ -181,16 +181,24 @@ def _hide(session: Session, job: DeletionJob, head: Memory, revision: int) -> No
 
 
 def derived_deleted_by(job: DeletionJob) -> ColumnElement[bool]:
-    """Memory rows this job deleted because they were derived from its scope (not the scope's own rows)."""
+    """Memory rows this job deleted because they were derived from its scope (not the scope's own rows).
+
+    Lineage, not a column: the barrier and the purge tombstone every memory they delete as derived
+    (:func:`_hide`), so the tombstones this job wrote are the list. Only a memory scope's own target is
+    left out (it has a tombstone of its own). Nothing here reads a column that can be NULL: the negated
+    ``memories_in`` it used was unknown for an extracted memory (``session_id`` NULL), which dropped every
+    memory a commit extracted from the purge and from its verification (issue 23, finding 1).
+    """
     scope = scope_of(job)
+    own = [scope.target_id] if scope.type is ScopeType.MEMORY else []
     return and_(
         Memory.tenant_id == job.tenant_id,
         cast(Memory.memory_id, Text).in_(
             select(Tombstone.target_id).where(
-                Tombstone.tenant_id == job.tenant_id, Tombstone.job_id == job.job_id, Tombstone.target_type == "memory"
+                Tombstone.tenant_id == job.tenant_id, Tombstone.job_id == job.job_id,
+                Tombstone.target_type == "memory", Tombstone.target_id.notin_(own),
             )
         ),
-        ~memories_in(scope, job.tenant_id, job.barrier_revision),
     )
 
 
