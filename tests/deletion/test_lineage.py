@@ -14,6 +14,7 @@ from api.settings import Settings
 from memory.db import tenant_session
 from memory.models import Memory, MemoryLexeme, MemorySearch
 from tests.conftest import MakeKey, auth, poll
+from tests.factories import candidate
 from tests.sessions.conftest import commit, post, say
 from tests.workers import api_with_worker
 
@@ -57,3 +58,27 @@ def test_deleting_a_session_forgets_the_memories_its_commit_extracted(
     assert not job["fully_deleted"] or remaining == ([], [], []), (job, remaining)
     assert remaining == ([], [], []), remaining
     assert job["status"] == "completed" and job["fully_deleted"] is True and job["remaining_copies"] == []
+
+
+def test_a_copy_the_purge_does_not_know_keeps_the_job_short_of_completed(
+    lineage_api: TestClient, make_key: MakeKey, engine: Engine
+) -> None:
+    """The residue scan decides, not the purge's selection: a copy of a deleted message inside a longer text
+    the deletion does not cover (a memory written by hand) is found and listed by table, column and row."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key = make_key(tenant=tenant)
+    message = "我的保险柜密码提示是祖母老家门牌号"
+    post(lineage_api, key, "s-copy", say("c1", "user", message))
+    copied = lineage_api.post("/memory-candidates", json=candidate(f"备忘：{message}，别告诉别人"),
+                              headers=auth(key)).json()
+
+    job = forget(lineage_api, key, {"type": "session", "session_id": "s-copy"})
+
+    assert job["status"] == "failed_requires_action" and job["fully_deleted"] is False, job
+    copies = [c for c in job["remaining_copies"] if "#" in c]
+    assert f"memories.content#{copied['memory_id']}/1" in copies, copies
+    assert all(not c.startswith("memory_events.") for c in copies), copies  # the session's own message is gone
+    with tenant_session(engine, tenant) as session:  # the text is listed by place, never quoted
+        assert message not in str(job)
+        assert session.execute(select(Memory.content).where(
+            Memory.memory_id == uuid.UUID(copied["memory_id"]))).scalar_one().startswith("备忘")
