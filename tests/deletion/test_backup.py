@@ -160,7 +160,8 @@ def test_a_restored_backup_forgets_every_layer_again_and_passes_the_residue_scan
         assert api.put("/records/todo/t-old", json={"data": todo}, headers=auth(key)).status_code in (200, 201)
         backed_up = _mnemo(own_database, "backup", "--out", str(archive))
         assert backed_up.returncode == 0, backed_up.stderr
-        for scope in ({"type": "session", "session_id": "s-old"}, {"type": "record", "resource": "todo", "record_id": "t-old"}):
+        for scope in ({"type": "session", "session_id": "s-old"},
+                      {"type": "record", "resource": "todo", "record_id": "t-old"}):
             accepted = api.post("/deletion-requests", json={"deletion_request_id": f"d-{uuid.uuid4().hex[:8]}",
                                                             "scope": scope}, headers=auth(key))
             assert accepted.status_code == 202, accepted.text
