@@ -233,6 +233,7 @@ def purge_derived_memories(session: Session, job: DeletionJob, batch: int) -> Ba
         session.flush()
         delete_projection(session, job.tenant_id, scrubbed_ids)
     links = deleted_links(session, job)
+    old_versions = _scrub_superseded(session, job.tenant_id, links, batch)
     found = derived_from(session, job.tenant_id, links, limit=batch, lock=True)
     deleted = rederived = 0
     link_set = set(links)
@@ -244,10 +245,32 @@ def purge_derived_memories(session: Session, job: DeletionJob, batch: int) -> Ba
             _rederive(session, derived.head, [ref for ref in derived.head.evidence_refs if ref not in link_set])
             rederived += 1
     session.flush()
-    done = len(unscrubbed) < batch and len(found) < batch and deleted == 0
+    done = len(unscrubbed) < batch and len(found) < batch and deleted == 0 and old_versions < batch
     # A memory hidden here is counted when the next batch scrubs it, as the barrier's are.
-    return BatchResult(len(scrubbed_ids), done,
-                       {"derived_deleted": len(scrubbed_ids), "derived_rederived": rederived})
+    return BatchResult(len(scrubbed_ids) + old_versions, done,
+                       {"derived_deleted": len(scrubbed_ids), "derived_rederived": rederived,
+                        "superseded_versions_scrubbed": old_versions})
+
+
+def _scrub_superseded(session: Session, tenant_id: str, links: list[str], batch: int) -> int:
+    """Older versions citing a deleted record: a later version replaced their text, not their lineage.
+
+    :func:`derived_from` asks about current versions only; a version superseded by a later message
+    (``I live in A``, then ``I live in B``) still holds the text of the message it was built from, and its
+    memory lives on through the newer version's evidence. Lineage is per version: its text goes, its
+    ids and versions stay (issue 23: found by the residue scan)."""
+    if not links:
+        return 0
+    rows = session.execute(
+        select(Memory).where(
+            Memory.tenant_id == tenant_id, Memory.status == Status.SUPERSEDED.value, Memory.purged_at.is_(None),
+            Memory.evidence_refs.op("?|")(cast(links, ARRAY(Text))),
+        ).limit(batch).with_for_update(skip_locked=True)
+    ).scalars().all()
+    for row in rows:
+        _scrub(row)
+    session.flush()
+    return len(rows)
 
 
 def scrubbed_columns() -> dict[str, Any]:

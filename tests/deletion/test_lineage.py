@@ -82,3 +82,23 @@ def test_a_copy_the_purge_does_not_know_keeps_the_job_short_of_completed(
         assert message not in str(job)
         assert session.execute(select(Memory.content).where(
             Memory.memory_id == uuid.UUID(copied["memory_id"]))).scalar_one().startswith("备忘")
+
+
+def test_deleting_a_message_scrubs_the_older_version_a_later_message_superseded(
+    lineage_api: TestClient, make_key: MakeKey, engine: Engine
+) -> None:
+    """Found by the residue property test: the second "I live in" replaced the first memory's content in a new
+    version; deleting the first message left version 1, built from it alone, holding its text."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key = make_key(tenant=tenant)
+    first, _ = post(lineage_api, key, "s-two", say("v1", "user", "I live in Windhoek since zq1"),
+                    say("v2", "user", "I live in Nuuk since zq2"))
+    commit(lineage_api, key, "s-two", "c-two")
+
+    job = forget(lineage_api, key, {"type": "event", "event_id": first})
+
+    assert (job["status"], job["remaining_copies"]) == ("completed", []), job["remaining_copies"]
+    with tenant_session(engine, tenant) as session:
+        held = session.execute(select(Memory.memory_id, Memory.version).where(Memory.content.contains("Windhoek"))
+                               ).all()
+    assert held == []
