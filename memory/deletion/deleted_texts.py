@@ -12,20 +12,18 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from memory.deletion.fingerprints import fingerprint, salt_of, strings
 from memory.deletion.layers import derived_from
 from memory.deletion.scope import Scope, ScopeType, events_in, evidence_link, linked_refs, memories_in
-from memory.models import DeletionFingerprint, DeletionJob, Memory, MemoryEvent
+from memory.models import DeletionJob, Memory, MemoryEvent
 from memory.resources.forget import records_in
 from memory.resources.models import ResourceRecord
 
 STRUCTURAL_KEYS = frozenset({"role", "created_at", "idempotency_key", "tool_call_id", "call_id", "context_refs"})
 """Event payload fields that are labels, ids or times, not what the person said."""
-INSERT_CHUNK = 5_000
 MAX_KEPT_ROWS = 20_000
 """The subject's most recent kept messages and records read for what to leave out of the fingerprints."""
 
@@ -62,11 +60,14 @@ def store_fingerprints(session: Session, job: DeletionJob, scope: Scope, hidden:
         MemoryEvent.tenant_id == tenant, MemoryEvent.event_id.in_(kept_ids))).scalars() for t in payload_texts(payload)]
     kept += _others_kept(session, job, scope, set(deleted_events))
     sets = fingerprint(salt_of(job.job_id), texts, kept)
-    rows = [{"tenant_id": tenant, "job_id": job.job_id, "text_no": number, "shingle": h}
-            for number, hashes in enumerate(sets) for h in hashes]
-    for start in range(0, len(rows), INSERT_CHUNK):
-        session.execute(insert(DeletionFingerprint).values(rows[start : start + INSERT_CHUNK]).on_conflict_do_nothing())
-    return len(rows)
+    numbers = [number for number, hashes in enumerate(sets) for _ in hashes]
+    shingles = [h for hashes in sets for h in hashes]
+    # Two arrays, one statement: a multi-row VALUES of 30,000 rows took SQLAlchemy seconds to compile.
+    session.execute(text(
+        "INSERT INTO deletion_fingerprints (tenant_id, job_id, text_no, shingle) "
+        "SELECT :tenant, :job, unnest(CAST(:numbers AS integer[])), unnest(CAST(:shingles AS bigint[])) "
+        "ON CONFLICT DO NOTHING"), {"tenant": tenant, "job": job.job_id, "numbers": numbers, "shingles": shingles})
+    return len(shingles)
 
 
 def _others_kept(session: Session, job: DeletionJob, scope: Scope, deleted: set[uuid.UUID]) -> list[str]:
