@@ -275,8 +275,8 @@ def _scrub_superseded(session: Session, tenant_id: str, links: list[str], batch:
 
 def scrubbed_columns() -> dict[str, Any]:
     """A purged memory version's columns: its text and all that points into it gone (the quote's offset
-    too: the database keeps it inside the content). Ids, versions and revisions stay as evidence. One list
-    for the purge here and for tombstones re-applied after a restore (:mod:`memory.deletion.reapply`)."""
+    too: the database keeps it inside the content). Ids, versions and revisions stay as evidence. A restore
+    runs these same purgers again (:mod:`memory.deletion.reapply`)."""
     return {"status": Status.DELETED.value, "content": "", "quote_start": None, "abstract": "", "overview": None,
             "key": None, "evidence_refs": cast([], JSONB), "purged_at": func.now()}
 
