@@ -86,7 +86,8 @@ def test_after_any_completed_deletion_the_residue_scan_is_empty_and_finds_a_plan
         "memory": ({"type": "memory", "memory_id": memory["memory_id"]}, memory_text),
     }[plan["scope"]]
     job = _forget(residue_api, key, scope)
-    assert (job["status"], job["fully_deleted"], job["remaining_copies"]) == ("completed", True, []), job
+    assert (job["status"], job["fully_deleted"], job["remaining_copies"]) == ("completed", True, []), (
+        plan, job["remaining_copies"], job["layers"])
     job_id = uuid.UUID(job["job_id"])
 
     def residue() -> list[tuple[str, str]]:
