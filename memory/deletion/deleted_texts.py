@@ -1,7 +1,7 @@
 """What the barrier fingerprints: the texts a deletion removes, found by lineage, minus what it keeps.
 
-Deleted: the covered memory versions and every memory hidden as derived from the scope (their content,
-abstract and overview), the covered events' message texts, the covered records' field values. Kept:
+Deleted: the covered memory versions and every memory hidden as derived from the scope (their content
+and abstract), the covered events' message texts, the covered records' field values. Kept:
 the texts of the events the deletion leaves standing that those memories were built from (a deleted
 memory's own messages stay; a re-derived memory keeps its other evidence), and the subject's other
 messages and records, so the scan never reports the same words said again elsewhere as copies.
@@ -36,7 +36,10 @@ def payload_texts(payload: object) -> list[str]:
 
 
 def _memory_texts(rows: Iterable[Memory]) -> list[str]:
-    return [t for row in rows for t in (row.content, row.abstract, row.overview) if t]
+    """Content and abstract: what was said. Not the overview: generated lines (category, slot, ``source: user,
+    <time>``) that every memory of a stage shares, which made another memory's overview look like a copy (the
+    quoted content an overview may carry is fingerprinted as the content)."""
+    return [t for row in rows for t in (row.content, row.abstract) if t]
 
 
 def store_fingerprints(session: Session, job: DeletionJob, scope: Scope, hidden: list[uuid.UUID]) -> int:

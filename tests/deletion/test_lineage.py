@@ -102,3 +102,18 @@ def test_deleting_a_message_scrubs_the_older_version_a_later_message_superseded(
         held = session.execute(select(Memory.memory_id, Memory.version).where(Memory.content.contains("Windhoek"))
                                ).all()
     assert held == []
+
+
+def test_memories_of_one_stage_sharing_generated_overview_lines_are_no_copies(
+    lineage_api: TestClient, make_key: MakeKey
+) -> None:
+    """Found by the residue property test: two messages at the same time gave two memories whose overviews share
+    ``source: user, <time>``; deleting one message reported the other memory's overview as a copy."""
+    key = make_key(tenant=f"t-{uuid.uuid4().hex[:12]}")
+    first, _ = post(lineage_api, key, "s-ov", say("o1", "user", "I live in Reykjavik since zqov1"),
+                    say("o2", "user", "I prefer answers about Reykjavik and zqov2"))
+    commit(lineage_api, key, "s-ov", "c-ov")
+
+    job = forget(lineage_api, key, {"type": "event", "event_id": first})
+
+    assert (job["status"], job["remaining_copies"]) == ("completed", []), job["remaining_copies"]
