@@ -6,18 +6,26 @@ production workers run with an empty plan.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from google.protobuf.message import Message
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 from temporalio import activity
+from temporalio.api.common.v1 import Payload
+from temporalio.client import WorkflowHistory
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.db import heartbeating, shielded_session
+from memory.deletion.fingerprints import Matcher
 from memory.deletion.jobs import (
     PURGE_LAYERS,
     JobStatus,
@@ -30,6 +38,7 @@ from memory.deletion.jobs import (
     view_job,
 )
 from memory.deletion.layers import PURGERS
+from memory.deletion.residue import MAX_COPIES, Copy, matchers, scan, scan_values, workflow_ids
 from memory.deletion.verify import verify
 from memory.models import RetentionHold
 from memory.resources.bodies import record_store
@@ -57,10 +66,21 @@ class PurgeRequest:
 
 
 @dataclass(frozen=True)
+class FinishRequest:
+    """What ``finish`` decides on: the job, and the copies the history scan found (``scan_histories``). A
+    workflow started before that scan existed sends only the job's fields; the default keeps it replaying."""
+
+    tenant_id: str
+    job_id: str
+    history_copies: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class VerifyOutcome:
     clean: bool
     probes: int
     hits: dict[str, int]
+    remaining_copies: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -207,28 +227,100 @@ class DeletionActivities:
                 return removed
             self.faults.after_batch(layer.value)
 
+    @activity.defn(name="deletion_scan_histories")
+    async def scan_histories(self, ref: JobRef) -> list[str]:
+        """The residue scan of mnemo's own workflow histories of the tenant: their payloads, decoded, matched
+        against the job's fingerprints. The tenant's workflow ids come from its rows (every ``workflow_id``
+        column); the deletion's own run is skipped (it carries ids and counts only)."""
+        job_id = uuid.UUID(ref.job_id)
+
+        def load() -> tuple[dict[uuid.UUID, Matcher], list[str], str]:
+            with shielded_session(self.engine, ref.tenant_id) as session:
+                job = get_job(session, ref.tenant_id, job_id)
+                return matchers(session, ref.tenant_id, [job_id]), workflow_ids(session, ref.tenant_id), job.workflow_id
+
+        found, ids, own = await asyncio.to_thread(load)
+        if not found:
+            return []
+        client = activity.client()
+        copies: list[str] = []
+        for workflow in ids:
+            if workflow == own or len(copies) >= MAX_COPIES:
+                continue
+            activity.heartbeat(workflow)
+            try:
+                history = await client.get_workflow_handle(workflow).fetch_history()
+            except RPCError as exc:
+                if exc.status is RPCStatusCode.NOT_FOUND:  # retention removed it, or it never started
+                    continue
+                raise
+            place = Copy("temporal_history", "payloads", workflow)
+            if scan_values(place, history_values(history), found)[job_id]:
+                copies.append(place.label)
+        return copies
+
     @activity.defn(name="deletion_finish")
-    def finish(self, ref: JobRef) -> VerifyOutcome:
-        """Verify; only if nothing is found, drop the probes and the deleted bodies' sha256s, and complete. Otherwise
-        fail loudly."""
+    def finish(self, request: FinishRequest) -> VerifyOutcome:
+        """Verify: the residue scan (rows, artifact files, and the histories' copies the workflow passes in)
+        decides; the older targeted checks must pass too. Only if nothing is found, drop the probes and the
+        deleted bodies' sha256s, and complete; otherwise list each copy and fail loudly."""
+        ref = JobRef(request.tenant_id, request.job_id)
         job_id = uuid.UUID(ref.job_id)
         with heartbeating(), shielded_session(self.engine, ref.tenant_id) as session:
             job = get_job(session, ref.tenant_id, job_id, lock=True)
             self._bind(session, ref.tenant_id)
             result = verify(session, job)
-            if result.clean:
+            found = scan(session, ref.tenant_id, self.data_dir, {job_id: job.subject_user_id})
+            copies = [c.label for c in found.get(job_id, [])]
+            copies += request.history_copies
+            if result.clean and not copies:
                 probes = PURGERS[Layer.VERIFICATION_PROBES](session, job, self.batch_size)
                 record_layer(
                     session, ref.tenant_id, job_id, Layer.VERIFICATION_PROBES, status="done",
-                    removed=probes.removed, remaining=0, evidence={**probes.evidence, "verified_probes": result.probes},
+                    removed=probes.removed, remaining=0,
+                    evidence={**probes.evidence, "verified_probes": result.probes, "remaining_copies": []},
                 )
                 forget_known_bodies(session, job)
                 transition(session, job, JobStatus.COMPLETED)
             else:
+                record_layer(session, ref.tenant_id, job_id, Layer.VERIFICATION_PROBES, status="failed",
+                             remaining=len(copies), evidence={"remaining_copies": copies})
                 transition(
                     session,
                     job,
                     JobStatus.FAILED_REQUIRES_ACTION,
-                    error=f"verification found deleted data: {result.hits}",
+                    error=f"verification found deleted data: {result.hits}; remaining copies: {len(copies)}",
                 )
-        return VerifyOutcome(result.clean, result.probes, result.hits)
+        return VerifyOutcome(result.clean and not copies, result.probes, result.hits, copies)
+
+
+def history_values(history: WorkflowHistory) -> Iterator[object]:
+    """Every payload of a history (inputs, results, signals, failures' details), decoded: JSON when it is, else
+    the bytes as text. Found by walking each event's message, so every event type is covered."""
+    for event in history.events:
+        yield from _payloads(event)
+
+
+def _payloads(message: Message) -> Iterator[object]:
+    for descriptor, value in message.ListFields():
+        if descriptor.message_type is None:
+            if isinstance(value, str):
+                yield value
+            elif not isinstance(value, bytes | int | float | bool):  # a repeated scalar field
+                yield from (item for item in value if isinstance(item, str))
+            continue
+        if descriptor.message_type.GetOptions().map_entry:
+            items = list(value.values())
+        else:
+            items = [value] if isinstance(value, Message) else list(value)
+        for item in items:
+            if isinstance(item, Payload):
+                raw = item.data.decode("utf-8", errors="ignore")
+                try:
+                    yield json.loads(raw)
+                except ValueError:
+                    yield raw
+            elif isinstance(item, Message):
+                yield from _payloads(item)
+            elif isinstance(item, str):
+                yield item

@@ -1,9 +1,13 @@
-"""``mnemo backup`` and ``mnemo restore``: pg_dump / pg_restore, with tombstones re-applied.
+"""``mnemo backup`` and ``mnemo restore``: pg_dump / pg_restore, with deletions re-applied and verified.
 
 A restore never exposes un-reapplied data: the archive is restored into a side
-database, the live database's tombstones are copied in and applied there, and
-only then are the two swapped (renamed) in one step. The revision sequence is
-moved past both, so tombstones keep covering exactly what they covered.
+database, the live database's deletions (jobs, tombstones, fingerprints) are copied
+in and every job is purged again there by the workflow's own purge code
+(:mod:`memory.deletion.reapply`); the residue scan must then find no copy of any
+deleted text, and only then are the two swapped (renamed) in one step. A copy
+found stops the restore before the swap: the live database is untouched. The
+revision sequence is moved past both, so tombstones keep covering exactly what
+they covered.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from api.devstack.postgres import POSTGRES_BIN_PATH
+from api.settings import Settings
 from memory.db import make_engine, tenant_session
-from memory.deletion.reapply import TombstoneRecord, export_tombstones, reapply
+from memory.deletion.reapply import Carried, export_deletions, reapply, residue
 from migrations import upgrade
 
 
@@ -54,16 +59,16 @@ class RestoreReport:
     rows_scrubbed: int
 
 
-def _live_tombstones(url: str) -> tuple[dict[str, list[TombstoneRecord]], int]:
+def _live_deletions(url: str) -> tuple[dict[str, Carried], int]:
     engine = make_engine(url, pool_size=1)
     try:
         with engine.connect() as connection:
             tenants = connection.execute(text("SELECT tenant_id FROM tenants")).scalars().all()
             revision = int(connection.execute(text("SELECT last_value FROM mnemo_revision_seq")).scalar_one())
-        records: dict[str, list[TombstoneRecord]] = {}
+        records: dict[str, Carried] = {}
         for tenant in tenants:
             with tenant_session(engine, tenant) as session:
-                records[tenant] = export_tombstones(session, tenant)
+                records[tenant] = export_deletions(session, tenant)
         return records, revision
     finally:
         engine.dispose()
@@ -88,14 +93,16 @@ def _rename_when_idle(conn: psycopg.Connection[tuple[object, ...]], old: str, ne
             time.sleep(0.1)
 
 
-def restore(url: str, archive: Path) -> RestoreReport:
+def restore(url: str, archive: Path, data_dir: Path | None = None) -> RestoreReport:
+    """Restore ``archive``; ``data_dir`` holds the artifact stores the re-applied purge and the scan reach."""
+    store_dir = data_dir if data_dir is not None else Settings().data_dir
     if not archive.is_file():
         raise BackupError(f"no backup archive at {archive}")
     live = make_url(url).database
     assert live, "the database URL names no database"
     side = f"{live}_restoring"
     admin = _libpq(url, "postgres")
-    tombstones, live_revision = _live_tombstones(url)
+    tombstones, live_revision = _live_deletions(url)
 
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(side)))
@@ -109,7 +116,15 @@ def restore(url: str, archive: Path) -> RestoreReport:
     try:
         for tenant, records in tombstones.items():
             with tenant_session(engine, tenant) as session:
-                scrubbed += reapply(session, tenant, records)
+                scrubbed += reapply(session, tenant, records, store_dir)
+        for tenant in tombstones:  # after the purges committed: the scan reads what the restored database holds
+            with tenant_session(engine, tenant) as session:
+                copies = residue(session, tenant, store_dir)
+            if copies:
+                raise BackupError(
+                    f"the restored database still holds {len(copies)} copy(ies) of deleted data in tenant {tenant!r} "
+                    f"({', '.join(c.label for c in copies[:10])}); it was not put live (side database {side})"
+                )
     finally:
         engine.dispose()
     with psycopg.connect(_libpq(url, side), autocommit=True) as conn:  # as the owner: setval needs UPDATE
@@ -130,5 +145,6 @@ def restore(url: str, archive: Path) -> RestoreReport:
         conn.execute(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(sql.Identifier(side), sql.Identifier(live)))
         conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(replaced)))
     return RestoreReport(
-        tenants=len(tombstones), tombstones=sum(len(r) for r in tombstones.values()), rows_scrubbed=scrubbed
+        tenants=len(tombstones), tombstones=sum(len(r.tombstones) for r in tombstones.values()),
+        rows_scrubbed=scrubbed
     )

@@ -340,7 +340,8 @@ def restore(
     from api.backup import restore as run_restore
 
     try:
-        report = run_restore(_service_settings(data_dir).require_database_url(), archive)
+        service = _service_settings(data_dir)
+        report = run_restore(service.require_database_url(), archive, data_dir=service.data_dir)
     except BackupError as exc:
         fail(str(exc))
         raise

@@ -104,6 +104,7 @@ def build_worker(
             deletion.set_status,
             deletion.purge,
             deletion.finish,
+            deletion.scan_histories,
             retention.tenants,
             retention.open_jobs,
             *tasks.all(),

@@ -305,6 +305,18 @@ class DeletionProbe(Base):
     probe: Mapped[str] = mapped_column(Text)
 
 
+class DeletionFingerprint(Base):
+    """A salted 64-bit hash of one shingle of one deleted text (migration 0022): what the residue scan
+    looks for. Kept after the job completes (a restore scans for them again); never the text."""
+
+    __tablename__ = "deletion_fingerprints"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    text_no: Mapped[int] = mapped_column(Integer, primary_key=True)
+    shingle: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+
+
 class RebuildBlock(Base):
     """An event that must not be used to rebuild a deleted memory."""
 

@@ -4,7 +4,8 @@ accepted → running → completed; a transient failure waits in retry_wait and 
 again; a retention or legal hold parks the job in blocked_by_retention until
 released; what cannot continue ends in failed_requires_action until an operator
 resumes it. Checkpoints live in the read model, so a resumed job continues
-where it stopped. Only a clean verification may reach completed.
+where it stopped. Only a clean verification may reach completed: the residue scan of the
+histories, then of the rows and files, and the targeted checks (``finish``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.deletion import DeletionActivities, JobRef, PurgeRequest, StatusChange
+    from activities.deletion import DeletionActivities, FinishRequest, JobRef, PurgeRequest, StatusChange
     from memory.deletion.jobs import JobStatus
 
 
@@ -64,9 +65,17 @@ class DeletionWorkflow:
             for layer, count in (await self._purge(again)).items():
                 removed[layer] = removed.get(layer, 0) + count
             self._resume = False  # a resume signalled once the job is failed_requires_action must count
+            history_copies: list[str] = []
+            if workflow.patched("residue-scan-histories"):  # runs started before it replay without it
+                history_copies = await workflow.execute_activity_method(
+                    DeletionActivities.scan_histories,
+                    self._ref,
+                    start_to_close_timeout=timedelta(minutes=10),
+                    heartbeat_timeout=timedelta(seconds=max(self._request.heartbeat_timeout_seconds, 30.0)),
+                )
             outcome = await workflow.execute_activity_method(
                 DeletionActivities.finish,
-                self._ref,
+                FinishRequest(self._ref.tenant_id, self._ref.job_id, history_copies),
                 start_to_close_timeout=timedelta(minutes=10),
                 # A killed worker's verification is retried once its heartbeats stop, not after 10 minutes.
                 heartbeat_timeout=timedelta(seconds=self._request.heartbeat_timeout_seconds),

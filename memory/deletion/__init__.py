@@ -3,6 +3,9 @@
 - :mod:`.scope` says which rows a request covers (used by every other module);
 - :mod:`.barrier` is the one transaction that makes the targets invisible at once;
 - :mod:`.layers` purges one layer batch by batch, each batch a checkpoint;
-- :mod:`.verify` searches for what was deleted and reports any hit;
+- :mod:`.deleted_texts` and :mod:`.fingerprints` keep, at the barrier, hashes of what goes (never the text);
+- :mod:`.residue` scans every text-bearing column, the artifact stores and histories for them: it decides;
+- :mod:`.verify` runs the older targeted checks (lexical, recall, vectors, storage) as extra checks;
+- :mod:`.reapply` carries deletions into a restored database, purges them again and scans it;
 - :mod:`.jobs` holds the job status machine and the read model the API returns.
 """

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.deletion import outbox
+from memory.deletion.deleted_texts import store_fingerprints
 from memory.deletion.jobs import Layer, get_job, workflow_id
 from memory.deletion.layers import hide_orphans
 from memory.deletion.ownership import require_target
@@ -212,6 +213,7 @@ def request_deletion(
     )
     session.execute(update(Memory).where(covered).values(status=Status.DELETED.value))
     derived = hide_orphans(session, job, linked_refs(session, scope, tenant, revision), revision)
+    fingerprints = store_fingerprints(session, job, scope, derived)
     outbox.enqueue(session, tenant, job_id)
     # A subject deletion forgets the person: their keys must not write new data about them afterwards.
     # A person deleting themselves keeps the key they asked with, to follow the job to its proof.
@@ -233,7 +235,8 @@ def request_deletion(
             memory_id=uuid.UUID(scope.target_id) if scope.type is ScopeType.MEMORY else None,
             job_id=job_id,
             detail={"scope_type": scope.type.value, "covered_versions": len(rows), "derived_hidden": len(derived),
-                    "epoch": epoch, "keys_revoked": len(revoked)},
+                    "epoch": epoch, "keys_revoked": len(revoked),
+                    "fingerprints": fingerprints},
         )
     )
     session.flush()

@@ -232,8 +232,10 @@ class JobView:
 
     @property
     def remaining_copies(self) -> list[str]:
-        """Layers not yet confirmed clean: only an empty list may be reported as full deletion."""
-        return [layer.layer for layer in self.layers if layer.status != "done"]
+        """Layers not yet confirmed clean, then each copy the residue scan found (``table.column#row id``, or a
+        store's file, or a workflow's history): only an empty list may be reported as full deletion."""
+        copies = [str(c) for layer in self.layers for c in layer.evidence.get("remaining_copies", [])]
+        return [layer.layer for layer in self.layers if layer.status != "done"] + copies
 
 
 def view_job(session: Session, tenant_id: str, job_id: uuid.UUID) -> JobView:

@@ -181,16 +181,24 @@ def _hide(session: Session, job: DeletionJob, head: Memory, revision: int) -> No
 
 
 def derived_deleted_by(job: DeletionJob) -> ColumnElement[bool]:
-    """Memory rows this job deleted because they were derived from its scope (not the scope's own rows)."""
+    """Memory rows this job deleted because they were derived from its scope (not the scope's own rows).
+
+    Lineage, not a column: the barrier and the purge tombstone every memory they delete as derived
+    (:func:`_hide`), so the tombstones this job wrote are the list. Only a memory scope's own target is
+    left out (it has a tombstone of its own). Nothing here reads a column that can be NULL: the negated
+    ``memories_in`` it used was unknown for an extracted memory (``session_id`` NULL), which dropped every
+    memory a commit extracted from the purge and from its verification (issue 23, finding 1).
+    """
     scope = scope_of(job)
+    own = [scope.target_id] if scope.type is ScopeType.MEMORY else []
     return and_(
         Memory.tenant_id == job.tenant_id,
         cast(Memory.memory_id, Text).in_(
             select(Tombstone.target_id).where(
-                Tombstone.tenant_id == job.tenant_id, Tombstone.job_id == job.job_id, Tombstone.target_type == "memory"
+                Tombstone.tenant_id == job.tenant_id, Tombstone.job_id == job.job_id,
+                Tombstone.target_type == "memory", Tombstone.target_id.notin_(own),
             )
         ),
-        ~memories_in(scope, job.tenant_id, job.barrier_revision),
     )
 
 
@@ -225,6 +233,7 @@ def purge_derived_memories(session: Session, job: DeletionJob, batch: int) -> Ba
         session.flush()
         delete_projection(session, job.tenant_id, scrubbed_ids)
     links = deleted_links(session, job)
+    old_versions = _scrub_superseded(session, job.tenant_id, links, batch)
     found = derived_from(session, job.tenant_id, links, limit=batch, lock=True)
     deleted = rederived = 0
     link_set = set(links)
@@ -236,16 +245,38 @@ def purge_derived_memories(session: Session, job: DeletionJob, batch: int) -> Ba
             _rederive(session, derived.head, [ref for ref in derived.head.evidence_refs if ref not in link_set])
             rederived += 1
     session.flush()
-    done = len(unscrubbed) < batch and len(found) < batch and deleted == 0
+    done = len(unscrubbed) < batch and len(found) < batch and deleted == 0 and old_versions < batch
     # A memory hidden here is counted when the next batch scrubs it, as the barrier's are.
-    return BatchResult(len(scrubbed_ids), done,
-                       {"derived_deleted": len(scrubbed_ids), "derived_rederived": rederived})
+    return BatchResult(len(scrubbed_ids) + old_versions, done,
+                       {"derived_deleted": len(scrubbed_ids), "derived_rederived": rederived,
+                        "superseded_versions_scrubbed": old_versions})
+
+
+def _scrub_superseded(session: Session, tenant_id: str, links: list[str], batch: int) -> int:
+    """Older versions citing a deleted record: a later version replaced their text, not their lineage.
+
+    :func:`derived_from` asks about current versions only; a version superseded by a later message
+    (``I live in A``, then ``I live in B``) still holds the text of the message it was built from, and its
+    memory lives on through the newer version's evidence. Lineage is per version: its text goes, its
+    ids and versions stay (issue 23: found by the residue scan)."""
+    if not links:
+        return 0
+    rows = session.execute(
+        select(Memory).where(
+            Memory.tenant_id == tenant_id, Memory.status == Status.SUPERSEDED.value, Memory.purged_at.is_(None),
+            Memory.evidence_refs.op("?|")(cast(links, ARRAY(Text))),
+        ).limit(batch).with_for_update(skip_locked=True)
+    ).scalars().all()
+    for row in rows:
+        _scrub(row)
+    session.flush()
+    return len(rows)
 
 
 def scrubbed_columns() -> dict[str, Any]:
     """A purged memory version's columns: its text and all that points into it gone (the quote's offset
-    too: the database keeps it inside the content). Ids, versions and revisions stay as evidence. One list
-    for the purge here and for tombstones re-applied after a restore (:mod:`memory.deletion.reapply`)."""
+    too: the database keeps it inside the content). Ids, versions and revisions stay as evidence. A restore
+    runs these same purgers again (:mod:`memory.deletion.reapply`)."""
     return {"status": Status.DELETED.value, "content": "", "quote_start": None, "abstract": "", "overview": None,
             "key": None, "evidence_refs": cast([], JSONB), "purged_at": func.now()}
 

@@ -1,18 +1,33 @@
-"""Re-apply tombstones after a restore, so an old backup cannot bring deleted data back."""
+"""Re-apply deletions after a restore, so an old backup cannot bring deleted data back.
+
+The live database's deletions (their jobs, layers, tombstones and fingerprints) are carried into the
+restored one, and each job is purged again there through the very purge code the workflow runs
+(:data:`memory.deletion.layers.PURGERS`, every layer, batch by batch until done): every layer a deletion
+reaches live (events, memories and what was derived from them, summaries, commits and their abstracts,
+sessions, records with their search rows and bodies, the search projection, audit bodies) is reached
+again. Then the residue scan (:mod:`memory.deletion.residue`) looks for every job's fingerprints; a copy
+left means the restore must not go live.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from sqlalchemy import cast, func, select, update
-from sqlalchemy.dialects.postgresql import JSONB, insert
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from memory.db import affected_rows
-from memory.deletion.layers import scrubbed_columns
-from memory.deletion.scope import Scope, ScopeType, events_in, memories_in
-from memory.models import Memory, MemoryEvent, Tombstone
-from memory.projection import delete_projection
+from memory.deletion.jobs import PURGE_LAYERS
+from memory.deletion.layers import PURGERS
+from memory.deletion.residue import Copy, scan
+from memory.models import DeletionFingerprint, DeletionJob, DeletionLayer, Tombstone
+from memory.resources.bodies import record_store
+from memory.resources.forget import bind_store
+
+BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -26,38 +41,80 @@ class TombstoneRecord:
     revision: int
 
 
+@dataclass(frozen=True)
+class Carried:
+    """One tenant's deletions, as the live database has them."""
+
+    tombstones: list[TombstoneRecord]
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    layers: list[dict[str, Any]] = field(default_factory=list)
+    fingerprints: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _columns(row: object, model: type[Any]) -> dict[str, Any]:
+    return {c.key: getattr(row, c.key) for c in model.__table__.columns}
+
+
 def export_tombstones(session: Session, tenant_id: str) -> list[TombstoneRecord]:
     rows = session.execute(select(Tombstone).where(Tombstone.tenant_id == tenant_id)).scalars()
     return [TombstoneRecord(t.target_type, t.target_id, t.owner_user_id, str(t.job_id), t.revision) for t in rows]
 
 
-def reapply(session: Session, tenant_id: str, tombstones: list[TombstoneRecord]) -> int:
-    """Insert the tombstones and scrub everything they cover: content, projection, events. Returns rows scrubbed."""
-    scrubbed = 0
-    for tomb in tombstones:
+def export_deletions(session: Session, tenant_id: str) -> Carried:
+    """Everything a restored database needs to forget again what the live one forgot."""
+    return Carried(
+        tombstones=export_tombstones(session, tenant_id),
+        jobs=[_columns(j, DeletionJob) for j in session.execute(
+            select(DeletionJob).where(DeletionJob.tenant_id == tenant_id)).scalars()],
+        layers=[_columns(row, DeletionLayer) for row in session.execute(
+            select(DeletionLayer).where(DeletionLayer.tenant_id == tenant_id)).scalars()],
+        fingerprints=[_columns(f, DeletionFingerprint) for f in session.execute(
+            select(DeletionFingerprint).where(DeletionFingerprint.tenant_id == tenant_id)).scalars()],
+    )
+
+
+def _carry(session: Session, model: type[Any], rows: list[dict[str, Any]]) -> None:
+    for start in range(0, len(rows), BATCH):
+        session.execute(insert(model).values(rows[start : start + BATCH]).on_conflict_do_nothing())
+
+
+def reapply(session: Session, tenant_id: str, carried: Carried, data_dir: Path) -> int:
+    """Carry the deletions in and purge every job's layers again, oldest barrier first. Returns rows purged."""
+    for tomb in carried.tombstones:
         session.execute(
             insert(Tombstone)
-            .values(
-                tenant_id=tenant_id,
-                target_type=tomb.target_type,
-                target_id=tomb.target_id,
-                owner_user_id=tomb.owner_user_id,
-                job_id=tomb.job_id,
-                revision=tomb.revision,
-            )
-            .on_conflict_do_nothing()
+            .values(tenant_id=tenant_id, target_type=tomb.target_type, target_id=tomb.target_id,
+                    owner_user_id=tomb.owner_user_id, job_id=uuid.UUID(tomb.job_id), revision=tomb.revision)
+            # the live tombstone is the newer word on a target deleted twice
+            .on_conflict_do_update(index_elements=["tenant_id", "target_type", "target_id", "owner_user_id"],
+                                   set_={"job_id": uuid.UUID(tomb.job_id), "revision": tomb.revision})
         )
-        scope = Scope(ScopeType(tomb.target_type), tomb.target_id, tomb.owner_user_id)
-        covered = memories_in(scope, tenant_id, tomb.revision)
-        delete_projection(session, tenant_id, select(Memory.memory_id).where(covered))
-        scrubbed += affected_rows(session.execute(
-            update(Memory)
-            .where(covered, Memory.purged_at.is_(None))
-            .values(**scrubbed_columns())
-        ))
-        scrubbed += affected_rows(session.execute(
-            update(MemoryEvent)
-            .where(events_in(scope, tenant_id, tomb.revision), MemoryEvent.purged_at.is_(None))
-            .values(payload=cast({}, JSONB), purged_at=func.now())
-        ))
-    return scrubbed
+    _carry(session, DeletionJob, carried.jobs)
+    _carry(session, DeletionLayer, carried.layers)
+    _carry(session, DeletionFingerprint, carried.fingerprints)
+    bind_store(session, record_store(data_dir, tenant_id))
+    live = {uuid.UUID(str(j["job_id"])) for j in carried.jobs}
+    jobs = session.execute(
+        select(DeletionJob).where(DeletionJob.tenant_id == tenant_id, DeletionJob.job_id.in_(live))
+        .order_by(DeletionJob.barrier_revision)
+    ).scalars().all()
+    purged = 0
+    for job in jobs:
+        for layer in PURGE_LAYERS:
+            while True:
+                result = PURGERS[layer](session, job, BATCH)
+                purged += result.removed
+                if result.done:
+                    break
+    session.flush()
+    return purged
+
+
+def residue(session: Session, tenant_id: str, data_dir: Path) -> list[Copy]:
+    """The residue scan of the restored tenant for every deletion's fingerprints: the copies left, if any."""
+    subjects = {row.job_id: row.subject_user_id for row in session.execute(
+        select(DeletionJob.job_id, DeletionJob.subject_user_id).where(DeletionJob.tenant_id == tenant_id))}
+    return [copy for copies in scan(session, tenant_id, data_dir, subjects).values() for copy in copies]
+
+
+__all__ = ["Carried", "TombstoneRecord", "export_deletions", "export_tombstones", "reapply", "residue"]

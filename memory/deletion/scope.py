@@ -53,7 +53,10 @@ def memories_in(scope: Scope, tenant_id: str, up_to_revision: int) -> ColumnElem
         Memory.revision <= up_to_revision,
     )
     if scope.type is ScopeType.SESSION:
-        return and_(personal, Memory.session_id == scope.target_id)
+        # NULL-safe: a memory extracted by a commit has no session_id; it is found through its evidence
+        # links (:func:`linked_refs`), and this condition must stay false for it, never unknown (negated,
+        # unknown stays unknown and dropped those memories from the purge: issue 23, finding 1).
+        return and_(personal, Memory.session_id.is_not_distinct_from(scope.target_id))
     if scope.type is ScopeType.SUBJECT:
         return personal
     return false()  # an event's derived memories are found through their evidence links

@@ -1,4 +1,8 @@
-"""Verification before a job may report completion: search for what was deleted.
+"""Targeted checks before a job may report completion: search for what was deleted where it is expected.
+
+These run in addition to the residue scan (:mod:`memory.deletion.residue`), which decides: the scan is
+independent of the purge's selection; these checks reuse it, and add what fingerprints cannot see
+(vectors, recall as the owner).
 
 Each probe (the original texts and their clauses) is searched lexically (full
 text and trigram) and through recall as the owner, and tenant-wide with no

@@ -20,8 +20,9 @@ from api.main import create_app
 from api.settings import Settings
 from memory.auth import create_api_key
 from memory.db import make_engine, tenant_session
+from memory.deletion.reapply import residue
 from migrations import alembic_config, upgrade
-from tests.conftest import auth
+from tests.conftest import auth, poll
 from tests.deletion.conftest import completed, wait_for
 from tests.factories import alices_memory, candidate, message_candidate, scratch_database
 from tests.workers import worker_env
@@ -133,3 +134,53 @@ def test_an_archive_from_an_older_schema_is_upgraded_before_it_goes_live(
             postings = session.execute(text("SELECT lexeme FROM memory_lexemes ORDER BY lexeme")).scalars().all()
         engine.dispose()
     assert postings == ["alic", "bee", "keep", "on", "roof", "the"]
+
+
+def test_a_restored_backup_forgets_every_layer_again_and_passes_the_residue_scan(
+    own_database: Settings, own_worker: None, tmp_path: Path
+) -> None:
+    """Issue 23, finding 2: summaries, commits and their abstracts, records and their search rows came back."""
+    engine = make_engine(own_database.require_database_url(), pool_size=1)
+    with tenant_session(engine, "acme") as session:
+        key = create_api_key(session, tenant_id="acme", user_id="alice", roles=["memory_writer"])
+    engine.dispose()
+    secret = "I live in Reykjavik near the old harbour"
+    todo = {"title": "Renew the harbour parking permit", "status": "open"}
+    archive = tmp_path / "mnemo.dump"
+    with TestClient(create_app(own_database)) as api:
+        api.post("/sessions", json={"session_id": "s-old"}, headers=auth(key))
+        posted = api.post("/sessions/s-old/messages", json={"messages": [
+            {"idempotency_key": "b1", "role": "user", "content": secret, "created_at": "2026-07-14T14:00:00+08:00"},
+            {"idempotency_key": "b2", "role": "user", "content": "I prefer answers in Icelandic.",
+             "created_at": "2026-07-14T14:01:00+08:00"}]}, headers=auth(key))
+        assert posted.status_code in (200, 201), posted.text
+        assert api.post("/sessions/s-old/commit", json={"commit_id": "c-old"}, headers=auth(key)).status_code == 202
+        done = poll(api, key, "/sessions/s-old/commits/c-old", lambda b: b["status"].startswith("completed"), 120)
+        assert "Reykjavik" in str(done["memories"])
+        assert api.put("/records/todo/t-old", json={"data": todo}, headers=auth(key)).status_code in (200, 201)
+        backed_up = _mnemo(own_database, "backup", "--out", str(archive))
+        assert backed_up.returncode == 0, backed_up.stderr
+        for scope in ({"type": "session", "session_id": "s-old"},
+                      {"type": "record", "resource": "todo", "record_id": "t-old"}):
+            accepted = api.post("/deletion-requests", json={"deletion_request_id": f"d-{uuid.uuid4().hex[:8]}",
+                                                            "scope": scope}, headers=auth(key))
+            assert accepted.status_code == 202, accepted.text
+            job = wait_for(api, key, accepted.json()["job_id"], completed, timeout=120)
+            assert job["fully_deleted"] is True, job
+
+    restored = _mnemo(own_database, "restore", str(archive))
+    assert restored.returncode == 0, restored.stderr
+
+    with TestClient(create_app(own_database)) as api:
+        commit = api.get("/sessions/s-old/commits/c-old", headers=auth(key))
+        assert commit.status_code == 404 or "Reykjavik" not in commit.text, commit.text
+        assert api.get("/records/todo/t-old", headers=auth(key)).status_code == 404
+    engine = make_engine(own_database.require_database_url(), pool_size=1)
+    with tenant_session(engine, "acme") as session:
+        for table in ("session_summaries", "session_commits", "memory_events", "memories", "memory_search",
+                      "resource_records", "resource_search", "sessions"):
+            rows = session.execute(text(f"SELECT * FROM {table}")).all()
+            held = [row for row in rows if "reykjavik" in str(row).lower() or "parking permit" in str(row).lower()]
+            assert held == [], (table, held)
+        assert residue(session, "acme", own_database.data_dir) == []
+    engine.dispose()

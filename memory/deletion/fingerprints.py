@@ -1,0 +1,111 @@
+"""Fingerprints of deleted content: salted hashes of overlapping shingles, never the text.
+
+A text is normalised (NFKC, case-folded) and cut into units: each CJK character is one unit (CJK has
+no spaces), each run of other letters and digits is one. A shingle is :data:`WIDTH` consecutive units;
+its fingerprint is the first 8 bytes of ``sha256(salt || shingle)`` (the salt is the job's id, so a
+fingerprint says nothing without the job, and the same text gives different hashes in two jobs).
+
+A scanned value holds a copy of a deleted text when it contains a run of consecutive shingles all
+from that text, as long as :data:`RUN` shingles, or as the text itself when it is shorter: a
+verbatim copy inside a longer text is found, a shared common phrase ("I live in") is not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+WIDTH = 3
+"""Units per shingle: a text shorter than this has no fingerprint (too short to tell a copy from chance)."""
+RUN = 4
+"""Consecutive matching shingles (WIDTH + RUN - 1 = 6 units verbatim) that make a copy of a longer text."""
+MAX_SHINGLES_PER_JOB = 200_000
+"""Bounds the barrier's work and the scan's memory; beyond it, later texts are fingerprinted no further."""
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_UNIT = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
+
+
+def units(text: str) -> list[str]:
+    return _UNIT.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def _hash(salt: bytes, shingle: tuple[str, ...]) -> int:
+    digest = hashlib.sha256(salt + "\x1f".join(shingle).encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def shingle_hashes(salt: bytes, text: str) -> list[int]:
+    """The text's shingles' fingerprints, in order (repeats kept: a run is counted along the text)."""
+    parts = units(text)
+    return [_hash(salt, tuple(parts[i : i + WIDTH])) for i in range(len(parts) - WIDTH + 1)]
+
+
+def fingerprint(salt: bytes, texts: Iterable[str], kept: Iterable[str] = ()) -> list[set[int]]:
+    """One fingerprint set per deleted text, minus the shingles of ``kept`` texts (what the deletion
+    deliberately keeps, e.g. the messages a deleted memory came from: they are no copy of it)."""
+    keep = {h for text in kept for h in shingle_hashes(salt, text)}
+    sets: list[set[int]] = []
+    seen: set[frozenset[int]] = set()
+    total = 0
+    for text in texts:
+        hashes = set(shingle_hashes(salt, text)) - keep
+        if not hashes or frozenset(hashes) in seen:
+            continue
+        if total + len(hashes) > MAX_SHINGLES_PER_JOB:
+            break
+        seen.add(frozenset(hashes))
+        sets.append(hashes)
+        total += len(hashes)
+    return sets
+
+
+@dataclass
+class Matcher:
+    """Finds copies of any of one job's texts in a value (all texts share the job's salt)."""
+
+    salt: bytes
+    texts: list[set[int]]
+    _owners: dict[int, list[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for number, hashes in enumerate(self.texts):
+            for h in hashes:
+                self._owners.setdefault(h, []).append(number)
+
+    def copies(self, value: str) -> bool:
+        """Does ``value`` hold a copy of one of the texts?"""
+        if not self._owners:
+            return False
+        runs: dict[int, int] = {}
+        for h in shingle_hashes(self.salt, value):
+            owners = self._owners.get(h, ())
+            runs = {number: runs.get(number, 0) + 1 for number in owners}
+            for number, length in runs.items():
+                if length >= min(RUN, len(self.texts[number])):
+                    return True
+        return False
+
+
+def strings(value: object) -> Iterator[str]:
+    """Every string inside a JSON value or an array, as stored."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from strings(key)
+            yield from strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from strings(item)
+
+
+def salt_of(job_id: uuid.UUID) -> bytes:
+    return job_id.bytes
+
+
+__all__ = ["Matcher", "fingerprint", "salt_of", "shingle_hashes", "strings", "units"]

@@ -1,0 +1,267 @@
+"""The residue scan: looks for a deletion's fingerprints everywhere mnemo keeps text, not where the purge looked.
+
+It shares nothing with the purge's selection. The tables and columns come from the catalog: every
+text, varchar, json/jsonb and text[]/varchar[] column of every base table with a ``tenant_id``, so a
+table added later is scanned without editing this module. Rows are read for one tenant at a time, in
+batches from a server-side cursor; each value (each string inside a JSON value or an array) is
+matched against the fingerprints (:mod:`.fingerprints`). Files (artifact stores) and workflow
+histories are matched the same way by their callers. A hit is reported as (table, column, row id):
+the place, never the text.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from memory.deletion.fingerprints import Matcher, salt_of, strings
+from memory.models import DeletionFingerprint
+
+BATCH_ROWS = 500
+"""Rows fetched per round trip of the server-side cursor."""
+MAX_COPIES = 100
+"""Copies listed per job: enough to act on; the scan stops looking once it has this many."""
+FILE_CHUNK = 1 << 20
+"""Files are read in chunks of this many bytes (with an overlap, so a copy across two chunks is found)."""
+
+OWNER_COLUMNS = ("owner_id", "user_id")
+"""A row with one of these naming another user is that person's own data: the same words there are theirs,
+not a remnant of the subject's (two users may store the same todo). Shared rows (owned by the tenant or
+the system, or by nobody) are scanned as the subject's."""
+
+SKIPPED_TABLES = frozenset({"deletion_probes"})
+"""The older checks' transient probe texts (:mod:`.verify`), dropped in the very transaction that completes the
+job: they are the verification's own copy, not a remnant."""
+
+_TEXT_COLUMNS = text(
+    """
+    SELECT c.table_name, c.column_name
+    FROM information_schema.columns c
+    JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+    WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
+      AND c.column_name <> 'tenant_id'
+      AND (c.data_type IN ('text', 'character varying', 'character', 'json', 'jsonb')
+           OR (c.data_type = 'ARRAY' AND c.udt_name IN ('_text', '_varchar', '_json', '_jsonb')))
+      AND EXISTS (SELECT 1 FROM information_schema.columns k
+                  WHERE k.table_schema = c.table_schema AND k.table_name = c.table_name
+                    AND k.column_name = 'tenant_id')
+    ORDER BY c.table_name, c.ordinal_position
+    """
+)
+_PRIMARY_KEY = text(
+    """
+    SELECT a.attname FROM pg_index i
+    JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+    WHERE i.indrelid = to_regclass(quote_ident(:table)) AND i.indisprimary
+    ORDER BY array_position(i.indkey::int2[], a.attnum)
+    """
+)
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Where a copy of deleted content remains."""
+
+    table: str
+    column: str
+    row_id: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.table}.{self.column}#{self.row_id}"
+
+
+def matchers(session: Session, tenant_id: str, job_ids: Iterable[uuid.UUID] | None = None) -> dict[uuid.UUID, Matcher]:
+    """The stored fingerprints of these jobs (every job of the tenant when ``None``), one matcher per job."""
+    statement = select(DeletionFingerprint.job_id, DeletionFingerprint.text_no, DeletionFingerprint.shingle).where(
+        DeletionFingerprint.tenant_id == tenant_id)
+    if job_ids is not None:
+        statement = statement.where(DeletionFingerprint.job_id.in_(list(job_ids)))
+    texts: dict[uuid.UUID, dict[int, set[int]]] = {}
+    for job_id, number, shingle in session.execute(statement):
+        texts.setdefault(job_id, {}).setdefault(number, set()).add(shingle)
+    return {job_id: Matcher(salt_of(job_id), [by_no[n] for n in sorted(by_no)]) for job_id, by_no in texts.items()}
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def text_columns(session: Session) -> dict[str, list[str]]:
+    """Every text-bearing column of every tenant table, from the catalog."""
+    columns: dict[str, list[str]] = {}
+    for table, column in session.execute(_TEXT_COLUMNS):
+        if table not in SKIPPED_TABLES:
+            columns.setdefault(table, []).append(column)
+    return columns
+
+
+_LINEAGE_OWNERS = {
+    "memory_id": "(SELECT m.owner_id FROM memories m WHERE m.tenant_id = t.tenant_id AND m.memory_id = t.memory_id "
+                 "LIMIT 1)",
+    "session_id": "(SELECT s.user_id FROM sessions s WHERE s.tenant_id = t.tenant_id AND s.session_id = t.session_id)",
+}
+"""A row with no owner column of its own (a search row, a posting, a summary) belongs to whoever owns what it
+was derived from: its memory, or its session."""
+
+
+def _owner_columns(session: Session, table: str) -> list[str]:
+    """SQL expressions (over the table as ``t``) naming the row's owners: its own owner columns, else its lineage."""
+    names = [str(c) for c in session.execute(text(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND table_name = :table ORDER BY column_name"), {"table": table}).scalars()]
+    own = [f"t.{_quote(n)}::text" for n in names if n in OWNER_COLUMNS]
+    if own or table in ("memories", "sessions"):
+        return own
+    return [expr for column, expr in _LINEAGE_OWNERS.items() if column in names][:1]
+
+
+def _rows(session: Session, tenant_id: str, table: str, columns: list[str]
+          ) -> Iterator[tuple[str, set[str], dict[str, object]]]:
+    """Each row's id, its owners (:data:`OWNER_COLUMNS` values) and its text-bearing values."""
+    key = [str(name) for name in session.execute(_PRIMARY_KEY, {"table": table}).scalars() if name != "tenant_id"]
+    ident = [f"t.{_quote(k)}::text" for k in key] or ["t.ctid::text"]
+    owners = _owner_columns(session, table)
+    selected = ", ".join([*(f"{expr} AS k{n}" for n, expr in enumerate(ident)),
+                          *(f"{o} AS o{n}" for n, o in enumerate(owners)),
+                          *(f"{_quote(c)} AS c{n}" for n, c in enumerate(columns))])
+    statement = text(f"SELECT {selected} FROM {_quote(table)} t WHERE t.tenant_id = :tenant").execution_options(
+        stream_results=True, yield_per=BATCH_ROWS)  # on the statement: on the connection it would outlive the scan
+    result = session.connection().execute(statement, {"tenant": tenant_id})
+    for row in result:
+        values = row._mapping
+        row_id = "/".join(str(values[f"k{n}"]) for n in range(len(ident)))
+        owned = {str(values[f"o{n}"]) for n in range(len(owners)) if values[f"o{n}"] is not None}
+        yield row_id, owned, {column: values[f"c{n}"] for n, column in enumerate(columns)}
+
+
+def anothers(owned: set[str], subject: str, tenant_id: str) -> bool:
+    """The row belongs to a user other than the subject (not to the tenant or the system as a whole)."""
+    return bool(owned - {subject, tenant_id, "system"})
+
+
+def scan_database(session: Session, tenant_id: str, found: dict[uuid.UUID, Matcher], subjects: dict[uuid.UUID, str]
+                  ) -> dict[uuid.UUID, list[Copy]]:
+    """Every copy of each job's texts in the tenant's rows but another user's, per job (at most
+    :data:`MAX_COPIES` each)."""
+    copies: dict[uuid.UUID, list[Copy]] = {job_id: [] for job_id in found}
+    live = {job_id: matcher for job_id, matcher in found.items() if matcher.texts}
+    if not live:
+        return copies
+    for table, columns in text_columns(session).items():
+        for row_id, owned, values in _rows(session, tenant_id, table, columns):
+            for column, value in values.items():
+                if value is None:
+                    continue
+                for job_id, matcher in live.items():
+                    if anothers(owned, subjects.get(job_id, ""), tenant_id) or len(copies[job_id]) >= MAX_COPIES:
+                        continue
+                    if any(matcher.copies(s) for s in strings(value)):
+                        copies[job_id].append(Copy(table, column, row_id))
+    return copies
+
+
+def scan_files(files: Iterable[tuple[str, Path]], found: dict[uuid.UUID, Matcher]) -> dict[uuid.UUID, list[Copy]]:
+    """Copies in files, named (store, file name); read in overlapping chunks, decoded as UTF-8 leniently."""
+    copies: dict[uuid.UUID, list[Copy]] = {job_id: [] for job_id in found}
+    for store, path in files:
+        try:
+            handle = path.open("rb")
+        except (FileNotFoundError, IsADirectoryError):
+            continue
+        with handle:
+            tail = ""
+            while chunk := handle.read(FILE_CHUNK):
+                value = tail + chunk.decode("utf-8", errors="ignore")
+                for job_id, matcher in found.items():
+                    hit = Copy(store, "file", path.name)
+                    if hit not in copies[job_id] and matcher.copies(value):
+                        copies[job_id].append(hit)
+                tail = value[-4_096:]
+    return copies
+
+
+def tenant_files(session: Session, data_dir: Path, tenant_id: str) -> list[tuple[str, Path]]:
+    """The artifact store's files that hold the tenant's bytes: its whole record store, and the task artifacts
+    its rows name (that store is shared, content-addressed). A file is named by its sha256."""
+    from memory.resources.bodies import record_store  # the resource package imports the deletion package
+    from memory.tasks.artifacts import ArtifactStore
+    from memory.tasks.models import TaskArtifact
+
+    records = record_store(data_dir, tenant_id).root
+    files = [("record_store", path) for path in sorted(records.rglob("*")) if path.is_file()]
+    tasks = ArtifactStore.under(data_dir)
+    for sha in session.execute(select(TaskArtifact.sha256).where(TaskArtifact.tenant_id == tenant_id).distinct()
+                               ).scalars():
+        try:
+            files.append(("task_artifacts", tasks.path(sha)))
+        except ValueError:  # not a digest: names no file
+            continue
+    return files
+
+
+def workflow_ids(session: Session, tenant_id: str) -> list[str]:
+    """The tenant's workflow ids, from every ``workflow_id`` column of every tenant table (the catalog's list)."""
+    tables = session.execute(text(
+        "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND column_name = 'workflow_id' AND table_name IN (SELECT table_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND column_name = 'tenant_id') ORDER BY table_name")).scalars().all()
+    ids: dict[str, None] = {}
+    for table in tables:
+        for value in session.execute(text(f"SELECT DISTINCT workflow_id FROM {_quote(table)} WHERE tenant_id = :t "
+                                          "AND workflow_id IS NOT NULL"), {"t": tenant_id}).scalars():
+            ids[str(value)] = None
+    return list(ids)
+
+
+def _others_files(session: Session, tenant_id: str) -> dict[str, set[str]]:
+    """Each file (sha256) the tenant's rows name, with the owners of the rows naming it (the catalog's
+    ``sha256`` columns)."""
+    named: dict[str, set[str]] = {}
+    tables = session.execute(text(
+        "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND column_name = 'sha256' AND table_name IN (SELECT table_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND column_name = 'tenant_id') ORDER BY table_name")).scalars().all()
+    for table in tables:
+        owners = _owner_columns(session, table)
+        if not owners:
+            continue
+        for row in session.execute(text(f"SELECT t.sha256, {', '.join(owners)} "
+                                        f"FROM {_quote(table)} t WHERE t.tenant_id = :t"), {"t": tenant_id}):
+            named.setdefault(str(row[0]), set()).update(str(v) for v in row[1:] if v is not None)
+    return named
+
+
+def scan(session: Session, tenant_id: str, data_dir: Path,
+         subjects: dict[uuid.UUID, str]) -> dict[uuid.UUID, list[Copy]]:
+    """The residue scan of the tenant's rows and artifact files for these jobs' fingerprints (``subjects``: each
+    job's subject). A file another user's row names is theirs, as such a row is."""
+    found = matchers(session, tenant_id, list(subjects))
+    copies = scan_database(session, tenant_id, found, subjects)
+    named = _others_files(session, tenant_id)
+    files = tenant_files(session, data_dir, tenant_id)
+    for job_id, matcher in found.items():
+        mine = [(store, path) for store, path in files
+                if not anothers(named.get(path.name, set()), subjects[job_id], tenant_id)]
+        more = scan_files(mine, {job_id: matcher})[job_id]
+        copies[job_id] = [*copies[job_id], *more][:MAX_COPIES]
+    return copies
+
+
+def scan_values(place: Copy, values: Iterable[object], found: dict[uuid.UUID, Matcher]) -> dict[uuid.UUID, list[Copy]]:
+    """Copies among decoded values (a workflow history's payloads), all reported at ``place``."""
+    copies: dict[uuid.UUID, list[Copy]] = {job_id: [] for job_id in found}
+    for value in values:
+        for job_id, matcher in found.items():
+            if not copies[job_id] and any(matcher.copies(s) for s in strings(value)):
+                copies[job_id].append(place)
+    return copies
+
+
+__all__ = ["Copy", "matchers", "scan", "scan_database", "scan_files", "scan_values", "tenant_files", "text_columns",
+           "workflow_ids"]

@@ -1,0 +1,50 @@
+"""Fingerprints find a deleted text's copy inside any longer text (CJK too), not a phrase it merely shares, and
+the history walker reaches the payloads of a real Temporal history."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+from temporalio.client import WorkflowHistory
+
+from activities.deletion import history_values
+from memory.deletion.fingerprints import Matcher, fingerprint, units
+from memory.deletion.residue import Copy, scan_values
+
+SALT = uuid.uuid4().bytes
+words = st.lists(st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=8), min_size=3, max_size=30)
+cjk = st.text(alphabet="我你他住在上海北京喜欢绿茶咖啡跑步周末公司项目报告审批草稿", min_size=3, max_size=60)
+
+
+def _matcher(*texts: str, kept: tuple[str, ...] = ()) -> Matcher:
+    return Matcher(SALT, fingerprint(SALT, texts, kept))
+
+
+@given(deleted=st.one_of(words.map(" ".join), cjk), before=st.text(max_size=40), after=st.text(max_size=40))
+def test_a_copy_inside_any_longer_text_is_found(deleted: str, before: str, after: str) -> None:
+    # the copy may be re-spaced, re-cased or NFKC-varied; separators keep the surrounding words apart
+    assert _matcher(deleted).copies(f"{before}\n{deleted.upper()}\n{after}")
+
+
+def test_a_shared_common_phrase_is_not_a_copy_and_kept_words_are_left_out() -> None:
+    matcher = _matcher("I live in Reykjavik since last spring", "我住在上海静安区")
+    assert not matcher.copies("I live in Paris since last year")
+    assert not matcher.copies("我住在广州")
+    assert matcher.copies("Note: i LIVE in reykjavik since last spring, she said")
+    assert matcher.copies("他说我住在上海静安区附近")
+    assert units("\uff32\uff45\uff59\uff4b 我住") == ["reyk", "我", "住"]  # full-width letters, NFKC
+    assert fingerprint(SALT, ["I live in Reykjavik"], kept=["I live in Reykjavik."]) == []
+
+
+def test_the_history_walker_reaches_every_payload_of_a_real_history() -> None:
+    raw = json.loads((Path(__file__).parent.parent / "tasks" / "histories" / "monthly-report-v1.json").read_text())
+    history = WorkflowHistory.from_json("task-history", raw)
+    place = Copy("temporal_history", "payloads", "task-history")
+    found = {uuid.UUID(int=1): _matcher("Monthly report V1"),  # a payload field's value, re-cased
+             uuid.UUID(int=2): _matcher("I live in Reykjavik since last spring")}
+    copies = scan_values(place, history_values(history), found)
+    assert copies == {uuid.UUID(int=1): [place], uuid.UUID(int=2): []}
