@@ -13,13 +13,13 @@ Existing rows keep their ids: what was unique per tenant is unique per user too.
 unique per tenant again, which two users' equal ids break; it refuses rather than drop one.
 
 Revision ID: 0023
-Revises: 0021
+Revises: 0022
 """
 
 from alembic import op
 
 revision = "0023"
-down_revision = "0021"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
