@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from memory.db import affected_rows
 from memory.deletion.scope import Scope, ScopeType
-from memory.models import DeletionJob, MemoryEvent
+from memory.models import DeletionJob, MemoryEvent, Tombstone
 from memory.sessions.archive import store_summary, task_observation
 from memory.sessions.models import ChatSession, SessionChoice, SessionCommit, SessionSummary
 
@@ -97,11 +97,25 @@ def _commits_covered(job: DeletionJob, scope: Scope) -> ColumnElement[bool]:
     return cast(SessionCommit.memories, Text).contains(scope.target_id)
 
 
+def _commits_naming_deleted_memories(session: Session, job: DeletionJob, scope: Scope) -> ColumnElement[bool]:
+    """The subject's commits that name a memory this job deleted, whatever stage held the deleted record: a
+    later commit that corrected or merged into a memory quotes it, and so does the commit that created it when
+    the correction is what goes (found by the wall: deleting a correcting message left the first commit's
+    abstract of the memory it took with it)."""
+    deleted = session.execute(select(Tombstone.target_id).where(
+        Tombstone.tenant_id == job.tenant_id, Tombstone.job_id == job.job_id, Tombstone.target_type == "memory",
+    )).scalars().all()
+    if not deleted:
+        return false()
+    named = cast(SessionCommit.memories, Text)
+    return and_(SessionCommit.user_id == scope.subject, or_(*(named.contains(memory_id) for memory_id in deleted)))
+
+
 def _scrub_commits(session: Session, job: DeletionJob, scope: Scope) -> int:
     """Keep a covered commit's ids, decisions and counts; drop every text (abstracts, keys, proposals)."""
+    covered = or_(_commits_covered(job, scope), _commits_naming_deleted_memories(session, job, scope))
     rows = session.execute(
-        select(SessionCommit).where(SessionCommit.tenant_id == job.tenant_id, _commits_covered(job, scope))
-        .with_for_update()
+        select(SessionCommit).where(SessionCommit.tenant_id == job.tenant_id, covered).with_for_update()
     ).scalars().all()
     scrubbed = 0
     for row in rows:

@@ -117,3 +117,30 @@ def test_memories_of_one_stage_sharing_generated_overview_lines_are_no_copies(
     job = forget(lineage_api, key, {"type": "event", "event_id": first})
 
     assert (job["status"], job["remaining_copies"]) == ("completed", []), job["remaining_copies"]
+
+
+@pytest.mark.parametrize(("first", "second", "deleted"), [
+    ("I live in Reykjavik.", "I live in Akureyri.", 0),
+    ("I live in Reykjavik.", "I live in Akureyri.", 1),
+    ("我住在成都。", "I live in Akureyri.", 1),
+    ("Please remember that my locker word is kvoldsol.", "I like rooibos tea.", 0),
+])
+def test_deleting_one_message_forgets_it_in_every_commit_that_names_what_came_from_it(
+    lineage_api: TestClient, make_key: MakeKey, engine: Engine, first: str, second: str, deleted: int
+) -> None:
+    """Commits name the memories they touched, with their abstracts: a second message that corrects the first
+    supersedes the memory the first commit created, so deleting the correction deletes that memory and the
+    first commit's entry for it quotes deleted text although its stage never held the deleted message (the
+    wall found it: ``session_commits.memories`` of the first commit). Every commit naming a memory the job
+    deleted is scrubbed."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key = make_key(tenant=tenant)
+    events = post(lineage_api, key, "s-two", say("a1", "user", first))
+    commit(lineage_api, key, "s-two", "c-one")
+    events += post(lineage_api, key, "s-two", say("a2", "user", second))
+    commit(lineage_api, key, "s-two", "c-two")
+
+    job = forget(lineage_api, key, {"type": "event", "event_id": events[deleted]})
+
+    assert job["status"] == "completed" and job["fully_deleted"] is True, job
+    assert job["remaining_copies"] == [], job
