@@ -66,11 +66,11 @@ class _Scope(StrEnum):
 
 _FIRST_PERSON = re.compile(r"我|\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b|记住|\bremember\b", _I)
 _QUOTES = re.compile(
-    r"“[^”]{0,2000}”|「[^」]{0,2000}」|『[^』]{0,2000}』|\u2018[^\u2019]{0,2000}\u2019|«[^»]{0,2000}»|"
+    r"“[^”]{0,2000}”|「[^」]{0,2000}」|『[^』]{0,2000}』|«[^»]{0,2000}»|"
     r"\"[^\"\n]{0,2000}\"|(?<![A-Za-z])'(?:[^'\n]|'(?=[A-Za-z])){0,300}'(?![A-Za-z])"
 )
-"""A quote: curly, corner, guillemet or straight (a straight single quote only between non-letters, so
-"I'm" and "don't" open nothing)."""
+"""A quote: curly, corner, guillemet or straight (a single quote, curly ones folded to it by :func:`_folded`,
+only between non-letters, so "I'm" and "don't" open nothing)."""
 
 _EN_REPORT = re.compile(
     r"\b(?:said|says|saying|told me|tells me|tell me|wrote|writes|asked|asks|texted|emailed|messaged|"
@@ -225,10 +225,25 @@ def _forget_markers(text: str, layout: _Layout) -> Iterator[re.Match[str]]:
             yield marker
 
 
+_FOLD = str.maketrans(
+    {**{chr(code): chr(code - 0xFEE0) for code in range(0xFF01, 0xFF5F)}, "\u2018": "'", "\u2019": "'", "\u02bc": "'",
+     "\u2032": "'", "\u3000": " "}
+)
+"""Full-width ASCII as ASCII, and the apostrophes a phone or word processor types ("Don\u2019t") as ``'``:
+one character for one, so every offset found in the folded text is an offset in the message. Without it the
+markers, written in ASCII, missed "Don\u2019t remember that I live in Berlin" and stored Berlin (issue 23 probe)."""
+
+
+def _folded(text: str) -> str:
+    return text.translate(_FOLD)
+
+
 @lru_cache(maxsize=64)
 def regions(text: str) -> tuple[Region, ...]:
     """The stretches of a user's message that are not the user speaking about themselves, in the order of
-    :class:`Foreign` (an instruction not to remember first, so it names itself); each once."""
+    :class:`Foreign` (an instruction not to remember first, so it names itself); each once. Markers are
+    looked for in the :func:`_folded` text, which has the same offsets."""
+    text = _folded(text)
     layout = _Layout.of(text)
 
     def spanning(pattern: re.Pattern[str] | Iterator[re.Match[str]], kind: Foreign, scope: _Scope) -> list[Region]:
