@@ -30,8 +30,11 @@ from urllib.parse import parse_qs
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.console.csrf import cookie
+from api.console.sessions import COOKIE, tenant_of_session
 from api.errors import mnemo_error_response
 from api.limits import TenantBusy, TenantLimiter
 from api.settings import Settings
@@ -92,6 +95,14 @@ ROUTES: dict[tuple[str, str], str] = {
 }
 """(method, route path) -> cost class: the one place that says which requests are expensive."""
 
+CONSOLE_ROUTES: dict[tuple[str, str], str] = {
+    ("POST", "/console/memory/{memory_id}/delete"): "deletion",
+    ("POST", "/console/deletions/{job_id}/resume"): "deletion",
+}
+"""The console's forms that start what an API route of :data:`ROUTES` starts (they call the same code), in the
+same class: the person is known by the console session cookie instead of a bearer key, and spends the same
+budget. Without them a signed-in user started deletion workflows past the tenant's start budget."""
+
 WINDOW_TOKENS_PER_SLOT = 32_000
 """A window takes one of its tenant's read slots per this many tokens of budget begun (all of them at most):
 its work grows with its budget (:mod:`memory.sessions.recent`), so a tenant runs one 100,000-token window at
@@ -117,8 +128,9 @@ class StartBudget:
     """Per tenant, a bucket of ``burst`` starts refilled at ``per_minute``: a flood is cut to the rate.
 
     A request is admitted while the bucket holds a start (:meth:`check`) and spends one only once it was
-    accepted (:meth:`spend`, on a 2xx): a refused or malformed request starts nothing and costs nothing. Requests
-    admitted together may overdraw the bucket by the class's concurrency at most; the debt delays the next."""
+    accepted (:meth:`spend`, on a 2xx, or the 303 of a console form): a refused or malformed request starts
+    nothing and costs nothing. Requests admitted together may overdraw the bucket by the class's concurrency
+    at most; the debt delays the next."""
 
     def __init__(self, per_minute: int, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.rate = per_minute / 60.0
@@ -193,7 +205,8 @@ def _pattern(path: str) -> re.Pattern[str]:
     return re.compile("^" + re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(path)) + "$")
 
 
-_PATTERNS = [(method, _pattern(path), name, WEIGHTS.get((method, path))) for (method, path), name in ROUTES.items()]
+_PATTERNS = [(method, _pattern(path), name, WEIGHTS.get((method, path)))
+             for (method, path), name in (ROUTES | CONSOLE_ROUTES).items()]
 
 
 def cost_of(method: str, path: str, query_string: bytes = b"") -> tuple[str, int] | None:
@@ -213,6 +226,17 @@ def bearer_key(scope: Scope) -> str | None:
     return None
 
 
+def console_session(scope: Scope, secure: bool) -> str | None:
+    """The console session cookie a request carries, if it carries one."""
+    name, _ = cookie(COOKIE, secure, "/console")
+    for header, value in scope.get("headers", ()):
+        if header == b"cookie":
+            session_id = cookie_parser(value.decode("latin-1")).get(name)
+            if session_id:
+                return session_id
+    return None
+
+
 class AdmissionMiddleware:
     """Admits each request of :data:`ROUTES` under its tenant's budgets for its class, or answers the 429."""
 
@@ -227,11 +251,14 @@ class AdmissionMiddleware:
         admission: Admission | None = getattr(state, "admission", None)
         cost = cost_of(scope["method"], scope["path"], scope.get("query_string", b"")) if admission else None
         key = bearer_key(scope) if cost is not None else None
-        if admission is None or cost is None or key is None:
-            await self.app(scope, receive, send)
-            return
-        tenant = admission.known(key) or await run_in_threadpool(admission.tenant_of, state.engine, key)
-        if tenant is None:
+        signed = (console_session(scope, state.settings.console_secure_cookie)
+                  if cost is not None and key is None and scope["path"].startswith("/console/") else None)
+        tenant: str | None = None
+        if admission is not None and key is not None:
+            tenant = admission.known(key) or await run_in_threadpool(admission.tenant_of, state.engine, key)
+        elif admission is not None and signed is not None:  # read each time: a session ends with its id unchanged
+            tenant = await run_in_threadpool(tenant_of_session, state.engine, signed)
+        if admission is None or cost is None or tenant is None:
             await self.app(scope, receive, send)
             return
         name, weight = cost
@@ -253,5 +280,5 @@ class AdmissionMiddleware:
                 await send(message)
 
             await self.app(scope, receive, observed if budget is not None else send)
-            if budget is not None and 200 <= status < 300:  # accepted: it started (or joined) its workflow
+            if budget is not None and 200 <= status < 400:  # accepted (a console form's 303): it started its workflow
                 budget.spend(tenant)
