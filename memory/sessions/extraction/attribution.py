@@ -78,7 +78,10 @@ _EN_REPORT = re.compile(
     _I,
 )
 _EN_REPORT_ANY = re.compile(r"\baccording to\b|\bquote from\b|\bquoting\b|\bin (?:his|her|their) words\b", _I)
-_ZH_REPORT = re.compile(r"(?:说|讲|写道|写着|问道|问我|提到|表示|声称)(?:过|道|着|了)?\s*[:：，,\"“「『\u2018]")
+_ZH_REPORT = re.compile(
+    r"(?:说|讲|写道|写着|问道|问我|提到|表示|声称)(?:过|道|着|了)?\s*(?:[:：，,\"“「『\u2018]|(?=\s*(?:[。！？!?.]|$)))"
+)
+"""A reporting verb before what it reports ("他说：…"), or closing its sentence ("…，他说。")."""
 _ZH_REPORT_ANY = re.compile(
     r"告诉我|让我转告|转告|叫我告诉|让我告诉|托我|听说|据说|听\S{1,6}说|(?:跟|和|对)我(?:讲|说)"
 )
@@ -151,16 +154,19 @@ class _Layout:
 
     length: int
     clause_starts: list[int]
+    sentence_starts: list[int]
     sentence_ends: list[int]
     line_ends: list[int]
     colons: list[int]
 
     @classmethod
     def of(cls, text: str) -> _Layout:
+        spans = sentences(text)
         return cls(
             length=len(text),
             clause_starts=[clause.start for clause in all_clauses(text)],
-            sentence_ends=[sentence.end for sentence in sentences(text)],
+            sentence_starts=[sentence.start for sentence in spans],
+            sentence_ends=[sentence.end for sentence in spans],
             line_ends=[m.start() for m in re.finditer("\n", text)] + [len(text)],
             colons=[m.start() for m in re.finditer("[:：]", text)],
         )
@@ -168,6 +174,10 @@ class _Layout:
     def clause_start(self, position: int) -> int:
         index = bisect_right(self.clause_starts, position) - 1
         return self.clause_starts[index] if index >= 0 else 0
+
+    def sentence_start(self, position: int) -> int:
+        index = bisect_right(self.sentence_starts, position) - 1
+        return self.sentence_starts[index] if index >= 0 else 0
 
     def sentence_end(self, position: int) -> int:
         index = bisect_left(self.sentence_ends, position)
@@ -203,6 +213,25 @@ def _region(text: str, layout: _Layout, marker: re.Match[str], kind: Foreign, sc
     lead = _BODY_LEAD.match(text, marker.end(), end)
     body = lead.end() if lead is not None else marker.end()
     return Region(start, end, kind, min(body, end))
+
+
+_TAIL_WORDS = re.compile(r"[\u3400-\u9fff]|[^\W_]+")
+_TAIL_UNITS = 6
+"""At most this many words (a CJK character each) may follow a reporting verb that closes its sentence: "…, Bob
+said.", "…, according to my friend Tom.", "…，他说。", "…, or so Tom says."."""
+_PRONOUNS = frozenset({"i", "he", "she", "they", "we", "you", "it", "我", "你", "他", "她", "它"})
+"""A subject after the reporting verb starts what is reported ("…, and my boss said he lives in Paris"): the
+verb then reports what follows it, not the clauses before it."""
+
+
+def _trailing(text: str, layout: _Layout, marker: re.Match[str]) -> bool:
+    """Does the reporting ``marker`` close a sentence whose earlier clauses it reports ("I live in Paris, Bob
+    said.")? Then the region is the whole sentence, not the marker's clause alone (issue 23 re-probe)."""
+    start = layout.sentence_start(marker.start())
+    if layout.clause_start(marker.start()) <= start:
+        return False
+    rest = _TAIL_WORDS.findall(text[marker.end() : layout.sentence_end(marker.end())])
+    return len(rest) <= _TAIL_UNITS and not _PRONOUNS.intersection(word.casefold() for word in rest)
 
 
 def _reported(text: str, layout: _Layout) -> Iterator[re.Match[str]]:
@@ -257,7 +286,11 @@ def regions(text: str) -> tuple[Region, ...]:
     found += [Region(m.start(), m.end(), Foreign.TRANSCRIPT, m.start()) for m in _TRANSCRIPT.finditer(text)]
     found += spanning(_HANDED_OVER, Foreign.HANDED_OVER, _Scope.MESSAGE)
     found += spanning(_ROLE_PLAY, Foreign.ROLE_PLAY, _Scope.MESSAGE)
-    found += spanning(_reported(text, layout), Foreign.REPORTED, _Scope.SENTENCE)
+    for marker in _reported(text, layout):
+        region = _region(text, layout, marker, Foreign.REPORTED, _Scope.SENTENCE)
+        if _trailing(text, layout, marker):
+            region = Region(layout.sentence_start(marker.start()), region.end, region.kind, region.body)
+        found.append(region)
     found += spanning(_HYPOTHETICAL, Foreign.HYPOTHETICAL, _Scope.SENTENCE)
     found += spanning(_EXAMPLE, Foreign.EXAMPLE, _Scope.LINE)
     found += [
