@@ -44,6 +44,7 @@ class Foreign(StrEnum):
     EXAMPLE = "an example"
     ROLE_PLAY = "role-play"
     TRANSCRIPT = "a transcript inside the message"
+    QUESTION = "a question about the user"
     FORGET = "an instruction not to remember"
 
 
@@ -135,6 +136,14 @@ _TRANSCRIPT = re.compile(
     r"(?:user|assistant|human|ai|bot|chatbot|system|model|用户|助手|助理|系统|客服|机器人|人类)[ \t]*[:：].*$",
     _IM,
 )
+_SELF_QUESTION = re.compile(
+    r"(?:^|(?<=[.!?。！？\n]))[ \t]*(?:(?:do|did|am|was|should|shall|have|had)\s+I|is it (?:true|right|correct) that)\b"
+    r"[^.!?。！？\n]*[?？]|"
+    r"(?:^|(?<=[.!?。！？\n]))[^.!?。！？\n你您]*我[^.!?。！？\n你您]*(?:吗|么|嘛)\s*[?？]?(?=\s*(?:[.!?。！？\n]|$))",
+    _I,
+)
+"""A question the user asks about themselves ("Do I live in Paris?", "Is it true that I …?", "我住在巴黎吗？"):
+asked, not stated. A question to the assistant ("Could you …?", "你能…吗？") is a request, not this."""
 _FORGET = re.compile(
     r"\b(?:don'?t|do not|never|no need to|stop)\s+(?:remember(?:ing)?|stor(?:e|ing)|sav(?:e|ing)|keep(?:ing)?|"
     r"record(?:ing)?|memori[sz](?:e|ing)|note|noting)\b|"
@@ -284,6 +293,7 @@ def regions(text: str) -> tuple[Region, ...]:
     found += spanning(_FORWARDED, Foreign.FORWARDED, _Scope.MESSAGE)
     found += [Region(m.start(), m.end(), Foreign.FORWARDED, m.start()) for m in _QUOTED_LINE.finditer(text)]
     found += [Region(m.start(), m.end(), Foreign.TRANSCRIPT, m.start()) for m in _TRANSCRIPT.finditer(text)]
+    found += [Region(m.start(), m.end(), Foreign.QUESTION, m.start()) for m in _SELF_QUESTION.finditer(text)]
     found += spanning(_HANDED_OVER, Foreign.HANDED_OVER, _Scope.MESSAGE)
     found += spanning(_ROLE_PLAY, Foreign.ROLE_PLAY, _Scope.MESSAGE)
     for marker in _reported(text, layout):
