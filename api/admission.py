@@ -40,7 +40,7 @@ from api.limits import TenantBusy, TenantLimiter
 from api.settings import Settings
 from memory.auth import authenticate
 from memory.db import global_session
-from memory.errors import Unauthorized
+from memory.errors import InvalidInput, Unauthorized
 
 
 @dataclass(frozen=True)
@@ -143,23 +143,24 @@ class StartBudget:
         tokens, at = self._buckets.get(tenant_id, (self.burst, now))
         return min(self.burst, tokens + (now - at) * self.rate)
 
-    def check(self, tenant_id: str, what: str) -> None:
-        """Raise :class:`TenantBusy`, saying when the next start is due, unless the tenant has one left."""
+    def check(self, tenant_id: str, what: str, count: int = 1) -> None:
+        """Raise :class:`TenantBusy`, saying when the next start is due, unless the tenant has ``count`` left."""
+        needed = float(count)
         with self._lock:
             tokens = self._tokens(tenant_id, self._clock())
-        if tokens < 1.0:
-            wait = max(1, math.ceil((1.0 - tokens) / self.rate))
+        if tokens < needed:
+            wait = max(1, math.ceil((needed - tokens) / self.rate))
             raise TenantBusy(
                 f"your tenant made its {self.burst:.0f} {what} allowed at once and may make "
                 f"{self.rate * 60:.0f} a minute on this server; retry in {wait} s",
                 details={"retry_after_seconds": wait, "per_minute": round(self.rate * 60)},
             )
 
-    def spend(self, tenant_id: str) -> None:
-        """One start of the tenant's was made."""
+    def spend(self, tenant_id: str, count: int = 1) -> None:
+        """``count`` starts of the tenant's were made."""
         now = self._clock()
         with self._lock:
-            self._buckets[tenant_id] = (self._tokens(tenant_id, now) - 1.0, now)
+            self._buckets[tenant_id] = (self._tokens(tenant_id, now) - count, now)
             if len(self._buckets) > KNOWN_KEYS:  # a full bucket is the default: forgetting one changes nothing
                 self._buckets = {t: v for t, v in self._buckets.items() if self._tokens(t, now) < self.burst}
 
@@ -198,6 +199,41 @@ class Admission:
             while len(self._tenants) > KNOWN_KEYS:
                 self._tenants.popitem(last=False)
         return tenant
+
+
+@dataclass
+class Starts:
+    """Workflow starts a request makes beyond its route's own class (a message batch's "don't remember …"
+    deletions): checked against that class's start budget before any is made, spent once they were made."""
+
+    budget: StartBudget | None
+    tenant_id: str
+    what: str
+    made: int = 0
+
+    def admit(self, count: int) -> None:
+        """Raise :class:`TenantBusy` unless the tenant may start ``count`` more (nothing is made then)."""
+        if self.budget is not None:
+            if count > self.budget.burst:
+                raise InvalidInput(
+                    f"this request would make {count} {self.what} at once; a tenant may make at most "
+                    f"{self.budget.burst:.0f} at once on this server: send fewer in one request",
+                    code="too_many_starts", details={"starts": count, "burst": round(self.budget.burst)},
+                )
+            self.budget.check(self.tenant_id, self.what, count)
+        self.made = count
+
+    def spend(self) -> None:
+        """The admitted starts were made (call once the transaction that made them committed)."""
+        if self.budget is not None and self.made:
+            self.budget.spend(self.tenant_id, self.made)
+
+
+def starts(state: object, name: str, tenant_id: str) -> Starts:
+    """The start budget of class ``name`` for ``tenant_id`` in this API process (none when admission is off)."""
+    admission: Admission | None = getattr(state, "admission", None)
+    budget = admission.budgets.get(name) if admission is not None else None
+    return Starts(budget, tenant_id, COST_CLASSES[name].what)
 
 
 def _pattern(path: str) -> re.Pattern[str]:

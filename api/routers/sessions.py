@@ -16,6 +16,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from activities.sessions import ref_of
+from api.admission import starts
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal
 from api.errors import TemporalUnavailable
 from api.outbox import start_job
@@ -101,17 +102,19 @@ async def post_messages(
         for m in body.messages
     ]
     digests = [request_digest(m.model_dump(mode="json")) for m in body.messages]
+    deletions = starts(request.app.state, "deletion", principal.tenant_id)
 
     def write() -> tuple[list[store.StoredMessage], list[dict[str, Any]], list[DeletionJob], commits.Accepted | None]:
         with tenant_session(engine, principal.tenant_id) as session:
             stored = store.append_messages(session, principal, session_id, messages, digests)
             chat = store.get_session(session, principal, session_id, lock=True)
             said = [s.as_stage_message() for s in stored]
-            forgotten = forget_now(session, principal, said)
+            forgotten = forget_now(session, principal, said, deletions.admit)
             remembered = remember_now(session, principal, chat, said)
             return stored, remembered, forgotten, commit_if_due(session, chat, settings.commit_policy())
 
     stored, remembered, forgotten, due = await asyncio.to_thread(write)
+    deletions.spend()
     for job in forgotten:  # a start that fails stays in the deletion outbox for the workers' drain
         await start_job(lambda: get_temporal(request), engine, settings, job)
     if all(s.replayed for s in stored):
