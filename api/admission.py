@@ -223,6 +223,15 @@ class Starts:
             self.budget.check(self.tenant_id, self.what, count)
         self.made = count
 
+    def available(self, count: int) -> bool:
+        """Whether the tenant may start ``count`` more now; when it may, they count as admitted (for starts a
+        request may also leave for later, as a policy commit waits for the next batch or the idle sweep)."""
+        try:
+            self.admit(count)
+        except (TenantBusy, InvalidInput):
+            return False
+        return True
+
     def spend(self) -> None:
         """The admitted starts were made (call once the transaction that made them committed)."""
         if self.budget is not None and self.made:
