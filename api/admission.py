@@ -30,14 +30,17 @@ from urllib.parse import parse_qs
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.console.csrf import cookie
+from api.console.sessions import COOKIE, tenant_of_session
 from api.errors import mnemo_error_response
 from api.limits import TenantBusy, TenantLimiter
 from api.settings import Settings
 from memory.auth import authenticate
 from memory.db import global_session
-from memory.errors import Unauthorized
+from memory.errors import InvalidInput, Unauthorized
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,14 @@ ROUTES: dict[tuple[str, str], str] = {
 }
 """(method, route path) -> cost class: the one place that says which requests are expensive."""
 
+CONSOLE_ROUTES: dict[tuple[str, str], str] = {
+    ("POST", "/console/memory/{memory_id}/delete"): "deletion",
+    ("POST", "/console/deletions/{job_id}/resume"): "deletion",
+}
+"""The console's forms that start what an API route of :data:`ROUTES` starts (they call the same code), in the
+same class: the person is known by the console session cookie instead of a bearer key, and spends the same
+budget. Without them a signed-in user started deletion workflows past the tenant's start budget."""
+
 WINDOW_TOKENS_PER_SLOT = 32_000
 """A window takes one of its tenant's read slots per this many tokens of budget begun (all of them at most):
 its work grows with its budget (:mod:`memory.sessions.recent`), so a tenant runs one 100,000-token window at
@@ -117,8 +128,9 @@ class StartBudget:
     """Per tenant, a bucket of ``burst`` starts refilled at ``per_minute``: a flood is cut to the rate.
 
     A request is admitted while the bucket holds a start (:meth:`check`) and spends one only once it was
-    accepted (:meth:`spend`, on a 2xx): a refused or malformed request starts nothing and costs nothing. Requests
-    admitted together may overdraw the bucket by the class's concurrency at most; the debt delays the next."""
+    accepted (:meth:`spend`, on a 2xx, or the 303 of a console form): a refused or malformed request starts
+    nothing and costs nothing. Requests admitted together may overdraw the bucket by the class's concurrency
+    at most; the debt delays the next."""
 
     def __init__(self, per_minute: int, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.rate = per_minute / 60.0
@@ -131,23 +143,24 @@ class StartBudget:
         tokens, at = self._buckets.get(tenant_id, (self.burst, now))
         return min(self.burst, tokens + (now - at) * self.rate)
 
-    def check(self, tenant_id: str, what: str) -> None:
-        """Raise :class:`TenantBusy`, saying when the next start is due, unless the tenant has one left."""
+    def check(self, tenant_id: str, what: str, count: int = 1) -> None:
+        """Raise :class:`TenantBusy`, saying when the next start is due, unless the tenant has ``count`` left."""
+        needed = float(count)
         with self._lock:
             tokens = self._tokens(tenant_id, self._clock())
-        if tokens < 1.0:
-            wait = max(1, math.ceil((1.0 - tokens) / self.rate))
+        if tokens < needed:
+            wait = max(1, math.ceil((needed - tokens) / self.rate))
             raise TenantBusy(
                 f"your tenant made its {self.burst:.0f} {what} allowed at once and may make "
                 f"{self.rate * 60:.0f} a minute on this server; retry in {wait} s",
                 details={"retry_after_seconds": wait, "per_minute": round(self.rate * 60)},
             )
 
-    def spend(self, tenant_id: str) -> None:
-        """One start of the tenant's was made."""
+    def spend(self, tenant_id: str, count: int = 1) -> None:
+        """``count`` starts of the tenant's were made."""
         now = self._clock()
         with self._lock:
-            self._buckets[tenant_id] = (self._tokens(tenant_id, now) - 1.0, now)
+            self._buckets[tenant_id] = (self._tokens(tenant_id, now) - count, now)
             if len(self._buckets) > KNOWN_KEYS:  # a full bucket is the default: forgetting one changes nothing
                 self._buckets = {t: v for t, v in self._buckets.items() if self._tokens(t, now) < self.burst}
 
@@ -188,12 +201,57 @@ class Admission:
         return tenant
 
 
+@dataclass
+class Starts:
+    """Workflow starts a request makes beyond its route's own class (a message batch's "don't remember …"
+    deletions): checked against that class's start budget before any is made, spent once they were made."""
+
+    budget: StartBudget | None
+    tenant_id: str
+    what: str
+    made: int = 0
+
+    def admit(self, count: int) -> None:
+        """Raise :class:`TenantBusy` unless the tenant may start ``count`` more (nothing is made then)."""
+        if self.budget is not None:
+            if count > self.budget.burst:
+                raise InvalidInput(
+                    f"this request would make {count} {self.what} at once; a tenant may make at most "
+                    f"{self.budget.burst:.0f} at once on this server: send fewer in one request",
+                    code="too_many_starts", details={"starts": count, "burst": round(self.budget.burst)},
+                )
+            self.budget.check(self.tenant_id, self.what, count)
+        self.made = count
+
+    def available(self, count: int) -> bool:
+        """Whether the tenant may start ``count`` more now; when it may, they count as admitted (for starts a
+        request may also leave for later, as a policy commit waits for the next batch or the idle sweep)."""
+        try:
+            self.admit(count)
+        except (TenantBusy, InvalidInput):
+            return False
+        return True
+
+    def spend(self) -> None:
+        """The admitted starts were made (call once the transaction that made them committed)."""
+        if self.budget is not None and self.made:
+            self.budget.spend(self.tenant_id, self.made)
+
+
+def starts(state: object, name: str, tenant_id: str) -> Starts:
+    """The start budget of class ``name`` for ``tenant_id`` in this API process (none when admission is off)."""
+    admission: Admission | None = getattr(state, "admission", None)
+    budget = admission.budgets.get(name) if admission is not None else None
+    return Starts(budget, tenant_id, COST_CLASSES[name].what)
+
+
 def _pattern(path: str) -> re.Pattern[str]:
     """A route path as a regular expression: a ``{parameter}`` is one path segment, as the router reads it."""
     return re.compile("^" + re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(path)) + "$")
 
 
-_PATTERNS = [(method, _pattern(path), name, WEIGHTS.get((method, path))) for (method, path), name in ROUTES.items()]
+_PATTERNS = [(method, _pattern(path), name, WEIGHTS.get((method, path)))
+             for (method, path), name in (ROUTES | CONSOLE_ROUTES).items()]
 
 
 def cost_of(method: str, path: str, query_string: bytes = b"") -> tuple[str, int] | None:
@@ -213,6 +271,17 @@ def bearer_key(scope: Scope) -> str | None:
     return None
 
 
+def console_session(scope: Scope, secure: bool) -> str | None:
+    """The console session cookie a request carries, if it carries one."""
+    name, _ = cookie(COOKIE, secure, "/console")
+    for header, value in scope.get("headers", ()):
+        if header == b"cookie":
+            session_id = cookie_parser(value.decode("latin-1")).get(name)
+            if session_id:
+                return session_id
+    return None
+
+
 class AdmissionMiddleware:
     """Admits each request of :data:`ROUTES` under its tenant's budgets for its class, or answers the 429."""
 
@@ -227,11 +296,14 @@ class AdmissionMiddleware:
         admission: Admission | None = getattr(state, "admission", None)
         cost = cost_of(scope["method"], scope["path"], scope.get("query_string", b"")) if admission else None
         key = bearer_key(scope) if cost is not None else None
-        if admission is None or cost is None or key is None:
-            await self.app(scope, receive, send)
-            return
-        tenant = admission.known(key) or await run_in_threadpool(admission.tenant_of, state.engine, key)
-        if tenant is None:
+        signed = (console_session(scope, state.settings.console_secure_cookie)
+                  if cost is not None and key is None and scope["path"].startswith("/console/") else None)
+        tenant: str | None = None
+        if admission is not None and key is not None:
+            tenant = admission.known(key) or await run_in_threadpool(admission.tenant_of, state.engine, key)
+        elif admission is not None and signed is not None:  # read each time: a session ends with its id unchanged
+            tenant = await run_in_threadpool(tenant_of_session, state.engine, signed)
+        if admission is None or cost is None or tenant is None:
             await self.app(scope, receive, send)
             return
         name, weight = cost
@@ -253,5 +325,5 @@ class AdmissionMiddleware:
                 await send(message)
 
             await self.app(scope, receive, observed if budget is not None else send)
-            if budget is not None and 200 <= status < 300:  # accepted: it started (or joined) its workflow
+            if budget is not None and 200 <= status < 400:  # accepted (a console form's 303): it started its workflow
                 budget.spend(tenant)

@@ -20,6 +20,9 @@ from memory.db import global_session
 from memory.errors import Unauthorized
 from memory.resources.catalog import only_internal
 
+COOKIE = "mnemo_console"
+"""The session cookie's name (``__Host-`` prefixed over HTTPS: :func:`api.console.csrf.cookie`)."""
+
 
 class SignedOut(Unauthorized):
     """No live console session: the person signs in (again)."""
@@ -79,6 +82,21 @@ def resume_session(engine: Engine, session_id: str | None, idle: timedelta) -> S
     if ended is not None:
         raise SignedOut(ended)
     return Signed(session_id, principal, row.csrf_token)
+
+
+def tenant_of_session(engine: Engine, session_id: str) -> str | None:
+    """The tenant a live console session acts for, or None; reads only (admission asks before the route, which
+    then resumes the session, restarts its idle clock or ends it)."""
+    with global_session(engine) as session:
+        key_id = session.execute(
+            select(ConsoleSession.key_id).where(ConsoleSession.session_sha256 == _digest(session_id))
+        ).scalar_one_or_none()
+        if key_id is None:
+            return None
+        try:
+            return reauthenticate(session, key_id).tenant_id
+        except Unauthorized:
+            return None
 
 
 def close_session(engine: Engine, session_id: str) -> None:

@@ -23,14 +23,12 @@ from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
 
 from api.console.csrf import CsrfFailed, cookie, refuse_foreign_site, same_token
-from api.console.sessions import Signed, SignedOut, resume_session
+from api.console.sessions import COOKIE, Signed, SignedOut, resume_session
 from api.deps import EngineDep, SettingsDep
 from memory.auth import may_approve, may_operate, may_read_every_task
 from memory.enums import Role
 from memory.errors import MnemoError
 
-COOKIE = "mnemo_console"
-"""The session cookie's base name (``__Host-mnemo_console`` over HTTPS: :func:`session_cookie`)."""
 WHY_COOKIE = "mnemo_console_why"
 """Why the sign-in page is shown (signed out, idle, key revoked): set by the console only, never from a URL."""
 _OUTCOMES = re.compile(r"approved|rejected|pause|resume|cancel|resolved|expired|corrected to version [0-9]{1,10}")

@@ -16,6 +16,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from activities.sessions import ref_of
+from api.admission import starts
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal
 from api.errors import TemporalUnavailable
 from api.outbox import start_job
@@ -87,7 +88,9 @@ async def post_messages(
     """Store up to 500 messages in one transaction, numbered in order; a replay returns the first result.
 
     A message asking to remember something is written as a memory at once (``remembered``); when the
-    uncommitted messages reach the commit policy's thresholds, a commit starts by itself (``commit``)."""
+    uncommitted messages reach the commit policy's thresholds, a commit starts by itself (``commit``) when the
+    tenant's workflow start budget allows (else the next batch or the idle sweep starts it). The deletions a
+    "don't remember …" starts (``forgotten``) spend the deletion start budget: past it, nothing is written."""
     messages = [
         store.NewMessage(
             idempotency_key=m.idempotency_key,
@@ -101,17 +104,23 @@ async def post_messages(
         for m in body.messages
     ]
     digests = [request_digest(m.model_dump(mode="json")) for m in body.messages]
+    deletions = starts(request.app.state, "deletion", principal.tenant_id)
+    workflows = starts(request.app.state, "workflow", principal.tenant_id)
 
     def write() -> tuple[list[store.StoredMessage], list[dict[str, Any]], list[DeletionJob], commits.Accepted | None]:
         with tenant_session(engine, principal.tenant_id) as session:
             stored = store.append_messages(session, principal, session_id, messages, digests)
             chat = store.get_session(session, principal, session_id, lock=True)
             said = [s.as_stage_message() for s in stored]
-            forgotten = forget_now(session, principal, said)
+            forgotten = forget_now(session, principal, said, deletions.admit)
             remembered = remember_now(session, principal, chat, said)
-            return stored, remembered, forgotten, commit_if_due(session, chat, settings.commit_policy())
+            due = commit_if_due(session, chat, settings.commit_policy()) if workflows.available(1) else None
+            return stored, remembered, forgotten, due
 
     stored, remembered, forgotten, due = await asyncio.to_thread(write)
+    deletions.spend()
+    if due is not None:
+        workflows.spend()
     for job in forgotten:  # a start that fails stays in the deletion outbox for the workers' drain
         await start_job(lambda: get_temporal(request), engine, settings, job)
     if all(s.replayed for s in stored):

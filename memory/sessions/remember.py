@@ -16,7 +16,7 @@ predict or squat it), so a replay finds the same job.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -89,11 +89,16 @@ def _saying(session: Session, principal: PrincipalContext, candidate: Candidate)
 
 
 def forget_now(
-    session: Session, principal: PrincipalContext, messages: Sequence[StageMessage]
+    session: Session, principal: PrincipalContext, messages: Sequence[StageMessage],
+    admit: Callable[[int], None] = lambda count: None,
 ) -> list[DeletionJob]:
     """Request the deletion of each of the user's memories a message asks not to remember; the jobs (a replayed
-    message's jobs are the ones its first delivery started)."""
+    message's jobs are the ones its first delivery started).
+
+    ``admit`` is told how many new deletions the messages start before any is requested, and may refuse them
+    all by raising (the caller's deletion start budget: each is a workflow, as a ``DELETE`` is)."""
     jobs: list[DeletionJob] = []
+    new: list[tuple[str, uuid.UUID]] = []
     for message in messages:
         if message.role is not MessageRole.USER or message.context_refs:
             continue
@@ -116,10 +121,12 @@ def forget_now(
                 target = _saying(session, principal, candidate)
                 if target is not None:
                     targets.setdefault(target.memory_id)
-        for memory_id in targets:
-            request_id = f"{prefix}{memory_id}"
-            scope = {"type": ScopeType.MEMORY.value, "memory_id": str(memory_id)}
-            digest = request_digest({"deletion_request_id": request_id, "scope": scope})
-            jobs.append(request_deletion(session, principal, request_id,
-                                         ScopeRequest(ScopeType.MEMORY, memory_id=memory_id), digest).job)
+        new += [(f"{prefix}{memory_id}", memory_id) for memory_id in targets]
+    if new:
+        admit(len(new))
+    for request_id, memory_id in new:
+        scope = {"type": ScopeType.MEMORY.value, "memory_id": str(memory_id)}
+        digest = request_digest({"deletion_request_id": request_id, "scope": scope})
+        jobs.append(request_deletion(session, principal, request_id,
+                                     ScopeRequest(ScopeType.MEMORY, memory_id=memory_id), digest).job)
     return jobs

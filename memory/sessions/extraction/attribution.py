@@ -44,6 +44,7 @@ class Foreign(StrEnum):
     EXAMPLE = "an example"
     ROLE_PLAY = "role-play"
     TRANSCRIPT = "a transcript inside the message"
+    QUESTION = "a question about the user"
     FORGET = "an instruction not to remember"
 
 
@@ -66,11 +67,11 @@ class _Scope(StrEnum):
 
 _FIRST_PERSON = re.compile(r"我|\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself)\b|记住|\bremember\b", _I)
 _QUOTES = re.compile(
-    r"“[^”]{0,2000}”|「[^」]{0,2000}」|『[^』]{0,2000}』|\u2018[^\u2019]{0,2000}\u2019|«[^»]{0,2000}»|"
+    r"“[^”]{0,2000}”|「[^」]{0,2000}」|『[^』]{0,2000}』|«[^»]{0,2000}»|"
     r"\"[^\"\n]{0,2000}\"|(?<![A-Za-z])'(?:[^'\n]|'(?=[A-Za-z])){0,300}'(?![A-Za-z])"
 )
-"""A quote: curly, corner, guillemet or straight (a straight single quote only between non-letters, so
-"I'm" and "don't" open nothing)."""
+"""A quote: curly, corner, guillemet or straight (a single quote, curly ones folded to it by :func:`_folded`,
+only between non-letters, so "I'm" and "don't" open nothing)."""
 
 _EN_REPORT = re.compile(
     r"\b(?:said|says|saying|told me|tells me|tell me|wrote|writes|asked|asks|texted|emailed|messaged|"
@@ -78,7 +79,10 @@ _EN_REPORT = re.compile(
     _I,
 )
 _EN_REPORT_ANY = re.compile(r"\baccording to\b|\bquote from\b|\bquoting\b|\bin (?:his|her|their) words\b", _I)
-_ZH_REPORT = re.compile(r"(?:说|讲|写道|写着|问道|问我|提到|表示|声称)(?:过|道|着|了)?\s*[:：，,\"“「『\u2018]")
+_ZH_REPORT = re.compile(
+    r"(?:说|讲|写道|写着|问道|问我|提到|表示|声称)(?:过|道|着|了)?\s*(?:[:：，,\"“「『\u2018]|(?=\s*(?:[。！？!?.]|$)))"
+)
+"""A reporting verb before what it reports ("他说：…"), or closing its sentence ("…，他说。")."""
 _ZH_REPORT_ANY = re.compile(
     r"告诉我|让我转告|转告|叫我告诉|让我告诉|托我|听说|据说|听\S{1,6}说|(?:跟|和|对)我(?:讲|说)"
 )
@@ -132,6 +136,14 @@ _TRANSCRIPT = re.compile(
     r"(?:user|assistant|human|ai|bot|chatbot|system|model|用户|助手|助理|系统|客服|机器人|人类)[ \t]*[:：].*$",
     _IM,
 )
+_SELF_QUESTION = re.compile(
+    r"(?:^|(?<=[.!?。！？\n]))[ \t]*(?:(?:do|did|am|was|should|shall|have|had)\s+I|is it (?:true|right|correct) that)\b"
+    r"[^.!?。！？\n]*[?？]|"
+    r"(?:^|(?<=[.!?。！？\n]))[^.!?。！？\n你您]*我[^.!?。！？\n你您]*(?:吗|么|嘛)\s*[?？]?(?=\s*(?:[.!?。！？\n]|$))",
+    _I,
+)
+"""A question the user asks about themselves ("Do I live in Paris?", "Is it true that I …?", "我住在巴黎吗？"):
+asked, not stated. A question to the assistant ("Could you …?", "你能…吗？") is a request, not this."""
 _FORGET = re.compile(
     r"\b(?:don'?t|do not|never|no need to|stop)\s+(?:remember(?:ing)?|stor(?:e|ing)|sav(?:e|ing)|keep(?:ing)?|"
     r"record(?:ing)?|memori[sz](?:e|ing)|note|noting)\b|"
@@ -151,16 +163,19 @@ class _Layout:
 
     length: int
     clause_starts: list[int]
+    sentence_starts: list[int]
     sentence_ends: list[int]
     line_ends: list[int]
     colons: list[int]
 
     @classmethod
     def of(cls, text: str) -> _Layout:
+        spans = sentences(text)
         return cls(
             length=len(text),
             clause_starts=[clause.start for clause in all_clauses(text)],
-            sentence_ends=[sentence.end for sentence in sentences(text)],
+            sentence_starts=[sentence.start for sentence in spans],
+            sentence_ends=[sentence.end for sentence in spans],
             line_ends=[m.start() for m in re.finditer("\n", text)] + [len(text)],
             colons=[m.start() for m in re.finditer("[:：]", text)],
         )
@@ -168,6 +183,10 @@ class _Layout:
     def clause_start(self, position: int) -> int:
         index = bisect_right(self.clause_starts, position) - 1
         return self.clause_starts[index] if index >= 0 else 0
+
+    def sentence_start(self, position: int) -> int:
+        index = bisect_right(self.sentence_starts, position) - 1
+        return self.sentence_starts[index] if index >= 0 else 0
 
     def sentence_end(self, position: int) -> int:
         index = bisect_left(self.sentence_ends, position)
@@ -205,6 +224,25 @@ def _region(text: str, layout: _Layout, marker: re.Match[str], kind: Foreign, sc
     return Region(start, end, kind, min(body, end))
 
 
+_TAIL_WORDS = re.compile(r"[\u3400-\u9fff]|[^\W_]+")
+_TAIL_UNITS = 6
+"""At most this many words (a CJK character each) may follow a reporting verb that closes its sentence: "…, Bob
+said.", "…, according to my friend Tom.", "…，他说。", "…, or so Tom says."."""
+_PRONOUNS = frozenset({"i", "he", "she", "they", "we", "you", "it", "我", "你", "他", "她", "它"})
+"""A subject after the reporting verb starts what is reported ("…, and my boss said he lives in Paris"): the
+verb then reports what follows it, not the clauses before it."""
+
+
+def _trailing(text: str, layout: _Layout, marker: re.Match[str]) -> bool:
+    """Does the reporting ``marker`` close a sentence whose earlier clauses it reports ("I live in Paris, Bob
+    said.")? Then the region is the whole sentence, not the marker's clause alone (issue 23 re-probe)."""
+    start = layout.sentence_start(marker.start())
+    if layout.clause_start(marker.start()) <= start:
+        return False
+    rest = _TAIL_WORDS.findall(text[marker.end() : layout.sentence_end(marker.end())])
+    return len(rest) <= _TAIL_UNITS and not _PRONOUNS.intersection(word.casefold() for word in rest)
+
+
 def _reported(text: str, layout: _Layout) -> Iterator[re.Match[str]]:
     """Reporting verbs whose subject is not the user, and markers that always report ("according to", 转告)."""
     for pattern in (_EN_REPORT_ANY, _ZH_REPORT_ANY):
@@ -225,10 +263,25 @@ def _forget_markers(text: str, layout: _Layout) -> Iterator[re.Match[str]]:
             yield marker
 
 
+_FOLD = str.maketrans(
+    {**{chr(code): chr(code - 0xFEE0) for code in range(0xFF01, 0xFF5F)}, "\u2018": "'", "\u2019": "'", "\u02bc": "'",
+     "\u2032": "'", "\u3000": " "}
+)
+"""Full-width ASCII as ASCII, and the apostrophes a phone or word processor types ("Don\u2019t") as ``'``:
+one character for one, so every offset found in the folded text is an offset in the message. Without it the
+markers, written in ASCII, missed "Don\u2019t remember that I live in Berlin" and stored Berlin (issue 23 probe)."""
+
+
+def _folded(text: str) -> str:
+    return text.translate(_FOLD)
+
+
 @lru_cache(maxsize=64)
 def regions(text: str) -> tuple[Region, ...]:
     """The stretches of a user's message that are not the user speaking about themselves, in the order of
-    :class:`Foreign` (an instruction not to remember first, so it names itself); each once."""
+    :class:`Foreign` (an instruction not to remember first, so it names itself); each once. Markers are
+    looked for in the :func:`_folded` text, which has the same offsets."""
+    text = _folded(text)
     layout = _Layout.of(text)
 
     def spanning(pattern: re.Pattern[str] | Iterator[re.Match[str]], kind: Foreign, scope: _Scope) -> list[Region]:
@@ -240,9 +293,14 @@ def regions(text: str) -> tuple[Region, ...]:
     found += spanning(_FORWARDED, Foreign.FORWARDED, _Scope.MESSAGE)
     found += [Region(m.start(), m.end(), Foreign.FORWARDED, m.start()) for m in _QUOTED_LINE.finditer(text)]
     found += [Region(m.start(), m.end(), Foreign.TRANSCRIPT, m.start()) for m in _TRANSCRIPT.finditer(text)]
+    found += [Region(m.start(), m.end(), Foreign.QUESTION, m.start()) for m in _SELF_QUESTION.finditer(text)]
     found += spanning(_HANDED_OVER, Foreign.HANDED_OVER, _Scope.MESSAGE)
     found += spanning(_ROLE_PLAY, Foreign.ROLE_PLAY, _Scope.MESSAGE)
-    found += spanning(_reported(text, layout), Foreign.REPORTED, _Scope.SENTENCE)
+    for marker in _reported(text, layout):
+        region = _region(text, layout, marker, Foreign.REPORTED, _Scope.SENTENCE)
+        if _trailing(text, layout, marker):
+            region = Region(layout.sentence_start(marker.start()), region.end, region.kind, region.body)
+        found.append(region)
     found += spanning(_HYPOTHETICAL, Foreign.HYPOTHETICAL, _Scope.SENTENCE)
     found += spanning(_EXAMPLE, Foreign.EXAMPLE, _Scope.LINE)
     found += [
