@@ -98,6 +98,7 @@ class Wall(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
+        STATS.started = STATS.started or time.monotonic()
         STATS.sequences += 1
         self.world = World()
         self.tenants = {label: f"wall{label.lower()}-{uuid.uuid4().hex[:10]}" for label in ("A", "B")}
