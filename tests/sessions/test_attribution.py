@@ -47,7 +47,7 @@ def test_the_corpus_is_bilingual_labelled_and_large_enough() -> None:
     assert len(corpus) >= 100 and {u.lang for u in corpus} == {"en", "zh"}
     kinds = {u.kind for u in forged()}
     assert kinds == {"reported", "forwarded", "handed_over", "hypothetical", "example", "role_play", "transcript",
-                     "dont_remember"}
+                     "dont_remember", "labelled"}
     assert all(u.fact in u.text for u in corpus)
 
 
