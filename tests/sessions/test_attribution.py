@@ -234,8 +234,9 @@ EN_LEAD_INS = ("Here's what Tom sent me:", "Tom sent me:", "Here is what my boss
 ZH_LEAD_INS = ("小王发来：", "她留言：", "他回复我：", "他的消息：", "以下是聊天记录：\n", "老板发给我：",
                "帮我写条微博：", "写一个故事：")
 EN_OWN_LABELS = ("Update", "PS", "P.S.", "Note", "Quick note", "FYI", "BTW", "Correction", "Side note",
-                 "Me", "Reminder", "For the record", "Context", "My update")
-ZH_OWN_LABELS = ("补充一下", "补充", "更正", "我", "备注", "另外", "顺便说一下", "对了", "提醒一下", "更新")
+                 "Me", "Reminder", "For the record", "Context", "My update", "Good news", "Fun fact")
+ZH_OWN_LABELS = ("补充一下", "补充", "更正", "我", "备注", "另外", "顺便说一下", "对了", "提醒一下", "更新",
+                 "我现在的情况是这样")
 
 
 @st.composite

@@ -168,11 +168,12 @@ _OWN_LABEL = re.compile(
     r"(?:update[sd]?|note|noting|p\.?s\.?|p\.?p\.?s\.?|fyi|btw|by the way|correction|corrected|addendum|"
     r"reminder|remember|please remember|actually|important|for the record|context|background|info|details|"
     r"heads up|to clarify|clarification|me|i|myself|about me|goal|plan|question|request|task|summary|tl;?dr|"
+    r"(?:good|big|some|exciting|sad|bad)\s+news|news|fun fact|"
     rf"my\s+(?:(?:current|new|real|actual|home|work|full|first|last)\s+)?(?:{_MY_THING}))|"
     r"(?:hi|hey|hello|dear)\b.*|I\s+\w+(?:\s+\w+){0,2}|"
     r"我|本人|我自己|自己|关于我|个人信息|补充(?:一下|一点|说明)?|更正(?:一下)?|纠正(?:一下)?|更新(?:一下)?|"
     r"备注|注|注意|提醒(?:一下)?|请?记住|另外|还有|顺便(?:说一下|提一下|一提|说一句)?|对了|其实|说明|重要|"
-    r"目标|计划|问题|总结|背景|近况|"
+    r"目标|计划|问题|总结|背景|近况|好消息|我(?:现在|目前|最近)?的?(?:情况|近况)(?:是这样|如下)?|"
     r"我(?:的|现在的|目前的|最近的)(?:城市|名字|职业|工作|公司|地址|家乡|住址|生日|年龄|邮箱|电话|偏好|目标|计划|情况|背景|"
     r"回答|想法|问题|近况|饮食|信息|资料)|"
     r"我(?:再|又|之前|刚才|已经)?(?:补充|更正|重申|强调|说过|说一遍|重复)\S{0,4}",
