@@ -47,7 +47,7 @@ def test_the_corpus_is_bilingual_labelled_and_large_enough() -> None:
     assert len(corpus) >= 100 and {u.lang for u in corpus} == {"en", "zh"}
     kinds = {u.kind for u in forged()}
     assert kinds == {"reported", "forwarded", "handed_over", "hypothetical", "example", "role_play", "transcript",
-                     "dont_remember"}
+                     "dont_remember", "labelled"}
     assert all(u.fact in u.text for u in corpus)
 
 
@@ -116,7 +116,7 @@ def test_the_llm_extractors_genuine_statements_pass_the_gate(standin: LlmStandIn
 def test_the_prompt_states_the_rule_the_gate_enforces() -> None:
     prompt = system_prompt()
     for words in ("someone else", "forwarded", "translate", "hypothetical", "example", "role-play", "transcript",
-                  "don't remember", "别记住"):
+                  "don't remember", "别记住", "speaker's label"):
         assert words.lower() in prompt.lower(), words
 
 
@@ -207,7 +207,8 @@ def test_no_framing_of_any_statement_becomes_the_users_fact(case: tuple[str, str
     assert _stored(_rules(own), own_place)
 
 
-@pytest.mark.parametrize("unit", ["Bob said I live in Paris. ", "I live in Paris. ", " 'a", "我朋友说：我住在广州。"])
+@pytest.mark.parametrize("unit", ["Bob said I live in Paris. ", "I live in Paris. ", " 'a", "我朋友说：我住在广州。",
+                                  "Alice: I live in Paris.\n", "小王发来：我住在广州。"])
 def test_a_long_message_full_of_markers_is_judged_in_bounded_time(unit: str) -> None:
     """Every marker's region is found by binary search over one reading of the message, and each message's
     views are made once: 100,000 characters of statements take seconds, not minutes (it was cubic)."""
@@ -219,3 +220,59 @@ def test_a_long_message_full_of_markers_is_judged_in_bounded_time(unit: str) -> 
         assert result.admitted  # the user's own statements, many times over
     else:
         assert result.admitted == ()
+
+
+# --- speaker labels and lead-ins (issue 23, item 4) ------------------------------------------------------------
+
+EN_SPEAKERS = ("Alice", "Bob", "Tom's text", "Character bio", "Lyrics", "Q", "A", "Customer", "Interviewer",
+               "My friend", "Her reply", "Mom's email", "Agent", "Narrator", "Note from Tom", "Tom's note")
+ZH_SPEAKERS = ("小王", "客服", "老板", "同事小李", "她", "问", "答", "歌词", "角色设定", "他的消息", "妈妈的微信",
+               "我朋友")
+EN_LEAD_INS = ("Here's what Tom sent me:", "Tom sent me:", "Here is what my boss wrote back:", "His message:",
+               "Mom sent me this:", "Write a story where", "Make a tweet:", "Could you write a poem where",
+               "Compose a short song:")
+ZH_LEAD_INS = ("小王发来：", "她留言：", "他回复我：", "他的消息：", "以下是聊天记录：\n", "老板发给我：",
+               "帮我写条微博：", "写一个故事：")
+EN_OWN_LABELS = ("Update", "PS", "P.S.", "Note", "Quick note", "FYI", "BTW", "Correction", "Side note",
+                 "Me", "Reminder", "For the record", "Context", "My update", "Good news", "Fun fact")
+ZH_OWN_LABELS = ("补充一下", "补充", "更正", "我", "备注", "另外", "顺便说一下", "对了", "提醒一下", "更新",
+                 "我现在的情况是这样")
+
+
+@st.composite
+def labelled(draw: st.DrawFn) -> tuple[str, str, str, str]:
+    """(a line behind another speaker's label or a lead-in, its place, a line behind the user's own label, its
+    place), in one language, with the label's colon ASCII or full-width."""
+    zh = draw(st.booleans())
+    places, saying = (ZH_PLACES, ZH_SAYING) if zh else (EN_PLACES, EN_SAYING)
+    other_place, own_place = draw(st.lists(st.sampled_from(places), min_size=2, max_size=2, unique=True))
+    statement = draw(st.sampled_from(saying)).format(c=other_place)
+    own = draw(st.sampled_from(saying)).format(c=own_place)
+    colon = draw(st.sampled_from(("：", ":"))) if zh else ":"
+    space = "" if zh else " "
+    if draw(st.booleans()):
+        speaker = draw(st.sampled_from(ZH_SPEAKERS if zh else EN_SPEAKERS))
+        other = f"{speaker}{colon}{draw(st.sampled_from((space, chr(10))))}{statement}"
+    else:
+        other = f"{draw(st.sampled_from(ZH_LEAD_INS if zh else EN_LEAD_INS))}{space}{statement}"
+    label = draw(st.sampled_from(ZH_OWN_LABELS if zh else EN_OWN_LABELS))
+    return other, other_place, f"{label}{colon}{space}{own}", own_place
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(labelled())
+def test_a_line_behind_another_speakers_label_is_theirs_and_the_users_own_label_keeps_it_the_users(
+        case: tuple[str, str, str, str]) -> None:
+    other, other_place, own, own_place = case
+    assert _stored(_rules(other), other_place) == []
+    assert own_place.lower() in _places(_rules(own))
+    assert _stored(_rules(own, other), other_place) == []
+    together = _rules(own + "\n" + other)  # the user's line first: the other speaker's does not reach back
+    assert _stored(together, other_place) == [] and own_place.lower() in _places(together)
+
+
+def test_a_colon_that_is_no_label_leaves_the_sentence_the_users() -> None:
+    for text in ("Meeting at 10:30, I live in Paris.", "See https://mnemo.dev/docs I live in Paris.",
+                 "Here's what I told him: I live in Paris.", "I said it before: I live in Paris."):
+        assert _places(_rules(text)) == {"paris"}, text
+    assert {r.kind for r in regions("Alice: I live in Paris.")} == {Foreign.LABELLED}

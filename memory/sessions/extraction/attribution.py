@@ -5,7 +5,11 @@ quoted or reported ("Bob told me: 'I live in Paris'", "我朋友说：我住在�
 (``>`` lines, "---------- Forwarded message", 转发), text handed over for a task (translate, proofread,
 summarise, rewrite, "is this grammatical?", 翻译, 润色, 总结), hypotheticals ("suppose I live in…", 假如我),
 examples (for example, 例如), role-play (pretend, 扮演), a transcript pasted inline (``User: …`` /
-``Assistant: …`` lines), and an instruction not to remember ("don't remember that …", 别记住, 不要记).
+``Assistant: …`` lines), a line behind another speaker's label or a lead-in naming another source ("Alice: …",
+"小王：…", "Tom's text: …", "Here's what Tom sent me: …", "他发来：…", 聊天记录; issue 23 item 4: a closed list of
+labels the user writes for themselves, "Update:", "PS:", "补充一下：", "我：", keeps those lines the user's), a
+creative task over text (write a story/poem/tweet where …, 写条微博), and an instruction not to remember
+("don't remember that …", 别记住, 不要记).
 
 :func:`regions` finds those stretches of one message, each with its :class:`Foreign` kind, from markers
 alone (no model): every extractor's candidate is judged against them by one gate
@@ -44,6 +48,7 @@ class Foreign(StrEnum):
     EXAMPLE = "an example"
     ROLE_PLAY = "role-play"
     TRANSCRIPT = "a transcript inside the message"
+    LABELLED = "words behind another speaker's label"
     QUESTION = "a question about the user"
     FORGET = "an instruction not to remember"
 
@@ -102,8 +107,14 @@ _FORWARDED = re.compile(
     _IM,
 )
 _QUOTED_LINE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
+_CREATIVE = (
+    r"(?:write|make|compose|draft|create|generate|come up with)(?:\s+(?:me|us))?\s+(?:(?:a|an|the|some|short|funny|"
+    r"little|new|cute|\d+)\s+){0,3}(?:story|stories|poem|tweet|post|song|lyrics|essay|letter|caption|script|"
+    r"dialogue|joke|bio|speech|scene|novel|limerick|haiku|rap|status|tiktok|ad)s?\b"
+)
+"""A creative task: what it is about is text the user hands over, not a fact about them (issue 23, item 4)."""
 _TASK_VERB = (
-    r"translate|proof-?read|re-?write|rephrase|paraphrase|summari[sz]e|polish|reword|correct|spell-?check|edit|"
+    rf"{_CREATIVE}|translate|proof-?read|re-?write|rephrase|paraphrase|summari[sz]e|polish|reword|correct|spell-?check|edit|"
     r"improve|shorten|fix the (?:grammar|spelling|typos?)|check the (?:grammar|spelling)"
 )
 _HANDED_OVER = re.compile(
@@ -111,6 +122,8 @@ _HANDED_OVER = re.compile(
     rf"\b(?:please|pls|can you|could you|would you|help me|kindly)\s+(?:{_TASK_VERB})\b|"
     r"\bis (?:this|that|it|the following)(?: \w+){0,3}? (?:grammatical|correct|right|natural|idiomatic)\b|"
     r"\bhow (?:do|would|can) (?:you|I|we) say\b|\bwhat does\b.{0,80}\bmean\b|\b(?:grammar|spelling) check\b|"
+    r"(?:^|(?<=[。！？，,.!?:：\n]))\s*(?:请你?|帮我|给我|替我|你)?(?:写|编|创作|来)(?:一|个|一个|一篇|一首|一条|一段|条|篇|首|段)?"
+    r"[\u3400-\u9fff]{0,4}?(?:故事|诗|微博|推文|文章|歌词|小说|文案|朋友圈|剧本|段子|对话|台词)|"
     r"(?<![是做当名个位在])翻译|润色|校对|改写|缩写|扩写|错别字|摘要|"
     r"(?:总结|概括|修改|检查)(?:一下|这|下面|以下)|帮我(?:总结|概括|修改|检查|看看这)|语法(?:对|正确|有问题|错)",
     _IM,
@@ -136,6 +149,48 @@ _TRANSCRIPT = re.compile(
     r"(?:user|assistant|human|ai|bot|chatbot|system|model|用户|助手|助理|系统|客服|机器人|人类)[ \t]*[:：].*$",
     _IM,
 )
+_LABEL = re.compile(
+    r"(?:^|(?<=[.!?。！？]))[ \t]*(?P<label>[^\W\d_][\w'.\-]*(?:[ \t]+[\w'.\-]+){0,3}|[\u3400-\u9fff\w]{1,8})[ \t]*"
+    r"[:：](?!//|\d)",
+    re.MULTILINE,
+)
+"""A speaker label: a line (or sentence) that starts with a name or role of at most four words (eight CJK
+characters) and a colon ("Alice:", "小王：", "Tom's text:", "Q:", "Lyrics:"); what follows on the line is that
+speaker's, unless the label is :data:`_OWN_LABEL`. A colon before a digit (10:30, John 3:16) or ``//`` is none."""
+_MY_THING = (
+    r"city|name|job|occupation|employer|company|address|hometown|location|email|phone|birthday|age|role|title|"
+    r"preferences?|goals?|plans?|background|situation|status|answer|take|thoughts|question|diet|allergies|schedule|"
+    r"update|info|details|profile|bio"
+)
+_OWN_LABEL = re.compile(
+    r"(?:(?:here(?:'s| is)|and|also|oh|ok|okay|so|just|one|more|another|quick|small|short|side|final|latest|"
+    r"important|personal|probably|worth|an?)\s+)*"
+    r"(?:update[sd]?|note|noting|p\.?s\.?|p\.?p\.?s\.?|fyi|btw|by the way|correction|corrected|addendum|"
+    r"reminder|remember|please remember|actually|important|for the record|context|background|info|details|"
+    r"heads up|to clarify|clarification|me|i|myself|about me|goal|plan|question|request|task|summary|tl;?dr|"
+    r"(?:good|big|some|exciting|sad|bad)\s+news|news|fun fact|"
+    rf"my\s+(?:(?:current|new|real|actual|home|work|full|first|last)\s+)?(?:{_MY_THING}))|"
+    r"(?:hi|hey|hello|dear)\b.*|I\s+\w+(?:\s+\w+){0,2}|"
+    r"我|本人|我自己|自己|关于我|个人信息|补充(?:一下|一点|说明)?|更正(?:一下)?|纠正(?:一下)?|更新(?:一下)?|"
+    r"备注|注|注意|提醒(?:一下)?|请?记住|另外|还有|顺便(?:说一下|提一下|一提|说一句)?|对了|其实|说明|重要|"
+    r"目标|计划|问题|总结|背景|近况|好消息|我(?:现在|目前|最近)?的?(?:情况|近况)(?:是这样|如下)?|"
+    r"我(?:的|现在的|目前的|最近的)(?:城市|名字|职业|工作|公司|地址|家乡|住址|生日|年龄|邮箱|电话|偏好|目标|计划|情况|背景|"
+    r"回答|想法|问题|近况|饮食|信息|资料)|"
+    r"我(?:再|又|之前|刚才|已经)?(?:补充|更正|重申|强调|说过|说一遍|重复)\S{0,4}",
+    re.IGNORECASE,
+)
+"""Labels under which the user goes on speaking for themselves ("Update:", "PS:", "My city:", "补充一下：",
+"更正：", "我：", "I said it before:"); a closed list, so any other label is someone else's (issue 23, item 4):
+a label the list misses costs recall, never a forged fact."""
+_LEAD_IN = re.compile(
+    r"\bhere(?:'s| is| are)\s+what\b(?!\s+I\b)|\bsent (?:me|us)\b|"
+    r"'s\s+(?:message|text|email|e-mail|note|reply|post|words|dm|voicemail|letter|comment|answer|chat)\b|"
+    r"\b(?:his|her|their)\s+(?:message|text|email|reply|post|words|dm)\b|"
+    r"发来|发给我|发我|留言|回复我|回我|的消息|的留言|的原话|的微信|的短信|的邮件|的回复|聊天记录|对话记录|群聊",
+    re.IGNORECASE,
+)
+"""A lead-in naming another source ("Here's what Tom sent me:", "Tom's message:", "小王发来：", "聊天记录："): with a
+colon after it on its sentence, what follows is that source's text."""
 _SELF_QUESTION = re.compile(
     r"(?:^|(?<=[.!?。！？\n]))[ \t]*(?:(?:do|did|am|was|should|shall|have|had)\s+I|is it (?:true|right|correct) that)\b"
     r"[^.!?。！？\n]*[?？]|"
@@ -257,6 +312,18 @@ def _reported(text: str, layout: _Layout) -> Iterator[re.Match[str]]:
             yield marker
 
 
+def _labels(text: str, layout: _Layout) -> Iterator[re.Match[str]]:
+    """Speaker labels not the user's own, and lead-ins naming another source that a colon closes: each
+    hands the rest of its line (of the message, when nothing follows the colon on it) to someone else."""
+    for label in _LABEL.finditer(text):
+        if not _OWN_LABEL.fullmatch(label.group("label")):
+            yield label
+    for lead_in in _LEAD_IN.finditer(text):
+        colon = layout.colon(lead_in.end())
+        if colon is not None and colon < layout.sentence_end(lead_in.end()):
+            yield lead_in
+
+
 def _forget_markers(text: str, layout: _Layout) -> Iterator[re.Match[str]]:
     for marker in _FORGET.finditer(text):
         if not _FORGET_SUBJECT.search(text[layout.clause_start(marker.start()) : marker.start()]):
@@ -294,6 +361,7 @@ def regions(text: str) -> tuple[Region, ...]:
     found += [Region(m.start(), m.end(), Foreign.FORWARDED, m.start()) for m in _QUOTED_LINE.finditer(text)]
     found += [Region(m.start(), m.end(), Foreign.TRANSCRIPT, m.start()) for m in _TRANSCRIPT.finditer(text)]
     found += [Region(m.start(), m.end(), Foreign.QUESTION, m.start()) for m in _SELF_QUESTION.finditer(text)]
+    found += spanning(_labels(text, layout), Foreign.LABELLED, _Scope.LINE)
     found += spanning(_HANDED_OVER, Foreign.HANDED_OVER, _Scope.MESSAGE)
     found += spanning(_ROLE_PLAY, Foreign.ROLE_PLAY, _Scope.MESSAGE)
     for marker in _reported(text, layout):

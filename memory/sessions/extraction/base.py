@@ -33,8 +33,8 @@ class RejectionReason(StrEnum):
     """Text that reached the agent from a bundle or profile injection: cited, not re-extracted."""
     NOT_SELF_STATEMENT = "not_self_statement"
     """Someone else's words (quoted, reported, forwarded), text handed over for a task, a hypothetical, an
-    example, role-play or a pasted transcript: not the user speaking about themselves
-    (:mod:`memory.sessions.extraction.attribution`)."""
+    example, role-play, a pasted transcript or a line behind another speaker's label: not the user speaking about
+    themselves (:mod:`memory.sessions.extraction.attribution`)."""
     FORGET_INSTRUCTION = "forget_instruction"
     """"Don't remember that …" / "别记住…": an instruction, never a fact; what it names is not stored."""
     INVALID_CATEGORY = "invalid_category"
