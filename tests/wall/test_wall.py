@@ -492,7 +492,8 @@ class Wall(RuleBasedStateMachine):
              self.claim_foreign_session),
             (3, any(m.owner[0] == self.tenants["A"] for m in live(explicit=True)), self.squat_deletion_id),
             (3, self.backup is None, self.take_backup),
-            (3, self.backup is not None and not self.restored, self.restore_backup),
+            # A restore is what the finding 2 broke: once a backup exists, weigh it so most sequences run one.
+            (10, self.backup is not None and not self.restored, self.restore_backup),
         ]
         return [(weight, action) for weight, enabled, action in table if enabled]
 
