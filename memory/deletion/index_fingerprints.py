@@ -26,6 +26,8 @@ from memory.text import STOP_LEXEMES, lexemes
 
 WINDOW = 5
 """Content lexemes per posting window (a text with 3 or 4 has one window of all of them; fewer, none)."""
+MAX_KNOWN_LEXEMES = 200_000
+"""Lexeme hashes one scan remembers (bounds its memory)."""
 _KIND_SPAN = 1 << 30
 
 
@@ -112,6 +114,7 @@ class IndexMatcher:
     runs: list[set[int]]
     windows: list[set[int]]
     _members: dict[int, list[int]] = field(default_factory=dict)
+    _known: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._run_matcher = Matcher(self.salt, self.runs)
@@ -123,10 +126,24 @@ class IndexMatcher:
     def empty(self) -> bool:
         return not self.runs and not self.windows
 
+    def _hashes(self, row_lexemes: Iterable[str]) -> set[int]:
+        """The lexemes' salted hashes, remembered: a tenant's rows share most of their words."""
+        out: set[int] = set()
+        for lexeme in row_lexemes:
+            h = self._known.get(lexeme)
+            if h is None:
+                h = _lexeme_hash(self.salt, lexeme)
+                if len(self._known) < MAX_KNOWN_LEXEMES:
+                    self._known[lexeme] = h
+            out.add(h)
+        return out
+
     def holds_all_of_a_window(self, row_lexemes: Iterable[str]) -> bool:
         """Does this set of lexemes (one owning row's) include every lexeme of one deleted window?"""
+        if not self._members:
+            return False
         counts: dict[int, int] = {}
-        for h in {_lexeme_hash(self.salt, lexeme) for lexeme in row_lexemes}:
+        for h in self._hashes(row_lexemes):
             for number in self._members.get(h, ()):
                 counts[number] = counts.get(number, 0) + 1
                 if counts[number] == len(self.windows[number]):
