@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from memory.deletion.fingerprints import fingerprint, salt_of, strings
+from memory.deletion.fingerprints import MAX_SHINGLES_PER_JOB, fingerprint, salt_of, strings
+from memory.deletion.index_fingerprints import Kind, encode, lexeme_runs, posting_windows
 from memory.deletion.layers import derived_from
 from memory.deletion.scope import Scope, ScopeType, events_in, evidence_link, linked_refs, memories_in
 from memory.models import DeletionJob, Memory, MemoryEvent
@@ -43,7 +44,8 @@ def _memory_texts(rows: Iterable[Memory]) -> list[str]:
 
 
 def store_fingerprints(session: Session, job: DeletionJob, scope: Scope, hidden: list[uuid.UUID]) -> int:
-    """Fingerprint what the job deletes (in the barrier's transaction); how many shingles were stored."""
+    """Fingerprint what the job deletes (in the barrier's transaction), as text and as the search indexes hold
+    it (:mod:`.index_fingerprints`); how many hashes were stored."""
     tenant, revision = job.tenant_id, job.barrier_revision
     memories = list(session.execute(select(Memory).where(memories_in(scope, tenant, revision))).scalars())
     memories += session.execute(
@@ -62,9 +64,11 @@ def store_fingerprints(session: Session, job: DeletionJob, scope: Scope, hidden:
     kept = [t for payload in session.execute(select(MemoryEvent.payload).where(
         MemoryEvent.tenant_id == tenant, MemoryEvent.event_id.in_(kept_ids))).scalars() for t in payload_texts(payload)]
     kept += _others_kept(session, job, scope, set(deleted_events))
-    sets = fingerprint(salt_of(job.job_id), texts, kept)
-    numbers = [number for number, hashes in enumerate(sets) for _ in hashes]
-    shingles = [h for hashes in sets for h in hashes]
+    salt = salt_of(job.job_id)
+    kinds = [(Kind.UNITS, fingerprint(salt, texts, kept)), (Kind.LEXEME_RUNS, lexeme_runs(salt, texts, kept)),
+             (Kind.POSTING_WINDOWS, posting_windows(salt, texts, kept, MAX_SHINGLES_PER_JOB))]
+    numbers = [encode(kind, number) for kind, sets in kinds for number, hashes in enumerate(sets) for _ in hashes]
+    shingles = [h for _, sets in kinds for hashes in sets for h in hashes]
     # Two arrays, one statement: a multi-row VALUES of 30,000 rows took SQLAlchemy seconds to compile.
     session.execute(text(
         "INSERT INTO deletion_fingerprints (tenant_id, job_id, text_no, shingle) "

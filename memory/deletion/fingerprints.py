@@ -16,7 +16,7 @@ import hashlib
 import re
 import unicodedata
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 WIDTH = 3
@@ -45,15 +45,17 @@ def shingle_hashes(salt: bytes, text: str) -> list[int]:
     return [_hash(salt, tuple(parts[i : i + WIDTH])) for i in range(len(parts) - WIDTH + 1)]
 
 
-def fingerprint(salt: bytes, texts: Iterable[str], kept: Iterable[str] = ()) -> list[set[int]]:
+def fingerprint(salt: bytes, texts: Iterable[str], kept: Iterable[str] = (),
+                shingles: Callable[[bytes, str], list[int]] = shingle_hashes) -> list[set[int]]:
     """One fingerprint set per deleted text, minus the shingles of ``kept`` texts (what the deletion
-    deliberately keeps, e.g. the messages a deleted memory came from: they are no copy of it)."""
-    keep = {h for text in kept for h in shingle_hashes(salt, text)}
+    deliberately keeps, e.g. the messages a deleted memory came from: they are no copy of it).
+    ``shingles`` cuts a text (units by default; :mod:`.index_fingerprints` passes lexemes)."""
+    keep = {h for text in kept for h in shingles(salt, text)}
     sets: list[set[int]] = []
     seen: set[frozenset[int]] = set()
     total = 0
     for text in texts:
-        hashes = set(shingle_hashes(salt, text)) - keep
+        hashes = set(shingles(salt, text)) - keep
         if not hashes or frozenset(hashes) in seen:
             continue
         if total + len(hashes) > MAX_SHINGLES_PER_JOB:
@@ -79,10 +81,14 @@ class Matcher:
 
     def copies(self, value: str) -> bool:
         """Does ``value`` hold a copy of one of the texts?"""
+        return self.run(shingle_hashes(self.salt, value))
+
+    def run(self, hashes: Iterable[int]) -> bool:
+        """Do these shingle fingerprints, in order, hold a run of one of the texts?"""
         if not self._owners:
             return False
         runs: dict[int, int] = {}
-        for h in shingle_hashes(self.salt, value):
+        for h in hashes:
             owners = self._owners.get(h, ())
             runs = {number: runs.get(number, 0) + 1 for number in owners}
             for number, length in runs.items():

@@ -4,8 +4,10 @@ It shares nothing with the purge's selection. The tables and columns come from t
 text, varchar, json/jsonb and text[]/varchar[] column of every base table with a ``tenant_id``, so a
 table added later is scanned without editing this module. Rows are read for one tenant at a time, in
 batches from a server-side cursor; each value (each string inside a JSON value or an array) is
-matched against the fingerprints (:mod:`.fingerprints`). Files (artifact stores) and workflow
-histories are matched the same way by their callers. A hit is reported as (table, column, row id):
+matched against the fingerprints (:mod:`.fingerprints`). The search indexes are read too: every
+``tsvector`` column (from the catalog) and the posting tables (:data:`POSTING_TABLES`), matched against
+the lexeme fingerprints (:mod:`.index_fingerprints`): an index holds no text to match. Files (artifact
+stores) and workflow histories are matched the same way by their callers. A hit is reported as (table, column, row id):
 the place, never the text.
 """
 
@@ -20,6 +22,7 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from memory.deletion.fingerprints import Matcher, salt_of, strings
+from memory.deletion.index_fingerprints import IndexMatcher, Kind, decode
 from memory.models import DeletionFingerprint
 
 BATCH_ROWS = 500
@@ -38,14 +41,19 @@ SKIPPED_TABLES = frozenset({"deletion_probes"})
 """The older checks' transient probe texts (:mod:`.verify`), dropped in the very transaction that completes the
 job: they are the verification's own copy, not a remnant."""
 
+POSTING_TABLES = {"memory_lexemes": ("lexeme", "memory_id")}
+"""Tables holding one lexeme per row (column, and the column naming the row they index): no column of theirs
+is a copy alone, only an owning row's lexemes together. Declared, as the catalog cannot tell a posting table
+from any table with a one-word column."""
+
 _TEXT_COLUMNS = text(
     """
-    SELECT c.table_name, c.column_name
+    SELECT c.table_name, c.column_name, c.data_type = 'tsvector' AS indexed
     FROM information_schema.columns c
     JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
     WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
       AND c.column_name <> 'tenant_id'
-      AND (c.data_type IN ('text', 'character varying', 'character', 'json', 'jsonb')
+      AND (c.data_type IN ('text', 'character varying', 'character', 'json', 'jsonb', 'tsvector')
            OR (c.data_type = 'ARRAY' AND c.udt_name IN ('_text', '_varchar', '_json', '_jsonb')))
       AND EXISTS (SELECT 1 FROM information_schema.columns k
                   WHERE k.table_schema = c.table_schema AND k.table_name = c.table_name
@@ -76,16 +84,35 @@ class Copy:
         return f"{self.table}.{self.column}#{self.row_id}"
 
 
-def matchers(session: Session, tenant_id: str, job_ids: Iterable[uuid.UUID] | None = None) -> dict[uuid.UUID, Matcher]:
-    """The stored fingerprints of these jobs (every job of the tenant when ``None``), one matcher per job."""
+def _stored(session: Session, tenant_id: str, job_ids: Iterable[uuid.UUID] | None
+            ) -> dict[uuid.UUID, dict[Kind, dict[int, set[int]]]]:
+    """The stored fingerprints of these jobs (every job of the tenant when ``None``), by kind and text."""
     statement = select(DeletionFingerprint.job_id, DeletionFingerprint.text_no, DeletionFingerprint.shingle).where(
         DeletionFingerprint.tenant_id == tenant_id)
     if job_ids is not None:
         statement = statement.where(DeletionFingerprint.job_id.in_(list(job_ids)))
-    texts: dict[uuid.UUID, dict[int, set[int]]] = {}
-    for job_id, number, shingle in session.execute(statement):
-        texts.setdefault(job_id, {}).setdefault(number, set()).add(shingle)
-    return {job_id: Matcher(salt_of(job_id), [by_no[n] for n in sorted(by_no)]) for job_id, by_no in texts.items()}
+    texts: dict[uuid.UUID, dict[Kind, dict[int, set[int]]]] = {}
+    for job_id, text_no, shingle in session.execute(statement):
+        kind, number = decode(text_no)
+        texts.setdefault(job_id, {}).setdefault(kind, {}).setdefault(number, set()).add(shingle)
+    return texts
+
+
+def matchers(session: Session, tenant_id: str, job_ids: Iterable[uuid.UUID] | None = None) -> dict[uuid.UUID, Matcher]:
+    """The stored text fingerprints of these jobs (every job of the tenant when ``None``), one matcher per job."""
+    return {job_id: Matcher(salt_of(job_id), _ordered(kinds.get(Kind.UNITS, {})))
+            for job_id, kinds in _stored(session, tenant_id, job_ids).items()}
+
+
+def index_matchers(session: Session, tenant_id: str, job_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, IndexMatcher]:
+    """The stored index fingerprints (lexeme runs, posting windows) of these jobs."""
+    return {job_id: IndexMatcher(salt_of(job_id), _ordered(kinds.get(Kind.LEXEME_RUNS, {})),
+                                 _ordered(kinds.get(Kind.POSTING_WINDOWS, {})))
+            for job_id, kinds in _stored(session, tenant_id, job_ids).items()}
+
+
+def _ordered(by_no: dict[int, set[int]]) -> list[set[int]]:
+    return [by_no[n] for n in sorted(by_no)]
 
 
 def _quote(name: str) -> str:
@@ -93,10 +120,19 @@ def _quote(name: str) -> str:
 
 
 def text_columns(session: Session) -> dict[str, list[str]]:
-    """Every text-bearing column of every tenant table, from the catalog."""
+    """Every text-bearing column of every tenant table, from the catalog (tsvectors apart: :func:`index_columns`)."""
+    return _columns(session, indexed=False)
+
+
+def index_columns(session: Session) -> dict[str, list[str]]:
+    """Every ``tsvector`` column of every tenant table, from the catalog."""
+    return _columns(session, indexed=True)
+
+
+def _columns(session: Session, indexed: bool) -> dict[str, list[str]]:
     columns: dict[str, list[str]] = {}
-    for table, column in session.execute(_TEXT_COLUMNS):
-        if table not in SKIPPED_TABLES:
+    for table, column, is_index in session.execute(_TEXT_COLUMNS):
+        if table not in SKIPPED_TABLES and is_index is indexed:
             columns.setdefault(table, []).append(column)
     return columns
 
@@ -121,15 +157,16 @@ def _owner_columns(session: Session, table: str) -> list[str]:
     return [expr for column, expr in _LINEAGE_OWNERS.items() if column in names][:1]
 
 
-def _rows(session: Session, tenant_id: str, table: str, columns: list[str]
+def _rows(session: Session, tenant_id: str, table: str, columns: list[str], as_text: bool = False
           ) -> Iterator[tuple[str, set[str], dict[str, object]]]:
-    """Each row's id, its owners (:data:`OWNER_COLUMNS` values) and its text-bearing values."""
+    """Each row's id, its owners (:data:`OWNER_COLUMNS` values) and its text-bearing values (a tsvector's in its
+    text form)."""
     key = [str(name) for name in session.execute(_PRIMARY_KEY, {"table": table}).scalars() if name != "tenant_id"]
     ident = [f"t.{_quote(k)}::text" for k in key] or ["t.ctid::text"]
     owners = _owner_columns(session, table)
     selected = ", ".join([*(f"{expr} AS k{n}" for n, expr in enumerate(ident)),
                           *(f"{o} AS o{n}" for n, o in enumerate(owners)),
-                          *(f"{_quote(c)} AS c{n}" for n, c in enumerate(columns))])
+                          *(f"t.{_quote(c)}{'::text' if as_text else ''} AS c{n}" for n, c in enumerate(columns))])
     statement = text(f"SELECT {selected} FROM {_quote(table)} t WHERE t.tenant_id = :tenant").execution_options(
         stream_results=True, yield_per=BATCH_ROWS)  # on the statement: on the connection it would outlive the scan
     result = session.connection().execute(statement, {"tenant": tenant_id})
@@ -163,6 +200,40 @@ def scan_database(session: Session, tenant_id: str, found: dict[uuid.UUID, Match
                         continue
                     if any(matcher.copies(s) for s in strings(value)):
                         copies[job_id].append(Copy(table, column, row_id))
+    return copies
+
+
+def scan_indexes(session: Session, tenant_id: str, found: dict[uuid.UUID, IndexMatcher], subjects: dict[uuid.UUID, str]
+                 ) -> dict[uuid.UUID, list[Copy]]:
+    """Every copy of each job's texts in the tenant's search indexes but another user's: tsvector columns, and
+    each owning row's postings in :data:`POSTING_TABLES` (reported under the owning row's id)."""
+    copies: dict[uuid.UUID, list[Copy]] = {job_id: [] for job_id in found}
+    live = {job_id: matcher for job_id, matcher in found.items() if not matcher.empty}
+
+    def report(place: Copy, owned: set[str], value: str | list[str]) -> None:
+        """A tsvector's text form is matched by runs and windows, an owning row's postings by windows."""
+        for job_id, matcher in live.items():
+            if anothers(owned, subjects.get(job_id, ""), tenant_id) or len(copies[job_id]) >= MAX_COPIES:
+                continue
+            if matcher.tsvector_copies(value) if isinstance(value, str) else matcher.holds_all_of_a_window(value):
+                copies[job_id].append(place)
+
+    if not live:
+        return copies
+    for table, columns in index_columns(session).items():
+        for row_id, owned, values in _rows(session, tenant_id, table, columns, as_text=True):
+            for column, value in values.items():
+                if isinstance(value, str):
+                    report(Copy(table, column, row_id), owned, value)
+    for table, (lexeme, owner_row) in POSTING_TABLES.items():
+        owners = _owner_columns(session, table)
+        selected = ", ".join([f"t.{_quote(owner_row)}::text", *owners, f"array_agg(t.{_quote(lexeme)})"])
+        statement = text(f"SELECT {selected} FROM {_quote(table)} t WHERE t.tenant_id = :tenant "
+                         f"GROUP BY t.tenant_id, t.{_quote(owner_row)}").execution_options(
+            stream_results=True, yield_per=BATCH_ROWS)
+        for row in session.connection().execute(statement, {"tenant": tenant_id}):
+            owned = {str(v) for v in row[1:-1] if v is not None}
+            report(Copy(table, lexeme, str(row[0])), owned, [str(posting) for posting in row[-1]])
     return copies
 
 
@@ -243,6 +314,9 @@ def scan(session: Session, tenant_id: str, data_dir: Path,
     job's subject). A file another user's row names is theirs, as such a row is."""
     found = matchers(session, tenant_id, list(subjects))
     copies = scan_database(session, tenant_id, found, subjects)
+    for job_id, more in scan_indexes(session, tenant_id, index_matchers(session, tenant_id, list(subjects)),
+                                     subjects).items():
+        copies[job_id] = [*copies.get(job_id, []), *more][:MAX_COPIES]
     named = _others_files(session, tenant_id)
     files = tenant_files(session, data_dir, tenant_id)
     for job_id, matcher in found.items():
@@ -263,5 +337,6 @@ def scan_values(place: Copy, values: Iterable[object], found: dict[uuid.UUID, Ma
     return copies
 
 
-__all__ = ["Copy", "matchers", "scan", "scan_database", "scan_files", "scan_values", "tenant_files", "text_columns",
+__all__ = ["POSTING_TABLES", "Copy", "index_columns", "index_matchers", "matchers", "scan", "scan_database",
+           "scan_files", "scan_indexes", "scan_values", "tenant_files", "text_columns",
            "workflow_ids"]
