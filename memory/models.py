@@ -313,6 +313,9 @@ class DeletionFingerprint(Base):
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
     job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    kind: Mapped[str] = mapped_column(Text, primary_key=True)
+    """How the text was cut: ``units`` (words / CJK characters), ``lexeme_runs`` or ``posting_windows`` (what
+    the search indexes hold, :mod:`memory.deletion.index_fingerprints`)."""
     text_no: Mapped[int] = mapped_column(Integer, primary_key=True)
     shingle: Mapped[int] = mapped_column(BigInteger, primary_key=True)
 

@@ -4,7 +4,7 @@ A search index does not hold the text: a ``tsvector`` holds :func:`memory.text.l
 stemmed, Chinese cut into overlapping character pairs) with their positions, and a posting table
 (``memory_lexemes``) holds one lexeme per row, its owning row in another column. The text's unit
 shingles (:mod:`.fingerprints`) never match either, so the barrier keeps two more kinds, in the same
-table, told apart by ``text_no`` (:func:`encode`):
+table, told apart by its ``kind`` column (:class:`Kind`):
 
 - lexeme runs: salted hashes of :data:`WIDTH` consecutive lexemes of a deleted text, matched along a
   tsvector's lexemes in position order by the same run rule as text (:class:`.fingerprints.Matcher`);
@@ -28,28 +28,12 @@ WINDOW = 5
 """Content lexemes per posting window (a text with 3 or 4 has one window of all of them; fewer, none)."""
 MAX_KNOWN_LEXEMES = 200_000
 """Lexeme hashes one scan remembers (bounds its memory)."""
-_KIND_SPAN = 1 << 30
 
 
 class Kind(Enum):
     UNITS = "units"
     LEXEME_RUNS = "lexeme_runs"
     POSTING_WINDOWS = "posting_windows"
-
-
-def encode(kind: Kind, number: int) -> int:
-    """The ``text_no`` of a kind's n-th text: units from 0 up, lexeme runs from -1 down, windows below -2^30."""
-    if kind is Kind.UNITS:
-        return number
-    return -1 - number if kind is Kind.LEXEME_RUNS else -_KIND_SPAN - 1 - number
-
-
-def decode(text_no: int) -> tuple[Kind, int]:
-    if text_no >= 0:
-        return Kind.UNITS, text_no
-    if text_no >= -_KIND_SPAN:
-        return Kind.LEXEME_RUNS, -1 - text_no
-    return Kind.POSTING_WINDOWS, -_KIND_SPAN - 1 - text_no
 
 
 def run_hashes(salt: bytes, sequence: Sequence[str]) -> list[int]:
@@ -158,5 +142,5 @@ class IndexMatcher:
         return self._run_matcher.run(run_hashes(self.salt, sequence)) or self.holds_all_of_a_window(sequence)
 
 
-__all__ = ["RUN", "WINDOW", "IndexMatcher", "Kind", "decode", "encode", "lexeme_runs", "posting_windows",
+__all__ = ["RUN", "WINDOW", "IndexMatcher", "Kind", "lexeme_runs", "posting_windows",
            "run_hashes", "tsvector_lexemes"]

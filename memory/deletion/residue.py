@@ -22,7 +22,7 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from memory.deletion.fingerprints import Matcher, salt_of, strings
-from memory.deletion.index_fingerprints import IndexMatcher, Kind, decode
+from memory.deletion.index_fingerprints import IndexMatcher, Kind
 from memory.models import DeletionFingerprint
 
 BATCH_ROWS = 500
@@ -87,14 +87,13 @@ class Copy:
 def _stored(session: Session, tenant_id: str, job_ids: Iterable[uuid.UUID] | None
             ) -> dict[uuid.UUID, dict[Kind, dict[int, set[int]]]]:
     """The stored fingerprints of these jobs (every job of the tenant when ``None``), by kind and text."""
-    statement = select(DeletionFingerprint.job_id, DeletionFingerprint.text_no, DeletionFingerprint.shingle).where(
-        DeletionFingerprint.tenant_id == tenant_id)
+    statement = select(DeletionFingerprint.job_id, DeletionFingerprint.kind, DeletionFingerprint.text_no,
+                       DeletionFingerprint.shingle).where(DeletionFingerprint.tenant_id == tenant_id)
     if job_ids is not None:
         statement = statement.where(DeletionFingerprint.job_id.in_(list(job_ids)))
     texts: dict[uuid.UUID, dict[Kind, dict[int, set[int]]]] = {}
-    for job_id, text_no, shingle in session.execute(statement):
-        kind, number = decode(text_no)
-        texts.setdefault(job_id, {}).setdefault(kind, {}).setdefault(number, set()).add(shingle)
+    for job_id, kind, number, shingle in session.execute(statement):
+        texts.setdefault(job_id, {}).setdefault(Kind(kind), {}).setdefault(number, set()).add(shingle)
     return texts
 
 

@@ -25,9 +25,10 @@ def upgrade() -> None:
         CREATE TABLE deletion_fingerprints (
             tenant_id text NOT NULL,
             job_id uuid NOT NULL,
+            kind text NOT NULL CHECK (kind IN ('units', 'lexeme_runs', 'posting_windows')),
             text_no integer NOT NULL,
             shingle bigint NOT NULL,
-            PRIMARY KEY (tenant_id, job_id, text_no, shingle)
+            PRIMARY KEY (tenant_id, job_id, kind, text_no, shingle)
         )
         """
     )
