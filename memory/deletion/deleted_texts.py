@@ -16,7 +16,7 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from memory.deletion.fingerprints import MAX_SHINGLES_PER_JOB, fingerprint, salt_of, strings
-from memory.deletion.index_fingerprints import Kind, lexeme_runs, posting_windows
+from memory.deletion.index_fingerprints import Kind, lexeme_fingerprints
 from memory.deletion.layers import derived_from
 from memory.deletion.scope import Scope, ScopeType, events_in, evidence_link, linked_refs, memories_in
 from memory.models import DeletionJob, Memory, MemoryEvent
@@ -65,8 +65,8 @@ def store_fingerprints(session: Session, job: DeletionJob, scope: Scope, hidden:
         MemoryEvent.tenant_id == tenant, MemoryEvent.event_id.in_(kept_ids))).scalars() for t in payload_texts(payload)]
     kept += _others_kept(session, job, scope, set(deleted_events))
     salt = salt_of(job.job_id)
-    kinds = [(Kind.UNITS, fingerprint(salt, texts, kept)), (Kind.LEXEME_RUNS, lexeme_runs(salt, texts, kept)),
-             (Kind.POSTING_WINDOWS, posting_windows(salt, texts, kept, MAX_SHINGLES_PER_JOB))]
+    runs, windows = lexeme_fingerprints(salt, texts, kept, MAX_SHINGLES_PER_JOB)
+    kinds = [(Kind.UNITS, fingerprint(salt, texts, kept)), (Kind.LEXEME_RUNS, runs), (Kind.POSTING_WINDOWS, windows)]
     rows = [(kind.value, number, h) for kind, sets in kinds for number, hashes in enumerate(sets) for h in hashes]
     kind_of, numbers, shingles = ([row[i] for row in rows] for i in range(3))
     # Two arrays, one statement: a multi-row VALUES of 30,000 rows took SQLAlchemy seconds to compile.

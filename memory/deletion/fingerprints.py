@@ -39,23 +39,36 @@ def _hash(salt: bytes, shingle: tuple[str, ...]) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def shingle_hashes(salt: bytes, text: str) -> list[int]:
-    """The text's shingles' fingerprints, in order (repeats kept: a run is counted along the text)."""
+def unit_shingles(text: str) -> list[tuple[str, ...]]:
+    """The text's shingles, in order (repeats kept: a run is counted along the text)."""
     parts = units(text)
-    return [_hash(salt, tuple(parts[i : i + WIDTH])) for i in range(len(parts) - WIDTH + 1)]
+    return [tuple(parts[i : i + WIDTH]) for i in range(len(parts) - WIDTH + 1)]
+
+
+def shingle_hashes(salt: bytes, text: str) -> list[int]:
+    """The text's shingles' fingerprints, in order."""
+    return [_hash(salt, shingle) for shingle in unit_shingles(text)]
 
 
 def fingerprint(salt: bytes, texts: Iterable[str], kept: Iterable[str] = (),
-                shingles: Callable[[bytes, str], list[int]] = shingle_hashes) -> list[set[int]]:
+                cut: Callable[[str], list[tuple[str, ...]]] = unit_shingles) -> list[set[int]]:
     """One fingerprint set per deleted text, minus the shingles of ``kept`` texts (what the deletion
     deliberately keeps, e.g. the messages a deleted memory came from: they are no copy of it).
-    ``shingles`` cuts a text (units by default; :mod:`.index_fingerprints` passes lexemes)."""
-    keep = {h for text in kept for h in shingles(salt, text)}
+    ``cut`` cuts a text into shingles (units by default; :mod:`.index_fingerprints` passes lexeme runs).
+    The kept texts are compared as shingles, never hashed: they can be thousands of the subject's messages,
+    and hashing them all took most of a barrier's time (issue 23's fairness benchmark)."""
+    keep = {shingle for text in kept for shingle in cut(text)}
+    return fingerprint_shingles(salt, [cut(text) for text in texts], keep)
+
+
+def fingerprint_shingles(salt: bytes, texts: Iterable[list[tuple[str, ...]]], keep: set[tuple[str, ...]]
+                         ) -> list[set[int]]:
+    """:func:`fingerprint` of texts already cut into shingles: each one's hashes but for the ``keep`` shingles."""
     sets: list[set[int]] = []
     seen: set[frozenset[int]] = set()
     total = 0
-    for text in texts:
-        hashes = set(shingles(salt, text)) - keep
+    for shingles in texts:
+        hashes = {_hash(salt, shingle) for shingle in set(shingles) - keep}
         if not hashes or frozenset(hashes) in seen:
             continue
         if total + len(hashes) > MAX_SHINGLES_PER_JOB:
