@@ -72,7 +72,7 @@ _MATCH = text("""
          docs AS (SELECT place, to_tsvector('simple', doc) AS tokens
                   FROM unnest(CAST(:docs AS text[])) WITH ORDINALITY AS d(doc, place))
     SELECT docs.place, ts_rank(docs.tokens, query.q) AS rank,
-           ARRAY(SELECT lexeme FROM query_lexemes WHERE lexeme = ANY(tsvector_to_array(docs.tokens))) AS found,
+           ARRAY(SELECT q.lexeme FROM query_lexemes q JOIN unnest(docs.tokens) u ON u.lexeme = q.lexeme) AS found,
            (SELECT count(*) FROM query_lexemes) AS total
     FROM docs, query
     WHERE docs.tokens @@ query.q
