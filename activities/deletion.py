@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 from google.protobuf.message import Message
@@ -25,6 +26,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.db import heartbeating, shielded_session
+from memory import offload
 from memory.deletion.fingerprints import Matcher
 from memory.deletion.jobs import (
     PURGE_LAYERS,
@@ -38,11 +40,14 @@ from memory.deletion.jobs import (
     view_job,
 )
 from memory.deletion.layers import PURGERS
-from memory.deletion.residue import MAX_COPIES, Copy, matchers, scan, scan_values, workflow_ids
+from memory.deletion.residue import MAX_COPIES, Copy, claim_scan, matchers, scan_at, scan_values, workflow_ids
 from memory.deletion.verify import verify
 from memory.models import RetentionHold
 from memory.resources.bodies import record_store
 from memory.resources.forget import bind_store, forget_known_bodies
+
+SCAN_BUSY_RETRY = timedelta(seconds=2)
+"""When the tenant's residue scan is taken, a verification is tried again after this long (not holding a slot)."""
 
 
 @dataclass(frozen=True)
@@ -267,10 +272,14 @@ class DeletionActivities:
         ref = JobRef(request.tenant_id, request.job_id)
         job_id = uuid.UUID(ref.job_id)
         with heartbeating(), shielded_session(self.engine, ref.tenant_id) as session:
+            if not claim_scan(session, ref.tenant_id):  # another of the tenant's scans runs: its slot is freed
+                raise ApplicationError(f"another residue scan of tenant {ref.tenant_id} is running; retried shortly",
+                                       type="ResidueScanBusy", next_retry_delay=SCAN_BUSY_RETRY)
             job = get_job(session, ref.tenant_id, job_id, lock=True)
             self._bind(session, ref.tenant_id)
             result = verify(session, job)
-            found = scan(session, ref.tenant_id, self.data_dir, {job_id: job.subject_user_id})
+            found = offload.run(scan_at, self.engine.url.render_as_string(hide_password=False), ref.tenant_id,
+                                str(self.data_dir), {job_id: job.subject_user_id})
             copies = [c.label for c in found.get(job_id, [])]
             copies += request.history_copies
             if result.clean and not copies:

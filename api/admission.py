@@ -66,7 +66,7 @@ COST_CLASSES: dict[str, CostClass] = {
         CostClass("workflow", "workflow starts (commits, tasks)", lambda s: s.tenant_write_concurrency,
                   per_minute=lambda s: s.tenant_workflow_starts_per_minute,
                   burst=lambda s: s.tenant_workflow_start_burst),
-        CostClass("deletion", "deletion starts", lambda s: s.tenant_write_concurrency,
+        CostClass("deletion", "deletion starts", lambda s: s.tenant_deletion_concurrency,
                   per_minute=lambda s: s.tenant_deletion_starts_per_minute,
                   burst=lambda s: s.tenant_deletion_start_burst),
     )

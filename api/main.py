@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -41,6 +42,7 @@ from api.routers import (
 )
 from api.schemas.common import ErrorOut
 from api.settings import Settings
+from memory import offload
 from memory.db import make_engine
 from memory.recall.rerank import Reranker
 from memory.recall.stages import Stage, observe_stages
@@ -70,10 +72,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.reranker = Reranker.from_settings(settings)  # None unless MNEMO_RERANK_BASE_URL is set
         app.state.temporal = None  # connected on first use, so the API starts even while Temporal is down
         app.state.mcp_legacy_usage = mcp.usage
+        await asyncio.to_thread(offload.start, settings.cpu_pool_workers, settings.cpu_pool_niceness)
         try:
             async with mcp.running():
                 yield
         finally:
+            offload.stop()
             app.state.embedding_lanes.close()  # its lanes stop and their engine children exit
             if app.state.reranker is not None:
                 app.state.reranker.close()

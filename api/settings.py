@@ -79,6 +79,19 @@ class Settings(ModelSettings):
     tenant_deletion_start_burst: int = Field(
         default=10, ge=1, le=100_000, description="... of which this many may come at once"
     )
+    tenant_deletion_concurrency: int = Field(
+        default=1, ge=1, le=1_000,
+        description="Deletion starts of one tenant in flight per API process (each fingerprints what it deletes "
+        "against the subject's kept words); more get a 429",
+    )
+    cpu_pool_workers: int = Field(
+        default=2, ge=0, le=64,
+        description="Processes per API or worker process for one request's heavy CPU work (large session windows, "
+        "deletion fingerprints and residue scans), at a lower CPU priority; 0 runs that work in place",
+    )
+    cpu_pool_niceness: int = Field(
+        default=10, ge=0, le=19, description="How much lower the CPU priority of those processes is (nice)"
+    )
     query_embedding_engines: int = Field(
         default=2, ge=1, le=16,
         description="Engine child processes for query embeddings per API process; one tenant uses one at a time",

@@ -27,6 +27,7 @@ from api.observability.worker_metrics import free_loopback_port, serve_worker_me
 from api.outbox import drain_forever
 from api.settings import Settings
 from api.temporal import connect, ensure_embedding_schedule, ensure_retention_schedule, ensure_session_sweep_schedule
+from memory import offload
 from memory.db import make_engine
 from memory.egress import AllowList
 from memory.embedders import TextEmbedder
@@ -163,6 +164,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
         if metrics is not None:
             metrics.shutdown()
         raise
+    await asyncio.to_thread(offload.start, settings.cpu_pool_workers, settings.cpu_pool_niceness)
     try:
         with ThreadPoolExecutor(max_workers=settings.worker_activity_slots) as executor:
             async with build_worker(
@@ -183,6 +185,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 # Deletions accepted while Temporal was down start now, and whenever one is queued later.
                 await drain_forever(client, engine, settings, stop)
     finally:
+        offload.stop()
         engine.dispose()
         if metrics is not None:
             metrics.shutdown()

@@ -8,6 +8,7 @@ second, so a query that forgets its filter still cannot cross tenants.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -40,6 +41,19 @@ def make_engine(url: str, *, pool_size: int = 10, statement_timeout_seconds: flo
         dbapi_connection.commit()
 
     return engine
+
+
+_SHARED: dict[str, Engine] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_engine(url: str) -> Engine:
+    """One small engine per database URL for this process: what a CPU pool process (:mod:`memory.offload`)
+    connects with, across the many calls it serves."""
+    with _SHARED_LOCK:
+        if url not in _SHARED:
+            _SHARED[url] = make_engine(url, pool_size=1)
+        return _SHARED[url]
 
 
 def affected_rows(result: Result[Any]) -> int:

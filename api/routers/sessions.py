@@ -232,7 +232,7 @@ def read_window(
     pending questions, the profile; P1 task state, recent tool results, corrections; P2 history and
     decisions; P3 chit-chat, repeats), then recency; what does not fit is listed in ``dropped``."""
     with tenant_session(engine, principal.tenant_id) as session:
-        return window_of(session, principal, session_id, budget_tokens).as_json()
+        return window_of(session, principal, session_id, budget_tokens)
 
 
 @router.get("/sessions/{session_id}/summaries/latest")

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from memory import offload
 from memory.deletion.fingerprints import MAX_SHINGLES_PER_JOB, fingerprint, salt_of, strings
 from memory.deletion.index_fingerprints import Kind, lexeme_fingerprints
 from memory.deletion.layers import derived_from
@@ -25,6 +26,10 @@ from memory.resources.models import ResourceRecord
 
 STRUCTURAL_KEYS = frozenset({"role", "created_at", "idempotency_key", "tool_call_id", "call_id", "context_refs"})
 """Event payload fields that are labels, ids or times, not what the person said."""
+OFFLOAD_FROM_CHARS = 20_000
+"""Deleted and kept texts of at least this many characters are fingerprinted in the CPU pool (:mod:`memory.offload`):
+for a subject with 2,000 messages it is ~0.3 s of CPU that slowed every request of the API process (issue 23,
+finding 7); less is done in place, rather than wait behind the large ones."""
 MAX_KEPT_ROWS = 20_000
 """The subject's most recent kept messages and records read for what to leave out of the fingerprints."""
 
@@ -65,10 +70,8 @@ def store_fingerprints(session: Session, job: DeletionJob, scope: Scope, hidden:
         MemoryEvent.tenant_id == tenant, MemoryEvent.event_id.in_(kept_ids))).scalars() for t in payload_texts(payload)]
     kept += _others_kept(session, job, scope, set(deleted_events))
     salt = salt_of(job.job_id)
-    runs, windows = lexeme_fingerprints(salt, texts, kept, MAX_SHINGLES_PER_JOB)
-    kinds = [(Kind.UNITS, fingerprint(salt, texts, kept)), (Kind.LEXEME_RUNS, runs), (Kind.POSTING_WINDOWS, windows)]
-    rows = [(kind.value, number, h) for kind, sets in kinds for number, hashes in enumerate(sets) for h in hashes]
-    kind_of, numbers, shingles = ([row[i] for row in rows] for i in range(3))
+    small = sum(map(len, texts)) + sum(map(len, kept)) < OFFLOAD_FROM_CHARS
+    kind_of, numbers, shingles = offload.run(fingerprint_columns, salt, texts, kept, inline=small)
     # Two arrays, one statement: a multi-row VALUES of 30,000 rows took SQLAlchemy seconds to compile.
     session.execute(text(
         "INSERT INTO deletion_fingerprints (tenant_id, job_id, kind, text_no, shingle) "
@@ -76,6 +79,15 @@ def store_fingerprints(session: Session, job: DeletionJob, scope: Scope, hidden:
         "unnest(CAST(:shingles AS bigint[])) ON CONFLICT DO NOTHING"),
         {"tenant": tenant, "job": job.job_id, "kinds": kind_of, "numbers": numbers, "shingles": shingles})
     return len(shingles)
+
+
+def fingerprint_columns(salt: bytes, texts: list[str], kept: list[str]) -> tuple[list[str], list[int], list[int]]:
+    """The job's fingerprints of every kind as three columns (kind, text number, hash): a pure function of the
+    texts, so that a large one runs in the CPU pool."""
+    runs, windows = lexeme_fingerprints(salt, texts, kept, MAX_SHINGLES_PER_JOB)
+    kinds = [(Kind.UNITS, fingerprint(salt, texts, kept)), (Kind.LEXEME_RUNS, runs), (Kind.POSTING_WINDOWS, windows)]
+    rows = [(kind.value, number, h) for kind, sets in kinds for number, hashes in enumerate(sets) for h in hashes]
+    return [row[0] for row in rows], [row[1] for row in rows], [row[2] for row in rows]
 
 
 def _others_kept(session: Session, job: DeletionJob, scope: Scope, deleted: set[uuid.UUID]) -> list[str]:

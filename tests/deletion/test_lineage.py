@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -12,6 +13,7 @@ from sqlalchemy import Engine, select
 
 from api.settings import Settings
 from memory.db import tenant_session
+from memory.deletion.residue import claim_scan
 from memory.models import Memory, MemoryLexeme, MemorySearch
 from tests.conftest import MakeKey, auth, poll
 from tests.factories import candidate
@@ -144,3 +146,31 @@ def test_deleting_one_message_forgets_it_in_every_commit_that_names_what_came_fr
 
     assert job["status"] == "completed" and job["fully_deleted"] is True, job
     assert job["remaining_copies"] == [], job
+
+
+def test_a_tenants_residue_scans_run_one_at_a_time_and_a_waiting_one_completes_later(
+    lineage_api: TestClient, make_key: MakeKey, engine: Engine
+) -> None:
+    """Fair admission (issue 23, finding 7): while one verification of a tenant holds its scan, another of the same
+    tenant does not take a worker slot to wait: it is tried again later, and completes once the scan is free.
+    Another tenant's deletion is not held up."""
+    tenant, other = (f"t-{uuid.uuid4().hex[:12]}" for _ in range(2))
+    key, other_key = make_key(tenant=tenant), make_key(tenant=other)
+    memory = lineage_api.post("/memory-candidates", json=candidate("我下周二去杭州开年度预算会"),
+                              headers=auth(key)).json()["memory_id"]
+    theirs = lineage_api.post("/memory-candidates", json=candidate("我每周四下午练习大提琴"),
+                              headers=auth(other_key)).json()["memory_id"]
+    with tenant_session(engine, tenant) as holder:  # the tenant's scan, taken by "another verification"
+        assert claim_scan(holder, tenant)
+        accepted = lineage_api.post("/deletion-requests", json={
+            "deletion_request_id": "d-held", "scope": {"type": "memory", "memory_id": memory}}, headers=auth(key))
+        assert accepted.status_code == 202, accepted.text
+        job_id = accepted.json()["job_id"]
+        done = forget(lineage_api, other_key, {"type": "memory", "memory_id": theirs})
+        assert done["status"] == "completed", done  # another tenant's verification ran meanwhile
+        time.sleep(3)  # the held one was tried (and refused) meanwhile
+        held = lineage_api.get(f"/memory-deletions/{job_id}", headers=auth(key)).json()
+        assert held["status"] not in ("completed", "failed_requires_action"), held
+    job = poll(lineage_api, key, f"/memory-deletions/{job_id}",
+               lambda body: body["status"] in ("completed", "failed_requires_action"), 60)
+    assert job["status"] == "completed" and job["fully_deleted"] is True, job

@@ -1,0 +1,108 @@
+"""Heavy CPU work of one request, off the interpreter that serves everyone, at a lower CPU priority.
+
+Issue 23, finding 7 (fair admission). A 100,000-token window (0.2 s of CPU), a deletion's barrier fingerprints
+(0.3-0.6 s) and its residue scan (1.4 s for a subject with 2,000 messages) ran in the API's or the worker's own
+interpreter. Every other tenant's request in that process then waited for the interpreter lock in 5 ms turns,
+and on a small machine the kernel could not prefer a short request to the bulk work. Here such work runs in
+a small pool of processes started with a raised niceness: the serving interpreter stays free, and the kernel
+runs any tenant's short request first.
+
+A process calls :func:`start` once (the API at start-up, the worker likewise); until then, and in tools and
+tests that never start one, :func:`run` calls the function in place. The functions sent must be importable
+module-level functions of picklable arguments and results (the pool spawns fresh interpreters: a fork of a
+process holding threads and open connections would inherit them half-copied).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def _lower_priority(niceness: int) -> None:
+    """In each pool process: yield the CPU to the serving processes (a raise of niceness needs no privilege)."""
+    os.nice(niceness)
+
+
+def _ready() -> int:
+    return os.getpid()
+
+
+class CpuPool:
+    """``workers`` spawned processes at ``niceness`` above their parent's."""
+
+    def __init__(self, workers: int, niceness: int) -> None:
+        self.workers = workers
+        self.niceness = niceness
+        self._lock = threading.Lock()
+        self._executor = self._new()
+
+    def _new(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_lower_priority, initargs=(self.niceness,))
+
+    def warm(self) -> set[int]:
+        """Start every process now (a spawn imports the project: ~1 s), not on the first heavy request."""
+        return {future.result() for future in [self._executor.submit(_ready) for _ in range(self.workers * 2)]}
+
+    def run(self, fn: Callable[..., T], /, *args: object) -> T:
+        """``fn(*args)`` in a pool process; its exception is raised here. A pool whose process died (killed,
+        out of memory) is replaced once: the work is retried in a fresh one."""
+        executor = self._executor
+        try:
+            return executor.submit(fn, *args).result()
+        except BrokenProcessPool:
+            with self._lock:
+                if self._executor is executor:
+                    self._executor = self._new()
+                executor = self._executor
+            return executor.submit(fn, *args).result()
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+_pool: CpuPool | None = None
+_users = 0
+_guard = threading.Lock()
+
+
+def start(workers: int, niceness: int) -> CpuPool | None:
+    """This process's pool, warm (``workers`` 0: none, the work runs in place). Counted: an app started while
+    another runs in the same process (tests) shares the first one's pool until the last :func:`stop`."""
+    global _pool, _users
+    with _guard:
+        _users += 1
+        if _pool is None and workers > 0:
+            _pool = CpuPool(workers, niceness)
+            _pool.warm()
+        return _pool
+
+
+def stop() -> None:
+    """One user of the pool is done; the last one's stop ends its processes."""
+    global _pool, _users
+    with _guard:
+        _users = max(0, _users - 1)
+        pool = _pool if _users == 0 else None
+        if pool is not None:
+            _pool = None
+    if pool is not None:
+        pool.close()
+
+
+def run(fn: Callable[..., T], /, *args: object, inline: bool = False) -> T:
+    """``fn(*args)`` in this process's pool when it has one, else (or when ``inline``: small work, which would
+    wait behind large work in the pool) in place."""
+    pool = _pool
+    return fn(*args) if pool is None or inline else pool.run(fn, *args)
+
+
+__all__ = ["CpuPool", "run", "start", "stop"]

@@ -1,0 +1,78 @@
+"""The CPU pool (memory.offload): heavy work runs in other processes at a lower priority, with the same result as in
+place, and a pool whose process died is replaced."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from concurrent.futures.process import BrokenProcessPool
+from datetime import UTC, datetime
+
+import pytest
+
+from memory import offload
+from memory.deletion.deleted_texts import fingerprint_columns
+from memory.sessions.messages import MessageRole, StageMessage
+from memory.sessions.recent import assemble
+
+
+def _where() -> tuple[int, int]:
+    return os.getpid(), os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def _die() -> None:
+    os._exit(3)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[offload.CpuPool]:
+    started = offload.CpuPool(1, 7)
+    yield started
+    started.close()
+
+
+def test_work_runs_in_another_process_at_a_lower_priority(pool: offload.CpuPool) -> None:
+    pid, priority = pool.run(_where)
+    assert pid != os.getpid()
+    assert priority == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 7)
+
+
+def test_a_dead_pool_process_is_replaced_and_the_work_retried(pool: offload.CpuPool) -> None:
+    before, _ = pool.run(_where)
+    with pytest.raises(BrokenProcessPool):  # the work itself kills its process: retried once, and it dies again
+        pool.run(_die)
+    after, _ = pool.run(_where)
+    assert after != before
+
+
+def test_an_exception_of_the_work_is_raised_to_the_caller(pool: offload.CpuPool) -> None:
+    with pytest.raises(ValueError, match="invalid literal"):
+        pool.run(int, "not a number")
+
+
+def test_without_a_started_pool_or_when_inline_the_work_runs_in_place() -> None:
+    assert offload.run(_where)[0] == os.getpid()
+    started = offload.start(1, 3)
+    try:
+        assert started is not None
+        assert offload.run(_where)[0] != os.getpid()
+        assert offload.run(_where, inline=True)[0] == os.getpid()
+    finally:
+        offload.stop()
+    assert offload.run(_where)[0] == os.getpid()
+
+
+def _messages(n: int) -> tuple[StageMessage, ...]:
+    at = datetime(2026, 7, 1, tzinfo=UTC)
+    return tuple(StageMessage(str(i), i, MessageRole.USER if i % 2 else MessageRole.ASSISTANT,
+                              f"第{i}条 预算 上海 出差 message {i} " * 5, at) for i in range(1, n + 1))
+
+
+def test_a_window_and_a_deletions_fingerprints_are_the_same_in_the_pool(pool: offload.CpuPool) -> None:
+    messages = _messages(400)
+    assert pool.run(assemble, messages, 3_000, "task-1", []) == assemble(messages, 3_000, "task-1", [])
+    texts, kept = [m.content for m in messages[:5]], [m.content for m in messages[5:]]
+    salt = b"0123456789abcdef"
+    in_pool, in_place = pool.run(fingerprint_columns, salt, texts, kept), fingerprint_columns(salt, texts, kept)
+    assert in_place[2]  # the texts have fingerprints to compare
+    assert sorted(zip(*in_pool, strict=True)) == sorted(zip(*in_place, strict=True))  # as rows (sets: any order)
