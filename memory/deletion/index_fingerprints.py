@@ -36,9 +36,14 @@ class Kind(Enum):
     POSTING_WINDOWS = "posting_windows"
 
 
+def run_shingle(sequence: Sequence[str], i: int) -> tuple[str, ...]:
+    """The WIDTH consecutive lexemes from ``i`` (tagged, so no unit shingle hashes the same)."""
+    return ("lexemes", *sequence[i : i + WIDTH])
+
+
 def run_shingles(sequence: Sequence[str]) -> list[tuple[str, ...]]:
-    """Each WIDTH consecutive lexemes (tagged, so no unit shingle hashes the same)."""
-    return [("lexemes", *sequence[i : i + WIDTH]) for i in range(len(sequence) - WIDTH + 1)]
+    """Each WIDTH consecutive lexemes, as :func:`run_shingle`."""
+    return [run_shingle(sequence, i) for i in range(len(sequence) - WIDTH + 1)]
 
 
 def run_hashes(salt: bytes, sequence: Sequence[str]) -> list[int]:
@@ -165,7 +170,8 @@ class IndexMatcher:
         positions keeps its lexemes)."""
         pairs = tsvector_lexemes(value)
         sequence = [lexeme for _, lexeme in pairs]
-        return self._run_matcher.run(run_hashes(self.salt, sequence)) or self.holds_all_of_a_window(sequence)
+        return (self._run_matcher.sampled_run(lambda i: run_shingle(sequence, i), len(sequence) - WIDTH + 1)
+                or self.holds_all_of_a_window(sequence))
 
 
 __all__ = ["RUN", "WINDOW", "IndexMatcher", "Kind", "lexeme_runs", "posting_windows",
