@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.console.csrf import cookie
 from api.console.sessions import COOKIE, tenant_of_session
+from api.deps import key_of
 from api.errors import mnemo_error_response
 from api.limits import TenantBusy, TenantLimiter
 from api.settings import Settings
@@ -264,10 +265,14 @@ def cost_of(method: str, path: str, query_string: bytes = b"") -> tuple[str, int
 
 
 def bearer_key(scope: Scope) -> str | None:
+    """The key a request presents, read as its route will (:func:`api.deps.key_of`); None for none (its route
+    answers the 401)."""
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+            try:
+                return key_of(value.decode("latin-1"))
+            except Unauthorized:
+                return None
     return None
 
 

@@ -83,6 +83,20 @@ def test_a_large_window_takes_all_of_its_tenants_read_slots(client: TestClient, 
     assert client.get("/sessions/x/window?budget_tokens=100000", headers=auth(key)).status_code == 404
 
 
+def test_a_tenant_has_one_deletion_start_in_flight_by_default(client: TestClient, make_key: MakeKey) -> None:
+    """A deletion's barrier fingerprints the subject's kept words: one at a time per tenant, the next is a 429 while it
+    runs (another tenant's is not)."""
+    tenant, other = (f"t-{uuid.uuid4().hex[:12]}" for _ in range(2))
+    deletions = client.app.state.admission.limiters["deletion"]  # type: ignore[attr-defined]
+    assert deletions.limit == 1
+    body = {"deletion_request_id": "d-1", "scope": {"type": "memory", "memory_id": str(uuid.uuid4())}}
+    with deletions.slot(tenant):  # one deletion of the tenant in flight
+        busy = client.post("/deletion-requests", json=body, headers=auth(make_key(tenant=tenant)))
+        assert busy.status_code == 429 and busy.json()["error"]["code"] == "tenant_busy", busy.text
+        free = client.post("/deletion-requests", json=body, headers=auth(make_key(tenant=other)))
+        assert free.status_code == 404, free.text  # admitted: the memory does not exist
+
+
 @settings(max_examples=200, deadline=None)
 @given(limit=st.integers(1, 6), weights=st.lists(st.integers(1, 10), max_size=30))
 def test_weighted_slots_never_exceed_the_limit_and_refuse_only_what_does_not_fit(
