@@ -98,6 +98,11 @@ def stop() -> None:
         pool.close()
 
 
+def pooled() -> bool:
+    """Whether this process has a pool (work that opens its own connections goes there only if so)."""
+    return _pool is not None
+
+
 def run(fn: Callable[..., T], /, *args: object, inline: bool = False) -> T:
     """``fn(*args)`` in this process's pool when it has one, else (or when ``inline``: small work, which would
     wait behind large work in the pool) in place."""
@@ -105,4 +110,4 @@ def run(fn: Callable[..., T], /, *args: object, inline: bool = False) -> T:
     return fn(*args) if pool is None or inline else pool.run(fn, *args)
 
 
-__all__ = ["CpuPool", "run", "start", "stop"]
+__all__ = ["CpuPool", "pooled", "run", "start", "stop"]

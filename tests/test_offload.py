@@ -4,16 +4,25 @@ place, and a pool whose process died is replaced."""
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
 
 from memory import offload
+from memory.auth import authenticated_session
 from memory.deletion.deleted_texts import fingerprint_columns
 from memory.sessions.messages import MessageRole, StageMessage
-from memory.sessions.recent import assemble
+from memory.sessions.recent import OFFLOAD_FROM_TOKENS, window_of
+from memory.sessions.state import derive_state
+from memory.sessions.window import build_window
+from tests.conftest import MakeKey, auth
+from tests.sessions.conftest import post, say
 
 
 def _where() -> tuple[int, int]:
@@ -62,6 +71,10 @@ def test_without_a_started_pool_or_when_inline_the_work_runs_in_place() -> None:
     assert offload.run(_where)[0] == os.getpid()
 
 
+def _window(messages: tuple[StageMessage, ...], budget: int) -> dict[str, Any]:
+    return build_window(messages, budget_tokens=budget, state=derive_state(messages, task_id="task-1")).as_json()
+
+
 def _messages(n: int) -> tuple[StageMessage, ...]:
     at = datetime(2026, 7, 1, tzinfo=UTC)
     return tuple(StageMessage(str(i), i, MessageRole.USER if i % 2 else MessageRole.ASSISTANT,
@@ -70,9 +83,30 @@ def _messages(n: int) -> tuple[StageMessage, ...]:
 
 def test_a_window_and_a_deletions_fingerprints_are_the_same_in_the_pool(pool: offload.CpuPool) -> None:
     messages = _messages(400)
-    assert pool.run(assemble, messages, 3_000, "task-1", []) == assemble(messages, 3_000, "task-1", [])
+    assert pool.run(_window, messages, 3_000) == _window(messages, 3_000)
     texts, kept = [m.content for m in messages[:5]], [m.content for m in messages[5:]]
     salt = b"0123456789abcdef"
     in_pool, in_place = pool.run(fingerprint_columns, salt, texts, kept), fingerprint_columns(salt, texts, kept)
     assert in_place[2]  # the texts have fingerprints to compare
     assert sorted(zip(*in_pool, strict=True)) == sorted(zip(*in_place, strict=True))  # as rows (sets: any order)
+
+
+def test_a_large_window_through_the_api_is_made_in_the_pool_as_it_would_be_in_place(
+    client: TestClient, make_key: MakeKey, engine: Engine
+) -> None:
+    """The API started its pool: a window of OFFLOAD_FROM_TOKENS or more is read and made there, the same window
+    as in place; another user's session is the same 404 from there."""
+    assert offload.pooled()
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key, other = make_key(tenant=tenant), make_key(tenant=tenant, user="bob")
+    post(client, key, "long", *(say(f"m{n}", "user" if n % 2 else "assistant", f"第{n}条：预算 上海 出差 {n} " * 8)
+                                for n in range(300)))
+    budget = OFFLOAD_FROM_TOKENS + 1_000
+    answered = client.get(f"/sessions/long/window?budget_tokens={budget}", headers=auth(key))
+    assert answered.status_code == 200, answered.text
+    with authenticated_session(engine, key) as (session, principal):
+        in_place = window_of(session, principal, "long", budget)
+    assert answered.json() == in_place
+    assert len(in_place["messages"]) > 100  # a window of substance
+    missing = client.get(f"/sessions/long/window?budget_tokens={budget}", headers=auth(other))
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found", missing.text

@@ -43,7 +43,7 @@ from memory.sessions.commits import TERMINAL, CommitStatus
 from memory.sessions.messages import StageMessage, ToolCall
 from memory.sessions.models import ChatSession, SessionCommit
 from memory.sessions.policy import commit_if_due
-from memory.sessions.recent import window_of
+from memory.sessions.recent import session_window
 from memory.sessions.remember import forget_now, remember_now
 from memory.sessions.state import SessionState, derive_state
 from memory.sessions.window import ProfileEntry
@@ -231,8 +231,7 @@ def read_window(
     """The messages to hand the model within ``budget_tokens``: by priority (P0 current request, safety rules,
     pending questions, the profile; P1 task state, recent tool results, corrections; P2 history and
     decisions; P3 chit-chat, repeats), then recency; what does not fit is listed in ``dropped``."""
-    with tenant_session(engine, principal.tenant_id) as session:
-        return window_of(session, principal, session_id, budget_tokens)
+    return session_window(engine, principal, session_id, budget_tokens)
 
 
 @router.get("/sessions/{session_id}/summaries/latest")

@@ -16,14 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from memory import offload
 from memory.auth import PrincipalContext
+from memory.db import shared_engine, tenant_session
 from memory.sessions import store
 from memory.sessions.messages import StageMessage
 from memory.sessions.state import derive_state
-from memory.sessions.window import ProfileEntry, build_window, rendered_tokens
+from memory.sessions.window import build_window, rendered_tokens
 
 WINDOW_PAGE = 100
 """Sequence numbers read per statement."""
@@ -50,10 +52,26 @@ def tail_for_budget(read: PageReader, last: int, budget_tokens: int, *, page: in
     return tuple(message for messages in reversed(pages) for message in messages)
 
 
-OFFLOAD_FROM_TOKENS = 16_000
-"""A window of at least this budget is assembled in the CPU pool (:mod:`memory.offload`): a 100,000-token one costs
-~0.2 s of CPU, which in the API's own interpreter slowed every other tenant's request (issue 23, finding 7).
-A smaller one is assembled in place: it would wait behind the large ones in the pool."""
+OFFLOAD_FROM_TOKENS = 20_000
+"""A window of at least this budget is read and assembled in the CPU pool (:mod:`memory.offload`): a 100,000-token
+one costs ~0.2 s of CPU, which in the API's own interpreter slowed every other tenant's request (issue 23, finding
+7). A smaller one is made in place: it would wait behind the large ones in the pool."""
+
+
+def session_window(engine: Engine, principal: PrincipalContext, session_id: str, budget_tokens: int) -> dict[str, Any]:
+    """The caller's session's window within ``budget_tokens``, as the API answers it: a large one whole (its reads
+    too) in the CPU pool when the process has one."""
+    if budget_tokens >= OFFLOAD_FROM_TOKENS and offload.pooled():
+        return offload.run(window_at, engine.url.render_as_string(hide_password=False), principal, session_id,
+                           budget_tokens)
+    with tenant_session(engine, principal.tenant_id) as session:
+        return window_of(session, principal, session_id, budget_tokens)
+
+
+def window_at(database_url: str, principal: PrincipalContext, session_id: str, budget_tokens: int) -> dict[str, Any]:
+    """:func:`window_of` on a connection of its own: the form a CPU pool process runs."""
+    with tenant_session(shared_engine(database_url), principal.tenant_id) as session:
+        return window_of(session, principal, session_id, budget_tokens)
 
 
 def window_of(session: Session, principal: PrincipalContext, session_id: str, budget_tokens: int) -> dict[str, Any]:
@@ -65,14 +83,6 @@ def window_of(session: Session, principal: PrincipalContext, session_id: str, bu
         return store.stage_messages(session, chat, first, last)
 
     messages = store.answered_only(tail_for_budget(read, chat.next_sequence - 1, budget_tokens))
-    profile = store.current_profile(session, principal, chat)
-    return offload.run(assemble, messages, budget_tokens, chat.task_id, profile,
-                       inline=budget_tokens < OFFLOAD_FROM_TOKENS)
-
-
-def assemble(messages: tuple[StageMessage, ...], budget_tokens: int, task_id: str | None,
-             profile: list[ProfileEntry]) -> dict[str, Any]:
-    """The window of messages already read: their state, priorities and cut (a pure function: it may run in
-    another process)."""
-    return build_window(messages, budget_tokens=budget_tokens, state=derive_state(messages, task_id=task_id),
-                        profile=profile).as_json()
+    window = build_window(messages, budget_tokens=budget_tokens, state=derive_state(messages, task_id=chat.task_id),
+                          profile=store.current_profile(session, principal, chat))
+    return window.as_json()

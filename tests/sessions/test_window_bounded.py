@@ -22,7 +22,7 @@ from sqlalchemy import event
 from api.main import create_app
 from api.settings import Settings
 from memory.sessions.messages import MessageRole, StageMessage
-from memory.sessions.recent import LOOKBACK_FACTOR, tail_for_budget
+from memory.sessions.recent import LOOKBACK_FACTOR, OFFLOAD_FROM_TOKENS, tail_for_budget
 from memory.sessions.window import rendered_tokens
 from tests.conftest import MakeKey, auth
 from tests.sessions.conftest import say
@@ -67,10 +67,14 @@ def test_a_window_over_a_long_session_reads_only_the_pages_its_budget_needs(
         assert small.status_code == 200, small.text
         assert 0 < sum(counts) <= 100, counts  # one page of 100 of the 600, not the whole session
         assert small.json()["messages"][-1]["sequence_no"] == MESSAGES and small.json()["tokens"] <= 100
-        counts.clear()
         whole = quiet_api.get(f"/sessions/{session_id}/window?budget_tokens=1000000", headers=auth(key))
-        assert sum(counts) == MESSAGES  # a budget that needs every message reads every one, once
         assert [m["sequence_no"] for m in whole.json()["messages"]] == list(range(1, MESSAGES + 1))
+        total = whole.json()["tokens"]
+        assert total < OFFLOAD_FROM_TOKENS  # a window of just this budget is made in this process: its reads count
+        counts.clear()
+        exact = quiet_api.get(f"/sessions/{session_id}/window?budget_tokens={total}", headers=auth(key))
+        assert sum(counts) == MESSAGES  # a budget that needs every message reads every one, once
+        assert [m["sequence_no"] for m in exact.json()["messages"]] == list(range(1, MESSAGES + 1))
     finally:
         event.remove(quiet_api.app.state.engine, "after_cursor_execute", listener)  # type: ignore[attr-defined]
 
