@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 
 from memory.db import tenant_session
-from memory.resources.search import parse_query
+from memory.resources.search import MAX_QUERY_TERMS, parse_query, snippet_pattern
 from tests.conftest import MakeKey
 from tests.resources.reader_support import agent_access, new_key, put, reader, tenant
 
@@ -68,3 +68,16 @@ def test_coverage_is_the_share_of_query_lexemes_in_readable_fields(
     assert [c.record_id for c in candidates] == sorted(
         (c.record_id for c in candidates), key=lambda r: (-expected[r], -next(c.rank for c in candidates
                                                                             if c.record_id == r), r))
+
+
+def test_a_snippet_looks_for_the_words_the_query_was_matched_by_only() -> None:
+    """A long query is matched by its first MAX_QUERY_TERMS terms; its snippet pattern (made once per search) holds
+    the words those came from, never the ignored rest, and finds them in any case."""
+    words = [f"word{n:02d}" for n in range(MAX_QUERY_TERMS + 8)]
+    text = " ".join(words)
+    pattern = snippet_pattern(text, parse_query(text).terms)
+    assert pattern is not None
+    assert pattern.search("a WORD00 here") and pattern.search(f"x {words[MAX_QUERY_TERMS - 1]}")
+    assert not pattern.search(f"x {words[MAX_QUERY_TERMS]} y")  # past the cap: the search never matched it
+    cjk = "预算上海出差" * 3
+    assert snippet_pattern(cjk, parse_query(cjk).terms).search("我们的出差计划")  # type: ignore[union-attr]
