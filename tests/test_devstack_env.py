@@ -23,7 +23,7 @@ def test_children_get_the_data_dir_and_the_services(tmp_path: Path) -> None:
 def test_an_api_port_that_temporal_or_its_ui_would_take_is_refused_before_anything_starts(tmp_path: Path) -> None:
     for port, temporal_port in ((18833, 17833), (17234, 17234)):  # the UI is --temporal-port + 1000
         stack = DevStack(DevOptions(data_dir=tmp_path / "dev", port=port, temporal_port=temporal_port))
-        with pytest.raises(StackError, match=f"port {port} is both the mnemo API's"):
+        with pytest.raises(StackError, match=f"ports must differ: the mnemo API's {port} "):
             stack.start()
         assert stack.children == {} and stack.settings is None
 
