@@ -1,11 +1,13 @@
 """`mnemo dev` hands its children the data dir, so task artifacts land in it, not in the working directory."""
 
+import signal
+import socket
 from pathlib import Path
 
 import pytest
 
 from api.devstack.processes import StackError, ephemeral_port_range, free_port, port_is_free
-from api.devstack.stack import DevOptions, DevStack
+from api.devstack.stack import DevOptions, DevStack, run_dev
 from api.settings import Settings
 
 
@@ -36,3 +38,28 @@ def test_ports_chosen_for_the_stack_lie_outside_the_range_outgoing_connections_d
     assert all(not low <= port <= high and port_is_free(port) for port in chosen)
     avoid = set(chosen)
     assert all(free_port(avoid=avoid) not in avoid for _ in range(50))
+
+
+def test_a_failed_start_leaves_no_half_made_data_dir_and_no_lock(tmp_path: Path) -> None:
+    """issue 24, item 10: a start refused for a busy port left a data dir holding only dev.lock."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}  # run_dev installs its own
+    try:
+        _start_on_a_busy_port(tmp_path)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+def _start_on_a_busy_port(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as occupier:
+        occupier.bind(("127.0.0.1", 0))
+        occupier.listen()
+        busy = occupier.getsockname()[1]
+        fresh = tmp_path / "fresh"
+        assert run_dev(DevOptions(data_dir=fresh, port=busy, temporal_port=free_port()), None) == 1
+        assert not fresh.exists()
+        kept = tmp_path / "kept"
+        kept.mkdir()
+        (kept / "admin.key").write_text("mnemo_x\n")
+        assert run_dev(DevOptions(data_dir=kept, port=busy, temporal_port=free_port()), None) == 1
+        assert sorted(p.name for p in kept.iterdir()) == ["admin.key"]
