@@ -45,8 +45,12 @@ def memory_demo(client: httpx.Client | httpx2.Client) -> list[dict[str, object]]
 
 def run_demo(context: DemoContext) -> None:
     headers = {"Authorization": f"Bearer {context.admin_key}"}
-    with httpx.Client(base_url=context.api_url, headers=headers, timeout=10) as client:
-        memory_demo(client)
-        session_demo(client, data_dir=context.data_dir)
+    try:
+        with httpx.Client(base_url=context.api_url, headers=headers, timeout=10) as client:
+            memory_demo(client)
+            session_demo(client, data_dir=context.data_dir)
+    except httpx.HTTPError as exc:  # e.g. Ctrl-C while it runs: one line, not a traceback
+        print(f"demo: the memory and session demo stopped: {exc}")
+        return
     run_task_demo(context.api_url, context.admin_key, approver_key=context.approver_key_path,
                   data_dir=context.data_dir)

@@ -164,6 +164,12 @@ class EmbeddedPostgres:
         (PostgreSQL calls setsid), so they are found by the segment they hold, and killed."""
         kill_all(self.shared_memory_holders, f"children of a dead PostgreSQL server in {self.pgdata}")
 
+    def info(self) -> PostgresInfo:
+        """How to connect, known before the server runs (the port is chosen at construction, the password written
+        on first use), so that clients can be started while it starts."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return PostgresInfo(host="127.0.0.1", port=self.port, password=self._password())
+
     def start(self, timeout: float = 30.0) -> PostgresInfo:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._initdb()
@@ -185,7 +191,7 @@ class EmbeddedPostgres:
             log_path=self.log_path,
             user=self._user,
         )
-        info = PostgresInfo(host="127.0.0.1", port=self.port, password=self._password())
+        info = self.info()
         self._wait_ready(info, timeout)
         self._ensure_database(info)
         return info

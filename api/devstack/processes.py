@@ -184,3 +184,15 @@ def last_line(path: Path, limit: int = 8192) -> str | None:
         return None
     line = lines[-1]
     return line if len(line) <= 200 else line[:199] + "…"
+
+
+def seconds_since_process_start() -> float | None:
+    """How long ago this process was exec'd (the kernel's clock), so that start-up figures include the time
+    Python spends importing before any of our code runs; None where /proc does not say."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        started_ticks = int(stat[stat.rindex(")") + 2:].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return uptime - started_ticks / os.sysconf("SC_CLK_TCK")

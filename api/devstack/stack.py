@@ -1,8 +1,9 @@
 """``mnemo dev``: the whole stack as child processes this process owns.
 
-Start order: Temporal (in the background) and PostgreSQL, migrations, the admin
-key, the demo's sales data (in the background), then the worker and the API;
-ready once the API's ``/readyz`` says everything it advertises is there. Once
+Start order: Temporal (in the background) and the API (its start needs neither
+PostgreSQL nor Temporal), PostgreSQL, migrations, the keys, the demo's sales data
+(in the background), the worker; ready once the API's ``/readyz`` says everything
+it advertises is there (the start-up line says when each part was). Once
 running, a child that crashes is restarted (``supervisor``). Stop order is the
 reverse. A terminal Ctrl-C reaches only this supervisor (children run in their
 own process groups), and each child is told by the kernel to exit if the
@@ -29,7 +30,14 @@ import httpx
 
 from api.command import mnemo_hint
 from api.devstack.postgres import EmbeddedPostgres
-from api.devstack.processes import StackError, free_port, require_free_port, spawn, stop
+from api.devstack.processes import (
+    StackError,
+    free_port,
+    require_free_port,
+    seconds_since_process_start,
+    spawn,
+    stop,
+)
 from api.devstack.supervisor import Child, RestartPolicy, Supervisor
 from api.devstack.temporal import TemporalDevServer
 from api.settings import Settings
@@ -155,6 +163,8 @@ class DevStack:
         self.supervisor: Supervisor | None = None
         self._seeding: threading.Thread | None = None
         self._seed_error: BaseException | None = None
+        self._seeded_at: float | None = None
+        self._began = time.monotonic()
 
     @property
     def api_url(self) -> str:
@@ -164,10 +174,11 @@ class DevStack:
     def temporal_ui_url(self) -> str:
         return f"http://127.0.0.1:{self.options.temporal_ui_port}"
 
-    def _step(self, label: str, action: Callable[[], None]) -> None:
+    def _step(self, label: str, action: Callable[[], str | None]) -> None:
+        """Run one start-up step and print how long it took (and where that time went, when it says)."""
         started = time.monotonic()
-        action()
-        say(f"  ✓ {label} ({time.monotonic() - started:.1f}s)")
+        detail = action()
+        say(f"  ✓ {label} ({time.monotonic() - started:.1f}s{': ' + detail if detail else ''})")
 
     def start(self) -> None:
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -180,18 +191,13 @@ class DevStack:
         require_free_port(self.options.port, "mnemo API", "--port")
         require_free_port(self.options.temporal_port, "Temporal frontend", "--temporal-port")
         require_free_port(self.options.temporal_ui_port, "Temporal UI", "--temporal-ui-port")
-        began = time.monotonic()
+        self._began = began = time.monotonic()
         say(f"mnemo dev: starting the stack in {self.data_dir}")
+        # Everything that can overlap does (two cores are common): Temporal starts in the background; the API,
+        # whose start touches neither PostgreSQL nor Temporal and costs seconds of imports, starts at once; the
+        # worker (which waits for Temporal by itself) once the schema is there; the demo's data loads on a thread.
         self.temporal.start()
-        info = None
-
-        def start_postgres() -> None:
-            nonlocal info
-            info = self.postgres.start()
-
-        self._step("PostgreSQL 18 + pgvector + pg_trgm", start_postgres)
-        assert info is not None
-        database_url = info.url()
+        database_url = self.postgres.info().url()
         self.settings = Settings(
             database_url=database_url,
             temporal_address=self.temporal.address,
@@ -199,6 +205,12 @@ class DevStack:
             api_port=self.options.port,
             data_dir=self.data_dir,
         )
+        self._spawn("api")
+
+        def start_postgres() -> None:
+            self.postgres.start()
+
+        self._step("PostgreSQL 18 + pgvector + pg_trgm", start_postgres)
         from migrations import upgrade
 
         self._step("migrations", lambda: upgrade(database_url))
@@ -208,14 +220,15 @@ class DevStack:
                 database_url, self.approver_key_path, DEMO_APPROVER, [Role.APPROVER]))
             self._seeding = threading.Thread(target=self._seed_demo_data, args=(database_url,), daemon=True)
             self._seeding.start()
+        self._spawn("worker")
         self._step("Temporal dev server", self.temporal.wait_ready)
-        for name in ("worker", "api"):
-            self._spawn(name)
         waited_for = "worker and API" + (" (and the demo's sales data)" if self.options.demo else "")
         self._step(waited_for, self._wait_api_ready)
         self._write_state()
         self.supervisor = Supervisor(self._supervised(), self.options.restart, say=say, on_restarted=self._write_state)
-        say(f"mnemo dev: ready in {time.monotonic() - began:.1f}s")
+        since_exec = seconds_since_process_start()
+        say(f"mnemo dev: ready in {time.monotonic() - began:.1f}s"
+            + (f" ({since_exec:.1f}s since the command started)" if since_exec is not None else ""))
 
     def _spawn(self, name: str) -> None:
         """Start the worker or the API (``mnemo worker`` / ``mnemo api`` with this stack's settings)."""
@@ -287,6 +300,7 @@ class DevStack:
                     seed_sales(session, DEFAULT_TENANT)
             finally:
                 engine.dispose()
+            self._seeded_at = time.monotonic()
         except BaseException as exc:  # reported by the start-up wait, which stops the stack
             self._seed_error = exc
 
@@ -314,20 +328,34 @@ class DevStack:
     def approver_key_path(self) -> Path:
         return self.data_dir / "approver.key"
 
-    def _wait_api_ready(self, timeout: float = 60.0) -> None:
+    def _wait_api_ready(self, timeout: float = 60.0) -> str:
+        """Poll ``/readyz`` until 200; returns when each part became ready (seconds since the stack began to start),
+        slowest last."""
+        began = self._began
         deadline = time.monotonic() + timeout
         last = "no answer yet"
+        ready_at: dict[str, float] = {}
         while time.monotonic() < deadline:
             self.check_children()
             if self._seed_error is not None:
                 raise StackError(f"loading the demo's sales data failed: {self._seed_error}")
             try:
                 response = httpx.get(f"{self.api_url}/readyz", timeout=5)
-                if response.status_code == 200:
-                    return
-                last = response.text
             except httpx.HTTPError as exc:
                 last = str(exc)
+            else:
+                now = time.monotonic() - began
+                ready_at.setdefault("API answering", now)
+                checks = response.json().get("checks", {}) if response.status_code in (200, 503) else {}
+                for name, check in checks.items():
+                    if isinstance(check, dict) and check.get("state") == "ok":
+                        ready_at.setdefault(name, now)
+                if response.status_code == 200:
+                    if self._seeded_at is not None:
+                        ready_at["demo_data"] = max(0.0, self._seeded_at - began)
+                    return "ready at " + ", ".join(
+                        f"{name} {at:.1f}s" for name, at in sorted(ready_at.items(), key=lambda i: i[1]))
+                last = response.text
             time.sleep(0.2)
         raise StackError(f"the API was not ready within {timeout:.0f}s ({last}); see {self.data_dir / 'logs'}")
 
