@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 
-from api.devstack.processes import StackError, kill_all, mapping, spawn, stop
+from api.devstack.processes import StackError, kill_all, mapping, pid_alive, spawn, stop
 
 SYSTEM_USER = "embedded_postgres"
 SUPERUSER = "postgres"
@@ -137,11 +137,10 @@ class EmbeddedPostgres:
             return
         try:
             pid = int(pid_file.read_text().splitlines()[0])
-            os.kill(pid, 0)
-        except (ValueError, IndexError, ProcessLookupError):
+        except (ValueError, IndexError):
+            return
+        if not pid_alive(pid):
             return  # PostgreSQL itself discards a pid file whose process is gone
-        except PermissionError:
-            pass
         raise StackError(
             f"a PostgreSQL server from an earlier run (pid {pid}) still uses {self.pgdata}: "
             f"stop it with `kill {pid}` and start again"

@@ -102,6 +102,17 @@ def kill_all(find: Callable[[], list[int]], what: str, *, timeout: float = 10.0)
         time.sleep(0.05)
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid runs (one of another user counts: it runs, we may just not signal it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -33,6 +33,7 @@ from api.devstack.postgres import EmbeddedPostgres
 from api.devstack.processes import (
     StackError,
     free_port,
+    pid_alive,
     require_free_port,
     seconds_since_process_start,
     spawn,
@@ -118,19 +119,9 @@ def _recorded_state(data_dir: Path) -> dict[str, object] | None:
     except (OSError, ValueError):
         return None
     pid = state.get("pid")
-    if not isinstance(pid, int) or not _alive(pid):
+    if not isinstance(pid, int) or not pid_alive(pid):
         return None
     return state
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process with that pid: alive, not ours to signal
-        return True
-    return True
 
 
 def _ensure_key(database_url: str, key_path: Path, user_id: str, roles: Iterable[Role]) -> None:
