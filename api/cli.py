@@ -49,7 +49,11 @@ def fail(message: str) -> None:
 def dev(
     data_dir: DataDir = Path(".mnemo"),
     port: Annotated[int, typer.Option(help="API port on 127.0.0.1.")] = 8000,
-    temporal_port: Annotated[int, typer.Option(help="Temporal frontend port (its UI uses this + 1000).")] = 7233,
+    temporal_port: Annotated[int, typer.Option(help="Temporal frontend port on 127.0.0.1.")] = 7233,
+    temporal_ui_port: Annotated[
+        int | None,
+        typer.Option(envvar="MNEMO_DEV_TEMPORAL_UI_PORT", help="Temporal UI port (default: --temporal-port + 1000)."),
+    ] = None,
     demo: Annotated[
         bool, typer.Option(help="Load the demo's sales data (ready waits for it), then write and recall a demo memory.")
     ] = True,
@@ -62,7 +66,8 @@ def dev(
 
     settings = Settings()
     restart = RestartPolicy(limit=settings.dev_restart_limit, window=settings.dev_restart_window_seconds)
-    options = DevOptions(data_dir=data_dir, port=port, temporal_port=temporal_port, demo=demo, restart=restart)
+    options = DevOptions(data_dir=data_dir, port=port, temporal_port=temporal_port, demo=demo, restart=restart,
+                         ui_port=temporal_ui_port)
     raise typer.Exit(run_dev(options, run_demo if demo else None))
 
 

@@ -1,9 +1,9 @@
-"""How the ``mnemo`` commands that are API clients (``mnemo session``, ``mnemo policy``) connect: like any other
-client, over HTTP with an API key — ``--api-url`` (or MNEMO_API_URL; default ``http://MNEMO_API_HOST:MNEMO_API_PORT``,
-where ``mnemo dev`` and ``mnemo api`` listen) and ``--key`` (or MNEMO_API_KEY), else the key in ``--key-file``
-(default ``<data-dir>/admin.key``, the admin key ``mnemo dev`` writes). Errors end the command as
-``mnemo: message (code, HTTP status)``. ``mnemo task`` calls through here too, with its own rule for where
-the API is (the running ``mnemo dev``'s state).
+"""How the ``mnemo`` commands that are API clients (``mnemo session``, ``mnemo task``, ``mnemo policy``) connect:
+like any other client, over HTTP with an API key. The API is ``--api-url`` (or MNEMO_API_URL), else
+``http://MNEMO_API_HOST:MNEMO_API_PORT`` when either is set, else the URL the running ``mnemo dev`` of
+``--data-dir`` recorded (so ``mnemo dev --port 21080`` is found), else ``http://127.0.0.1:8000``. The key is ``--key``
+(or MNEMO_API_KEY), else the one in ``--key-file`` (default ``<data-dir>/admin.key``, the admin key ``mnemo dev``
+writes). Errors end the command as ``mnemo: message (code, HTTP status)``.
 """
 
 from __future__ import annotations
@@ -16,11 +16,15 @@ from typing import Annotated, Any, NoReturn
 import httpx
 import typer
 
+from api.command import mnemo_hint
 from api.settings import Settings
 
 ApiUrl = Annotated[
     str | None,
-    typer.Option("--api-url", envvar="MNEMO_API_URL", help="mnemo API base URL (default: MNEMO_API_HOST:PORT)."),
+    typer.Option(
+        "--api-url", envvar="MNEMO_API_URL",
+        help="mnemo API base URL (default: MNEMO_API_HOST:PORT if set, else the running `mnemo dev` of --data-dir).",
+    ),
 ]
 Key = Annotated[str | None, typer.Option("--key", envvar="MNEMO_API_KEY", help="API key (mnemo_...).")]
 KeyFile = Annotated[
@@ -43,15 +47,26 @@ class Connection:
     key: str
 
 
-def connection(api_url: str | None, key: str | None, key_file: Path | None, data_dir: Path) -> Connection:
-    """Where the API is and which key to send: the options, else the settings' address and the key file."""
+def api_url_of(data_dir: Path) -> str:
+    """Where the API is when no URL is given: MNEMO_API_HOST / MNEMO_API_PORT when set, else what the running
+    ``mnemo dev`` of ``data_dir`` recorded, else the default address."""
+    from api.devstack.stack import running_api_url
+
     settings = Settings()
-    url = (api_url or f"http://{settings.api_host}:{settings.api_port}").rstrip("/")
+    explicit = {"api_host", "api_port"} & settings.model_fields_set
+    recorded = None if explicit else running_api_url(data_dir)
+    return recorded or f"http://{settings.api_host}:{settings.api_port}"
+
+
+def connection(api_url: str | None, key: str | None, key_file: Path | None, data_dir: Path) -> Connection:
+    """Where the API is and which key to send: the options, else the settings or the running stack, and the key
+    file."""
+    url = (api_url or api_url_of(data_dir)).rstrip("/")
     if key:
         return Connection(url, key)
     path = key_file or data_dir / "admin.key"
     if not path.is_file():
-        fail(f"no API key: {path} does not exist (pass --key or --key-file, or start `mnemo dev`)")
+        fail(f"no API key: {path} does not exist (pass --key or --key-file, or start `{mnemo_hint('dev')}`)")
     secret = path.read_text().strip()
     if not secret:
         fail(f"no API key: {path} is empty")
@@ -65,7 +80,8 @@ def call(conn: Connection, method: str, path: str, *, missing_ok: bool = False, 
             method, conn.api_url + path, headers={"Authorization": f"Bearer {conn.key}"}, timeout=60, **kwargs
         )
     except httpx.HTTPError as exc:
-        fail(f"cannot reach the API at {conn.api_url}: {exc}")
+        fail(f"cannot reach the API at {conn.api_url} ({exc}): start the stack with `{mnemo_hint('dev')}`, "
+             "or pass --api-url with the address of a running API")
     if response.status_code == 404 and missing_ok:
         return None
     if response.status_code >= 400:

@@ -35,6 +35,7 @@ from api.routers import (
     policies,
     recall,
     resources,
+    root,
     runs,
     sessions,
     tasks,
@@ -99,6 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestLogging)  # outermost: its request id and context cover every line of the request
     tracing.instrument_app(app)
     observe_stages(_observe_stage)
+    app.include_router(root.router)
     app.include_router(health.router)
     app.include_router(events.router)
     app.include_router(memories.router)

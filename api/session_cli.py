@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from api.cli_http import ApiUrl, DataDir, Json, Key, KeyFile, call, connection, fail, print_answer
+from api.command import mnemo_hint
 from api.task_cli import table
 
 session_app = typer.Typer(help="Sessions: messages, context windows, commits into memory.", no_args_is_help=True)
@@ -191,8 +192,8 @@ def commit(
             break
         now = time.monotonic()
         if now > deadline:
-            fail(f"commit {chosen} is still {view['status']} after {timeout:g}s (see `mnemo session show "
-                  f"{session_id} --commit {chosen}`)")
+            follow = mnemo_hint("session", "show", session_id, "--commit", chosen, data_dir=data_dir)
+            fail(f"commit {chosen} is still {view['status']} after {timeout:g}s (see `{follow}`)")
         if view["status"] != last or now - said >= PROGRESS_EVERY_SECONDS:  # long work shows progress
             typer.echo(f"commit {chosen}: {view['status']} ({now - started:.0f}s)", err=True)
             said, last = now, view["status"]

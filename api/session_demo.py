@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import httpx2
+
+from api.command import mnemo_hint
 
 DEMO_SESSION = "mnemo-dev-demo-session"
 DEMO_COMMIT = "mnemo-dev-demo-commit"
@@ -28,7 +31,9 @@ def _messages() -> dict[str, Any]:
     ]}
 
 
-def session_demo(client: httpx.Client | httpx2.Client, timeout: float = 60.0) -> dict[str, Any]:
+def session_demo(
+    client: httpx.Client | httpx2.Client, timeout: float = 60.0, data_dir: Path | None = None
+) -> dict[str, Any]:
     """Post the demo conversation (idempotent), commit it, wait, and print what was remembered and why."""
     client.post("/sessions", json={"session_id": DEMO_SESSION, "title": "mnemo dev demo"}).raise_for_status()
     client.post(f"/sessions/{DEMO_SESSION}/messages", json=_messages()).raise_for_status()
@@ -44,8 +49,8 @@ def session_demo(client: httpx.Client | httpx2.Client, timeout: float = 60.0) ->
             break
         time.sleep(0.3)
     if commit["status"] not in TERMINAL:
-        print(f"demo: the session commit is still {commit['status']} after {timeout:.0f}s; follow it with "
-              f"`mnemo session show {DEMO_SESSION} --commit {DEMO_COMMIT}`")
+        follow = mnemo_hint("session", "show", DEMO_SESSION, "--commit", DEMO_COMMIT, data_dir=data_dir)
+        print(f"demo: the session commit is still {commit['status']} after {timeout:.0f}s; follow it with `{follow}`")
         return commit
     print(f"demo: session commit {commit['status']} ({commit['stats'].get('messages', 0)} messages)")
     for decision in ("created", "merged", "skipped"):

@@ -1,8 +1,8 @@
 """``mnemo task …``: start, list, show, approve, reject, pause, resume, cancel and resolve report tasks.
 
-It talks to the HTTP API with an API key, like any other client: ``--api-url``
-and ``--key`` (or MNEMO_API_URL / MNEMO_API_KEY), else the running ``mnemo dev``
-in ``--data-dir`` (its URL and admin key). Tables for people, ``--json`` for scripts.
+It talks to the HTTP API with an API key, like any other client (:mod:`api.cli_http`: ``--api-url``, ``--key`` or
+``--key-file``, else the running ``mnemo dev`` of ``--data-dir`` and its admin key). Tables for people, ``--json``
+for scripts.
 """
 
 from __future__ import annotations
@@ -13,31 +13,17 @@ from typing import Annotated, Any
 
 import typer
 
-from api.cli_http import Connection, DataDir, Json, Key, call, fail, print_answer
+from api.cli_http import ApiUrl, DataDir, Json, Key, KeyFile, call, connection, fail, print_answer
 from memory.reports.definitions import MONTHLY_REPORT
 
 task_app = typer.Typer(help="Durable report tasks.", no_args_is_help=True)
 
-ApiUrl = Annotated[str | None, typer.Option("--api-url", envvar="MNEMO_API_URL", help="mnemo API base URL.")]
-"""Not :data:`api.cli_http.ApiUrl`: without it, a task command reads the running ``mnemo dev``'s address."""
+Conn = tuple[str | None, str | None, Path | None, Path]
+"""The connection options of a command: --api-url, --key, --key-file, --data-dir."""
 
 
-def _connection(api_url: str | None, key: str | None, data_dir: Path) -> Connection:
-    if api_url and key:
-        return Connection(api_url, key)
-    from api.devstack.processes import StackError
-    from api.devstack.stack import read_state
-
-    try:
-        state = read_state(data_dir)
-    except StackError as exc:
-        fail(f"{exc} (or pass --api-url and --key)")
-    return Connection(api_url or str(state["api_url"]),
-                      key or Path(str(state["admin_key_path"])).read_text().strip())
-
-
-def _call(method: str, path: str, api_url: str | None, key: str | None, data_dir: Path, **kwargs: Any) -> Any:
-    return call(_connection(api_url, key, data_dir), method, path, **kwargs)
+def _call(method: str, path: str, conn: Conn, **kwargs: Any) -> Any:
+    return call(connection(*conn), method, path, **kwargs)
 
 
 def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
@@ -84,6 +70,7 @@ def start(
     destination: Annotated[str, typer.Option(help="Publication destination.")] = "reports",
     api_url: ApiUrl = None,
     key: Key = None,
+    key_file: KeyFile = None,
     data_dir: DataDir = Path(".mnemo"),
     as_json: Json = False,
 ) -> None:
@@ -94,7 +81,7 @@ def start(
         "goal": {"month": month, "currency": currency},
         "destination": destination,
     }
-    created = _call("POST", "/tasks", api_url, key, data_dir, json=body)
+    created = _call("POST", "/tasks", (api_url, key, key_file, data_dir), json=body)
     print_answer(
         created,
         as_json,
@@ -111,12 +98,13 @@ def list_tasks(
     all_users: Annotated[bool, typer.Option("--all", help="Every user's tasks (approver/operator/auditor).")] = False,
     api_url: ApiUrl = None,
     key: Key = None,
+    key_file: KeyFile = None,
     data_dir: DataDir = Path(".mnemo"),
     as_json: Json = False,
 ) -> None:
     """Your tasks (or everyone's with --all), most recently changed first."""
     params = {"owner": "all" if all_users else "me", **({"status": status} if status else {})}
-    listed = _call("GET", "/tasks", api_url, key, data_dir, params=params)
+    listed = _call("GET", "/tasks", (api_url, key, key_file, data_dir), params=params)
     columns = ["task_id", "status", "current_step_id", "state_version", "owner_user_id", "updated_at"]
     print_answer(listed, as_json, lambda d: table(d["items"], columns) if d["items"] else "no tasks")
 
@@ -129,16 +117,18 @@ def show(
     ] = False,
     api_url: ApiUrl = None,
     key: Key = None,
+    key_file: KeyFile = None,
     data_dir: DataDir = Path(".mnemo"),
     as_json: Json = False,
 ) -> None:
     """A task's live state (and its timeline)."""
-    view = _call("GET", f"/tasks/{task_id}", api_url, key, data_dir)
+    conn = connection(api_url, key, key_file, data_dir)
+    view = call(conn, "GET", f"/tasks/{task_id}")
     if view.get("publications"):
         # What a person can open: the console's page of the published report (sign in with a key).
-        view["report_url"] = f"{_connection(api_url, key, data_dir).api_url.rstrip('/')}/console/tasks/{task_id}/report"
+        view["report_url"] = f"{conn.api_url}/console/tasks/{task_id}/report"
     if timeline:
-        view["timeline"] = _call("GET", f"/tasks/{task_id}/timeline", api_url, key, data_dir)
+        view["timeline"] = call(conn, "GET", f"/tasks/{task_id}/timeline")
 
     def render(v: dict[str, Any]) -> str:
         text = _render_task(v)
@@ -166,11 +156,11 @@ def _decide(
     sha: str | None,
     version: int | None,
     reason: str | None,
-    conn: tuple[Any, Any, Path],
+    conn: Conn,
     as_json: bool,
 ) -> None:
     if sha is None or version is None:
-        view = _call("GET", f"/tasks/{task_id}", *conn)
+        view = _call("GET", f"/tasks/{task_id}", conn)
         pending = view.get("pending_approval")
         if not pending:
             fail(f"task {task_id} is {view['status']}, not waiting for approval")
@@ -181,7 +171,7 @@ def _decide(
     body: dict[str, Any] = {"decision": decision, "artifact_sha256": sha, "state_version": version}
     if reason:
         body["reason"] = reason
-    result = _call("POST", f"/tasks/{task_id}/approvals", *conn, json=body)
+    result = _call("POST", f"/tasks/{task_id}/approvals", conn, json=body)
     print_answer(
         result,
         as_json,
@@ -202,11 +192,12 @@ def approve(
     version: Annotated[int | None, typer.Option("--version", help="state_version you reviewed.")] = None,
     api_url: ApiUrl = None,
     key: Key = None,
+    key_file: KeyFile = None,
     data_dir: DataDir = Path(".mnemo"),
     as_json: Json = False,
 ) -> None:
     """Approve the draft (approver role); it is then published exactly once."""
-    _decide(task_id, "approve", sha, version, None, (api_url, key, data_dir), as_json)
+    _decide(task_id, "approve", sha, version, None, (api_url, key, key_file, data_dir), as_json)
 
 
 @task_app.command("reject")
@@ -217,40 +208,44 @@ def reject(
     version: Annotated[int | None, typer.Option("--version")] = None,
     api_url: ApiUrl = None,
     key: Key = None,
+    key_file: KeyFile = None,
     data_dir: DataDir = Path(".mnemo"),
     as_json: Json = False,
 ) -> None:
     """Reject the draft with a reason (approver role); a revised draft will ask again."""
-    _decide(task_id, "reject", sha, version, reason, (api_url, key, data_dir), as_json)
+    _decide(task_id, "reject", sha, version, reason, (api_url, key, key_file, data_dir), as_json)
 
 
-def _control(action: str, task_id: str, conn: tuple[Any, Any, Path], as_json: bool) -> None:
-    view = _call("POST", f"/tasks/{task_id}/{action}", *conn)
+def _control(action: str, task_id: str, conn: Conn, as_json: bool) -> None:
+    view = _call("POST", f"/tasks/{task_id}/{action}", conn)
     print_answer(view, as_json, _render_task)
 
 
 @task_app.command("pause")
 def pause(
-    task_id: str, api_url: ApiUrl = None, key: Key = None, data_dir: DataDir = Path(".mnemo"), as_json: Json = False
+    task_id: str, api_url: ApiUrl = None, key: Key = None, key_file: KeyFile = None,
+    data_dir: DataDir = Path(".mnemo"), as_json: Json = False
 ) -> None:
     """Pause at the next step boundary."""
-    _control("pause", task_id, (api_url, key, data_dir), as_json)
+    _control("pause", task_id, (api_url, key, key_file, data_dir), as_json)
 
 
 @task_app.command("resume")
 def resume(
-    task_id: str, api_url: ApiUrl = None, key: Key = None, data_dir: DataDir = Path(".mnemo"), as_json: Json = False
+    task_id: str, api_url: ApiUrl = None, key: Key = None, key_file: KeyFile = None,
+    data_dir: DataDir = Path(".mnemo"), as_json: Json = False
 ) -> None:
     """Resume a paused task."""
-    _control("resume", task_id, (api_url, key, data_dir), as_json)
+    _control("resume", task_id, (api_url, key, key_file, data_dir), as_json)
 
 
 @task_app.command("cancel")
 def cancel(
-    task_id: str, api_url: ApiUrl = None, key: Key = None, data_dir: DataDir = Path(".mnemo"), as_json: Json = False
+    task_id: str, api_url: ApiUrl = None, key: Key = None, key_file: KeyFile = None,
+    data_dir: DataDir = Path(".mnemo"), as_json: Json = False
 ) -> None:
     """Cancel a task (refused while a publication's outcome is unknown)."""
-    _control("cancel", task_id, (api_url, key, data_dir), as_json)
+    _control("cancel", task_id, (api_url, key, key_file, data_dir), as_json)
 
 
 @task_app.command("resolve")
@@ -261,6 +256,7 @@ def resolve(
     note: Annotated[str, typer.Option(help="What you checked.")],
     api_url: ApiUrl = None,
     key: Key = None,
+    key_file: KeyFile = None,
     data_dir: DataDir = Path(".mnemo"),
     as_json: Json = False,
 ) -> None:
@@ -268,9 +264,7 @@ def resolve(
     result = _call(
         "POST",
         f"/tasks/{task_id}/operations/{operation_id}/resolve",
-        api_url,
-        key,
-        data_dir,
+        (api_url, key, key_file, data_dir),
         json={"outcome": outcome, "note": note},
     )
     print_answer(result, as_json, lambda r: table([r], ["operation_id", "status", "publication_id", "destination"]))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import httpx
 
+from api.command import mnemo_hint, shown
 from memory.reports.definitions import MONTHLY_REPORT
 
 DEMO_TASK = {
@@ -15,15 +17,18 @@ DEMO_TASK = {
 }
 
 
-def run_task_demo(api_url: str, api_key: str, *, timeout: float = 180.0) -> None:
-    """Idempotent: the sample data loads once and the same intent id names the same task every time."""
+def run_task_demo(
+    api_url: str, api_key: str, *, approver_key: Path, data_dir: Path | None = None, timeout: float = 180.0
+) -> None:
+    """Idempotent: the sample data loads once and the same intent id names the same task every time. The task is
+    ``api_key``'s, so its approval hint names another person's key, ``approver_key`` (separation of duties)."""
     try:
-        _run(api_url, api_key, timeout)
+        _run(api_url, api_key, approver_key, data_dir, timeout)
     except httpx.HTTPError as exc:
         print(f"demo: the report task demo failed: {exc}")
 
 
-def _run(api_url: str, api_key: str, timeout: float) -> None:
+def _run(api_url: str, api_key: str, approver_key: Path, data_dir: Path | None, timeout: float) -> None:
     headers = {"Authorization": f"Bearer {api_key}"}
     with httpx.Client(base_url=api_url, headers=headers, timeout=120) as client:
         seeded = client.post("/report-data/sample", json={})
@@ -48,7 +53,8 @@ def _run(api_url: str, api_key: str, timeout: float) -> None:
                 break
             time.sleep(0.3)
         else:
-            print(f"demo: the task is still {state['status']} after {timeout:.0f}s; see `mnemo task show {task_id}`")
+            print(f"demo: the task is still {state['status']} after {timeout:.0f}s; see "
+                  f"`{mnemo_hint('task', 'show', task_id, data_dir=data_dir)}`")
             return
         pending = state.get("pending_approval")
         print(f"demo: task is {state['status']} (state_version {state['state_version']})")
@@ -56,4 +62,7 @@ def _run(api_url: str, api_key: str, timeout: float) -> None:
             print(f"  draft {pending['artifact_sha256']}")
             if pending.get("summary"):
                 print(f"  {pending['summary']}")
-            print(f"  approve it with: mnemo task approve {task_id}")
+            approve = mnemo_hint("task", "approve", task_id, "--key-file", shown(approver_key), data_dir=data_dir)
+            print("  the task is yours (the admin key's), so another person approves it: the demo's approver")
+            print(f"  approve it with: {approve}")
+            print(f"  or sign in at {api_url}/console/tasks/{task_id} with the key in {shown(approver_key)}")

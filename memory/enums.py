@@ -53,7 +53,7 @@ class EventKind(StrEnum):
 
 
 class Role(StrEnum):
-    """Roles a credential may hold. ``admin`` keys created by ``mnemo dev`` hold all of them."""
+    """Roles a credential may hold. The admin key ``mnemo dev`` writes holds :data:`DEV_ADMIN_ROLES`."""
 
     ADMIN = "admin"
     MEMORY_WRITER = "memory_writer"
@@ -64,6 +64,11 @@ class Role(StrEnum):
     """An external (MCP) client's key: it reads the public resource catalog only (memory.resources.catalog)."""
     AGENT_RUNTIME = "agent_runtime"
     """The trusted runtime that registers an agent's runs (memory.resources.runs); its reads must name a run."""
+
+
+DEV_ADMIN_ROLES = tuple(role for role in Role if role is not Role.PUBLIC_CLIENT)
+"""The roles of the admin key ``mnemo dev`` writes: every role but ``public_client``, an external client's role
+that an admin never holds (its listing would say the key is one)."""
 
 
 USER_CATEGORIES = frozenset({Category.PROFILE, Category.PREFERENCE, Category.ENTITY, Category.EVENT})

@@ -38,6 +38,20 @@ def test_healthz(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
 
 
+def test_the_root_sends_a_browser_to_the_console_and_tells_an_api_client_where_things_are(client: TestClient) -> None:
+    browser = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,*/*;q=0.8"
+    redirected = client.get("/", headers={"Accept": browser}, follow_redirects=False)
+    assert redirected.status_code == 307 and redirected.headers["location"] == "/console/"
+    for accept in ("application/json", "*/*"):
+        answer = client.get("/", headers={"Accept": accept})
+        assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
+        assert answer.json() == {
+            "service": "mnemo", "console": "/console/", "docs": "/docs", "openapi": "/openapi.json",
+            "health": "/healthz", "ready": "/readyz", "metrics": "/metrics", "mcp": "/mcp",
+        }
+        assert all(client.get(path).status_code != 404 for path in ("/docs", "/openapi.json", "/healthz"))
+
+
 def _ready(client: TestClient, timeout: float = 15.0) -> Response:
     """/readyz until 200 (a worker that just started may not have polled both halves of its queue yet)."""
     deadline = time.monotonic() + timeout

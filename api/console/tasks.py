@@ -18,6 +18,7 @@ from api.schemas.tasks import ControlIn, ResolveIn
 from memory.auth import may_control_task, may_operate, may_read_every_task
 from memory.db import tenant_session
 from memory.errors import InvalidInput, NotFound
+from memory.tasks.approvals import decider_refusal
 from memory.tasks.states import TERMINAL, TaskStatus
 from memory.tasks.timeline import list_tasks
 
@@ -76,12 +77,16 @@ async def task_page(
         timeline = []
     draft = await run_in_threadpool(drafts.draft_of, view, request, principal, engine)
     owner = view.owner_user_id or ""
+    policy = await run_in_threadpool(api.tenant_policy_of, engine, principal.tenant_id)
+    refusal = decider_refusal(principal.user_id, principal.roles, owner,
+                              owner_may_decide=not policy.separation_of_duties)
     return page(
         request, "task.html", task=view, timeline=timeline, draft=draft, done=outcome(done),
         temporal_url=temporal_link(settings.temporal_ui_url, settings.temporal_namespace, view.workflow_id,
                                    view.run_id),
         may_control=view.status not in TERMINAL and may_control_task(principal.user_id, principal.roles, owner),
         may_resolve=may_operate(principal.roles),
+        why_not_decide=refusal.message if refusal is not None else None,
     )
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 
-from api.devstack.processes import StackError, kill_all, mapping, spawn, stop
+from api.devstack.processes import StackError, kill_all, mapping, pid_alive, spawn, stop
 
 SYSTEM_USER = "embedded_postgres"
 SUPERUSER = "postgres"
@@ -137,11 +137,10 @@ class EmbeddedPostgres:
             return
         try:
             pid = int(pid_file.read_text().splitlines()[0])
-            os.kill(pid, 0)
-        except (ValueError, IndexError, ProcessLookupError):
+        except (ValueError, IndexError):
+            return
+        if not pid_alive(pid):
             return  # PostgreSQL itself discards a pid file whose process is gone
-        except PermissionError:
-            pass
         raise StackError(
             f"a PostgreSQL server from an earlier run (pid {pid}) still uses {self.pgdata}: "
             f"stop it with `kill {pid}` and start again"
@@ -164,6 +163,12 @@ class EmbeddedPostgres:
         (PostgreSQL calls setsid), so they are found by the segment they hold, and killed."""
         kill_all(self.shared_memory_holders, f"children of a dead PostgreSQL server in {self.pgdata}")
 
+    def info(self) -> PostgresInfo:
+        """How to connect, known before the server runs (the port is chosen at construction, the password written
+        on first use), so that clients can be started while it starts."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return PostgresInfo(host="127.0.0.1", port=self.port, password=self._password())
+
     def start(self, timeout: float = 30.0) -> PostgresInfo:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._initdb()
@@ -185,7 +190,7 @@ class EmbeddedPostgres:
             log_path=self.log_path,
             user=self._user,
         )
-        info = PostgresInfo(host="127.0.0.1", port=self.port, password=self._password())
+        info = self.info()
         self._wait_ready(info, timeout)
         self._ensure_database(info)
         return info

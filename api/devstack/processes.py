@@ -102,6 +102,17 @@ def kill_all(find: Callable[[], list[int]], what: str, *, timeout: float = 10.0)
         time.sleep(0.05)
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid runs (one of another user counts: it runs, we may just not signal it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -184,3 +195,15 @@ def last_line(path: Path, limit: int = 8192) -> str | None:
         return None
     line = lines[-1]
     return line if len(line) <= 200 else line[:199] + "…"
+
+
+def seconds_since_process_start() -> float | None:
+    """How long ago this process was exec'd (the kernel's clock), so that start-up figures include the time
+    Python spends importing before any of our code runs; None where /proc does not say."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        started_ticks = int(stat[stat.rindex(")") + 2:].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return uptime - started_ticks / os.sysconf("SC_CLK_TCK")

@@ -190,7 +190,8 @@ async def _open_handle(
     return handle
 
 
-def _policy(engine: Engine, tenant_id: str) -> Policy:
+def tenant_policy_of(engine: Engine, tenant_id: str) -> Policy:
+    """The tenant's policy (separation of duties), read at decision time."""
     with tenant_session(engine, tenant_id) as session:
         return tenant_policy(session, tenant_id)
 
@@ -313,7 +314,7 @@ async def decide(
     if body.decision == "reject" and body.reason is None:
         raise InvalidInput("a rejection needs a reason, so the draft can be revised", code="reason_required")
     handle = await _open_handle(request, engine, principal, task_id)
-    policy = await run_in_threadpool(_policy, engine, principal.tenant_id)
+    policy = await run_in_threadpool(tenant_policy_of, engine, principal.tenant_id)
     result = await _update(
         handle,
         ReportTaskWorkflow.decide,

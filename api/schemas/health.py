@@ -22,3 +22,16 @@ class CheckOut(BaseModel):
 class ReadinessOut(BaseModel):
     ready: bool
     checks: dict[str, CheckOut]
+
+
+class IndexOut(BaseModel):
+    """What ``GET /`` tells an API client: where each part of mnemo is (paths on this server)."""
+
+    service: Literal["mnemo"]
+    console: str
+    docs: str
+    openapi: str
+    health: str
+    ready: str
+    metrics: str
+    mcp: str

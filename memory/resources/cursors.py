@@ -173,17 +173,20 @@ def redeem(keys: CursorKeys, cursor: str, access: Access, grant: Grant, binding:
         raise CursorOtherUser("this cursor was issued to another user")
     if payload.get("c") != _digest(access.agent_id, access.run_id, access.audience.value):
         raise CursorOtherCaller("this cursor was issued to another caller (agent, run or audience)")
+    same_filters = payload.get("f") == _digest(json.dumps(sorted(binding.filters.items())))
+    continues = {"cursor": {"operation": payload.get("op"), "resource": payload.get("t"), "ref": payload.get("r"),
+                            "same_filters": same_filters}}
     expected = {"op": binding.operation.value, "t": binding.resource, "r": binding.ref}
     for key, value in expected.items():
         if payload.get(key) != value:
             raise CursorMismatch(
                 f"this cursor continues {payload.get('op')} of {payload.get('r') or payload.get('t')}, not"
                 f" {binding.operation.value} of {binding.ref or binding.resource}",
-                details={"cursor": {"operation": payload.get("op"), "resource": payload.get("t"),
-                                    "ref": payload.get("r")}},
+                details=continues,
             )
-    if payload.get("f") != _digest(json.dumps(sorted(binding.filters.items()))):
-        raise CursorMismatch("this cursor continues a list with other filters: send the same filters with it")
+    if not same_filters:
+        raise CursorMismatch("this cursor continues a list with other filters: send the same filters with it",
+                             details=continues)
     if payload.get("fp") != grant.fingerprint():
         raise PermissionsChanged("the fields you may read changed since this cursor was issued: start again")
     version = payload.get("v")

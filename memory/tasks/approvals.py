@@ -12,6 +12,7 @@ refuses the approved edge once more when the facts handed to it disagree.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
 
 from sqlalchemy import func, select, update
@@ -44,14 +45,26 @@ def check_decider(live: TaskState | None, request: ApprovalDecision) -> None:
     """Raise unless ``request``'s caller may decide on this task at all: the approver role and, under separation
     of duties, not its owner. Judged before any replay lookup, so that resending a decision is authorised
     exactly like making it (issue 23: the owner resent the approver's decision and got 200 "replayed")."""
-    if not may_approve(request.roles):
-        raise Forbidden("approving or rejecting a draft needs the approver role")
-    if live is not None and request.user_id == live.owner_user_id and not request.owner_may_decide:
-        raise Forbidden(
+    refusal = decider_refusal(request.user_id, request.roles, live.owner_user_id if live is not None else None,
+                              owner_may_decide=request.owner_may_decide)
+    if refusal is not None:
+        raise refusal
+
+
+def decider_refusal(
+    user_id: str, roles: Iterable[str], owner_user_id: str | None, *, owner_may_decide: bool
+) -> Forbidden | None:
+    """Why this person may not approve or reject a task's draft (None: they may). The console shows the reason
+    where the buttons would be; the workflow's validator raises it."""
+    if not may_approve(roles):
+        return Forbidden("approving or rejecting a draft needs the approver role")
+    if user_id == owner_user_id and not owner_may_decide:
+        return Forbidden(
             "you own this task, so another approver must decide on its draft (the tenant's separation of "
             "duties policy; an admin can change it with PUT /tenant-policy)",
             code="separation_of_duties",
         )
+    return None
 
 
 def is_replay(decided_by: str | None, request: ApprovalDecision) -> bool:

@@ -79,8 +79,9 @@ def timeline(session: Session, tenant_id: str, task_id: str) -> list[dict[str, A
     for ap in approvals:
         entries.append(
             {
-                "at": ap.requested_at,
+                "at": ap.decided_at or ap.requested_at,  # a decision happened when it was made, not when asked
                 "kind": "approval",
+                "requested_at": ap.requested_at,
                 "status": ap.status,
                 "artifact_sha256": ap.artifact_sha256,
                 "deadline_at": ap.deadline_at,

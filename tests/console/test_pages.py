@@ -188,3 +188,24 @@ def test_mnemo_task_show_prints_the_published_reports_url_and_it_opens_in_the_co
         assert report.status_code == 200 and report.url == url
         assert "<h1>Monthly sales report 2026-06 (CNY)</h1>" in report.text
         assert report.headers["content-security-policy"].startswith("default-src 'none'")
+
+
+def test_approve_is_offered_only_to_who_may_decide_and_the_others_are_told_why(
+    https_client: TestClient, team: Team, make_key: MakeKey
+) -> None:
+    """The owner holding the approver role (the demo's admin) is refused by separation of duties: the page says so
+    instead of offering a button that answers 403 (issue 24, item 2)."""
+    task_id = start_task(https_client, team.owner)
+    wait_task(https_client, team.owner, task_id, waiting_for_approval)
+    owner_approver = make_key(tenant=team.tenant, user="alice", roles=("approver", "memory_writer"))
+    for key, offered, why in (
+        (owner_approver, False, "you own this task, so another approver must decide on its draft"),
+        (team.operator, False, "approving or rejecting a draft needs the approver role"),
+        (team.approver, True, None),
+    ):
+        signed_in(https_client, key)
+        detail = https_client.get(f"/console/tasks/{task_id}").text
+        assert ('id="approve"' in detail) is offered
+        assert ('id="why-not-decide"' in detail) is not offered
+        if why is not None:
+            assert why in detail

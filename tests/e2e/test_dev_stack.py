@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.devstack.processes import free_port, port_is_free
+from api.devstack.processes import free_port, pid_alive, port_is_free
 
 pytestmark = pytest.mark.e2e
 
@@ -184,7 +184,7 @@ class DevRun:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         for pid in self.known_child_pids.values():
-            if _alive(pid):
+            if pid_alive(pid):
                 try:
                     os.killpg(pid, signal.SIGKILL)  # each child leads its own process group
                 except (ProcessLookupError, PermissionError):
@@ -200,16 +200,6 @@ def _like_a_terminal() -> None:
     KeyboardInterrupt handler; reset it so the test does not depend on how it was launched.
     """
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _processes_mentioning(text: str) -> list[str]:
@@ -231,7 +221,7 @@ def _processes_mentioning(text: str) -> list[str]:
 def _assert_all_gone(run: DevRun, pids: dict[str, int], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        alive = {name: pid for name, pid in pids.items() if _alive(pid)}
+        alive = {name: pid for name, pid in pids.items() if pid_alive(pid)}
         leftovers = _processes_mentioning(str(run.data_dir))
         if not alive and not leftovers:
             return

@@ -78,7 +78,8 @@ def test_a_cursor_of_another_ref_type_or_operation(client: TestClient, memo: tup
     assert todo_cursor is not None
     on_contact = client.get("/resources/contact", params={"cursor": todo_cursor}, headers=auth(key))
     assert error(on_contact, 422) == "cursor_mismatch"
-    assert on_contact.json()["error"]["details"]["cursor"] == {"operation": "list", "resource": "todo", "ref": None}
+    assert on_contact.json()["error"]["details"]["cursor"] == {"operation": "list", "resource": "todo", "ref": None,
+                                                               "same_filters": True}
     assert error(read_with(client, key, "todo:l1", todo_cursor), 422) == "cursor_mismatch"
     assert error(client.get("/resources/voice_memo", params={"cursor": cursor}, headers=auth(key)),
                  422) == "cursor_mismatch"

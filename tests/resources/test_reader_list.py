@@ -77,6 +77,8 @@ def test_pages_newest_first_to_the_end_with_the_filters_bound(client: TestClient
             break
         other_filters = client.get("/resources/todo", params={"status": "done", "cursor": cursor}, headers=auth(key))
         assert error(other_filters, 422) == "cursor_mismatch"
+        assert other_filters.json()["error"]["details"] == {"cursor": {  # what it continues, as the README says
+            "operation": "list", "resource": "todo", "ref": None, "same_filters": False}}
     expected = [f"todo:p{index:02d}" for index in reversed(range(45)) if index % 3]
     assert (seen, pages) == (expected, 2)
     whole = listing(client, key, "todo")

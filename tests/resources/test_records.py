@@ -239,3 +239,25 @@ def test_a_field_too_large_for_the_search_index_is_refused_with_its_path(
     assert refused.json()["error"]["details"] == {"path": "/text"}
     assert client.get(f"/records/transcript/{rid}", headers=auth(key)).status_code == 404
     assert _projection(engine, tenant, "transcript", rid) == {}
+
+
+def test_the_readmes_put_records_example_creates_the_todo_it_shows(client: TestClient, make_key: MakeKey) -> None:
+    """The README's example body, sent as written (issue 24, item 10: there was none)."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"<!-- readme:put-record -->\n```bash\n(.*?)```", readme, re.S)
+    assert block, "the README lost its PUT /records example"
+    put = re.search(r"-X PUT localhost:8000(/records/\S+) .*?-d '(.*?)'", block.group(1), re.S)
+    assert put, block.group(1)
+    path, body = put.group(1), json.loads(put.group(2))
+    key = make_key()
+    created = client.put(path, json=body, headers=auth(key))
+    assert created.status_code == 201, created.text
+    assert created.json()["version"] == 1
+    read = client.get(path, headers=auth(key))
+    assert read.status_code == 200 and read.json()["data"] == body["data"], read.text
+    changed = client.put(path, json={**body, "data": {**body["data"], "status": "done"}, "expected_version": 1},
+                         headers=auth(key))
+    assert changed.status_code == 200 and changed.json()["version"] == 2, changed.text

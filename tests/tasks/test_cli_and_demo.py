@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import shlex
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -96,18 +98,29 @@ def test_the_task_commands_drive_a_report_to_publication(api_url: str, team: Tea
     assert "published" in timeline and "operation" in timeline and "run " in timeline
 
 
-def test_the_dev_demo_runs_a_report_up_to_the_approval_wait(
-    api_url: str, make_key: MakeKey, engine: Engine, capsys: pytest.CaptureFixture[str]
+def test_the_dev_demo_runs_a_report_up_to_the_approval_wait_and_its_printed_command_approves_it(
+    api_url: str, make_key: MakeKey, engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The demo's task is its admin's, who may not approve it (separation of duties): the printed command names
+    the demo approver's key file, and run as printed it approves the draft (issue 24, item 2)."""
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     admin = make_key(tenant=tenant, roles=("admin",))
+    approver_key = tmp_path / "approver.key"
+    approver_key.write_text(make_key(tenant=tenant, user="demo-approver", roles=("approver",)) + "\n")
     with tenant_session(engine, tenant) as session:  # the small dataset: the demo loads the full one only once
         seed_sales(session, tenant, total=SMALL_DATASET)
-    run_task_demo(api_url, admin)
+    run_task_demo(api_url, admin, approver_key=approver_key)
     out = capsys.readouterr().out
     assert f"demo: sales data ready ({SMALL_DATASET} order lines)" in out
     for step in ("load_data", "validate_data", "calculate_metrics", "generate_charts", "generate_draft"):
         assert f"  ✓ {step}" in out
-    assert "demo: task is WAITING_FOR_APPROVAL" in out and "mnemo task approve" in out
-    run_task_demo(api_url, admin)
+    assert "demo: task is WAITING_FOR_APPROVAL" in out
+    printed = next(line for line in out.splitlines() if "approve it with: " in line).split("approve it with: ")[1]
+    words = shlex.split(printed)
+    assert words[1:3] == ["task", "approve"] and words[-2:] == ["--key-file", str(approver_key)], printed
+    as_admin = CliRunner().invoke(task_app, [*words[2:-2], "--api-url", api_url, "--key", admin])
+    assert as_admin.exit_code == 1 and "separation_of_duties" in as_admin.output  # why the demo names another key
+    approved = CliRunner().invoke(task_app, [*words[2:], "--api-url", api_url])
+    assert approved.exit_code == 0 and "approved: task is READY" in approved.output, approved.output
+    run_task_demo(api_url, admin, approver_key=approver_key)
     assert "resumed" in capsys.readouterr().out

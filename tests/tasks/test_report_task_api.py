@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -155,6 +156,12 @@ def test_report_runs_to_approval_then_publishes_exactly_once(
     assert [a["step_id"] for a in attempts] == STEPS and all(a["status"] == "SUCCEEDED" for a in attempts)
     assert all(a["input_digest"].startswith("sha256:") and a["output_digest"] for a in attempts)
     checkpoints = [e for e in timeline["entries"] if e["kind"] == "checkpoint"]
+    (approval,) = [e for e in timeline["entries"] if e["kind"] == "approval"]
+    # stamped when it was decided (after the wait began), not when it was requested (issue 24, item 10)
+    waited = next(c for c in checkpoints if c["reason"] == "waiting_for_approval")
+    at = {name: datetime.fromisoformat(approval[name]) for name in ("at", "requested_at", "decided_at")}
+    assert at["at"] == at["decided_at"] > at["requested_at"], approval
+    assert at["at"] > datetime.fromisoformat(waited["at"]), timeline["entries"]
     assert [c["reason"] for c in checkpoints] == [
         "created",
         *[f"step_succeeded:{step}" for step in STEPS],
