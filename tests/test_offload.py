@@ -18,7 +18,7 @@ from memory import offload
 from memory.auth import authenticated_session
 from memory.deletion.deleted_texts import fingerprint_columns
 from memory.sessions.messages import MessageRole, StageMessage
-from memory.sessions.recent import OFFLOAD_FROM_TOKENS, window_of
+from memory.sessions.recent import OFFLOAD_FROM_MESSAGES, OFFLOAD_FROM_TOKENS, state_of, window_of
 from memory.sessions.state import derive_state
 from memory.sessions.window import build_window
 from tests.conftest import MakeKey, auth
@@ -99,8 +99,9 @@ def test_a_large_window_through_the_api_is_made_in_the_pool_as_it_would_be_in_pl
     assert offload.pooled()
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     key, other = make_key(tenant=tenant), make_key(tenant=tenant, user="bob")
-    post(client, key, "long", *(say(f"m{n}", "user" if n % 2 else "assistant", f"第{n}条：预算 上海 出差 {n} " * 8)
-                                for n in range(300)))
+    for start in (0, 300):
+        post(client, key, "long", *(say(f"m{n}", "user" if n % 2 else "assistant", f"第{n}条：预算 上海 出差 {n} " * 8)
+                                    for n in range(start, start + 300)))
     budget = OFFLOAD_FROM_TOKENS + 1_000
     answered = client.get(f"/sessions/long/window?budget_tokens={budget}", headers=auth(key))
     assert answered.status_code == 200, answered.text
@@ -110,3 +111,12 @@ def test_a_large_window_through_the_api_is_made_in_the_pool_as_it_would_be_in_pl
     assert len(in_place["messages"]) > 100  # a window of substance
     missing = client.get(f"/sessions/long/window?budget_tokens={budget}", headers=auth(other))
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found", missing.text
+
+    # The state of a session of OFFLOAD_FROM_MESSAGES or more is derived there too, as in place.
+    read = client.get("/sessions/long", headers=auth(key))
+    assert read.status_code == 200 and read.json()["messages"] == 600 >= OFFLOAD_FROM_MESSAGES, read.text
+    with authenticated_session(engine, key) as (session, principal):
+        state, profile = state_of(session, principal, "long")
+    assert (read.json()["state"], read.json()["profile"]) == (state, profile)
+    assert set(state) >= {"active_task_id", "active_entities", "pending_questions"}, state
+    assert client.get("/sessions/long", headers=auth(other)).status_code == 404

@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
-from sqlalchemy.orm import Session
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -33,32 +31,21 @@ from api.schemas.sessions import (
     StoredEventOut,
 )
 from api.settings import Settings
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.errors import NotFound
 from memory.events import request_digest
 from memory.models import DeletionJob
 from memory.sessions import archive, commits, store
 from memory.sessions.commits import TERMINAL, CommitStatus
-from memory.sessions.messages import StageMessage, ToolCall
-from memory.sessions.models import ChatSession, SessionCommit
+from memory.sessions.messages import ToolCall
+from memory.sessions.models import SessionCommit
 from memory.sessions.policy import commit_if_due
-from memory.sessions.recent import session_window
+from memory.sessions.recent import session_state, session_window
 from memory.sessions.remember import forget_now, remember_now
-from memory.sessions.state import SessionState, derive_state
-from memory.sessions.window import ProfileEntry
 from workflows.fairness import tenant_priority
 from workflows.session_commit import SessionCommitWorkflow
 
 router = APIRouter(tags=["sessions"])
-
-
-@dataclass(frozen=True)
-class SessionView:
-    chat: ChatSession
-    messages: tuple[StageMessage, ...]
-    state: SessionState
-    profile: list[ProfileEntry]
 
 
 @router.post("/sessions", status_code=status.HTTP_201_CREATED, responses=replay_of(SessionCreatedOut))
@@ -199,27 +186,19 @@ def read_commit(session_id: str, commit_id: str, principal: CurrentPrincipal, en
         return _commit_out(commits.read_commit(session, principal, session_id, commit_id))
 
 
-def _session_view(session: Session, principal: PrincipalContext, session_id: str) -> SessionView:
-    chat = store.get_session(session, principal, session_id)
-    recent = max(1, chat.next_sequence - store.WINDOW_LOOKBACK)
-    messages = store.answered_only(store.stage_messages(session, chat, recent))
-    return SessionView(chat, messages, derive_state(messages, task_id=chat.task_id),
-                       store.current_profile(session, principal, chat))
-
-
 @router.get("/sessions/{session_id}")
 def read_session(session_id: str, principal: CurrentPrincipal, engine: EngineDep) -> SessionOut:
     """The session, its derived state (active task, entities, temporary constraints, pending questions) and
     the profile injected at its start (re-read: a deleted or corrected memory shows as it is now)."""
     with tenant_session(engine, principal.tenant_id) as session:
-        view = _session_view(session, principal, session_id)
-        links = store.links_of(session, view.chat)
-    chat = view.chat
+        chat = store.get_session(session, principal, session_id)
+        links = store.links_of(session, chat)
+    state, profile = session_state(engine, principal, session_id, chat.next_sequence - 1)
     return SessionOut(
         session_id=chat.session_id, status=chat.status, project_id=chat.project_id, task_id=chat.task_id,
         title=chat.title, agent_id=chat.agent_id, created_at=chat.created_at, last_message_at=chat.last_message_at,
-        messages=chat.next_sequence - 1, committed_through=chat.committed_through, state=view.state.as_json(),
-        profile=[entry.as_json() for entry in view.profile], links=links,
+        messages=chat.next_sequence - 1, committed_through=chat.committed_through, state=state, profile=profile,
+        links=links,
     )
 
 

@@ -86,3 +86,35 @@ def window_of(session: Session, principal: PrincipalContext, session_id: str, bu
     window = build_window(messages, budget_tokens=budget_tokens, state=derive_state(messages, task_id=chat.task_id),
                           profile=store.current_profile(session, principal, chat))
     return window.as_json()
+
+
+OFFLOAD_FROM_MESSAGES = 500
+"""A session this long has its state derived in the CPU pool: the state reads the newest
+:data:`memory.sessions.store.WINDOW_LOOKBACK` messages (2,000 CJK messages: ~0.1 s of CPU), as a large window does."""
+
+
+def session_state(engine: Engine, principal: PrincipalContext, session_id: str, length: int
+                  ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The state (task, entities, constraints, pending questions) of the caller's session of ``length`` messages, and
+    its profile re-read, as the API answers them: for a long session in the CPU pool when the process has one."""
+    if length >= OFFLOAD_FROM_MESSAGES and offload.pooled():
+        return offload.run(session_state_at, engine.url.render_as_string(hide_password=False), principal, session_id)
+    with tenant_session(engine, principal.tenant_id) as session:
+        return state_of(session, principal, session_id)
+
+
+def session_state_at(database_url: str, principal: PrincipalContext, session_id: str
+                     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """:func:`state_of` on a connection of its own: the form a CPU pool process runs."""
+    with tenant_session(shared_engine(database_url), principal.tenant_id) as session:
+        return state_of(session, principal, session_id)
+
+
+def state_of(session: Session, principal: PrincipalContext, session_id: str
+             ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The session's state derived from its newest messages, and its profile, as JSON."""
+    chat = store.get_session(session, principal, session_id)
+    recent = max(1, chat.next_sequence - store.WINDOW_LOOKBACK)
+    messages = store.answered_only(store.stage_messages(session, chat, recent))
+    profile = store.current_profile(session, principal, chat)
+    return derive_state(messages, task_id=chat.task_id).as_json(), [entry.as_json() for entry in profile]
