@@ -341,7 +341,7 @@ def restore(
 
     try:
         service = _service_settings(data_dir)
-        report = run_restore(service.require_database_url(), archive, data_dir=service.data_dir)
+        report = run_restore(service.require_database_url(), archive, service)
     except BackupError as exc:
         fail(str(exc))
         raise
@@ -349,6 +349,29 @@ def restore(
         f"mnemo: restored {archive}; re-applied {report.tombstones} tombstone(s) in {report.tenants} tenant(s), "
         f"scrubbing {report.rows_scrubbed} row(s)"
     )
+
+
+@app.command(name="import-artifacts")
+def import_artifacts(
+    source: Annotated[Path, typer.Argument(help="A data directory of mnemo before the shared artifact store.")],
+    data_dir: DataDir = Path(".mnemo"),
+) -> None:
+    """Move a data directory's artifact files (task artifacts, record bodies) into the artifact store, once."""
+    from memory.artifact_store.legacy import import_data_dir
+    from memory.db import make_engine
+
+    service = _service_settings(data_dir)
+    engine = make_engine(service.require_database_url(), pool_size=1)
+    try:
+        imported = import_data_dir(source, service.artifact_root(engine))
+    finally:
+        engine.dispose()
+    typer.echo(f"mnemo: moved {imported.moved} artifact file(s) ({imported.bytes} bytes) of {source} into the "
+               f"{service.artifact_store} artifact store")
+    for path in imported.left:
+        typer.echo(f"mnemo: not imported (its bytes do not match its name): {path}", err=True)
+    if imported.left:
+        raise typer.Exit(1)
 
 
 def _service_settings(data_dir: Path) -> Settings:

@@ -162,6 +162,7 @@ class DevStack:
         from migrations import upgrade
 
         self._step("migrations", lambda: upgrade(database_url))
+        self._import_artifacts(database_url)
         self._step("admin key", lambda: _ensure_admin_key(database_url, self.key_path))
         if self.options.demo:
             self._seeding = threading.Thread(target=self._seed_demo_data, args=(database_url,), daemon=True)
@@ -174,6 +175,23 @@ class DevStack:
         self._write_state()
         self.supervisor = Supervisor(self._supervised(), self.options.restart, say=say, on_restarted=self._write_state)
         say(f"mnemo dev: ready in {time.monotonic() - began:.1f}s")
+
+    def _import_artifacts(self, database_url: str) -> None:
+        """A data directory from before the shared artifact store: its files move into it, once (a step only then)."""
+        from memory.artifact_store.legacy import import_data_dir, pending
+        from memory.db import make_engine
+
+        if not pending(self.data_dir):
+            return
+        engine = make_engine(database_url, pool_size=1)
+        try:
+            assert self.settings is not None
+            imported = import_data_dir(self.data_dir, self.settings.artifact_root(engine))
+        finally:
+            engine.dispose()
+        left = f"; {len(imported.left)} file(s) whose bytes do not match their name left in place" \
+            if imported.left else ""
+        say(f"mnemo dev: moved {imported.moved} artifact file(s) of {self.data_dir} into the artifact store{left}")
 
     def _spawn(self, name: str) -> None:
         """Start the worker or the API (``mnemo worker`` / ``mnemo api`` with this stack's settings)."""
