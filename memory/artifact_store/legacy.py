@@ -59,7 +59,7 @@ def import_data_dir(data_dir: Path, root: ArtifactStore) -> Imported:
             path.unlink()
             done.moved += 1
             done.bytes += len(content)
-        for directory in sorted((p for p in folder.rglob("*") if p.is_dir()), reverse=True):
+        for directory in [*sorted((p for p in folder.rglob("*") if p.is_dir()), reverse=True), folder]:
             if not any(directory.iterdir()):
                 directory.rmdir()
     for folder in (data_dir / RECORDS_DIR, data_dir / TASKS_DIR):
