@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import threading
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from sqlalchemy import Engine, text
@@ -122,6 +124,37 @@ class StoredDestination:
     def read(self, publication: Published, name: str) -> bytes:
         """One file of a publication (a report is a few hundred kilobytes: whole)."""
         return read(self.files, publication.files[name])
+
+    def import_directory(self, folder: Path) -> int:
+        """Move the publications a directory destination (mnemo before issue 24) kept in ``folder`` in: each
+        ``published/<key hash>/`` (its files and ``publication.json``) under its own idempotency key and
+        operation, then the ``by-operation/`` index, so reconciling an operation still finds its publication
+        (and never publishes twice). What was imported leaves the disk; how many publications were."""
+        moved = 0
+        published = folder / "published"
+        for directory in sorted(published.iterdir()) if published.is_dir() else []:
+            meta_file = directory / "publication.json"
+            if directory.name.startswith(".") or not meta_file.is_file():
+                continue  # a staging directory: a publication that was never made
+            meta = json.loads(meta_file.read_text())
+            key, operation = str(meta.pop("idempotency_key")), str(meta.pop("operation_id"))
+            files = {path.name: path.read_bytes() for path in sorted(directory.iterdir())
+                     if path.is_file() and path != meta_file}
+            self.put_if_absent(key, operation, files, meta)
+            shutil.rmtree(directory)
+            moved += 1
+        if published.is_dir() and not any(published.iterdir()):
+            published.rmdir()
+        index = folder / "by-operation"
+        with self.engine.begin() as conn:
+            for entry in sorted(index.iterdir()) if index.is_dir() else []:
+                conn.execute(text("INSERT INTO publication_operations (destination, operation_id, key_hash) "
+                                  "SELECT :d, :op, key_hash FROM publications WHERE destination = :d AND "
+                                  "key_hash = :k ON CONFLICT DO NOTHING"),
+                             {"d": self.name, "op": entry.name, "k": entry.read_text().strip()})
+        if index.is_dir():
+            shutil.rmtree(index)
+        return moved
 
 
 class FaultyDestination:

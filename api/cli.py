@@ -356,21 +356,20 @@ def import_artifacts(
     source: Annotated[Path, typer.Argument(help="A data directory of mnemo before the shared artifact store.")],
     data_dir: DataDir = Path(".mnemo"),
 ) -> None:
-    """Move a data directory's artifact files (task artifacts, record bodies) into the artifact store, once."""
-    from memory.artifact_store.legacy import import_data_dir
+    """Move a data directory's task artifacts, record bodies and publications into the artifact store, once."""
+    from api.artifact_import import import_all
     from memory.db import make_engine
 
     service = _service_settings(data_dir)
     engine = make_engine(service.require_database_url(), pool_size=1)
     try:
-        imported = import_data_dir(source, service.artifact_root(engine))
+        report = import_all(source, engine, service.artifact_root(engine))
     finally:
         engine.dispose()
-    typer.echo(f"mnemo: moved {imported.moved} artifact file(s) ({imported.bytes} bytes) of {source} into the "
-               f"{service.artifact_store} artifact store")
-    for path in imported.left:
+    typer.echo(f"mnemo: {report.summary(source)} ({service.artifact_store})")
+    for path in report.files.left:
         typer.echo(f"mnemo: not imported (its bytes do not match its name): {path}", err=True)
-    if imported.left:
+    if report.files.left:
         raise typer.Exit(1)
 
 

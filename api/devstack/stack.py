@@ -178,7 +178,7 @@ class DevStack:
 
     def _import_artifacts(self, database_url: str) -> None:
         """A data directory from before the shared artifact store: its files move into it, once (a step only then)."""
-        from memory.artifact_store.legacy import import_data_dir, pending
+        from api.artifact_import import import_all, pending
         from memory.db import make_engine
 
         if not pending(self.data_dir):
@@ -186,12 +186,10 @@ class DevStack:
         engine = make_engine(database_url, pool_size=1)
         try:
             assert self.settings is not None
-            imported = import_data_dir(self.data_dir, self.settings.artifact_root(engine))
+            report = import_all(self.data_dir, engine, self.settings.artifact_root(engine))
         finally:
             engine.dispose()
-        left = f"; {len(imported.left)} file(s) whose bytes do not match their name left in place" \
-            if imported.left else ""
-        say(f"mnemo dev: moved {imported.moved} artifact file(s) of {self.data_dir} into the artifact store{left}")
+        say(f"mnemo dev: {report.summary(self.data_dir)}")
 
     def _spawn(self, name: str) -> None:
         """Start the worker or the API (``mnemo worker`` / ``mnemo api`` with this stack's settings)."""

@@ -3,6 +3,7 @@ the real embedded server) and S3 (against the moto S3 server: a labelled stand-i
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 from sqlalchemy import Engine, text
+from typer.testing import CliRunner
 
+import api.cli
+from activities.stores import Publication, StoredDestination
 from api.settings import Settings
 from memory.artifact_store import (
     CHUNK_BYTES,
@@ -124,3 +128,32 @@ def test_an_old_data_dir_is_moved_into_the_store_once(tmp_path: Path, engine: En
     assert read(record_store(root, tenant), sha256_hex(body)) == body
     assert not (tmp_path / "record-artifacts").exists() and bad.exists()
     assert import_data_dir(tmp_path, root).moved == 0
+
+
+def test_import_artifacts_moves_an_old_data_dirs_publications_so_reconciliation_still_finds_them(
+    tmp_path: Path, engine: Engine, settings: Settings
+) -> None:
+    """`mnemo import-artifacts`: a publication a directory destination kept (files, publication.json, the
+    by-operation index) is found by its operation afterwards, so a task reconciling it never publishes twice."""
+    destination = f"reports-{uuid.uuid4().hex[:8]}"
+    key, operation = f"publish:t:{uuid.uuid4().hex}:reports", f"op-{uuid.uuid4().hex[:8]}"
+    folder = tmp_path / "publications" / destination
+    key_hash = sha256_hex(key.encode())[:40]
+    (folder / "published" / key_hash).mkdir(parents=True)
+    (folder / "published" / key_hash / "report.html").write_bytes(b"<h1>June</h1>")
+    (folder / "published" / key_hash / "publication.json").write_text(json.dumps(
+        {"artifact_sha256": "d" * 64, "idempotency_key": key, "operation_id": operation}))
+    (folder / "by-operation").mkdir()
+    (folder / "by-operation" / operation).write_text(key_hash)
+    (folder / "by-operation" / "op-retried").write_text(key_hash)
+
+    env = {"MNEMO_DATABASE_URL": settings.require_database_url(), "MNEMO_ARTIFACT_STORE": "postgres"}
+    done = CliRunner().invoke(api.cli.app, ["import-artifacts", str(tmp_path)], env=env)
+    assert done.exit_code == 0, done.output
+    assert "1 publication(s)" in done.output and not (tmp_path / "publications").exists()
+    stored = StoredDestination(destination, engine, settings.artifact_root(engine))
+    assert stored.lookup(operation) == stored.lookup("op-retried") == Publication(
+        key_hash, f"publications/{destination}/{key_hash}", operation, False)
+    [published] = stored.all_publications()
+    assert stored.read(published, "report.html") == b"<h1>June</h1>"
+    assert published.metadata == {"artifact_sha256": "d" * 64, "idempotency_key": key, "operation_id": operation}
