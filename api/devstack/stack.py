@@ -272,7 +272,7 @@ class DevStack:
             "MNEMO_TEMPORAL_NAMESPACE": self.settings.temporal_namespace,
             "MNEMO_API_HOST": "127.0.0.1",
             "MNEMO_API_PORT": str(self.options.port),
-            "MNEMO_DATA_DIR": str(self.data_dir),  # task artifacts and publications live here too
+            "MNEMO_DATA_DIR": str(self.data_dir),
             # /readyz waits for the demo's sales data: a report task started before it has no data.
             "MNEMO_READY_SAMPLE_DATA_TENANT": DEFAULT_TENANT if self.options.demo else "",
             # The console over plain http on localhost: its cookie cannot be Secure; workflows link to this UI.
