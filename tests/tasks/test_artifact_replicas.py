@@ -15,14 +15,15 @@ from api.main import create_app
 from api.settings import Settings
 from memory.artifact_store import read
 from memory.tasks.artifacts import task_store
-from tests.conftest import auth, s3_settings
+from tests.conftest import MakeKey, auth, s3_settings
 from tests.tasks.conftest import Team, start_task, status_is, wait_for
 from tests.workers import ThreadWorker
 
 
 @pytest.mark.parametrize("kind", ["postgres", "s3"])
 def test_a_second_replica_serves_what_the_worker_wrote(
-    kind: str, settings: Settings, engine: Engine, team: Team, tmp_path: Path, request: pytest.FixtureRequest
+    kind: str, settings: Settings, engine: Engine, team: Team, make_key: MakeKey, tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     base = settings if kind == "postgres" else s3_settings(settings, request.getfixturevalue("s3_standin"))
     worker_settings = base.model_copy(update={"task_queue": f"replicas-{uuid.uuid4().hex[:8]}",
@@ -45,8 +46,14 @@ def test_a_second_replica_serves_what_the_worker_wrote(
             stored = task_store(worker_settings.artifact_root(engine))
             assert served.content == read(stored, draft) and chart.content == read(stored, manifest["html_sha256"])
             # Another tenant's key cannot tell it from a missing artifact.
-            other = api_2.get(f"/tasks/{task_id}/artifacts/{draft}", headers=auth(team.other_user))
-            assert other.status_code in (403, 404)
+            stranger = make_key(tenant=f"t-{uuid.uuid4().hex[:12]}", user="alice")
+            other = api_2.get(f"/tasks/{task_id}/artifacts/{draft}", headers=auth(stranger))
+            assert (other.status_code, other.json()["error"]["code"]) == (404, "not_found"), other.text
+            # Bytes the store lost are a typed error naming what to do, not a 500 of a FileNotFoundError.
+            assert stored.delete(draft)
+            lost = api_2.get(f"/tasks/{task_id}/artifacts/{draft}", headers=auth(team.owner))
+            assert (lost.status_code, lost.json()["error"]["code"]) == (500, "artifact_unavailable"), lost.text
+            assert "mnemo import-artifacts" in lost.json()["error"]["message"]
     finally:
         worker.stop()
     assert not (tmp_path / "worker").exists() or not any((tmp_path / "worker").rglob("*"))
