@@ -64,18 +64,23 @@ def s3_standin() -> Iterator[S3Location]:
     """STAND-IN for the production object store (MinIO in docker-compose.yml), which cannot run here (no Docker,
     no binary downloads): moto's S3 server, a real HTTP server speaking the S3 protocol on a loopback port,
     with one empty bucket. The code under test talks to it over HTTP exactly as it talks to MinIO."""
+    server, location = start_s3_standin(free_port())
+    try:
+        yield location
+    finally:
+        server.stop()
+
+
+def start_s3_standin(port: int) -> tuple[Any, S3Location]:
+    """The stand-in of :func:`s3_standin` on ``port``, started, with its empty bucket: (server, location)."""
     from moto.server import ThreadedMotoServer
 
-    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
     location = S3Location(bucket="mnemo-artifacts", endpoint_url=f"http://127.0.0.1:{port}",
                           access_key="standin-access", secret_key="standin-secret", prefix="mnemo/")
     location.client().create_bucket(Bucket=location.bucket)
-    try:
-        yield location
-    finally:
-        server.stop()
+    return server, location
 
 
 def s3_settings(settings: Settings, location: S3Location, **update: Any) -> Settings:
