@@ -29,6 +29,8 @@ from memory.artifact_store import (
 )
 
 T = TypeVar("T")
+RETRY_AFTER_SECONDS = 5
+"""What an API answer for an unreachable store asks the client to wait (the ``Retry-After`` of its 503)."""
 _ABSENT = {"404", "NoSuchKey", "NotFound"}
 
 
@@ -83,7 +85,8 @@ class S3ArtifactStore:
         except (BotoCoreError, ClientError) as exc:
             raise ArtifactStoreUnavailable(
                 f"{self._where()} at {self.location.endpoint_url or 'AWS'} could not be asked: {exc}; check that it "
-                "runs, that the bucket exists and that MNEMO_ARTIFACT_S3_* name it and its credentials"
+                "runs, that the bucket exists and that MNEMO_ARTIFACT_S3_* name it and its credentials",
+                details={"retry_after_seconds": RETRY_AFTER_SECONDS},
             ) from exc
 
     def _call(self, method: Callable[..., T], **kwargs: Any) -> T:

@@ -4,8 +4,8 @@ Every try of a step is an attempt row; failed tries are kept. A step's SUCCEEDED
 an activity retried after it committed finds the row and returns the stored output.
 
 The outage rule: an attempt that met an unreachable database or artifact store is recorded with the code
-:data:`OUTAGE` or :data:`STORE_OUTAGE` and does not count; only the step's own failures use up :data:`STEP_ATTEMPT_LIMIT`
-(the workflow's step retry policy has no attempt limit, so outages are waited out).
+:data:`OUTAGE` or :data:`STORE_OUTAGE` and does not count; only the step's own failures use up
+:data:`STEP_ATTEMPT_LIMIT` (the workflow's step retry policy has no attempt limit, so outages are waited out).
 """
 
 from __future__ import annotations

@@ -90,8 +90,9 @@ def test_an_object_store_that_cannot_be_reached_stops_the_process_naming_it(
     settings: Settings, engine: Engine, s3_standin: S3Location
 ) -> None:
     wrong = s3_settings(settings, s3_standin, artifact_s3_bucket="no-such-bucket")
-    with pytest.raises(ArtifactStoreUnavailable, match="no-such-bucket"):
+    with pytest.raises(ArtifactStoreUnavailable, match="no-such-bucket") as unavailable:
         wrong.artifact_root(engine)
+    assert (unavailable.value.http_status, unavailable.value.details) == (503, {"retry_after_seconds": 5})
     with pytest.raises(ValidationError, match="MNEMO_ARTIFACT_S3_BUCKET"):
         Settings(artifact_store="s3")
     with pytest.raises(ValidationError, match="must end with '/'"):
