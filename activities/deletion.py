@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 
 from google.protobuf.message import Message
 from sqlalchemy import Engine, select
@@ -27,6 +26,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.db import heartbeating, shielded_session
 from memory import offload
+from memory.artifact_store import ArtifactStore
 from memory.deletion.fingerprints import Matcher
 from memory.deletion.jobs import (
     PURGE_LAYERS,
@@ -136,17 +136,17 @@ class DeletionActivities:
     """Three activities on the happy path (begin, purge, finish): the per-layer, per-batch
     checkpoints live in the database, so one purge activity can resume wherever a crash left it."""
 
-    def __init__(self, engine: Engine, *, data_dir: Path, batch_size: int = 500,
+    def __init__(self, engine: Engine, *, artifacts: ArtifactStore, batch_size: int = 500,
                  faults: FaultPlan | None = None) -> None:
         self.engine = engine
         self.batch_size = batch_size
         self.faults = faults or FaultPlan()
-        self.data_dir = data_dir
-        """Where the record bodies are (``<data_dir>/record-artifacts``): the API's data directory. Required:
-        without it a job could not purge or verify record bodies, and would fail only midway."""
+        self.artifacts = artifacts
+        """Where the record bodies and task artifacts are (the API's artifact store). Required: without it a job
+        could not purge or verify record bodies, and would fail only midway."""
 
     def _bind(self, session: Session, tenant_id: str) -> None:
-        bind_store(session, record_store(self.data_dir, tenant_id))
+        bind_store(session, record_store(self.artifacts, tenant_id))
 
     @activity.defn(name="deletion_begin")
     def begin(self, ref: JobRef) -> list[str]:
@@ -279,7 +279,7 @@ class DeletionActivities:
             self._bind(session, ref.tenant_id)
             result = verify(session, job)
             found = offload.run(scan_at, self.engine.url.render_as_string(hide_password=False), ref.tenant_id,
-                                str(self.data_dir), {job_id: job.subject_user_id})
+                                self.artifacts, {job_id: job.subject_user_id})
             copies = [c.label for c in found.get(job_id, [])]
             copies += request.history_copies
             if result.clean and not copies:

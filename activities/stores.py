@@ -1,21 +1,27 @@
 """Publication destinations: where a report task's approved result is published (a side effect).
 
-Directory-backed and idempotent by construction: publications are named by their idempotency key,
-and every write is a rename of a finished directory, so a crash never leaves half a publication.
-(The artifact store, the task's own outputs, is :class:`memory.tasks.artifacts.ArtifactStore`.)
+Idempotent by construction: publications are named by their idempotency key, and each is recorded in one
+transaction after its files are stored, so a crash never leaves half a publication. The files are in the
+shared artifact store (:class:`memory.artifact_store.ArtifactStore`, beside the tasks' own outputs), so every
+API replica and worker can read a published report, whichever process published it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
+import shutil
 import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from sqlalchemy import Engine, text
+
+from memory.artifact_store import ArtifactStore, read
+
+NAMESPACE = "publications"
 
 
 @dataclass(frozen=True)
@@ -46,64 +52,109 @@ class PublicationDestination(Protocol):
     def count(self, idempotency_key: str) -> int: ...
 
 
-class DirectoryDestination:
-    """Publications as directories named by their idempotency key, with an index by operation id."""
+@dataclass(frozen=True)
+class Published:
+    """A stored publication: its files (name -> sha256 in the artifact store) and the metadata it was sent with."""
 
-    def __init__(self, name: str, root: Path) -> None:
+    publication_id: str
+    operation_id: str
+    files: dict[str, str]
+    metadata: dict[str, Any]
+
+
+class StoredDestination:
+    """Publications in the shared artifact store (their files, ``publications`` namespace) and PostgreSQL (which
+    idempotency key holds which files, and which operation produced or found each), so every API replica and
+    worker reads the same publications. A publication is created whole or not at all: its files are stored
+    first (idempotent by name), then one transaction records the publication and the operation's index."""
+
+    def __init__(self, name: str, engine: Engine, artifacts: ArtifactStore) -> None:
         self.name = name
-        self.root = root
+        self.engine = engine
+        self.files = artifacts.within(NAMESPACE)
 
-    def _key_dir(self, idempotency_key: str) -> Path:
-        return self.root / "published" / hashlib.sha256(idempotency_key.encode()).hexdigest()[:40]
+    @staticmethod
+    def _key_hash(idempotency_key: str) -> str:
+        return hashlib.sha256(idempotency_key.encode()).hexdigest()[:40]
 
-    def _op_index(self, operation_id: str) -> Path:
-        return self.root / "by-operation" / operation_id
+    def _publication(self, key_hash: str, operation_id: str, *, created: bool) -> Publication:
+        return Publication(publication_id=key_hash, location=f"{NAMESPACE}/{self.name}/{key_hash}",
+                           operation_id=operation_id, created=created)
 
     def put_if_absent(
         self, idempotency_key: str, operation_id: str, files: dict[str, bytes], metadata: dict[str, Any]
     ) -> Publication:
-        target = self._key_dir(idempotency_key)
-        index = self._op_index(operation_id)
-        index.parent.mkdir(parents=True, exist_ok=True)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # The index is written first: a lookup by operation id trusts it only if the publication exists.
-        index.write_text(target.name)
-        if target.exists():
-            return self._read(target, created=False)
-        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".staging-"))
-        for name, content in files.items():
-            (staging / name).write_bytes(content)
+        key_hash = self._key_hash(idempotency_key)
+        names = {name: self.files.put(content) for name, content in files.items()}
         meta = {**metadata, "idempotency_key": idempotency_key, "operation_id": operation_id}
-        (staging / "publication.json").write_text(json.dumps(meta, sort_keys=True, indent=2))
-        try:
-            os.rename(staging, target)  # atomic; fails if another writer got there first
-        except OSError:
-            for child in staging.iterdir():
-                child.unlink()
-            staging.rmdir()
-            return self._read(target, created=False)
-        return self._read(target, created=True)
-
-    def _read(self, target: Path, *, created: bool) -> Publication:
-        meta = json.loads((target / "publication.json").read_text())
-        return Publication(
-            publication_id=target.name, location=str(target), operation_id=meta["operation_id"], created=created
-        )
+        row = {"d": self.name, "k": key_hash, "op": operation_id}
+        with self.engine.begin() as conn:
+            conn.execute(text("INSERT INTO publication_operations (destination, operation_id, key_hash) "
+                              "VALUES (:d, :op, :k) ON CONFLICT (destination, operation_id) "
+                              "DO UPDATE SET key_hash = EXCLUDED.key_hash"), row)
+            # A concurrent send of the same key waits here on the key, then finds the first one's publication.
+            created = conn.execute(text(
+                "INSERT INTO publications (destination, key_hash, operation_id, files, metadata) VALUES "
+                "(:d, :k, :op, CAST(:files AS jsonb), CAST(:meta AS jsonb)) ON CONFLICT DO NOTHING RETURNING 1"),
+                {**row, "files": json.dumps(names), "meta": json.dumps(meta, sort_keys=True)}).first() is not None
+            first = conn.execute(text("SELECT operation_id FROM publications WHERE destination = :d AND "
+                                      "key_hash = :k"), row).scalar_one()
+        return self._publication(key_hash, str(first), created=created)
 
     def lookup(self, operation_id: str) -> Publication | None:
         """The publication this operation produced or found, or None when it definitely does not exist."""
-        index = self._op_index(operation_id)
-        if not index.exists():
-            return None
-        target = self.root / "published" / index.read_text().strip()
-        return self._read(target, created=False) if target.exists() else None
+        with self.engine.connect() as conn:
+            found = conn.execute(text(
+                "SELECT p.key_hash, p.operation_id FROM publication_operations o JOIN publications p "
+                "ON p.destination = o.destination AND p.key_hash = o.key_hash "
+                "WHERE o.destination = :d AND o.operation_id = :op"), {"d": self.name, "op": operation_id}).first()
+        return None if found is None else self._publication(str(found[0]), str(found[1]), created=False)
 
     def count(self, idempotency_key: str) -> int:
-        return int(self._key_dir(idempotency_key).exists())
+        with self.engine.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM publications WHERE destination = :d AND key_hash = :k"),
+                                    {"d": self.name, "k": self._key_hash(idempotency_key)}).scalar_one())
 
-    def all_publications(self) -> list[Path]:
-        published = self.root / "published"
-        return sorted(published.iterdir()) if published.exists() else []
+    def all_publications(self) -> list[Published]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(text("SELECT key_hash, operation_id, files, metadata FROM publications "
+                                     "WHERE destination = :d ORDER BY key_hash"), {"d": self.name}).all()
+        return [Published(str(key), str(op), dict(files), dict(meta)) for key, op, files, meta in rows]
+
+    def read(self, publication: Published, name: str) -> bytes:
+        """One file of a publication (a report is a few hundred kilobytes: whole)."""
+        return read(self.files, publication.files[name])
+
+    def import_directory(self, folder: Path) -> int:
+        """Move the publications a directory destination (mnemo before issue 24) kept in ``folder`` in: each
+        ``published/<key hash>/`` (its files and ``publication.json``) under its own idempotency key and
+        operation, then the ``by-operation/`` index, so reconciling an operation still finds its publication
+        (and never publishes twice). What was imported leaves the disk; how many publications were."""
+        moved = 0
+        published = folder / "published"
+        for directory in sorted(published.iterdir()) if published.is_dir() else []:
+            meta_file = directory / "publication.json"
+            if directory.name.startswith(".") or not meta_file.is_file():
+                continue  # a staging directory: a publication that was never made
+            meta = json.loads(meta_file.read_text())
+            key, operation = str(meta.pop("idempotency_key")), str(meta.pop("operation_id"))
+            files = {path.name: path.read_bytes() for path in sorted(directory.iterdir())
+                     if path.is_file() and path != meta_file}
+            self.put_if_absent(key, operation, files, meta)
+            shutil.rmtree(directory)
+            moved += 1
+        if published.is_dir() and not any(published.iterdir()):
+            published.rmdir()
+        index = folder / "by-operation"
+        with self.engine.begin() as conn:
+            for entry in sorted(index.iterdir()) if index.is_dir() else []:
+                conn.execute(text("INSERT INTO publication_operations (destination, operation_id, key_hash) "
+                                  "SELECT :d, :op, key_hash FROM publications WHERE destination = :d AND "
+                                  "key_hash = :k ON CONFLICT DO NOTHING"),
+                             {"d": self.name, "op": entry.name, "k": entry.read_text().strip()})
+        if index.is_dir():
+            shutil.rmtree(index)
+        return moved
 
 
 class FaultyDestination:
@@ -116,7 +167,7 @@ class FaultyDestination:
 
     def __init__(
         self,
-        inner: DirectoryDestination,
+        inner: StoredDestination,
         *,
         timeouts_after_store: int = 1,
         timeouts_before_store: int = 0,
@@ -153,30 +204,33 @@ class FaultyDestination:
         return self.inner.count(idempotency_key)
 
 
-def default_destinations(data_dir: Path, fault: str | None = None) -> dict[str, PublicationDestination]:
-    """``reports`` (a directory under the data dir); ``fault`` (MNEMO_PUBLISH_FAULT) adds fault-injecting ones.
+def default_destinations(engine: Engine, artifacts: ArtifactStore,
+                         fault: str | None = None) -> dict[str, PublicationDestination]:
+    """``reports`` (in the artifact store); ``fault`` (MNEMO_PUBLISH_FAULT) adds fault-injecting ones.
 
     ``fault`` is a comma-separated list of ``timeout-after-store`` (adds ``reports-flaky``: the first
     send per report times out after storing), ``lost-request`` (adds ``reports-lossy``: the first send
     times out before storing) and ``unreachable`` (adds ``reports-unreachable``: sends time out after
     storing and lookups fail, so an operator must resolve the outcome).
     """
-    root = data_dir / "publications"
-    destinations: dict[str, PublicationDestination] = {"reports": DirectoryDestination("reports", root / "reports")}
+    def stored(name: str) -> StoredDestination:
+        return StoredDestination(name, engine, artifacts)
+
+    destinations: dict[str, PublicationDestination] = {"reports": stored("reports")}
     for item in filter(None, (part.strip() for part in (fault or "").split(","))):
         if item == "timeout-after-store":
             destinations["reports-flaky"] = FaultyDestination(
-                DirectoryDestination("reports-flaky", root / "reports-flaky"), timeouts_after_store=1
+                stored("reports-flaky"), timeouts_after_store=1
             )
         elif item == "lost-request":
             destinations["reports-lossy"] = FaultyDestination(
-                DirectoryDestination("reports-lossy", root / "reports-lossy"),
+                stored("reports-lossy"),
                 timeouts_after_store=0,
                 timeouts_before_store=1,
             )
         elif item == "unreachable":
             destinations["reports-unreachable"] = FaultyDestination(
-                DirectoryDestination("reports-unreachable", root / "reports-unreachable"),
+                stored("reports-unreachable"),
                 timeouts_after_store=1_000_000,
                 lookups_unavailable=True,
             )

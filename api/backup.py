@@ -8,6 +8,12 @@ deleted text, and only then are the two swapped (renamed) in one step. A copy
 found stops the restore before the swap: the live database is untouched. The
 revision sequence is moved past both, so tombstones keep covering exactly what
 they covered.
+
+The artifact store goes with the database it describes. The PostgreSQL store (the default) is in the dump:
+a restore brings back the bytes its rows name, and the re-applied purge and the scan work on the side
+database's own store. An object store (``MNEMO_ARTIFACT_STORE=s3``) is not in the dump: its bucket is the
+operator's to back up (versioning, or a replica bucket) and to roll back to the dump's time; the re-applied
+purge deletes the restored deletions' bodies from the live bucket, and the scan reads it (README, "Backup").
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ from pathlib import Path
 
 import psycopg
 from psycopg import sql
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
 from api.devstack.postgres import POSTGRES_BIN_PATH
 from api.settings import Settings
+from memory.artifact_store import ArtifactStore
+from memory.artifact_store.postgres import PostgresArtifactStore
 from memory.db import make_engine, tenant_session
 from memory.deletion.reapply import Carried, export_deletions, reapply, residue
 from migrations import upgrade
@@ -93,9 +101,14 @@ def _rename_when_idle(conn: psycopg.Connection[tuple[object, ...]], old: str, ne
             time.sleep(0.1)
 
 
-def restore(url: str, archive: Path, data_dir: Path | None = None) -> RestoreReport:
-    """Restore ``archive``; ``data_dir`` holds the artifact stores the re-applied purge and the scan reach."""
-    store_dir = data_dir if data_dir is not None else Settings().data_dir
+def _store(settings: Settings, side: Engine) -> ArtifactStore:
+    """The artifact store of the restored database: its own (PostgreSQL), or the live bucket."""
+    return PostgresArtifactStore(side) if settings.artifact_store == "postgres" else settings.artifact_root(side)
+
+
+def restore(url: str, archive: Path, settings: Settings | None = None) -> RestoreReport:
+    """Restore ``archive``; ``settings`` name the artifact store the re-applied purge and the scan reach."""
+    settings = settings if settings is not None else Settings()
     if not archive.is_file():
         raise BackupError(f"no backup archive at {archive}")
     live = make_url(url).database
@@ -112,14 +125,15 @@ def restore(url: str, archive: Path, data_dir: Path | None = None) -> RestoreRep
     side_url = make_url(url).set(database=side).render_as_string(hide_password=False)
     upgrade(side_url)  # an archive from an older version: today's schema before today's code touches it
     engine = make_engine(side_url, pool_size=1)
+    store = _store(settings, engine)
     scrubbed = 0
     try:
         for tenant, records in tombstones.items():
             with tenant_session(engine, tenant) as session:
-                scrubbed += reapply(session, tenant, records, store_dir)
+                scrubbed += reapply(session, tenant, records, store)
         for tenant in tombstones:  # after the purges committed: the scan reads what the restored database holds
             with tenant_session(engine, tenant) as session:
-                copies = residue(session, tenant, store_dir)
+                copies = residue(session, tenant, store)
             if copies:
                 raise BackupError(
                     f"the restored database still holds {len(copies)} copy(ies) of deleted data in tenant {tenant!r} "

@@ -346,7 +346,7 @@ def restore(
 
     try:
         service = _service_settings(data_dir)
-        report = run_restore(service.require_database_url(), archive, data_dir=service.data_dir)
+        report = run_restore(service.require_database_url(), archive, service)
     except BackupError as exc:
         fail(str(exc))
         raise
@@ -354,6 +354,28 @@ def restore(
         f"mnemo: restored {archive}; re-applied {report.tombstones} tombstone(s) in {report.tenants} tenant(s), "
         f"scrubbing {report.rows_scrubbed} row(s)"
     )
+
+
+@app.command(name="import-artifacts")
+def import_artifacts(
+    source: Annotated[Path, typer.Argument(help="A data directory of mnemo before the shared artifact store.")],
+    data_dir: DataDir = Path(".mnemo"),
+) -> None:
+    """Move a data directory's task artifacts, record bodies and publications into the artifact store, once."""
+    from api.artifact_import import import_all
+    from memory.db import make_engine
+
+    service = _service_settings(data_dir)
+    engine = make_engine(service.require_database_url(), pool_size=1)
+    try:
+        report = import_all(source, engine, service.artifact_root(engine))
+    finally:
+        engine.dispose()
+    typer.echo(f"mnemo: {report.summary(source)} ({service.artifact_store})")
+    for path in report.files.left:
+        typer.echo(f"mnemo: not imported (its bytes do not match its name): {path}", err=True)
+    if report.files.left:
+        raise typer.Exit(1)
 
 
 def _service_settings(data_dir: Path) -> Settings:

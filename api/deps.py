@@ -1,6 +1,6 @@
-"""FastAPI dependencies and the checks every router shares: the engine, the settings, the Temporal client,
-the app's query embedding lanes, the authenticated principal, its roles (:func:`require_role`) and path ids
-(:func:`parse_id`)."""
+"""FastAPI dependencies and the checks every router shares: the engine, the artifact store, the settings, the
+Temporal client, the app's query embedding lanes, the authenticated principal, its roles (:func:`require_role`)
+and path ids (:func:`parse_id`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from api.limits import EmbeddingLanes
 from api.observability.logging import bind_tenant
 from api.settings import Settings
 from api.temporal import connect
+from memory.artifact_store import ArtifactStore
 from memory.auth import PrincipalContext, authenticate
 from memory.db import global_session
 from memory.enums import Role
@@ -38,6 +39,14 @@ async def get_catalog(request: Request) -> Catalog:
 
 
 CatalogDep = Annotated[Catalog, Depends(get_catalog)]
+
+
+async def get_artifacts(request: Request) -> ArtifactStore:
+    artifacts: ArtifactStore = request.app.state.artifacts
+    return artifacts
+
+
+ArtifactsDep = Annotated[ArtifactStore, Depends(get_artifacts)]
 
 
 BEARER = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer mnemo_...`")

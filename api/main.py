@@ -65,7 +65,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.engine = make_engine(
             database_url, pool_size=settings.db_pool_size, statement_timeout_seconds=settings.statement_timeout_seconds
         )
-        app.state.reader = Reader.build(app.state.engine, catalog, settings.data_dir, cursor_keys)
+        app.state.artifacts = settings.artifact_root(app.state.engine)
+        app.state.reader = Reader.build(app.state.engine, catalog, app.state.artifacts, cursor_keys)
         tracing.instrument_engine(app.state.engine)
         app.state.admission = Admission(settings)
         app.state.recall_limiter = app.state.admission.limiters["recall"]

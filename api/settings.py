@@ -5,9 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
+from sqlalchemy import Engine
 
+from memory.artifact_store import ArtifactStore
+from memory.artifact_store.postgres import PostgresArtifactStore
+from memory.artifact_store.s3 import S3ArtifactStore, S3Location
 from memory.egress import AllowList
 from memory.embedders.settings import ModelSettings
 from memory.resources.cursors import CursorKeys
@@ -32,6 +36,22 @@ class Settings(ModelSettings):
     api_host: str = Field(default="127.0.0.1", description="Address `mnemo api` binds")
     api_port: int = Field(default=8000, ge=1, le=65535, description="Port `mnemo api` binds")
     data_dir: Path = Field(default=Path(".mnemo"), description="Data directory of `mnemo dev` (embedded mode)")
+    artifact_store: Literal["postgres", "s3"] = Field(
+        default="postgres",
+        description="Where task artifacts, record bodies and published reports live: postgres (in mnemo's database,"
+        " the default) or s3 (an S3-compatible object store, MNEMO_ARTIFACT_S3_*); every API replica and worker"
+        " must name the same one",
+    )
+    artifact_s3_endpoint_url: str | None = Field(
+        default=None, description="URL of the S3-compatible store, e.g. http://minio:9000 (unset: AWS S3)"
+    )
+    artifact_s3_bucket: str | None = Field(default=None, description="Bucket of the artifacts (must exist)")
+    artifact_s3_access_key: str | None = Field(default=None, description="Access key id of the object store")
+    artifact_s3_secret_key: SecretStr | None = Field(default=None, description="Secret key of the object store")
+    artifact_s3_region: str = Field(default="us-east-1", description="Region of the bucket")
+    artifact_s3_prefix: str = Field(
+        default="", description="Key prefix of mnemo's objects in the bucket, e.g. `mnemo/` (empty: the bucket root)"
+    )
     log_level: str = Field(default="info", description="Log level: debug, info, warning, error")
     worker_metrics_port: int | None = Field(
         default=None, ge=1, le=65535,
@@ -180,6 +200,30 @@ class Settings(ModelSettings):
     publish_fault: str = Field(
         default="", description="Fault injection: extra publication destinations, e.g. timeout-after-store,unreachable"
     )
+
+    @model_validator(mode="after")
+    def _s3_store_is_named(self) -> Settings:
+        if self.artifact_store == "s3" and not self.artifact_s3_bucket:
+            raise ValueError("MNEMO_ARTIFACT_STORE=s3 needs MNEMO_ARTIFACT_S3_BUCKET (and, for MinIO or another "
+                             "S3-compatible store, MNEMO_ARTIFACT_S3_ENDPOINT_URL and its keys)")
+        if self.artifact_s3_prefix and not self.artifact_s3_prefix.endswith("/"):
+            raise ValueError(f"MNEMO_ARTIFACT_S3_PREFIX must end with '/', e.g. {self.artifact_s3_prefix + '/'!r}")
+        return self
+
+    def artifact_root(self, engine: Engine) -> ArtifactStore:
+        """The artifact store these settings name (``engine``: mnemo's database, which the postgres store uses).
+        An object store is asked at once whether its bucket exists: a process that cannot store artifacts does not
+        start (:class:`memory.artifact_store.ArtifactStoreUnavailable`, naming the bucket)."""
+        if self.artifact_store == "postgres":
+            return PostgresArtifactStore(engine)
+        assert self.artifact_s3_bucket is not None  # the validator above
+        secret = self.artifact_s3_secret_key.get_secret_value() if self.artifact_s3_secret_key else None
+        store = S3ArtifactStore(S3Location(
+            bucket=self.artifact_s3_bucket, endpoint_url=self.artifact_s3_endpoint_url,
+            access_key=self.artifact_s3_access_key, secret_key=secret, region=self.artifact_s3_region,
+            prefix=self.artifact_s3_prefix))
+        store.check()
+        return store
 
     @field_validator("webhook_allowed_hosts")
     @classmethod

@@ -6,7 +6,6 @@ import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from pathlib import Path
 
 from sqlalchemy import Engine
 from temporalio.client import Client
@@ -28,6 +27,7 @@ from api.outbox import drain_forever
 from api.settings import Settings
 from api.temporal import connect, ensure_embedding_schedule, ensure_retention_schedule, ensure_session_sweep_schedule
 from memory import offload
+from memory.artifact_store import ArtifactStore
 from memory.db import make_engine
 from memory.egress import AllowList
 from memory.embedders import TextEmbedder
@@ -56,7 +56,7 @@ def build_worker(
     *,
     deletion_batch_size: int = 500,
     faults: FaultPlan | None = None,
-    data_dir: Path | None = None,
+    artifacts: ArtifactStore | None = None,
     destinations: dict[str, PublicationDestination] | None = None,
     task_faults: TaskFaultPlan | None = None,
     publish_fault: str = "",
@@ -88,11 +88,11 @@ def build_worker(
     slots = activity_slots if activity_slots is not None else getattr(executor, "_max_workers", None)
     instrument_engine(engine)
     projection = ProjectionActivities(engine)
-    task_dir = data_dir or Settings().data_dir
-    deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults, data_dir=task_dir)
+    artifacts = artifacts if artifacts is not None else Settings().artifact_root(engine)
+    deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults, artifacts=artifacts)
     retention = RetentionActivities(engine)
     tasks = TaskActivities(
-        engine, task_dir, destinations=destinations or default_destinations(task_dir, publish_fault),
+        engine, artifacts, destinations=destinations or default_destinations(engine, artifacts, publish_fault),
         faults=task_faults, webhook_allowed=webhook_allowed,
     )
     return Worker(
@@ -173,6 +173,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 settings.task_queue,
                 executor,
                 deletion_batch_size=settings.deletion_batch_size,
+                artifacts=settings.artifact_root(engine),
                 faults=FaultPlan.from_spec(settings.deletion_faults),
                 task_faults=TaskFaultPlan.from_spec(settings.task_slow_steps),
                 publish_fault=settings.publish_fault,

@@ -50,10 +50,12 @@ from api.devstack.processes import free_port
 from api.devstack.temporal import TemporalDevServer
 from api.worker import build_worker
 from bench.harness import make_key, percentile, say, seed_sales_data
+from memory.artifact_store import read
+from memory.artifact_store.postgres import PostgresArtifactStore
 from memory.db import make_engine, tenant_session
 from memory.reports.registry import implementation
 from memory.reports.steps import StepContext
-from memory.tasks.artifacts import ArtifactStore
+from memory.tasks.artifacts import task_store
 from memory.tasks.keys import task_id_for, workflow_id
 from memory.tasks.live import ApprovalDecision
 from migrations import upgrade
@@ -178,14 +180,14 @@ def _direct_compute(s: Stack, task_id: str, repeats: int = 3) -> dict[str, float
                 {"t": task_id},
             ).all()
         )
-    store = ArtifactStore(s.data_dir / "artifacts")
+    store = task_store(PostgresArtifactStore(s.engine))
     timings = {}
     for step in COMPUTE_STEPS:
         ctx = StepContext(
             s.tenant, task_id, "monthly-report", {"month": "2026-06", "currency": "CNY"}, "v1",
             {k: v for k, v in outputs.items() if COMPUTE_STEPS.index(k) < COMPUTE_STEPS.index(step)}
             if step in COMPUTE_STEPS else {},
-            {}, lambda: tenant_session(s.engine, s.tenant), store.get, lambda: None,
+            {}, lambda: tenant_session(s.engine, s.tenant), lambda sha: read(store, sha), lambda: None,
         )
         fn = implementation("monthly-report", step)
         samples = []
@@ -272,8 +274,8 @@ async def measure(s: Stack, tasks: int, compare: bool, threads: int, heartbeat: 
                 phase_queue = f"{queue}-{label}"
                 # "before": the SDK's default slots (100) in front of the executor's threads, as build_worker was.
                 worker = build_worker(
-                    client, s.engine, phase_queue, executor, data_dir=s.data_dir,
-                    destinations=default_destinations(s.data_dir), activity_slots=slots,
+                    client, s.engine, phase_queue, executor, artifacts=PostgresArtifactStore(s.engine),
+                    destinations=default_destinations(s.engine, PostgresArtifactStore(s.engine)), activity_slots=slots,
                 )
                 async with worker:
                     if index == len(phases) - 1:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 from sqlalchemy import Engine
 
 from api.devstack.postgres import EmbeddedPostgres, PostgresInfo
@@ -23,6 +24,7 @@ from api.devstack.processes import free_port
 from api.devstack.temporal import TemporalDevServer
 from api.main import create_app
 from api.settings import Settings
+from memory.artifact_store.s3 import S3Location
 from memory.auth import create_api_key
 from memory.db import make_engine, tenant_session
 from migrations import upgrade
@@ -55,6 +57,39 @@ def settings(postgres: PostgresInfo, temporal: TemporalDevServer, tmp_path_facto
         task_queue=f"mnemo-test-{uuid.uuid4().hex[:8]}",
         data_dir=Path(tmp_path_factory.mktemp("data")),
     )
+
+
+@pytest.fixture(scope="session")
+def s3_standin() -> Iterator[S3Location]:
+    """STAND-IN for the production object store (MinIO in docker-compose.yml), which cannot run here (no Docker,
+    no binary downloads): moto's S3 server, a real HTTP server speaking the S3 protocol on a loopback port,
+    with one empty bucket. The code under test talks to it over HTTP exactly as it talks to MinIO."""
+    server, location = start_s3_standin(free_port())
+    try:
+        yield location
+    finally:
+        server.stop()
+
+
+def start_s3_standin(port: int) -> tuple[Any, S3Location]:
+    """The stand-in of :func:`s3_standin` on ``port``, started, with its empty bucket: (server, location)."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    location = S3Location(bucket="mnemo-artifacts", endpoint_url=f"http://127.0.0.1:{port}",
+                          access_key="standin-access", secret_key="standin-secret", prefix="mnemo/")
+    location.client().create_bucket(Bucket=location.bucket)
+    return server, location
+
+
+def s3_settings(settings: Settings, location: S3Location, **update: Any) -> Settings:
+    """``settings`` pointed at the object store ``location`` (as MNEMO_ARTIFACT_S3_* would)."""
+    return settings.model_copy(update={
+        "artifact_store": "s3", "artifact_s3_endpoint_url": location.endpoint_url,
+        "artifact_s3_bucket": location.bucket, "artifact_s3_access_key": location.access_key,
+        "artifact_s3_secret_key": SecretStr(location.secret_key or ""), "artifact_s3_prefix": location.prefix,
+        **update})
 
 
 @pytest.fixture(scope="session")

@@ -146,6 +146,12 @@ def env_problems(compose: Compose) -> list[str]:
     """Every ``MNEMO_*`` variable names a ``Settings`` field and holds a value it accepts."""
     problems = []
     for name, svc in compose["services"].items():
+        ours = {key.removeprefix(ENV_PREFIX).lower(): value for key, value in environment(svc).items()
+                if key.startswith(ENV_PREFIX) and value is not None}
+        # Each value is checked with the service's others (a setting may need another: s3 needs its bucket);
+        # an interpolated one (a secret from .env) stands for a valid string.
+        known = {field: "interpolated" if "${" in value else value for field, value in ours.items()
+                 if field in Settings.model_fields}
         for key, value in environment(svc).items():
             if not key.startswith(ENV_PREFIX):
                 continue
@@ -154,7 +160,7 @@ def env_problems(compose: Compose) -> list[str]:
                 problems.append(f"{name}: {key} is not a field of api.settings.Settings")
             elif value is not None and "${" not in value:
                 try:
-                    overrides: dict[str, Any] = {field: value}
+                    overrides: dict[str, Any] = {**known, field: value}
                     Settings(**overrides)
                 except ValidationError as exc:
                     problems.append(f"{name}: {key}={value!r} is invalid: {exc.errors()[0]['msg']}")
@@ -358,6 +364,42 @@ def grafana_problems(compose: Compose) -> list[str]:
     return problems
 
 
+ARTIFACT_KEYS = ("ARTIFACT_STORE", "ARTIFACT_S3_ENDPOINT_URL", "ARTIFACT_S3_BUCKET", "ARTIFACT_S3_ACCESS_KEY",
+                 "ARTIFACT_S3_SECRET_KEY", "ARTIFACT_S3_REGION", "ARTIFACT_S3_PREFIX")
+
+
+def artifact_store_problems(compose: Compose) -> list[str]:
+    """The worker and every API read and write one artifact store (issue 24): the same ``MNEMO_ARTIFACT_*`` in
+    each, an object store (MinIO) that is a service of the stack with a healthcheck, and a one-shot job that
+    creates the bucket they name, which they wait for."""
+    services = compose["services"]
+    users = [*services_running(compose, "worker"), *services_running(compose, "api")]
+    settings = {name: {key: environment(services[name]).get(ENV_PREFIX + key) for key in ARTIFACT_KEYS}
+                for name in users}
+    problems = [f"{name}: its artifact store ({dict(mine)}) is not {users[0]}'s ({dict(settings[users[0]])})"
+                for name, mine in settings.items() if mine != settings[users[0]]]
+    if problems or not users:
+        return problems or ["no worker or API service"]
+    chosen = settings[users[0]]
+    if chosen["ARTIFACT_STORE"] != "s3":
+        return [f"MNEMO_ARTIFACT_STORE is {chosen['ARTIFACT_STORE']!r}: the stack's object store is not used"]
+    host = re.sub(r"^https?://", "", str(chosen["ARTIFACT_S3_ENDPOINT_URL"])).split(":")[0].split("/")[0]
+    store = services.get(host)
+    if store is None:
+        return [f"MNEMO_ARTIFACT_S3_ENDPOINT_URL names {host!r}, which is not a service of the stack"]
+    if not str(store.get("image", "")).startswith("minio/minio:") or "healthcheck" not in store:
+        problems.append(f"{host}: the artifact store is not a MinIO service with a healthcheck")
+    makers = [name for name, svc in services.items()
+              if environment(svc).get("ARTIFACT_BUCKET") == chosen["ARTIFACT_S3_BUCKET"]
+              and "mc mb" in " ".join(str(word) for word in svc.get("entrypoint") or [])]
+    if not makers:
+        problems.append(f"no one-shot job creates the bucket {chosen['ARTIFACT_S3_BUCKET']!r}")
+    for name in users:
+        if makers and depends_on(services[name]).get(makers[0]) != "service_completed_successfully":
+            problems.append(f"{name}: does not wait for {makers[0]} to create the bucket")
+    return problems
+
+
 CHECKS: dict[str, Callable[[Compose], list[str]]] = {
     check.__name__: check
     for check in (
@@ -371,6 +413,7 @@ CHECKS: dict[str, Callable[[Compose], list[str]]] = {
         mount_problems,
         scrape_problems,
         grafana_problems,
+        artifact_store_problems,
     )
 }
 
@@ -388,7 +431,7 @@ def test_compose_runs_the_expected_services(compose: Compose) -> None:
     """The stack has its Temporal server and UI, and mnemo's migrate, worker and api roles."""
     images = {str(svc.get("image", "")).split(":")[0] for svc in compose["services"].values()}
     assert {"pgvector/pgvector", "temporalio/server", "temporalio/admin-tools", "temporalio/ui", "prom/prometheus",
-            "grafana/grafana"} <= images
+            "grafana/grafana", "minio/minio", "minio/mc"} <= images
     roles = {command_words(svc)[0] for svc in mnemo_services(compose).values()}
     assert roles == {"migrate", "worker", "api"}
 
@@ -449,6 +492,11 @@ BROKEN = [
     ("scrape_problems", _set(("services", "prometheus", "volumes"), []), "mounts no scrape config"),
     ("grafana_problems", _set(("services", "grafana", "volumes"), [f"./deploy/grafana/provisioning:{PROVISIONING}:ro"]),
      "where none is mounted"),
+    ("artifact_store_problems", _set_env("mnemo-api", "MNEMO_ARTIFACT_S3_BUCKET", "other"), "is not mnemo-worker's"),
+    ("artifact_store_problems", _set_env("mnemo-worker", "MNEMO_ARTIFACT_STORE", "postgres"), "is not mnemo-worker"),
+    ("artifact_store_problems", _set(("services", "mnemo-worker", "depends_on"), ["temporal"]), "does not wait for"),
+    ("artifact_store_problems", _set(("services", "minio-setup", "environment"), {"ARTIFACT_BUCKET": "x"}),
+     "no one-shot job creates the bucket"),
 ]
 
 

@@ -117,7 +117,7 @@ def own_settings(settings: Settings, engine: Engine) -> Iterator[Settings]:
     """A task queue of this module's own, with a real worker on it: /readyz is then ready (200), and the
     tasks and deletions the run starts are really executed instead of waiting for nobody."""
     own = settings.model_copy(update={"task_queue": f"schemathesis-{uuid.uuid4().hex[:8]}"})
-    worker = ThreadWorker(own, engine, own.task_queue, data_dir=own.data_dir).start()
+    worker = ThreadWorker(own, engine, own.task_queue, artifacts=own.artifact_root(engine)).start()
     yield own
     worker.stop()
 

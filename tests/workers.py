@@ -84,7 +84,7 @@ def api_with_worker(settings: Settings, engine: Engine, name: str) -> Iterator[T
     """An API and a real worker on a task queue of their own (``name-xxxxxxxx``): tasks reach an approval
     and publish, deletions purge, whichever other workers the session runs."""
     own = settings.model_copy(update={"task_queue": f"{name}-{uuid.uuid4().hex[:8]}"})
-    worker = ThreadWorker(own, engine, own.task_queue, data_dir=own.data_dir).start()
+    worker = ThreadWorker(own, engine, own.task_queue, artifacts=own.artifact_root(engine)).start()
     try:
         with TestClient(create_app(own)) as client:
             yield client

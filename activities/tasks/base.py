@@ -1,4 +1,5 @@
-"""What every report task activity shares: the engine, the artifact store, the destinations, a transaction.
+"""What every report task activity shares: the engine, the artifact store (its ``tasks`` namespace), the
+destinations, a transaction.
 
 Each activity is one or two tenant-scoped transactions guarded by ``state_version``; the rules they
 apply live in ``memory.tasks``. Business failures are non-retryable ``ApplicationError``s whose
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from pathlib import Path
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -19,10 +19,11 @@ from activities.db import shielded_session
 from activities.stores import PublicationDestination, default_destinations
 from activities.tasks.faults import FaultPlan, heartbeat
 from activities.tasks.payloads import RunStepInput
+from memory.artifact_store import ArtifactStore, read
 from memory.egress import AllowList
 from memory.errors import MnemoError
 from memory.reports.steps import StepContext
-from memory.tasks.artifacts import ArtifactStore
+from memory.tasks.artifacts import task_store
 
 
 def refusal(exc: MnemoError) -> ApplicationError:
@@ -43,7 +44,7 @@ class TaskActivitiesBase:
     def __init__(
         self,
         engine: Engine,
-        data_dir: Path,
+        artifacts: ArtifactStore,
         *,
         destinations: dict[str, PublicationDestination] | None = None,
         faults: FaultPlan | None = None,
@@ -51,8 +52,8 @@ class TaskActivitiesBase:
     ) -> None:
         self.engine = engine
         self.webhook_allowed = webhook_allowed or AllowList()  # MNEMO_WEBHOOK_ALLOWED_HOSTS
-        self.artifacts = ArtifactStore.under(data_dir)
-        self.destinations = destinations if destinations is not None else default_destinations(data_dir)
+        self.artifacts = task_store(artifacts)
+        self.destinations = destinations if destinations is not None else default_destinations(engine, artifacts)
         self.faults = faults or FaultPlan()
 
     def _tx(self, tenant_id: str) -> AbstractContextManager[Session]:
@@ -76,6 +77,6 @@ class TaskActivitiesBase:
             inputs=req.inputs,
             extra=req.extra,
             session=lambda: task_session(self.engine, req.tenant_id),
-            read_artifact=self.artifacts.get,
+            read_artifact=lambda sha: read(self.artifacts, sha),
             heartbeat=heartbeat,
         )

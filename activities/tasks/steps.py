@@ -10,7 +10,6 @@ from temporalio.exceptions import ApplicationError
 from activities.tasks.base import TaskActivitiesBase
 from activities.tasks.faults import connect_to_closed_port, stall
 from activities.tasks.payloads import CreateTaskInput, RunStepInput, RunStepResult, TransitionInput
-from memory.db import is_connection_failure
 from memory.reports.definitions import DEFINITIONS
 from memory.reports.registry import implementation
 from memory.reports.steps import StepFailed
@@ -68,18 +67,19 @@ class StepActivities(TaskActivitiesBase):
     def run_step(self, req: RunStepInput) -> RunStepResult:
         """Run a compute step once per (task, step, input version); a retry after success returns the stored output.
 
-        An unreachable database is an outage, not a failure of the step: the attempt is retried
+        An unreachable database or artifact store is an outage, not a failure of the step: the attempt is retried
         (the workflow's step retry policy has no attempt limit) and does not count towards
         ``steps.STEP_ATTEMPT_LIMIT``, which only the step's own failures use up.
         """
         try:
             return self._run_step(req)
         except Exception as exc:
-            if is_connection_failure(exc):
+            outage = steps.outage_code(exc)
+            if outage is not None:
+                what = "database" if outage == steps.OUTAGE else "artifact store"
                 raise ApplicationError(
-                    f"the database is unreachable during the {req.step_id} step; "
-                    "it is retried once the database is back",
-                    type="database_unavailable",
+                    f"the {what} is unreachable during the {req.step_id} step; it is retried once the {what} is back",
+                    type=outage,
                 ) from exc
             if not isinstance(exc, ApplicationError) and activity.info().attempt >= steps.STEP_ATTEMPT_BACKSTOP:
                 raise _unexpected(req.step_id, activity.info().attempt, exc) from exc
@@ -117,7 +117,7 @@ class StepActivities(TaskActivitiesBase):
                 size = len(produced.content)
                 metas.append(ArtifactMeta(sha, produced.name, produced.kind, produced.media_type, size))
         except Exception as exc:
-            outage = is_connection_failure(exc)
+            outage = steps.outage_code(exc)
             error = {"code": steps.failure_code(exc, outage=outage), "message": str(exc)}
             with self._tx(req.tenant_id) as session:  # during an outage this raises too: retried
                 steps.finish_attempt(session, req.tenant_id, attempt.attempt_id, status="FAILED", error=error)

@@ -30,8 +30,10 @@ class Draft:
     rejected: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _bytes(task_id: str, sha256: str, request: Request, principal: PrincipalContext, engine: Engine) -> bytes:
-    return bytes(api.get_artifact(task_id, sha256, request, principal, engine).body)
+def artifact_bytes(task_id: str, sha256: str, request: Request, principal: PrincipalContext, engine: Engine) -> bytes:
+    """A small artifact (a manifest, the validation report) whole, through the API's gate."""
+    _, chunks = api.open_artifact(task_id, sha256, request, principal, engine)
+    return b"".join(chunks)
 
 
 def draft_of(view: TaskView, request: Request, principal: PrincipalContext, engine: Engine) -> Draft | None:
@@ -41,12 +43,12 @@ def draft_of(view: TaskView, request: Request, principal: PrincipalContext, engi
     if sha is None:
         return None
     task_id = view.task_id
-    manifest = json.loads(_bytes(task_id, sha, request, principal, engine))
+    manifest = json.loads(artifact_bytes(task_id, sha, request, principal, engine))
     base = f"/console/tasks/{task_id}/artifacts"
     rejected: list[dict[str, Any]] = []
     validation = [a for a in task_artifacts(engine, principal.tenant_id, task_id) if a.kind == "validation"]
     if validation:
-        rejected = json.loads(_bytes(task_id, validation[0].sha256, request, principal, engine))
+        rejected = json.loads(artifact_bytes(task_id, validation[0].sha256, request, principal, engine))
     return Draft(
         sha256=sha,
         title=manifest["title"],

@@ -205,6 +205,7 @@ class DevStack:
         from migrations import upgrade
 
         self._step("migrations", lambda: upgrade(database_url))
+        self._import_artifacts(database_url)
         self._step("admin key", lambda: _ensure_key(database_url, self.key_path, ADMIN_USER, DEV_ADMIN_ROLES))
         if self.options.demo:
             self._step("demo approver key", lambda: _ensure_key(
@@ -220,6 +221,21 @@ class DevStack:
         since_exec = seconds_since_process_start()
         say(f"mnemo dev: ready in {time.monotonic() - began:.1f}s"
             + (f" ({since_exec:.1f}s since the command started)" if since_exec is not None else ""))
+
+    def _import_artifacts(self, database_url: str) -> None:
+        """A data directory from before the shared artifact store: its files move into it, once (a step only then)."""
+        from api.artifact_import import import_all, pending
+        from memory.db import make_engine
+
+        if not pending(self.data_dir):
+            return
+        engine = make_engine(database_url, pool_size=1)
+        try:
+            assert self.settings is not None
+            report = import_all(self.data_dir, engine, self.settings.artifact_root(engine))
+        finally:
+            engine.dispose()
+        say(f"mnemo dev: {report.summary(self.data_dir)}")
 
     def _spawn(self, name: str) -> None:
         """Start the worker or the API (``mnemo worker`` / ``mnemo api`` with this stack's settings)."""
@@ -303,7 +319,7 @@ class DevStack:
             "MNEMO_TEMPORAL_NAMESPACE": self.settings.temporal_namespace,
             "MNEMO_API_HOST": "127.0.0.1",
             "MNEMO_API_PORT": str(self.options.port),
-            "MNEMO_DATA_DIR": str(self.data_dir),  # task artifacts and publications live here too
+            "MNEMO_DATA_DIR": str(self.data_dir),
             # /readyz waits for the demo's sales data: a report task started before it has no data.
             "MNEMO_READY_SAMPLE_DATA_TENANT": DEFAULT_TENANT if self.options.demo else "",
             # The console over plain http on localhost: its cookie cannot be Secure; workflows link to this UI.

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response, status
 from pydantic import BaseModel
 
 from api.access import ReadAccess
-from api.deps import CatalogDep, CurrentPrincipal, EngineDep, SettingsDep
+from api.deps import ArtifactsDep, CatalogDep, CurrentPrincipal, EngineDep
 from api.schemas.common import replay_of
 from api.schemas.resources import (
     LongFieldOut,
@@ -48,12 +48,12 @@ def list_resources(access: ReadAccess, reader: ReaderDep) -> Directory:
             responses=replay_of(RecordWrittenOut))
 def write_record(
     resource: str, record_id: str, body: RecordIn, principal: CurrentPrincipal, engine: EngineDep,
-    settings: SettingsDep, catalog: CatalogDep, response: Response,
+    artifacts: ArtifactsDep, catalog: CatalogDep, response: Response,
 ) -> RecordWrittenOut:
     """Create (201) or update (200, with ``expected_version``) the caller's record; the same data again is a
     replay (200, ``replayed``). A stale ``expected_version`` is a 409 carrying ``current_version``."""
     declaration = catalog.get(resource)
-    store = record_store(settings.data_dir, principal.tenant_id)
+    store = record_store(artifacts, principal.tenant_id)
     written = save_record(engine, principal, declaration, record_id, body.data, body.expected_version, store)
     release_bodies(engine, principal.tenant_id, store, written.released)
     if not written.created:
@@ -64,14 +64,14 @@ def write_record(
 
 @router.get("/records/{resource}/{record_id}")
 def read_record(
-    resource: str, record_id: str, principal: CurrentPrincipal, engine: EngineDep, settings: SettingsDep,
+    resource: str, record_id: str, principal: CurrentPrincipal, engine: EngineDep, artifacts: ArtifactsDep,
     catalog: CatalogDep,
 ) -> RecordOut:
     """The caller's record, whole (long fields read back from the artifact store)."""
     declaration = catalog.get(resource)
     with tenant_session(engine, principal.tenant_id) as session:
         stored = get_record(session, principal, declaration, record_id,
-                            record_store(settings.data_dir, principal.tenant_id))
+                            record_store(artifacts, principal.tenant_id))
     record = stored.record
     return RecordOut(
         ref=ref_of(resource, record_id), resource=resource, record_id=record_id, version=record.version,

@@ -16,11 +16,13 @@ task at once (issue 12, finding 11; ``tests/tasks/test_task_oracle.py``).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import asdict
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.responses import StreamingResponse
 from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 from temporalio.api.enums.v1 import WorkflowExecutionStatus
@@ -59,8 +61,9 @@ from memory.reports.definitions import DEFINITIONS
 from memory.reports.sales import seed_sales
 from memory.tasks import artifacts, keys, transitions
 from memory.tasks.approvals import pending_approval
-from memory.tasks.artifacts import ArtifactStore
+from memory.tasks.artifacts import task_store
 from memory.tasks.live import ApprovalDecision, ControlRequest, ResolveRequest, TaskState
+from memory.tasks.models import TaskArtifact
 from memory.tasks.operations import operations
 from memory.tasks.timeline import list_tasks as read_task_list
 from memory.tasks.timeline import timeline as read_timeline
@@ -386,22 +389,31 @@ async def resolve(
     return OperationOut(**asdict(result))
 
 
-@router.get("/tasks/{task_id}/artifacts/{sha256}")
-def get_artifact(
-    task_id: str, sha256: str, request: Request, principal: CurrentPrincipal, engine: EngineDep
-) -> Response:
-    """The artifact's bytes, if this task in the caller's tenant produced them."""
+def open_artifact(
+    task_id: str, sha256: str, request: Request, principal: PrincipalContext, engine: Engine
+) -> tuple[TaskArtifact, Iterator[bytes]]:
+    """The artifact's row and its bytes in chunks, if this task in the caller's tenant produced it. The store is
+    asked at once: bytes it lacks are a typed error (``artifact_unavailable``), never a cut-off download."""
     if not re.fullmatch(r"[0-9a-f]{64}", sha256):
         raise NotFound(f"artifact {sha256} does not exist in task {task_id}")
     with tenant_session(engine, principal.tenant_id) as session:
         owner = transitions.get_task(session, principal.tenant_id, _task_id(task_id)).owner_user_id
         _readable(principal, owner, task_id)
         artifact = artifacts.get_artifact(session, principal.tenant_id, _task_id(task_id), sha256)
-    content = ArtifactStore.under(request.app.state.settings.data_dir).get(sha256)
-    return Response(
-        content,
+    return artifact, task_store(request.app.state.artifacts).open(sha256)
+
+
+@router.get("/tasks/{task_id}/artifacts/{sha256}")
+def get_artifact(
+    task_id: str, sha256: str, request: Request, principal: CurrentPrincipal, engine: EngineDep
+) -> Response:
+    """The artifact's bytes, if this task in the caller's tenant produced them, streamed from the artifact store."""
+    artifact, chunks = open_artifact(task_id, sha256, request, principal, engine)
+    return StreamingResponse(
+        chunks,  # a sync iterator: Starlette pulls each chunk in its threadpool
         media_type=artifact.media_type,
-        headers={"Content-Disposition": f'inline; filename="{artifact.name}"', "ETag": f'"{sha256}"'},
+        headers={"Content-Disposition": f'inline; filename="{artifact.name}"', "ETag": f'"{sha256}"',
+                 "Content-Length": str(artifact.size_bytes)},
     )
 
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from memory.artifact_store import ArtifactStore
 from memory.deletion.jobs import PURGE_LAYERS
 from memory.deletion.layers import PURGERS
 from memory.deletion.residue import Copy, scan
@@ -78,7 +78,7 @@ def _carry(session: Session, model: type[Any], rows: list[dict[str, Any]]) -> No
         session.execute(insert(model).values(rows[start : start + BATCH]).on_conflict_do_nothing())
 
 
-def reapply(session: Session, tenant_id: str, carried: Carried, data_dir: Path) -> int:
+def reapply(session: Session, tenant_id: str, carried: Carried, artifacts: ArtifactStore) -> int:
     """Carry the deletions in and purge every job's layers again, oldest barrier first. Returns rows purged."""
     for tomb in carried.tombstones:
         session.execute(
@@ -92,7 +92,7 @@ def reapply(session: Session, tenant_id: str, carried: Carried, data_dir: Path) 
     _carry(session, DeletionJob, carried.jobs)
     _carry(session, DeletionLayer, carried.layers)
     _carry(session, DeletionFingerprint, carried.fingerprints)
-    bind_store(session, record_store(data_dir, tenant_id))
+    bind_store(session, record_store(artifacts, tenant_id))
     live = {uuid.UUID(str(j["job_id"])) for j in carried.jobs}
     jobs = session.execute(
         select(DeletionJob).where(DeletionJob.tenant_id == tenant_id, DeletionJob.job_id.in_(live))
@@ -110,11 +110,11 @@ def reapply(session: Session, tenant_id: str, carried: Carried, data_dir: Path) 
     return purged
 
 
-def residue(session: Session, tenant_id: str, data_dir: Path) -> list[Copy]:
+def residue(session: Session, tenant_id: str, artifacts: ArtifactStore) -> list[Copy]:
     """The residue scan of the restored tenant for every deletion's fingerprints: the copies left, if any."""
     subjects = {row.job_id: row.subject_user_id for row in session.execute(
         select(DeletionJob.job_id, DeletionJob.subject_user_id).where(DeletionJob.tenant_id == tenant_id))}
-    return [copy for copies in scan(session, tenant_id, data_dir, subjects).values() for copy in copies]
+    return [copy for copies in scan(session, tenant_id, artifacts, subjects).values() for copy in copies]
 
 
 __all__ = ["Carried", "TombstoneRecord", "export_deletions", "export_tombstones", "reapply", "residue"]

@@ -16,11 +16,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from memory.artifact_store import ArtifactStore, ArtifactUnavailable
 from memory.db import shared_engine, tenant_session
 from memory.deletion.fingerprints import Matcher, salt_of, strings
 from memory.deletion.index_fingerprints import IndexMatcher, Kind
@@ -30,8 +30,6 @@ BATCH_ROWS = 500
 """Rows fetched per round trip of the server-side cursor."""
 MAX_COPIES = 100
 """Copies listed per job: enough to act on; the scan stops looking once it has this many."""
-FILE_CHUNK = 1 << 20
-"""Files are read in chunks of this many bytes (with an overlap, so a copy across two chunks is found)."""
 
 OWNER_COLUMNS = ("owner_id", "user_id")
 """A row with one of these naming another user is that person's own data: the same words there are theirs,
@@ -237,42 +235,48 @@ def scan_indexes(session: Session, tenant_id: str, found: dict[uuid.UUID, IndexM
     return copies
 
 
-def scan_files(files: Iterable[tuple[str, Path]], found: dict[uuid.UUID, Matcher]) -> dict[uuid.UUID, list[Copy]]:
-    """Copies in files, named (store, file name); read in overlapping chunks, decoded as UTF-8 leniently."""
+@dataclass(frozen=True)
+class StoredFile:
+    """An artifact the scan reads: which store it is in (``record_store``, ``task_artifacts``), and its sha256."""
+
+    label: str
+    store: ArtifactStore
+    sha256: str
+
+
+def scan_files(files: Iterable[StoredFile], found: dict[uuid.UUID, Matcher]) -> dict[uuid.UUID, list[Copy]]:
+    """Copies in artifacts, read through the artifact store in its chunks (never whole), overlapping by a tail,
+    decoded as UTF-8 leniently. One deleted meanwhile holds nothing; a corrupted one is still read to its end."""
     copies: dict[uuid.UUID, list[Copy]] = {job_id: [] for job_id in found}
-    for store, path in files:
+    for file in files:
+        tail = ""
         try:
-            handle = path.open("rb")
-        except (FileNotFoundError, IsADirectoryError):
-            continue
-        with handle:
-            tail = ""
-            while chunk := handle.read(FILE_CHUNK):
+            for chunk in file.store.open(file.sha256):
                 value = tail + chunk.decode("utf-8", errors="ignore")
                 for job_id, matcher in found.items():
-                    hit = Copy(store, "file", path.name)
+                    hit = Copy(file.label, "file", file.sha256)
                     if hit not in copies[job_id] and matcher.copies(value):
                         copies[job_id].append(hit)
                 tail = value[-4_096:]
+        except ArtifactUnavailable:  # gone (deleted meanwhile), or its digest did not match: what was read counts
+            continue
     return copies
 
 
-def tenant_files(session: Session, data_dir: Path, tenant_id: str) -> list[tuple[str, Path]]:
-    """The artifact store's files that hold the tenant's bytes: its whole record store, and the task artifacts
-    its rows name (that store is shared, content-addressed). A file is named by its sha256."""
+def tenant_files(session: Session, root: ArtifactStore, tenant_id: str) -> list[StoredFile]:
+    """The artifacts that hold the tenant's bytes, read through the artifact store: its whole record store, and
+    the task artifacts its rows name (that namespace is shared, content-addressed)."""
     from memory.resources.bodies import record_store  # the resource package imports the deletion package
-    from memory.tasks.artifacts import ArtifactStore
+    from memory.tasks.artifacts import task_store
     from memory.tasks.models import TaskArtifact
 
-    records = record_store(data_dir, tenant_id).root
-    files = [("record_store", path) for path in sorted(records.rglob("*")) if path.is_file()]
-    tasks = ArtifactStore.under(data_dir)
+    records = record_store(root, tenant_id)
+    files = [StoredFile("record_store", records, stored.sha256) for stored in records.list()]
+    tasks = task_store(root)
     for sha in session.execute(select(TaskArtifact.sha256).where(TaskArtifact.tenant_id == tenant_id).distinct()
-                               ).scalars():
-        try:
-            files.append(("task_artifacts", tasks.path(sha)))
-        except ValueError:  # not a digest: names no file
-            continue
+                               .order_by(TaskArtifact.sha256)).scalars():
+        if tasks.exists(sha):
+            files.append(StoredFile("task_artifacts", tasks, sha))
     return files
 
 
@@ -308,7 +312,7 @@ def _others_files(session: Session, tenant_id: str) -> dict[str, set[str]]:
     return named
 
 
-def scan(session: Session, tenant_id: str, data_dir: Path,
+def scan(session: Session, tenant_id: str, artifacts: ArtifactStore,
          subjects: dict[uuid.UUID, str]) -> dict[uuid.UUID, list[Copy]]:
     """The residue scan of the tenant's rows and artifact files for these jobs' fingerprints (``subjects``: each
     job's subject). A file another user's row names is theirs, as such a row is."""
@@ -318,22 +322,21 @@ def scan(session: Session, tenant_id: str, data_dir: Path,
                                      subjects).items():
         copies[job_id] = [*copies.get(job_id, []), *more][:MAX_COPIES]
     named = _others_files(session, tenant_id)
-    files = tenant_files(session, data_dir, tenant_id)
+    files = tenant_files(session, artifacts, tenant_id)
     for job_id, matcher in found.items():
-        mine = [(store, path) for store, path in files
-                if not anothers(named.get(path.name, set()), subjects[job_id], tenant_id)]
+        mine = [file for file in files if not anothers(named.get(file.sha256, set()), subjects[job_id], tenant_id)]
         more = scan_files(mine, {job_id: matcher})[job_id]
         copies[job_id] = [*copies[job_id], *more][:MAX_COPIES]
     return copies
 
 
-def scan_at(database_url: str, tenant_id: str, data_dir: str, subjects: dict[uuid.UUID, str]
+def scan_at(database_url: str, tenant_id: str, artifacts: ArtifactStore, subjects: dict[uuid.UUID, str]
             ) -> dict[uuid.UUID, list[Copy]]:
     """:func:`scan` on a connection of its own (a snapshot after the purge committed): the form a CPU pool process
     runs (:mod:`memory.offload`). For a subject with 2,000 messages the scan is ~1.4 s of CPU, which in the worker's
     interpreter slowed every other tenant's activities (issue 23, finding 7)."""
     with tenant_session(shared_engine(database_url), tenant_id) as session:
-        return scan(session, tenant_id, Path(data_dir), subjects)
+        return scan(session, tenant_id, artifacts, subjects)
 
 
 def claim_scan(session: Session, tenant_id: str) -> bool:
@@ -354,7 +357,6 @@ def scan_values(place: Copy, values: Iterable[object], found: dict[uuid.UUID, Ma
     return copies
 
 
-__all__ = ["POSTING_TABLES", "Copy", "claim_scan", "index_columns", "index_matchers", "matchers", "scan", "scan_at",
-           "scan_database",
-           "scan_files", "scan_indexes", "scan_values", "tenant_files", "text_columns",
+__all__ = ["POSTING_TABLES", "Copy", "StoredFile", "claim_scan", "index_columns", "index_matchers", "matchers", "scan",
+           "scan_at", "scan_database", "scan_files", "scan_indexes", "scan_values", "tenant_files", "text_columns",
            "workflow_ids"]

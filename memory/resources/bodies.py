@@ -16,13 +16,12 @@ import copy
 import hashlib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from memory.artifact_store import ArtifactStore, ArtifactUnavailable, read
 from memory.errors import MnemoError
 from memory.resources import pointers
 from memory.resources.declarations import Declaration
-from memory.tasks.artifacts import ArtifactStore
 
 LONG_CHARS = 100_000
 
@@ -42,13 +41,16 @@ class Offloaded:
     characters: int
 
 
-def record_store(data_dir: Path, tenant_id: str) -> ArtifactStore:
-    """Record bodies have a store of their own, apart from the report tasks' artifacts: deleting one never
-    touches bytes a task still names. Each tenant has its own directory (named by the sha256 of the tenant
+NAMESPACE = "records"
+
+
+def record_store(root: ArtifactStore, tenant_id: str) -> ArtifactStore:
+    """Record bodies have a namespace of their own, apart from the report tasks' artifacts: deleting one never
+    touches bytes a task still names. Each tenant has its own namespace (named by the sha256 of the tenant
     id, which may hold any character): whether a body is still referenced is asked of that tenant's rows
     only, which is all row-level security lets a deletion see, so the same bytes stored by two tenants are
-    two files, and forgetting one tenant's never removes the other's."""
-    return ArtifactStore(data_dir / "record-artifacts" / hashlib.sha256(tenant_id.encode()).hexdigest())
+    two artifacts, and forgetting one tenant's never removes the other's."""
+    return root.within(f"{NAMESPACE}/{hashlib.sha256(tenant_id.encode()).hexdigest()}")
 
 
 def encode(value: Any) -> str:
@@ -88,8 +90,8 @@ def restore(store: ArtifactStore, inline: dict[str, Any], offloaded: list[Offloa
     data = copy.deepcopy(inline)
     for body in offloaded:
         try:
-            value = json.loads(store.get(body.sha256).decode("utf-8"))
-        except (OSError, ValueError) as exc:
+            value = json.loads(read(store, body.sha256).decode("utf-8"))
+        except (ArtifactUnavailable, ValueError) as exc:
             raise BodyUnavailable(
                 f"the long field {body.path} (artifact {body.sha256}) cannot be read from the artifact store: {exc}"
             ) from exc

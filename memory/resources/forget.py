@@ -8,7 +8,8 @@ that no remaining record of the tenant references. The bodies' sha256s are kept 
 so verification can look for each in the store afterwards; once it passed, only their count stays
 (:func:`forget_known_bodies`). A subject deletion also empties the tenant's
 store of what no record references at all, from before its barrier (:func:`_orphans`): bytes a crash left
-between writing them and committing the record, whoever's they were.
+between writing them and committing the record, whoever's they were. (A write to the store is atomic, so
+there is no half-written artifact to sweep.)
 
 The store is outside the database transaction. A body is deleted while the batch's transaction, which
 already removed the rows naming it, still holds an advisory lock on its sha256; a record write naming
@@ -18,17 +19,15 @@ second finds what it needs: a write never commits naming bytes a deletion remove
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, false, func, select, text, tuple_
 from sqlalchemy.orm import Session
 
+from memory.artifact_store import ArtifactStore
 from memory.deletion.scope import ScopeType
 from memory.models import DeletionJob, DeletionLayer
 from memory.resources.models import ResourceArtifact, ResourceRecord, ResourceSearch
-from memory.tasks.artifacts import ArtifactStore
 
 LAYER = "source_records"
 STORE_KEY = "mnemo.record_store"
@@ -41,8 +40,8 @@ def bind_store(session: Session, store: ArtifactStore) -> None:
 
 
 def _store(session: Session) -> ArtifactStore:
-    store = session.info.get(STORE_KEY)
-    if not isinstance(store, ArtifactStore):
+    store: ArtifactStore | None = session.info.get(STORE_KEY)
+    if store is None:
         raise RuntimeError("no record store bound to this session: the deletion worker must bind_store() first")
     return store
 
@@ -62,8 +61,7 @@ def drop_unreferenced(session: Session, store: ArtifactStore, tenant_id: str, sh
     guard_bodies(session, shas)
     removed = 0
     for sha in sorted(set(shas)):
-        if not _referenced(session, tenant_id, sha) and store.path(sha).exists():
-            store.path(sha).unlink(missing_ok=True)
+        if not _referenced(session, tenant_id, sha) and store.delete(sha):
             removed += 1
     return removed
 
@@ -158,60 +156,33 @@ def purge_source_records(session: Session, job: DeletionJob, batch: int) -> tupl
     evidence: dict[str, Any] = {"records_deleted": len(keys), "record_projection_rows": projection_rows,
                                 "record_bodies_deleted": removed_bodies, "body_sha256": candidates}
     if done and job.scope_type == ScopeType.SUBJECT.value:
-        orphans, temporaries = _orphans(session, _store(session), job, set(candidates))
+        orphans = _orphans(session, _store(session), job, set(candidates))
         evidence["record_orphan_bodies_deleted"] = drop_unreferenced(session, _store(session), job.tenant_id,
                                                                      orphans[:batch])
-        for path in temporaries[:batch]:
-            path.unlink(missing_ok=True)
-        evidence["record_temporaries_deleted"] = len(temporaries[:batch])
-        done = len(orphans) <= batch and len(temporaries) <= batch
+        done = len(orphans) <= batch
     return len(keys), done, evidence
 
 
-_SHA256 = re.compile("[0-9a-f]{64}")
-TEMPORARY_GRACE_SECONDS = 300
-"""How much older than the barrier a temporary file must be to be swept: a write takes far less between opening
-its temporary and renaming it, so one older than that was stopped."""
-
-
-def _orphans(session: Session, store: ArtifactStore, job: DeletionJob, known: set[str]) -> tuple[list[str],
-                                                                                                 list[Path]]:
-    """What the tenant's store holds from before the barrier that no record references: bodies (bytes written
-    by a request that never committed, or replaced by an update whose clean-up did not run) and temporary files
-    (a write that stopped before its rename). Whose they were cannot be told, so a subject deletion takes them
-    all. A file written after the barrier is not covered: it is new data, or a write still in flight (a write
-    names its bytes only after taking their lock, :func:`guard_bodies`, which :func:`drop_unreferenced` waits
-    for). A temporary file names no sha256 to lock, so a younger one may be a write still in flight: only those
-older than the barrier by :data:`TEMPORARY_GRACE_SECONDS` are taken. ``known`` are the bodies of the job's own
-records, counted apart."""
-    barrier = job.barrier_at.timestamp()
-    bodies: list[str] = []
-    temporaries: list[Path] = []
-    shards = [shard for shard in store.root.iterdir() if shard.is_dir()] if store.root.is_dir() else []
-    for shard in sorted(shards):
-        for path in sorted(shard.iterdir()):
-            try:
-                if not path.is_file():
-                    continue
-                written = path.stat().st_mtime
-            except FileNotFoundError:  # deleted meanwhile
-                continue
-            if _SHA256.fullmatch(path.name) and path.name[:2] == shard.name:
-                if written < barrier and path.name not in known:
-                    bodies.append(path.name)
-            elif written < barrier - TEMPORARY_GRACE_SECONDS:
-                temporaries.append(path)
+def _orphans(session: Session, store: ArtifactStore, job: DeletionJob, known: set[str]) -> list[str]:
+    """What the tenant's store holds from before the barrier that no record references: bytes written by a
+    request that never committed, or replaced by an update whose clean-up did not run. Whose they were cannot be
+    told, so a subject deletion takes them all. One written after the barrier (the store's clock, which for the
+    PostgreSQL store is the database's, like the barrier's) is not covered: it is new data, or a write still in
+    flight (a write names its bytes only after taking their lock, :func:`guard_bodies`, which
+    :func:`drop_unreferenced` waits for). ``known`` are the bodies of the job's own records, counted apart."""
+    bodies = [stored.sha256 for stored in store.list()
+              if stored.written_at < job.barrier_at and stored.sha256 not in known]
     referenced = set(session.execute(
         select(ResourceArtifact.sha256).where(ResourceArtifact.tenant_id == job.tenant_id,
                                               ResourceArtifact.sha256.in_(bodies))
     ).scalars()) if bodies else set()
-    return [sha for sha in bodies if sha not in referenced], temporaries
+    return [sha for sha in bodies if sha not in referenced]
 
 
 def record_hits(session: Session, job: DeletionJob) -> dict[str, int]:
     """Verification: covered records, their projection rows, bodies of theirs the store still holds that no
-    remaining record of the tenant references, and, for a subject, any other unreferenced body or temporary file
-    the tenant's store holds from before the barrier."""
+    remaining record of the tenant references, and, for a subject, any other unreferenced body the tenant's store
+    holds from before the barrier."""
     hits = {
         "records": session.execute(select(func.count()).select_from(ResourceRecord).where(records_in(job)))
         .scalar_one(),
@@ -223,12 +194,10 @@ def record_hits(session: Session, job: DeletionJob) -> dict[str, int]:
     if known:
         store = _store(session)
         hits["record_bodies"] = sum(
-            1 for sha in known if store.path(sha).exists() and not _referenced(session, job.tenant_id, sha)
+            1 for sha in known if store.exists(sha) and not _referenced(session, job.tenant_id, sha)
         )
     if job.scope_type == ScopeType.SUBJECT.value:
-        orphans, temporaries = _orphans(session, _store(session), job, set(known))
-        hits["record_orphan_bodies"] = len(orphans)
-        hits["record_temporaries"] = len(temporaries)
+        hits["record_orphan_bodies"] = len(_orphans(session, _store(session), job, set(known)))
     return hits
 
 

@@ -12,10 +12,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 from sqlalchemy import Engine
 
+from memory.artifact_store import ArtifactStore
 from memory.db import tenant_session
 from memory.errors import InvalidInput, NotFound
 from memory.resources.access import Access
@@ -49,9 +49,9 @@ class Reader:
     keys: CursorKeys
 
     @classmethod
-    def build(cls, engine: Engine, catalog: Catalog, data_dir: Path, keys: CursorKeys,
+    def build(cls, engine: Engine, catalog: Catalog, artifacts: ArtifactStore, keys: CursorKeys,
               adapters: Mapping[str, Source] | None = None) -> Reader:
-        return cls(engine, catalog, build_sources(catalog, data_dir, adapters), keys)
+        return cls(engine, catalog, build_sources(catalog, artifacts, adapters), keys)
 
     def directory(self, access: Access) -> Directory:
         """The types the caller may use now, with its operations and readable fields on each."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -30,6 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, aggregate_order_by
 from sqlalchemy.orm import Session
 
+from memory.artifact_store import ArtifactStore
 from memory.errors import InvalidInput
 from memory.resources import pointers
 from memory.resources.access import Access, Grant
@@ -84,10 +84,10 @@ def state_of(resource: str, data: dict[str, Any]) -> RowState:
 
 @dataclass(frozen=True)
 class RecordSource:
-    """One business type's records; ``data_dir`` holds the artifact store its long fields are read from."""
+    """One business type's records; ``artifacts`` is the artifact store its long fields are read from."""
 
     declaration: Declaration
-    data_dir: Path
+    artifacts: ArtifactStore
 
     @property
     def resource(self) -> str:
@@ -164,7 +164,7 @@ class RecordSource:
             select(ResourceRecord).where(self._own(access), ResourceRecord.record_id.in_(list(ids)))
         ).scalars().all()
         offloaded = self._offloaded(session, access, [record.record_id for record in records])
-        store = record_store(self.data_dir, access.principal.tenant_id)
+        store = record_store(self.artifacts, access.principal.tenant_id)
         rows: dict[str, SourceRow] = {}
         for record in records:
             bodies = offloaded[record.record_id]

@@ -20,6 +20,7 @@ from sqlalchemy import ColumnElement, Engine, and_, delete, exists, or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from memory.artifact_store import ArtifactStore
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.deletion.ownership import default_request_id
@@ -34,7 +35,6 @@ from memory.resources.models import ResourceArtifact, ResourceRecord
 from memory.resources.projection import write_record_projection
 from memory.resources.runs import reads_under_policy
 from memory.resources.validation import check_record
-from memory.tasks.artifacts import ArtifactStore
 
 logger = logging.getLogger("mnemo.resources")
 
@@ -201,7 +201,7 @@ def _write_derived(session: Session, record: ResourceRecord, declaration: Declar
     # stay or are gone for good, and this write puts them (again) before its transaction names them.
     guard_bodies(session, sorted(kept))
     for body in bodies:
-        if not store.path(body.offloaded.sha256).exists():
+        if not store.exists(body.offloaded.sha256):
             store.put(body.content)
             if wrote is not None:
                 wrote.append(body.offloaded.sha256)

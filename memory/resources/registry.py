@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
+from memory.artifact_store import ArtifactStore
 from memory.resources.adapters import ADAPTERS
 from memory.resources.catalog import Catalog
 from memory.resources.declarations import RECORDS, DeclarationError
@@ -26,13 +26,13 @@ class Sources:
         return self.by_type[resource]
 
 
-def build_sources(catalog: Catalog, data_dir: Path, adapters: Mapping[str, Source] | None = None) -> Sources:
+def build_sources(catalog: Catalog, artifacts: ArtifactStore, adapters: Mapping[str, Source] | None = None) -> Sources:
     adapters = dict(adapters or {})
     unknown = sorted(adapters.keys() - catalog.declarations.keys())
     if unknown:
         raise DeclarationError(f"resource sources for undeclared types: {', '.join(unknown)}")
     by_type: dict[str, Source] = {
-        name: adapters.get(name) or (RecordSource(declaration, data_dir) if declaration.store == RECORDS
+        name: adapters.get(name) or (RecordSource(declaration, artifacts) if declaration.store == RECORDS
                                      else ADAPTERS[declaration.store](declaration))
         for name, declaration in catalog.declarations.items()
     }

@@ -1,63 +1,27 @@
-"""A task's outputs: artifact metadata in the read model, their bytes in a content-addressed store.
+"""A task's outputs: artifact metadata in the read model, their bytes in the shared artifact store.
 
-The store is directory-backed and idempotent by construction: artifacts are named by the SHA-256 of
-their bytes, and every write is a rename of a finished temporary file, so a crash never leaves half a file.
+The bytes are in the ``tasks`` namespace of :class:`memory.artifact_store.ArtifactStore`, content-addressed:
+every replica and worker reads what any of them wrote, and the same bytes are stored once.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from memory.artifact_store import ArtifactStore
 from memory.errors import NotFound
 from memory.tasks.models import TaskArtifact
 
-
-def sha256_hex(content: bytes) -> str:
-    return hashlib.sha256(content).hexdigest()
+NAMESPACE = "tasks"
 
 
-class ArtifactStore:
-    """Content-addressed bytes under ``root``: storing the same content twice stores it once."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    @classmethod
-    def under(cls, data_dir: Path) -> ArtifactStore:
-        """The store of a data directory (the worker writes it, the API reads it)."""
-        return cls(data_dir / "artifacts")
-
-    def path(self, sha256: str) -> Path:
-        if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
-            raise ValueError(f"not a sha256 hex digest: {sha256!r}")
-        return self.root / sha256[:2] / sha256
-
-    def put(self, content: bytes) -> str:
-        sha = sha256_hex(content)
-        target = self.path(sha)
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as handle:
-                handle.write(content)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(handle.name, target)
-        return sha
-
-    def get(self, sha256: str) -> bytes:
-        """The bytes, checked against their name: a corrupted file is an error, not content."""
-        content = self.path(sha256).read_bytes()
-        if sha256_hex(content) != sha256:
-            raise OSError(f"artifact {sha256} is corrupted on disk")
-        return content
+def task_store(root: ArtifactStore) -> ArtifactStore:
+    """Where report tasks' artifacts are (shared by every tenant: a row names the bytes it may read)."""
+    return root.within(NAMESPACE)
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@
 Every try of a step is an attempt row; failed tries are kept. A step's SUCCEEDED row is its result:
 an activity retried after it committed finds the row and returns the stored output.
 
-The outage rule: an attempt that met an unreachable database is recorded with the code
-:data:`OUTAGE` and does not count; only the step's own failures use up :data:`STEP_ATTEMPT_LIMIT`
-(the workflow's step retry policy has no attempt limit, so outages are waited out).
+The outage rule: an attempt that met an unreachable database or artifact store is recorded with the code
+:data:`OUTAGE` or :data:`STORE_OUTAGE` and does not count; only the step's own failures use up
+:data:`STEP_ATTEMPT_LIMIT` (the workflow's step retry policy has no attempt limit, so outages are waited out).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from memory.artifact_store import ArtifactStoreUnavailable
+from memory.db import is_connection_failure
 from memory.reports.steps import StepFailed
 from memory.tasks.models import TaskAttempt, TaskStep
 
@@ -146,6 +148,17 @@ STEP_ATTEMPT_BACKSTOP = 50
 
 OUTAGE = "database_unavailable"
 """The error code of an attempt that met an unreachable database: it does not count towards the limit."""
+STORE_OUTAGE = ArtifactStoreUnavailable.code
+"""... and of one that met an unreachable artifact store (an object store that is down): nor does it."""
+OUTAGES = (OUTAGE, STORE_OUTAGE)
+
+
+def outage_code(exc: BaseException) -> str | None:
+    """The code of an outage (the database or the artifact store cannot be reached), or None: an outage says
+    nothing about the step, so it is retried without limit and never fails its task."""
+    if is_connection_failure(exc):
+        return OUTAGE
+    return STORE_OUTAGE if isinstance(exc, ArtifactStoreUnavailable) else None
 
 
 def record_step_failure(session: Session, tenant_id: str, task_id: str, step_id: str, input_version: str) -> int:
@@ -163,20 +176,20 @@ def record_step_failure(session: Session, tenant_id: str, task_id: str, step_id:
             select(func.count()).where(
                 *_of_step(TaskAttempt, tenant_id, task_id, step_id, input_version),
                 TaskAttempt.status == "FAILED",
-                TaskAttempt.error["code"].astext != OUTAGE,
+                TaskAttempt.error["code"].astext.notin_(OUTAGES),
             )
         ).scalar_one()
     )
 
 
-def failure_code(exc: BaseException, *, outage: bool) -> str:
-    """The code an attempt's failure is recorded with: a step's own business code, :data:`OUTAGE`, or the
-    exception's type (its text may hold SQL or content, so the type names it)."""
+def failure_code(exc: BaseException, *, outage: str | None) -> str:
+    """The code an attempt's failure is recorded with: a step's own business code, the outage's
+    (:func:`outage_code`), or the exception's type (its text may hold SQL or content, so the type names it)."""
     if isinstance(exc, StepFailed):
         return exc.code
-    return OUTAGE if outage else type(exc).__name__
+    return outage or type(exc).__name__
 
 
-def fails_the_task(own_failures: int, *, outage: bool) -> bool:
+def fails_the_task(own_failures: int, *, outage: str | None) -> bool:
     """Whether this failure is the step's last: never for an outage, else at :data:`STEP_ATTEMPT_LIMIT`."""
-    return not outage and own_failures >= STEP_ATTEMPT_LIMIT
+    return outage is None and own_failures >= STEP_ATTEMPT_LIMIT

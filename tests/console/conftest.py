@@ -62,7 +62,7 @@ def console_settings(settings: Settings) -> Settings:
 @pytest.fixture(scope="module")
 def worker(console_settings: Settings, engine: Engine) -> Iterator[ThreadWorker]:
     running = ThreadWorker(console_settings, engine, console_settings.task_queue,
-                           data_dir=console_settings.data_dir).start()
+                           artifacts=console_settings.artifact_root(engine)).start()
     yield running
     running.stop()
 

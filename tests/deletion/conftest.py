@@ -38,7 +38,7 @@ def deletion_worker(deletion_settings: Settings, engine: Engine, faults: FaultPl
     """Small purge batches, so a deletion takes several checkpoints; faults injected on demand."""
     worker = ThreadWorker(
         deletion_settings, engine, deletion_settings.task_queue, deletion_batch_size=7, faults=faults,
-        data_dir=deletion_settings.data_dir,
+        artifacts=deletion_settings.artifact_root(engine),
     ).start()
     yield
     worker.stop()

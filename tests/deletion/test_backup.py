@@ -182,5 +182,5 @@ def test_a_restored_backup_forgets_every_layer_again_and_passes_the_residue_scan
             rows = session.execute(text(f"SELECT * FROM {table}")).all()
             held = [row for row in rows if "reykjavik" in str(row).lower() or "parking permit" in str(row).lower()]
             assert held == [], (table, held)
-        assert residue(session, "acme", own_database.data_dir) == []
+        assert residue(session, "acme", own_database.artifact_root(engine)) == []
     engine.dispose()

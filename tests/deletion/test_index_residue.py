@@ -89,7 +89,8 @@ def test_index_rows_left_after_a_completed_deletion_are_found_by_table_column_an
     with tenant_session(engine, tenant) as session:
         _plant(session, tenant, memory_id, orphan)
     with tenant_session(engine, tenant) as session:
-        found = {copy.label for copy in scan(session, tenant, settings.data_dir, {job_id: "alice"})[job_id]}
+        copies = scan(session, tenant, settings.artifact_root(engine), {job_id: "alice"})[job_id]
+        found = {copy.label for copy in copies}
     assert found == _expected(memory_id, record_row, orphan), found
 
 

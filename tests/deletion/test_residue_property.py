@@ -92,7 +92,7 @@ def test_after_any_completed_deletion_the_residue_scan_is_empty_and_finds_a_plan
 
     def residue() -> list[tuple[str, str]]:
         with tenant_session(engine, tenant) as session:
-            found = scan(session, tenant, settings.data_dir, {job_id: "alice"})[job_id]
+            found = scan(session, tenant, settings.artifact_root(engine), {job_id: "alice"})[job_id]
         return [(copy.table, copy.column) for copy in found]
 
     assert residue() == []

@@ -66,7 +66,7 @@ async def test_a_reminder_is_signed_and_its_retry_carries_the_same_key(
         assert refused.json()["error"]["code"] == "webhook_address_not_public", refused.text
         put = allowing.put("/tenant-webhook", json={"url": receiver.url, "secret": SECRET}, headers=auth(admin))
         assert put.status_code == 200, put.text
-        worker = ThreadWorker(own, engine, queue, data_dir=own.data_dir,
+        worker = ThreadWorker(own, engine, queue, artifacts=own.artifact_root(engine),
                               webhook_allowed=own.webhook_allow_list()).start()
         temporal = await connect(own)
         task_id = task_id_for(tenant, "alice", "reminded")

@@ -27,7 +27,7 @@ def traced(settings: Settings, spans: InMemorySpanExporter) -> Iterator[tuple[Te
     """An API and a worker on a queue of their own, built after the exporter, with an engine of their own."""
     own = settings.model_copy(update={"task_queue": f"traced-{uuid.uuid4().hex[:8]}"})
     engine = make_engine(own.require_database_url())
-    worker = ThreadWorker(own, engine, own.task_queue, data_dir=own.data_dir).start()
+    worker = ThreadWorker(own, engine, own.task_queue, artifacts=own.artifact_root(engine)).start()
     try:
         with TestClient(create_app(own)) as client:
             yield client, engine

@@ -232,7 +232,7 @@ async def test_a_name_that_resolves_to_a_private_address_at_delivery_is_refused_
             principal = authenticate(session, admin)
         with tenant_session(engine, tenant) as session:
             set_webhook(session, principal, url, SECRET, AllowList(), resolve=lambda host, port: ["93.184.215.14"])
-        worker = ThreadWorker(own, engine, queue, data_dir=own.data_dir).start()  # allow-list empty
+        worker = ThreadWorker(own, engine, queue, artifacts=own.artifact_root(engine)).start()  # allow-list empty
         temporal = await connect(own)
         task_id = task_id_for(tenant, "alice", "rebound")
         handle = await temporal.start_workflow(

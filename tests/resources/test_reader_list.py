@@ -152,11 +152,11 @@ def test_number_and_integer_filters_of_a_deployment_declaration(
     }
     (tmp_path / "reading.json").write_text(json.dumps(declaration), encoding="utf-8")
     catalog = load_catalog(tmp_path)
-    own = Reader.build(engine, catalog, settings.data_dir, reader(client).keys)
+    own = Reader.build(engine, catalog, settings.artifact_root(engine), reader(client).keys)
     tenant_id = tenant()
     new_key(make_key, tenant_id)  # the tenant exists
     access = agent_access(tenant_id, "alice", "agent-m", {"reading": ("/label", "/count", "/value")})
-    store = record_store(settings.data_dir, tenant_id)
+    store = record_store(settings.artifact_root(engine), tenant_id)
     owner = dataclasses.replace(access.principal, agent_id=None)  # alice's own app writes; the agent reads
     for name, count, value in (("r1", 1, 0.5), ("r2", 2, 1.0), ("r3", 3, 2.25)):
         save_record(engine, owner, catalog.get("reading"), name, {"label": name, "count": count, "value": value},

@@ -4,8 +4,6 @@ user's records (and bodies with the same bytes) stay."""
 
 from __future__ import annotations
 
-import os
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
 from api.settings import Settings
+from memory.artifact_store import ArtifactStore
 from memory.db import tenant_session
 from memory.deletion.jobs import get_job
 from memory.deletion.verify import verify
@@ -58,6 +57,13 @@ def _sha(read: dict[str, Any]) -> str:
     return str(long_field["sha256"])
 
 
+def _backdate(engine: Engine, store: ArtifactStore, sha: str, *, seconds: int) -> None:
+    """Date a stored body this much earlier (the PostgreSQL store's clock), as a crash long before would have."""
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE artifact_objects SET created_at = created_at - make_interval(secs => :s) "
+                          "WHERE namespace = :ns AND sha256 = :sha"), {"s": seconds, "ns": store.namespace, "sha": sha})
+
+
 def test_subject_deletion_hides_then_purges_records_projection_and_bodies(
     api: TestClient, make_key: MakeKey, engine: Engine, settings: Settings
 ) -> None:
@@ -72,10 +78,11 @@ def test_subject_deletion_hides_then_purges_records_projection_and_bodies(
     bobs = _put(api, bob, "transcript/tr-shared", _transcript(shared))
     carols = _put(api, carol, "transcript/tr-shared", _transcript(shared))
     _put(api, bob, "todo/t-1", todo)
-    store, other_store = record_store(settings.data_dir, tenant), record_store(settings.data_dir, other_tenant)
+    store, other_store = (record_store(settings.artifact_root(engine), tenant),
+                          record_store(settings.artifact_root(engine), other_tenant))
     own_sha, shared_sha = _sha(alone), _sha(alices_shared)
     assert _sha(bobs) == _sha(carols) == shared_sha != own_sha
-    assert store.path(own_sha).exists() and store.path(shared_sha).exists() and other_store.path(shared_sha).exists()
+    assert store.exists(own_sha) and store.exists(shared_sha) and other_store.exists(shared_sha)
     assert _rows(engine, tenant, "alice") == {"resource_records": 3, "resource_search": 5, "resource_artifacts": 2}
 
     accepted = api.post("/deletion-requests", json={"deletion_request_id": f"forget-{uuid.uuid4().hex[:8]}",
@@ -100,9 +107,9 @@ def test_subject_deletion_hides_then_purges_records_projection_and_bodies(
     # Both bodies were checked; once verification passed, their sha256s are not kept.
     assert evidence["record_bodies_verified"] == 2 and "body_sha256" not in evidence
     assert _rows(engine, tenant, "alice") == {"resource_records": 0, "resource_search": 0, "resource_artifacts": 0}
-    assert not store.path(own_sha).exists()
+    assert not store.exists(own_sha)
     # Bob's record still names the shared bytes, and another tenant's copy is a file of its own: both stay.
-    assert store.path(shared_sha).exists() and other_store.path(shared_sha).exists()
+    assert store.exists(shared_sha) and other_store.exists(shared_sha)
     assert _rows(engine, tenant, "bob") == {"resource_records": 2, "resource_search": 3, "resource_artifacts": 1}
     assert api.get("/records/transcript/tr-shared", headers=auth(bob)).json()["data"] == _transcript(shared)
     assert api.get("/records/transcript/tr-shared", headers=auth(carol)).json()["data"] == _transcript(shared)
@@ -112,7 +119,7 @@ def test_subject_deletion_hides_then_purges_records_projection_and_bodies(
 
     # Verification counts a body left behind: put the deleted bytes back (dated before the barrier) and it is
     # found again, as an unreferenced body of the tenant's store (the job no longer keeps the bodies' sha256s).
-    os.utime(store.path(store.put(encode(own).encode("utf-8"))), (0, 0))
+    _backdate(engine, store, store.put(encode(own).encode("utf-8")), seconds=86_400)
     with tenant_session(engine, tenant) as session:
         bind_store(session, store)
         found = verify(session, get_job(session, tenant, uuid.UUID(job["job_id"])))
@@ -124,7 +131,7 @@ def test_an_update_deletes_the_body_it_replaced_unless_another_record_names_it(
 ) -> None:
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
-    store = record_store(settings.data_dir, tenant)
+    store = record_store(settings.artifact_root(engine), tenant)
     first, second, shared = _body("初稿"), _body("终稿"), _body("同一份")
     old_sha = _sha(_put(api, alice, "transcript/tr-1", _transcript(first)))
     updated = api.put("/records/transcript/tr-1", json={"data": _transcript(second), "expected_version": 1},
@@ -132,8 +139,8 @@ def test_an_update_deletes_the_body_it_replaced_unless_another_record_names_it(
     assert (updated.status_code, updated.json()["version"]) == (200, 2), updated.text
     read = api.get("/records/transcript/tr-1", headers=auth(alice)).json()
     assert read["data"] == _transcript(second)
-    assert store.path(_sha(read)).exists()
-    assert not store.path(old_sha).exists()  # the first version's text is nowhere any more
+    assert store.exists(_sha(read))
+    assert not store.exists(old_sha)  # the first version's text is nowhere any more
     assert _rows(engine, tenant, "alice")["resource_artifacts"] == 1
 
     # Bytes another record (here bob's) still names stay when one record stops naming them.
@@ -143,12 +150,12 @@ def test_an_update_deletes_the_body_it_replaced_unless_another_record_names_it(
                     headers=auth(alice))
     assert short.status_code == 200, short.text
     assert api.get("/records/transcript/tr-2", headers=auth(alice)).json()["long_fields"] == []
-    assert store.path(shared_sha).exists()
+    assert store.exists(shared_sha)
     assert api.get("/records/transcript/tr-2", headers=auth(bob)).json()["data"] == _transcript(shared)
     # ... and go once the last record naming them does.
     assert api.put("/records/transcript/tr-2", json={"data": _transcript("也短了"), "expected_version": 1},
                    headers=auth(bob)).status_code == 200
-    assert not store.path(shared_sha).exists()
+    assert not store.exists(shared_sha)
 
 
 def test_a_subject_deletion_leaves_no_unreferenced_body_in_the_tenants_store(
@@ -156,17 +163,14 @@ def test_a_subject_deletion_leaves_no_unreferenced_body_in_the_tenants_store(
 ) -> None:
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
-    store = record_store(settings.data_dir, tenant)
+    store = record_store(settings.artifact_root(engine), tenant)
     bobs = _sha(_put(api, bob, "transcript/tr-1", _transcript(_body("鲍勃的"))))
     _put(api, alice, "transcript/tr-1", _transcript(_body("爱丽丝的")))
-    # What a crash leaves: bytes written for a record that never committed, and a write stopped before its rename.
+    # What a crash leaves: bytes written for a record that never committed (a write to the store is atomic, so
+    # there is no half-written one).
     orphan_bytes = encode(_body("没提交的")).encode("utf-8")
-    orphan = store.path(store.put(orphan_bytes))
-    temporary = orphan.parent / "tmpcrashed"
-    temporary.write_bytes(orphan_bytes[:1000])
-    past = time.time() - 600  # a temporary is swept once older than the barrier by 5 minutes
-    for path in (orphan, temporary):
-        os.utime(path, (past, past))
+    orphan = store.put(orphan_bytes)
+    _backdate(engine, store, orphan, seconds=600)
 
     accepted = api.post("/deletion-requests", json={"deletion_request_id": f"forget-{uuid.uuid4().hex[:8]}",
                                                     "scope": {"type": "subject"}}, headers=auth(alice))
@@ -175,21 +179,18 @@ def test_a_subject_deletion_leaves_no_unreferenced_body_in_the_tenants_store(
                lambda body: body["status"] in ("completed", "failed_requires_action"), 60)
     assert (job["status"], job["fully_deleted"]) == ("completed", True), job
     evidence = {layer["layer"]: layer for layer in job["layers"]}["source_records"]["evidence"]
-    assert (evidence["record_bodies_deleted"], evidence["record_orphan_bodies_deleted"],
-            evidence["record_temporaries_deleted"]) == (1, 1, 1)
-    assert not orphan.exists() and not temporary.exists()
-    assert store.path(bobs).exists()  # referenced: bob's record reads back whole
+    assert (evidence["record_bodies_deleted"], evidence["record_orphan_bodies_deleted"]) == (1, 1)
+    assert not store.exists(orphan)
+    assert store.exists(bobs)  # referenced: bob's record reads back whole
     assert api.get("/records/transcript/tr-1", headers=auth(bob)).json()["data"] == _transcript(_body("鲍勃的"))
 
-    # Verification would have found them: put both back as they were before the barrier.
+    # Verification would have found it: put it back as it was before the barrier.
     store.put(orphan_bytes)
-    temporary.write_bytes(orphan_bytes[:1000])
-    for path in (orphan, temporary):
-        os.utime(path, (past, past))
+    _backdate(engine, store, orphan, seconds=600)
     with tenant_session(engine, tenant) as session:
         bind_store(session, store)
         found = verify(session, get_job(session, tenant, uuid.UUID(job["job_id"])))
-    assert (found.clean, found.hits) == (False, {"record_orphan_bodies": 1, "record_temporaries": 1})
+    assert (found.clean, found.hits) == (False, {"record_orphan_bodies": 1})
 
 
 def test_deleting_one_record_hides_it_at_once_then_purges_it_alone(
@@ -198,7 +199,7 @@ def test_deleting_one_record_hides_it_at_once_then_purges_it_alone(
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     alice, bob = make_key(tenant=tenant, user="alice"), make_key(tenant=tenant, user="bob")
     carol = make_key(tenant=f"t-{uuid.uuid4().hex[:12]}", user="alice")
-    store = record_store(settings.data_dir, tenant)
+    store = record_store(settings.artifact_root(engine), tenant)
     todo = {"title": "更新推送配置", "status": "open"}
     doomed_body, kept_body = _body("要忘掉的"), _body("留着的")
     doomed = _sha(_put(api, alice, "transcript/tr-1", _transcript(doomed_body)))
@@ -229,7 +230,7 @@ def test_deleting_one_record_hides_it_at_once_then_purges_it_alone(
     assert (evidence["records_deleted"], evidence["record_bodies_deleted"], evidence["record_bodies_verified"]) == (
         1, 1, 1)
     assert "record_orphan_bodies_deleted" not in evidence  # one record's deletion leaves the rest of the store
-    assert not store.path(doomed).exists() and store.path(kept).exists()
+    assert not store.exists(doomed) and store.exists(kept)
     # Only that record went: her others, and bob's record of the same id, read back whole.
     assert _rows(engine, tenant, "alice") == {"resource_records": 2, "resource_search": 3, "resource_artifacts": 1}
     assert api.get("/records/transcript/tr-2", headers=auth(alice)).json()["data"] == _transcript(kept_body)
@@ -248,7 +249,7 @@ def test_deleting_one_record_hides_it_at_once_then_purges_it_alone(
         bind_store(session, store)
         found = verify(session, get_job(session, tenant, uuid.UUID(job_id)))
     assert (found.clean, found.hits) == (False, {"record_bodies": 1})
-    store.path(doomed).unlink()
+    store.delete(doomed)
 
     # Written again, it is a new record, and deleting it is a new job.
     assert api.put("/records/transcript/tr-1", json={"data": _transcript("新的")}, headers=auth(alice)).status_code \

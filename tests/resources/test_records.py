@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
 from api.settings import Settings
+from memory.artifact_store import read as read_artifact
 from memory.db import tenant_session
 from memory.resources.bodies import encode, record_store
 from memory.text import lexemes, normalize
@@ -210,7 +211,7 @@ def test_a_long_transcript_is_stored_in_the_artifact_store_and_reads_back_equal(
     text_json = encode(body)
     [long_field] = read["long_fields"]  # the short segments stay in PostgreSQL
     assert (long_field["path"], long_field["characters"]) == ("/text", len(text_json))
-    stored = record_store(settings.data_dir, tenant).get(long_field["sha256"])
+    stored = read_artifact(record_store(settings.artifact_root(engine), tenant), long_field["sha256"])
     assert json.loads(stored) == body and long_field["size_bytes"] == len(stored)
     with tenant_session(engine, tenant) as session:
         row = session.execute(text("SELECT data FROM resource_records WHERE resource = 'transcript'"

@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
 from api.settings import Settings
+from memory.artifact_store import ArtifactStore
 from memory.db import tenant_session
 from memory.resources.bodies import record_store
-from memory.tasks.artifacts import ArtifactStore
 from tests.conftest import MakeKey, auth, poll
 from tests.workers import api_with_worker
 
@@ -42,7 +42,7 @@ def _transcript(body: str) -> dict[str, Any]:
 
 
 def _files(store: ArtifactStore) -> list[str]:
-    return sorted(p.name for p in store.root.rglob("*") if p.is_file()) if store.root.exists() else []
+    return [stored.sha256 for stored in store.list()]
 
 
 def _finished(api: TestClient, key: str, job_id: str) -> dict[str, Any]:
@@ -67,7 +67,8 @@ def test_a_record_write_in_flight_holds_back_a_subject_deletions_barrier_and_is_
     accepted: dict[str, Any] = {}
     with tenant_session(engine, tenant) as session:
         put_record(session, principal, load_catalog().get("todo"), "t-late",
-                   {"title": "IN-FLIGHT SECRET", "status": "open"}, None, record_store(settings.data_dir, tenant))
+                   {"title": "IN-FLIGHT SECRET", "status": "open"}, None,
+                   record_store(settings.artifact_root(engine), tenant))
 
         def request() -> None:
             accepted["response"] = api.post(
@@ -106,13 +107,13 @@ def test_a_public_client_key_cannot_request_a_deletion(
 
 
 def test_a_refused_write_leaves_no_body_in_the_store(
-    api: TestClient, make_key: MakeKey, settings: Settings
+    api: TestClient, make_key: MakeKey, settings: Settings, engine: Engine
 ) -> None:
     """A stale expected_version, a write while the record's deletion is pending and a field the search index
     refuses: none leaves its long body in the tenant's store, and a completed record deletion leaves nothing."""
     tenant = _tenant()
     key = make_key(tenant=tenant, user="alice")
-    store = record_store(settings.data_dir, tenant)
+    store = record_store(settings.artifact_root(engine), tenant)
     assert api.put("/records/transcript/tr-1", json={"data": _transcript(_body("v1"))},
                    headers=auth(key)).status_code == 201
     [v1] = _files(store)
@@ -195,36 +196,10 @@ def test_a_failed_clean_up_after_an_update_committed_does_not_fail_the_update(
     assert api.get("/records/transcript/tr-1", headers=auth(key)).json()["version"] == 2
 
 
-def test_a_subject_deletion_leaves_temporaries_another_write_may_still_be_writing(
-    api: TestClient, make_key: MakeKey, settings: Settings
-) -> None:
-    """Temporary files are swept only once older than the barrier by 5 minutes: a younger one may be a write
-    still in flight (it names no sha256 yet, so no lock tells them apart)."""
-    import os
-    import time
-
-    tenant = _tenant()
-    key = make_key(tenant=tenant, user="alice")
-    store = record_store(settings.data_dir, tenant)
-    shard = store.root / "ab"
-    shard.mkdir(parents=True)
-    fresh, old = shard / "tmp-fresh", shard / "tmp-old"
-    for path, age in ((fresh, 60), (old, 600)):
-        path.write_bytes(b"partial")
-        os.utime(path, (time.time() - age, time.time() - age))
-    accepted = api.post("/deletion-requests", headers=auth(key),
-                        json={"deletion_request_id": f"s-{uuid.uuid4().hex[:8]}", "scope": {"type": "subject"}})
-    job = _finished(api, key, accepted.json()["job_id"])
-    assert job["status"] == "completed", job
-    assert fresh.exists() and not old.exists()
-    evidence = {layer["layer"]: layer for layer in job["layers"]}["source_records"]["evidence"]
-    assert evidence["record_temporaries_deleted"] == 1
-
-
 def test_the_deletion_activities_need_the_record_store_from_the_start(engine: Engine) -> None:
-    """Without the data directory a deletion could not purge or verify record bodies: the worker refuses to be
+    """Without the artifact store a deletion could not purge or verify record bodies: the worker refuses to be
     built, rather than a job failing in the middle of its verification."""
     from activities.deletion import DeletionActivities
 
-    with pytest.raises(TypeError, match="data_dir"):
+    with pytest.raises(TypeError, match="artifacts"):
         DeletionActivities(engine)  # type: ignore[call-arg]

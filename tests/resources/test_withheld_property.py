@@ -187,7 +187,7 @@ def write_world(engine: Engine, settings: Settings, declaration: Declaration, re
     tenant_id = f"t-{uuid.uuid4().hex[:12]}"
     key_in(engine, tenant_id)  # the tenant and its user, as a key makes them
     owner = PrincipalContext(tenant_id, "alice", None, frozenset({"memory_writer"}), "key-alice")
-    store = record_store(settings.data_dir, tenant_id)
+    store = record_store(settings.artifact_root(engine), tenant_id)
     for index, versions in enumerate(records):
         version = None
         for data in versions:
@@ -218,7 +218,7 @@ def test_records_differing_only_in_withheld_fields_give_identical_results(
     firsts, seconds = [first for first, _ in records], [second for _, second in records]
     tenants = [write_world(engine, settings, declaration, [[first] for first in firsts]),
                write_world(engine, settings, declaration, seconds)]
-    reader = Reader.build(engine, Catalog({declaration.type: declaration}), settings.data_dir,
+    reader = Reader.build(engine, Catalog({declaration.type: declaration}), settings.artifact_root(engine),
                           settings.cursor_signing_keys())
     refs = [f"{declaration.type}:r{index}" for index in range(len(records))]
     with short_pages():
@@ -272,7 +272,7 @@ def test_memories_corrected_only_in_withheld_fields_give_identical_results(
     key_in(engine, tenant_id)
     owner = PrincipalContext(tenant_id, "alice", None, frozenset({"memory_writer"}), "key-alice")
     catalog = load_catalog()
-    reader = Reader.build(engine, catalog, settings.data_dir, settings.cursor_signing_keys())
+    reader = Reader.build(engine, catalog, settings.artifact_root(engine), settings.cursor_signing_keys())
     access = run_access(tenant_id, catalog.get("memory"), granted)
     with tenant_session(engine, tenant_id) as session:
         ids = [create_memory(session, owner, NewMemory(

@@ -175,7 +175,8 @@ def test_a_failing_extractor_step_is_extraction_failed_not_extractor_unavailable
     settings: Settings, engine: Engine, make_key: MakeKey
 ) -> None:
     own = settings.model_copy(update={"task_queue": f"broken-{uuid.uuid4().hex[:8]}"})
-    worker = ThreadWorker(own, engine, own.task_queue, data_dir=own.data_dir, extractor=_BrokenExtractor()).start()
+    worker = ThreadWorker(own, engine, own.task_queue, artifacts=own.artifact_root(engine),
+                          extractor=_BrokenExtractor()).start()
     try:
         with TestClient(create_app(own)) as client:
             key = make_key()

@@ -42,7 +42,8 @@ def llm_stack(settings: Settings, engine: Engine) -> Iterator[LlmStack]:
     own = settings.model_copy(update={"task_queue": f"llm-commit-{uuid.uuid4().hex[:8]}"})
     with running_standin() as standin:
         extractor = LlmExtractor(LlmConfig(standin.base_url, MODEL, "sk-standin-key", timeout_seconds=5.0))
-        worker = ThreadWorker(own, engine, own.task_queue, data_dir=own.data_dir, extractor=extractor).start()
+        worker = ThreadWorker(own, engine, own.task_queue, artifacts=own.artifact_root(engine),
+                              extractor=extractor).start()
         try:
             with TestClient(create_app(own)) as api:
                 yield LlmStack(api, standin)

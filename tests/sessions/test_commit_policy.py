@@ -33,7 +33,7 @@ def test_enough_messages_start_a_commit_and_an_idle_session_is_committed_by_the_
 
 def _messages_then_idle(scratch: Settings, engine: Engine) -> None:
     own = scratch.model_copy(update={"session_commit_after_messages": 3, "session_commit_after_tokens": 0})
-    worker = ThreadWorker(own, engine, own.task_queue, data_dir=own.data_dir,
+    worker = ThreadWorker(own, engine, own.task_queue, artifacts=own.artifact_root(engine),
                           commit_policy=CommitPolicy(after_messages=0, after_tokens=0, idle_seconds=1)).start()
     try:
         with TestClient(create_app(own)) as client:

@@ -22,7 +22,7 @@ from tests.workers import ThreadWorker, served
 @pytest.fixture(scope="module")
 def api_url(settings: Settings, engine: Engine) -> Iterator[str]:
     own = settings.model_copy(update={"task_queue": f"session-cli-{uuid.uuid4().hex[:8]}"})
-    worker = ThreadWorker(own, engine, own.task_queue, data_dir=own.data_dir).start()
+    worker = ThreadWorker(own, engine, own.task_queue, artifacts=own.artifact_root(engine)).start()
     try:
         with served(create_app(own)) as port:
             yield f"http://127.0.0.1:{port}"

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from temporalio.client import Client
 
-from activities.stores import default_destinations
+from activities.stores import Published, StoredDestination, default_destinations
 from activities.tasks.faults import FaultPlan
 from api.settings import Settings
 from api.worker import build_worker
@@ -36,8 +35,9 @@ def task_worker(settings: Settings, engine: Engine) -> Iterator[ThreadWorker]:
         settings,
         engine,
         settings.task_queue,
-        data_dir=settings.data_dir,
-        destinations=default_destinations(settings.data_dir, "timeout-after-store,lost-request,unreachable"),
+        artifacts=settings.artifact_root(engine),
+        destinations=default_destinations(engine, settings.artifact_root(engine),
+                                          "timeout-after-store,lost-request,unreachable"),
     ).start()
     yield worker
     worker.stop()
@@ -96,8 +96,8 @@ async def own_worker(
             engine,
             queue,
             executor,
-            data_dir=settings.data_dir,
-            destinations=default_destinations(settings.data_dir),
+            artifacts=settings.artifact_root(engine),
+            destinations=default_destinations(engine, settings.artifact_root(engine)),
             task_faults=faults,
             activity_slots=activity_slots,
         )
@@ -143,6 +143,6 @@ def awaiting_approval(client: TestClient, owner: str) -> dict[str, Any]:
     return wait_for(client, owner, start_task(client, owner)["task_id"], status_is("WAITING_FOR_APPROVAL"))
 
 
-def publications(data_dir: Path, destination: str = "reports") -> list[Path]:
-    published = data_dir / "publications" / destination / "published"
-    return sorted(published.iterdir()) if published.exists() else []
+def publications(settings: Settings, engine: Engine, destination: str = "reports") -> list[Published]:
+    """What ``destination`` holds, read as any replica reads it (the artifact store and PostgreSQL)."""
+    return StoredDestination(destination, engine, settings.artifact_root(engine)).all_publications()

@@ -39,7 +39,8 @@ async def test_an_unanswered_approval_is_reminded_then_expires(team: Team, engin
         with ThreadPoolExecutor(max_workers=4) as executor:
             worker = build_worker(
                 env.client, engine, queue, executor,
-                data_dir=settings.data_dir, destinations=default_destinations(settings.data_dir),
+                artifacts=settings.artifact_root(engine),
+                destinations=default_destinations(engine, settings.artifact_root(engine)),
             )
             async with worker:
                 handle = await env.client.start_workflow(

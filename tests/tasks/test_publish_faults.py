@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import uuid
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 from temporalio.exceptions import ApplicationError
 
-from activities.stores import DirectoryDestination, Publication, default_destinations
+from activities.stores import Publication, StoredDestination, default_destinations
 from activities.tasks import TaskActivities
 from activities.tasks.payloads import PublishInput
 from api.settings import Settings
@@ -46,8 +46,8 @@ def test_timeout_after_store_is_reconciled_without_a_second_publication(
     assert len(done["publications"]) == 1
     mine = [
         p
-        for p in publications(settings.data_dir, "reports-flaky")
-        if p.name == done["publications"][0]["publication_id"]
+        for p in publications(settings, engine, "reports-flaky")
+        if p.publication_id == done["publications"][0]["publication_id"]
     ]
     assert len(mine) == 1
     timeline = client.get(f"/tasks/{task_id}/timeline", headers=auth(team.owner)).json()["entries"]
@@ -67,21 +67,23 @@ def test_a_request_that_never_arrived_is_sent_again_under_a_new_operation_id(
     assert _operations(engine, team.tenant, task_id) == [("FAILED", 1, None), ("SUCCEEDED", 0, None)]
     first, second = done["operations"]
     assert first["operation_id"] != second["operation_id"]
-    stored = publications(settings.data_dir, "reports-lossy")
-    assert [p.name for p in stored if p.name == second["publication_id"]] == [second["publication_id"]]
+    stored = publications(settings, engine, "reports-lossy")
+    assert [p.publication_id for p in stored if p.publication_id == second["publication_id"]] == [
+        second["publication_id"]]
     timeline = client.get(f"/tasks/{task_id}/timeline", headers=auth(team.owner)).json()["entries"]
     reasons = [e["reason"] for e in timeline if e["kind"] == "checkpoint"]
     assert reasons[-3:] == ["unknown_outcome", "reconciled_absent", "published"]
 
 
-def test_the_destination_stores_once_per_idempotency_key(tmp_path: Path) -> None:
-    destination = DirectoryDestination("reports", tmp_path)
+def test_the_destination_stores_once_per_idempotency_key(settings: Settings, engine: Engine) -> None:
+    destination = StoredDestination(f"reports-{uuid.uuid4().hex[:8]}", engine, settings.artifact_root(engine))
     first = destination.put_if_absent("publish:t:h:reports", "op-1", {"a.txt": b"one"}, {})
     again = destination.put_if_absent("publish:t:h:reports", "op-2", {"a.txt": b"two"}, {})
     other = destination.put_if_absent("publish:t:h2:reports", "op-3", {"a.txt": b"three"}, {})
     assert (first.created, again.created, other.created) == (True, False, True)
     assert again.publication_id == first.publication_id and again.operation_id == "op-1"
-    assert (Path(first.location) / "a.txt").read_bytes() == b"one"
+    [published, _] = sorted(destination.all_publications(), key=lambda p: p.publication_id != first.publication_id)
+    assert destination.read(published, "a.txt") == b"one" and published.operation_id == "op-1"
     assert (
         destination.lookup("op-2")
         == destination.lookup("op-1")
@@ -117,8 +119,8 @@ def test_still_unknown_waits_for_an_operator(
     done = wait_for(client, team.owner, task_id, status_is("SUCCEEDED", "FAILED"))
     assert done["status"] == "SUCCEEDED"
     assert _operations(engine, team.tenant, task_id) == [("SUCCEEDED", 3, "olga")]
-    stored = publications(settings.data_dir, "reports-unreachable")
-    assert sum(1 for p in stored if (p / "publication.json").read_text().count(task_id)) == 1
+    stored = publications(settings, engine, "reports-unreachable")
+    assert sum(1 for p in stored if json.dumps(p.metadata).count(task_id)) == 1
 
 
 def test_publish_refuses_without_an_approval(
@@ -127,8 +129,9 @@ def test_publish_refuses_without_an_approval(
     """The TOCTOU re-check inside the side-effect activity: no APPROVED approval, no publication."""
     task_id = start_task(client, team.owner)["task_id"]
     view = wait_for(client, team.owner, task_id, status_is("WAITING_FOR_APPROVAL"))
-    activities = TaskActivities(engine, settings.data_dir, destinations=default_destinations(settings.data_dir))
-    before = publications(settings.data_dir)
+    store = settings.artifact_root(engine)
+    activities = TaskActivities(engine, store, destinations=default_destinations(engine, store))
+    before = publications(settings, engine)
     with pytest.raises(ApplicationError) as refused:
         activities.publish(
             PublishInput(
@@ -145,7 +148,7 @@ def test_publish_refuses_without_an_approval(
         )
     assert refused.value.type == "publish_refused"
     assert "the approval is PENDING" in refused.value.message
-    assert publications(settings.data_dir) == before
+    assert publications(settings, engine) == before
     assert _operations(engine, team.tenant, task_id) == []
 
 

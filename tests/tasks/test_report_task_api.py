@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import datetime
 from decimal import Decimal
-from pathlib import Path
 
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
+from activities.stores import StoredDestination
 from api.settings import Settings
 from memory.db import tenant_session
 from memory.reports.sales import RATES_TO_CNY, generate_lines
@@ -128,10 +127,11 @@ def test_report_runs_to_approval_then_publishes_exactly_once(
     done = wait_for(client, team.owner, task_id, status_is("SUCCEEDED", "FAILED"))
     assert done["status"] == "SUCCEEDED", done
     assert len(done["publications"]) == 1
-    published = Path(done["publications"][0]["location"])
-    assert (published / "report.html").read_bytes() == html.content
-    assert json.loads((published / "publication.json").read_text())["artifact_sha256"] == draft_sha
-    assert sum(1 for p in publications(settings.data_dir) if p.name == published.name) == 1
+    [published] = [p for p in publications(settings, engine)
+                   if p.publication_id == done["publications"][0]["publication_id"]]
+    destination = StoredDestination("reports", engine, settings.artifact_root(engine))
+    assert destination.read(published, "report.html") == html.content
+    assert published.metadata["artifact_sha256"] == draft_sha
     late = approve(client, team.approver, view)
     assert late.status_code in (200, 409)  # a replay of the recorded decision, or the task already closed
     with tenant_session(engine, team.tenant) as session:
@@ -174,7 +174,7 @@ def test_report_runs_to_approval_then_publishes_exactly_once(
 
 
 def test_rejection_regenerates_the_draft_and_invalidates_the_old_hash(
-    client: TestClient, task_worker: ThreadWorker, team: Team, settings: Settings
+    client: TestClient, task_worker: ThreadWorker, team: Team, settings: Settings, engine: Engine
 ) -> None:
     task_id = start_task(client, team.owner)["task_id"]
     first = wait_for(client, team.owner, task_id, status_is("WAITING_FOR_APPROVAL"))
@@ -203,9 +203,10 @@ def test_rejection_regenerates_the_draft_and_invalidates_the_old_hash(
     assert approvals == {first["draft_sha256"]: "REJECTED", second["draft_sha256"]: "APPROVED"}
     drafts = [e for e in timeline if e["kind"] == "attempt" and e["step_id"] == "generate_draft"]
     assert [d["input_version"] for d in drafts] == ["v1", "r2"]
-    published = [p for p in publications(settings.data_dir) if p.name == done["publications"][0]["publication_id"]]
+    published = [p for p in publications(settings, engine)
+                 if p.publication_id == done["publications"][0]["publication_id"]]
     assert len(published) == 1
-    assert json.loads((published[0] / "publication.json").read_text())["artifact_sha256"] == second["draft_sha256"]
+    assert published[0].metadata["artifact_sha256"] == second["draft_sha256"]
 
 
 def test_cancel_while_waiting_for_approval_publishes_nothing(

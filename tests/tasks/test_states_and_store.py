@@ -176,7 +176,7 @@ def test_the_workflows_failure_verdict_lands_even_after_a_late_attempt_committed
     task_id = _new_task(engine, tenant)
     with tenant_session(engine, tenant) as session:  # a timed-out attempt that still committed its step
         transitions.apply_transition(session, tenant, task_id, transitions.Transition(1, "late", S.RUNNING))
-    activities = TaskActivities(engine, settings.data_dir)
+    activities = TaskActivities(engine, settings.artifact_root(engine))
     verdict = TransitionInput(
         tenant, task_id, 1, "fail-1", "FAILED", "unrecoverable_error", error={"code": "step_failed", "message": "x"}
     )

@@ -18,11 +18,12 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from activities.tasks.faults import FaultPlan
+from api.devstack.processes import free_port
 from api.settings import Settings
 from memory.db import tenant_session
 from memory.tasks.keys import task_id_for, workflow_id
-from memory.tasks.steps import STEP_ATTEMPT_LIMIT
-from tests.conftest import MakeKey
+from memory.tasks.steps import STEP_ATTEMPT_LIMIT, STORE_OUTAGE
+from tests.conftest import MakeKey, s3_settings, start_s3_standin
 from tests.tasks.conftest import own_worker, report_input, small_tenant
 from workflows.report_task import ReportTaskWorkflow
 
@@ -87,3 +88,46 @@ async def test_outage_attempts_do_not_use_up_the_limit(settings: Settings, engin
     assert run["status"] == "WAITING_FOR_APPROVAL", run
     statuses = [status for status, _ in run["attempts"]]
     assert statuses == ["FAILED"] * (STEP_ATTEMPT_LIMIT - 1) + ["SUCCEEDED"]
+
+
+async def test_a_step_waits_out_an_unreachable_object_store(
+    settings: Settings, engine: Engine, make_key: MakeKey
+) -> None:
+    """The object store (MNEMO_ARTIFACT_STORE=s3; the moto stand-in of conftest) going down is an outage too: a
+    step that cannot store its artifact is retried past the attempt limit, and goes on once the store is back."""
+    tenant = small_tenant(make_key, engine)
+    task_id = task_id_for(tenant, "alice", "store-outage")
+    port = free_port()
+    server, location = start_s3_standin(port)
+    async with own_worker(s3_settings(settings, location), engine, threads=2, faults=FaultPlan()) as (client, queue):
+        server.stop()
+        handle = await client.start_workflow(
+            ReportTaskWorkflow.run,
+            report_input(tenant, task_id, "store-outage", step_retry_max_interval_seconds=0.5),
+            id=workflow_id(tenant, task_id),
+            task_queue=queue,
+        )
+        loop = asyncio.get_running_loop()
+        deadline, failed, status = loop.time() + 60, 0, None
+        while failed <= STEP_ATTEMPT_LIMIT and status != "FAILED" and loop.time() < deadline:
+            await asyncio.sleep(0.2)
+            with tenant_session(engine, tenant) as session:
+                status = session.execute(text("SELECT status FROM tasks")).scalar_one_or_none()
+                failed = session.execute(text("SELECT count(*) FROM task_attempts WHERE step_id = 'load_data' "
+                                              "AND status = 'FAILED'")).scalar_one()
+        server, _ = start_s3_standin(port)  # back, with its bucket
+        try:
+            while status not in SETTLED and loop.time() < deadline + 30:
+                await asyncio.sleep(0.2)
+                with tenant_session(engine, tenant) as session:
+                    status = session.execute(text("SELECT status FROM tasks")).scalar_one_or_none()
+            if status not in SETTLED:
+                await handle.terminate("test over")
+        finally:
+            server.stop()
+    with tenant_session(engine, tenant) as session:
+        codes = session.execute(text("SELECT status, error->>'code' FROM task_attempts WHERE step_id = 'load_data' "
+                                     "ORDER BY attempt_number")).all()
+    assert status == "WAITING_FOR_APPROVAL", (status, codes)
+    assert len(codes) > STEP_ATTEMPT_LIMIT + 1
+    assert [tuple(c) for c in codes] == [("FAILED", STORE_OUTAGE)] * (len(codes) - 1) + [("SUCCEEDED", None)]

@@ -60,7 +60,7 @@ def test_a_worker_killed_mid_step_is_replaced_and_the_task_finishes_once(
         doomed.send_signal(signal.SIGKILL)
         doomed.wait(10)
         replacement = ThreadWorker(
-            queue_settings, engine, queue_settings.task_queue, data_dir=queue_settings.data_dir
+            queue_settings, engine, queue_settings.task_queue, artifacts=queue_settings.artifact_root(engine)
         ).start()
         view = wait_for(api, team.owner, task_id, status_is("WAITING_FOR_APPROVAL", "FAILED"), timeout=90)
         assert view["status"] == "WAITING_FOR_APPROVAL", view
@@ -88,7 +88,7 @@ def test_a_worker_killed_mid_step_is_replaced_and_the_task_finishes_once(
     assert len(names) == len(set(names)) == 10
     assert published_ops == 1
     pub_id = done["publications"][0]["publication_id"]
-    assert [p.name for p in publications(queue_settings.data_dir) if p.name == pub_id] == [pub_id]
+    assert [p.publication_id for p in publications(queue_settings, engine) if p.publication_id == pub_id] == [pub_id]
     timeline = api.get(f"/tasks/{task_id}/timeline", headers=auth(team.owner)).json()["entries"]
     abandoned = [e for e in timeline if e["kind"] == "attempt" and e["status"] == "ABANDONED"]
     assert abandoned[0]["error"]["code"] == "abandoned"

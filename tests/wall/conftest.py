@@ -50,7 +50,7 @@ def wall_stack(
             "session_commit_idle_seconds": 0,
         })
         engine = make_engine(url)
-        worker = ThreadWorker(own, engine, own.task_queue, data_dir=own.data_dir).start()
+        worker = ThreadWorker(own, engine, own.task_queue, artifacts=own.artifact_root(engine)).start()
         try:
             with TestClient(create_app(own)) as api:
                 database = make_url(url).database

@@ -8,8 +8,8 @@ import json
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from memory.artifact_store import sha256_hex
 from memory.reports.steps import ProducedArtifact, StepContext, StepOutcome
-from memory.tasks.artifacts import sha256_hex
 
 
 def _png(figure: Figure) -> bytes:

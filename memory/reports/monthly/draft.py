@@ -6,9 +6,9 @@ import base64
 import html
 import json
 
+from memory.artifact_store import sha256_hex
 from memory.reports.monthly.common import json_bytes
 from memory.reports.steps import ProducedArtifact, StepContext, StepOutcome
-from memory.tasks.artifacts import sha256_hex
 
 
 def _growth_text(growth: float | None) -> str:
