@@ -17,11 +17,13 @@ from sqlalchemy import Engine
 from memory import offload
 from memory.auth import authenticated_session
 from memory.deletion.deleted_texts import fingerprint_columns
+from memory.resources.search import OFFLOAD_FROM_TERMS, parse_query
 from memory.sessions.messages import MessageRole, StageMessage
 from memory.sessions.recent import OFFLOAD_FROM_MESSAGES, OFFLOAD_FROM_TOKENS, state_of, window_of
 from memory.sessions.state import derive_state
 from memory.sessions.window import build_window
 from tests.conftest import MakeKey, auth
+from tests.resources.reader_support import put, search
 from tests.sessions.conftest import post, say
 
 
@@ -122,3 +124,37 @@ def test_a_large_window_through_the_api_is_made_in_the_pool_as_it_would_be_in_pl
     assert (read.json()["state"], read.json()["profile"]) == (state, profile)
     assert set(state) >= {"active_task_id", "active_entities", "pending_questions"}, state
     assert client.get("/sessions/long", headers=auth(other)).status_code == 404
+
+
+def test_a_long_resource_search_is_made_in_the_pool_as_in_place_and_a_short_one_in_place(
+    client: TestClient, make_key: MakeKey, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[str] = []
+    real = offload.run
+
+    def watched(fn: Any, /, *args: object, inline: bool = False) -> Any:
+        if not inline:
+            sent.append(fn.__name__)
+        return real(fn, *args, inline=inline)
+
+    monkeypatch.setattr(offload, "run", watched)
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key = make_key(tenant=tenant)
+    for n in range(12):
+        put(client, key, f"todo:t{n}", {"title": f"上海出差预算 第{n}项 报销 合同 付款", "status": "open",
+                                        "notes": f"周报 审批 发票 差旅 住宿 机票 会议 客户 {n}"})
+    long_query = "上海出差预算报销合同付款周报审批发票差旅住宿机票会议客户"
+    assert len(parse_query(long_query).terms) >= OFFLOAD_FROM_TERMS
+    answered = search(client, key, query=long_query)
+    assert sent == ["search_at"], sent
+    short = search(client, key, query="上海 预算")
+    assert sent == ["search_at"], sent  # a short query stays in place
+    assert short["items"], short
+    monkeypatch.setattr(offload, "pooled", lambda: False)  # the same long search, in place
+    in_place = search(client, key, query=long_query)
+    assert sent == ["search_at"], sent
+
+    def shown(result: dict[str, Any]) -> list[tuple[str, str, str]]:
+        return [(item["ref"], item["snippet"], item["state"]) for item in result["items"]]
+
+    assert shown(answered) == shown(in_place) and len(answered["items"]) == 10, answered

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from memory.db import shared_engine, tenant_session
 from memory.errors import InvalidInput
 from memory.resources import pointers
 from memory.resources.access import Access, Grant
@@ -37,6 +38,10 @@ MAX_QUERY_TERMS = 32
 """A query is matched by its first this many distinct terms (a word, or a CJK bigram), the rest ignored: a
 1,000-character CJK query is ~850 bigrams, whose OR over every readable field ran into the 15 s statement
 timeout (a 503) instead of answering (issue 23, finding 7). Recall caps its lexical query likewise."""
+OFFLOAD_FROM_TERMS = 16
+"""A search by this many terms or more runs in the CPU pool (:mod:`memory.offload`): two long queries of one tenant
+in flight kept the API's interpreter busy (~40 ms of CPU each), slowing every other tenant's request (issue 23,
+finding 7). A shorter one runs in place: it would wait behind the long ones in the pool."""
 CANDIDATES_PER_HIT = 4
 """Each type offers this many candidates per requested hit: enough for state and recency to reorder them."""
 SNIPPET_BEFORE = 60
@@ -73,6 +78,13 @@ def search(session: Session, access: Access, catalog: Catalog, sources: Sources,
         if fits(result):
             return result
     raise AssertionError("an empty search result fits a page")
+
+
+def search_at(database_url: str, access: Access, catalog: Catalog, sources: Sources, text: str, resource: str | None,
+              top_k: int, now: datetime) -> SearchResult:
+    """:func:`search` on a connection of its own: the form a CPU pool process runs."""
+    with tenant_session(shared_engine(database_url), access.principal.tenant_id) as session:
+        return search(session, access, catalog, sources, text, resource, top_k, now)
 
 
 def _hit(session: Session, access: Access, declaration: Declaration, sources: Sources, grant: Grant,
