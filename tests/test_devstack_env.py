@@ -85,8 +85,8 @@ def test_hints_name_mnemo_as_it_can_be_run(tmp_path: Path, monkeypatch: pytest.M
     """Without the venv on PATH, `mnemo` is not a command: the hint names this installation's script."""
     script = Path(sys.executable).parent / "mnemo"
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # a directory the installation does not lie under: its script by absolute path
     assert mnemo_executable() == str(script.absolute())
-    monkeypatch.chdir(tmp_path)
     assert shown(tmp_path / ".venv" / "bin" / "mnemo") == ".venv/bin/mnemo"  # relative where it lies under the cwd
     assert mnemo_hint("task", "approve", "t 1", data_dir=tmp_path / "d").endswith(
         "mnemo task approve 't 1' --data-dir d")  # the data dir as the person can type it, from here

@@ -10,6 +10,7 @@ from sqlalchemy import Engine, create_engine, text
 
 from api.console import models as console_models  # noqa: F401 - registers the console_sessions table on Base
 from api.devstack.postgres import PostgresInfo
+from memory.artifact_store import models as artifact_models  # noqa: F401 - registers the artifact tables on Base
 from memory.db import make_engine, tenant_session
 from memory.models import Base
 from memory.reports import sales as sales_models  # noqa: F401 - registers the sales table on Base
