@@ -71,7 +71,7 @@ def _tenant(args: Sequence[Any]) -> str | None:
 def reason(error: BaseException) -> str:
     """The failure's type and message, down to its first cause that says more (an activity's error inside the
     workflow's ActivityError), cut to :data:`REASON_LIMIT` characters."""
-    parts = []
+    parts: list[str] = []
     current: BaseException | None = error
     while current is not None and len(parts) < 3:
         kind = getattr(current, "type", None) or type(current).__name__

@@ -283,8 +283,9 @@ def persist(session: Session, tenant_id: str, session_id: str, commit_id: str, u
     else:
         status = CommitStatus.COMPLETED
     if not candidates and not rejections:
-        rejections.append({"reason": RejectionReason.NO_CANDIDATES.value, "detail": "no message of the stage asked to remember, "
-                           "stated a preference or profile fact, or corrected one", "evidence_event_ids": []})
+        rejections.append({"reason": RejectionReason.NO_CANDIDATES.value,
+                           "detail": "no message of the stage asked to remember, stated a preference or profile fact, "
+                           "or corrected one", "evidence_event_ids": []})
     move(commit, status, memories=memories, stats=stats, reasons=rejections)
     if status is CommitStatus.FAILED_REQUIRES_ACTION:
         release_stage(session, commit)

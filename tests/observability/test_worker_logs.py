@@ -72,7 +72,7 @@ def test_the_worker_logs_each_outcome_as_json_and_never_content(
                 r.get("workflow_type") == "Deletion" and r.get("status") == "completed" for r in _records(log)))
 
     text = log.read_text(encoding="utf-8")
-    records = json_lines(log)  # every line is JSON
+    records: list[dict[str, Any]] = json_lines(log)  # every line is JSON
     assert "sapphire-heron-42" not in text and "蓝色花瓶" not in text
     assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
     [started] = [r for r in records if r["message"] == "worker started"]

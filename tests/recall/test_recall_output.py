@@ -6,13 +6,14 @@ import uuid
 
 from fastapi.testclient import TestClient
 
+from api.demo import DEMO_MEMORY
 from api.settings import Settings
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate
 from tests.recall.conftest import embed_tenant, recall, write
 
 DEMO_LIKE = {
-    "delivery": "月度销售报告每月第一个周一上午发给财务部。The monthly sales report goes to finance on the first Monday.",
+    "delivery": str(DEMO_MEMORY["content"]),
     "city": "我住在上海，平时用中文交流。",
     "format": "I prefer plain text answers, no markdown please.",
     "brevity": "看起来你更喜欢简短的回答。",
