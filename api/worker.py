@@ -23,7 +23,7 @@ from activities.stores import PublicationDestination, default_destinations
 from activities.tasks import TaskActivities
 from activities.tasks.faults import FaultPlan as TaskFaultPlan
 from api.observability.tracing import instrument_engine
-from api.observability.worker_logging import OutcomeLogging, log_started
+from api.observability.worker_logging import OutcomeLogging, log_started, log_stopped
 from api.observability.worker_metrics import free_loopback_port, serve_worker_metrics, temporal_runtime
 from api.outbox import drain_forever
 from api.settings import Settings
@@ -186,7 +186,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                             activity_slots=settings.worker_activity_slots)
                 # Deletions accepted while Temporal was down start now, and whenever one is queued later.
                 await drain_forever(client, engine, settings, stop)
-        logger.info("worker stopped", extra={"task_queue": settings.task_queue})
+        log_stopped(settings.task_queue)
     finally:
         engine.dispose()
         if metrics is not None:

@@ -20,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import temporalio.exceptions
+from sqlalchemy.exc import DBAPIError
 from temporalio import activity, workflow
 from temporalio.worker import (
     ActivityInboundInterceptor,
@@ -53,8 +54,13 @@ def versions() -> dict[str, str]:
 
 
 def log_started(task_queue: str, namespace: str, **details: object) -> None:
+    keep_tracebacks_out()
     logger.info("worker started", extra={"task_queue": task_queue, "namespace": namespace, "versions": versions(),
                                          **details})
+
+
+def log_stopped(task_queue: str) -> None:
+    logger.info("worker stopped", extra={"task_queue": task_queue})
 
 
 def _tenant(args: Sequence[Any]) -> str | None:
@@ -68,17 +74,48 @@ def _tenant(args: Sequence[Any]) -> str | None:
     return tenant if isinstance(tenant, str) else None
 
 
+def _said(error: BaseException) -> str:
+    """One error as a reason: its type and message; a database error only as its type and SQLSTATE, since
+    PostgreSQL quotes the offending value in its message (and SQLAlchemy would add the statement)."""
+    sqlstate = getattr(getattr(error, "orig", error), "sqlstate", None)
+    if isinstance(error, DBAPIError) or sqlstate is not None:
+        database = getattr(error, "orig", None) or error
+        return f"{type(database).__name__} (SQLSTATE {sqlstate or 'unknown'})"
+    kind = getattr(error, "type", None) or type(error).__name__
+    message = str(getattr(error, "message", None) or error).splitlines()[0] if str(error) else ""
+    return f"{kind}: {message}" if message else str(kind)
+
+
 def reason(error: BaseException) -> str:
-    """The failure's type and message, down to its first cause that says more (an activity's error inside the
-    workflow's ActivityError), cut to :data:`REASON_LIMIT` characters."""
+    """The failure's type and first message line, then its causes' (an activity's error inside the workflow's
+    ActivityError), cut to :data:`REASON_LIMIT` characters."""
     parts: list[str] = []
     current: BaseException | None = error
     while current is not None and len(parts) < 3:
-        kind = getattr(current, "type", None) or type(current).__name__
-        message = getattr(current, "message", None) or str(current)
-        parts.append(f"{kind}: {message}" if message else str(kind))
+        parts.append(_said(current))
+        if isinstance(current, DBAPIError):
+            break  # its cause is the driver's error it already named
         current = current.__cause__
     return " <- ".join(parts)[:REASON_LIMIT]
+
+
+class _NoTraceback(logging.Filter):
+    """The SDK logs a failed activity with its traceback, whose messages may quote what the activity read (a
+    value PostgreSQL refused); :class:`OutcomeLogging` writes the failure's sanitised reason instead. At
+    ``debug`` the traceback stays, for whoever is debugging on their own machine."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and not logger.isEnabledFor(logging.DEBUG):
+            record.exc_info, record.exc_text = None, None
+            record.msg = f"{record.msg} (reason in the mnemo.worker line; tracebacks at debug)"
+        return True
+
+
+def keep_tracebacks_out() -> None:
+    """Install :class:`_NoTraceback` on the SDK's activity logger (once)."""
+    sdk = logging.getLogger("temporalio.activity")
+    if not any(isinstance(f, _NoTraceback) for f in sdk.filters):
+        sdk.addFilter(_NoTraceback())
 
 
 def _level(workflow_type: str, ok: bool) -> int:

@@ -6,14 +6,20 @@ key so that an activity fails with a reason a person can act on."""
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import DBAPIError
 
 from api.main import create_app
+from api.observability.logging import JsonFormatter
+from api.observability.worker_logging import keep_tracebacks_out, reason
 from api.settings import Settings
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate
@@ -93,3 +99,31 @@ def test_the_worker_logs_each_outcome_as_json_and_never_content(
     assert all(isinstance(r["duration_ms"], float | int) for r in mine)
     ours = [r for r in records if r.get("workflow_id") in {c["workflow_id"] for c in commit + deleted}]
     assert all(r.get("tenant_id") == tenant for r in ours), ours  # every line of their activities names it
+
+
+def test_a_database_failure_is_reasoned_by_its_sqlstate_never_by_the_value_it_quotes(engine: Engine) -> None:
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT CAST(:value AS integer)"), {"value": SECRET})
+    except DBAPIError as error:
+        refused = error
+    else:
+        raise AssertionError("PostgreSQL cast the secret to an integer")
+    assert "蓝色花瓶" in str(refused.orig)  # PostgreSQL's own message quotes the value...
+    assert "[parameters:" not in str(refused) or "hidden" in str(refused)  # ...the engine never adds it
+    wrapped = RuntimeError("the purge step failed")
+    wrapped.__cause__ = refused
+    said = reason(wrapped)
+    assert said == "RuntimeError: the purge step failed <- InvalidTextRepresentation (SQLSTATE 22P02)", said
+
+
+def test_the_sdks_failed_activity_line_loses_its_traceback_unless_debugging(caplog: pytest.LogCaptureFixture) -> None:
+    keep_tracebacks_out()
+    sdk = logging.getLogger("temporalio.activity")
+    try:
+        raise ValueError(SECRET)
+    except ValueError:
+        with caplog.at_level(logging.INFO, logger="mnemo.worker"):
+            sdk.warning("Completing activity as failed", exc_info=True)
+    [record] = [r for r in caplog.records if r.name == "temporalio.activity"]
+    assert record.exc_info is None and SECRET not in JsonFormatter().format(record)
