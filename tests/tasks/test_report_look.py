@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 from typing import Any
 
 from PIL import Image
 
-from memory.reports.monthly.charts import chart_figures, generate_charts
+from memory.reports.monthly.charts import chart_figures, font_family, generate_charts, png
 from memory.reports.monthly.draft import generate_draft, request_approval
 from memory.reports.steps import StepContext, StepOutcome
 from memory.tasks.artifacts import sha256_hex
@@ -78,3 +79,12 @@ def test_charts_are_large_enough_to_read_and_the_draft_formats_every_amount() ->
     inputs["generate_draft"] = draft.output
     summary = request_approval(_context(store, inputs)).output["summary"]
     assert "revenue 48,123,456.70 CNY" in summary
+
+
+def test_chinese_labels_are_drawn_in_a_cjk_font_not_as_missing_glyphs() -> None:
+    """scripts/ensure-browser installs fonts-wqy-microhei; before, "华东" was drawn as empty boxes in DejaVu Sans."""
+    assert "WenQuanYi Micro Hei" in font_family()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warns "Glyph ... missing from font(s)" for each box it draws
+        for figure in chart_figures(METRICS).values():
+            png(figure)

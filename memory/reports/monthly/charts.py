@@ -42,7 +42,7 @@ def _styled(axes: Axes, title: str, xlabel: str, ylabel: str) -> None:
     """Title, labels and ticks in :func:`font_family`, set on the artists themselves: matplotlib's global
     rcParams are shared by every activity thread, so nothing here touches them."""
     family = font_family()
-    axes.set_title(title, fontfamily=family, fontsize=16, fontweight="bold")
+    axes.set_title(title, fontfamily=family, fontsize=16)  # no bold: WenQuanYi has none, and findfont would warn
     axes.set_xlabel(xlabel, fontfamily=family, fontsize=13)
     axes.set_ylabel(ylabel, fontfamily=family, fontsize=13)
     axes.tick_params(labelsize=12, labelfontfamily=family)
