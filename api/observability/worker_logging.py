@@ -160,12 +160,16 @@ class _WorkflowOutcomes(WorkflowInboundInterceptor):
         }
 
         def done(status: str, level: int, **more: object) -> None:
+            if not workflow.in_workflow():  # nothing to say outside the workflow's own event loop
+                return
             elapsed = round((workflow.now() - info.start_time).total_seconds() * 1000, 2)
             _workflow_logger.log(level, f"workflow {status}",
                                  extra={**fields, "status": status, "duration_ms": elapsed, **more})
 
         try:
             result = await self.next.execute_workflow(input)
+        except GeneratorExit:
+            raise  # the worker evicted the workflow from its cache (closing its coroutine): it did not end
         except workflow.ContinueAsNewError:
             done("continued_as_new", _level(info.workflow_type, ok=True))
             raise
