@@ -6,7 +6,10 @@ key so that an activity fails with a reason a person can act on."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import logging
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -16,13 +19,16 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
+from temporalio.worker import Worker
 
 from api.main import create_app
 from api.observability.logging import JsonFormatter
-from api.observability.worker_logging import keep_tracebacks_out, reason
+from api.observability.worker_logging import OutcomeLogging, keep_tracebacks_out, reason
 from api.settings import Settings
+from api.temporal import connect
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate
+from tests.observability.probe_workflow import LogProbe, Tenanted
 from tests.observability.test_commands import command, json_lines
 from tests.sessions.llm_standin import Reply, running_standin
 from tests.workers import worker_env
@@ -127,3 +133,35 @@ def test_the_sdks_failed_activity_line_loses_its_traceback_unless_debugging(capl
             sdk.warning("Completing activity as failed", exc_info=True)
     [record] = [r for r in caplog.records if r.name == "temporalio.activity"]
     assert record.exc_info is None and SECRET not in JsonFormatter().format(record)
+
+
+def test_a_replayed_and_evicted_workflow_logs_its_outcome_once(
+    settings: Settings, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An evicted workflow's coroutine is closed (GeneratorExit) outside its event loop, often by the garbage
+    collector: the interceptor must let that pass, not log (it once raised there, "Exception ignored")."""
+    queue = f"log-probe-{uuid.uuid4().hex[:8]}"
+    unraisable: list[str] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda hook: unraisable.append(repr(hook.exc_value)))
+
+    async def scenario() -> str:
+        client = await connect(settings)
+        async with Worker(client, task_queue=queue, workflows=[LogProbe], interceptors=[OutcomeLogging()],
+                          max_cached_workflows=0):
+            done = await client.execute_workflow(LogProbe.run, Tenanted("t-probe"), id=queue, task_queue=queue)
+        async with Worker(client, task_queue=queue, workflows=[LogProbe], interceptors=[OutcomeLogging()]):
+            waiting = await client.start_workflow(LogProbe.run, Tenanted("t-probe", 3600), id=f"{queue}-open",
+                                                  task_queue=queue)
+            while not any(e.HasField("timer_started_event_attributes") for e in
+                          (await waiting.fetch_history()).events[-3:]):
+                await asyncio.sleep(0.05)
+        await waiting.terminate()  # the worker stopped with it cached and open: its coroutine is dropped
+        return done
+
+    with caplog.at_level(logging.DEBUG, logger="mnemo.worker"):
+        assert asyncio.run(scenario()) == "t-probe"
+        gc.collect()
+    lines = [r for r in caplog.records if r.name == "mnemo.worker" and getattr(r, "workflow_id", None) == queue]
+    assert [(r.getMessage(), r.__dict__["tenant_id"]) for r in lines] == [("workflow completed", "t-probe")]
+    assert lines[0].__dict__["duration_ms"] >= 100  # workflow time: the two timers, not the last task alone
+    assert unraisable == []
