@@ -33,7 +33,10 @@ def memory_demo(client: httpx.Client | httpx2.Client) -> list[dict[str, object]]
     written.raise_for_status()
     memory = written.json()
     state = "replayed" if memory["replayed"] else "written"
-    print(f"demo: {state} memory {memory['memory_id']} v{memory['version']} ({memory['status']}, {memory['stage']})")
+    vector = memory["indexes"]["vector"]
+    when = f"; its vector within ~{memory['vector_expected_within_seconds']} s" if vector == "pending" else ""
+    print(f"demo: {state} memory {memory['memory_id']} v{memory['version']} ({memory['status']}, {memory['stage']}: "
+          f"lexical index {memory['indexes']['lexical']}, vector {vector}{when})")
     found = client.post("/memory-query", json={"query": DEMO_QUERY})
     found.raise_for_status()
     items: list[dict[str, object]] = found.json()["items"]

@@ -52,7 +52,11 @@ def session_demo(
         follow = mnemo_hint("session", "show", DEMO_SESSION, "--commit", DEMO_COMMIT, data_dir=data_dir)
         print(f"demo: the session commit is still {commit['status']} after {timeout:.0f}s; follow it with `{follow}`")
         return commit
-    print(f"demo: session commit {commit['status']} ({commit['stats'].get('messages', 0)} messages)")
+    kinds = commit["stats"].get("rejected_by_kind", {})
+    refusals = f"; refused by rule, as intended: {kinds['rule']}" if kinds.get("rule") else ""
+    failures = f"; extractor schema failures: {kinds['schema']}" if kinds.get("schema") else ""
+    print(f"demo: session commit {commit['status']} ({commit['stats'].get('messages', 0)} messages{refusals}"
+          f"{failures})")
     for decision in ("created", "merged", "skipped"):
         for memory in commit["memories"].get(decision, []):
             status = f" {memory['status']}" if memory.get("status") else ""

@@ -25,6 +25,7 @@ from api.observability.tracing import temporal_interceptors
 from api.settings import Settings
 from workflows import search_attributes
 from workflows.embedding import SCHEDULE_ID as EMBEDDING_SCHEDULE_ID
+from workflows.embedding import SWEEP_EVERY as EMBEDDING_SWEEP_EVERY
 from workflows.embedding import EmbeddingSweepInput, EmbeddingSweepWorkflow
 from workflows.fairness import tenant_priority
 from workflows.projection import (
@@ -91,7 +92,7 @@ async def ensure_retention_schedule(
 
 
 async def ensure_embedding_schedule(
-    client: Client, task_queue: str, every: timedelta = timedelta(seconds=10), schedule_id: str = EMBEDDING_SCHEDULE_ID
+    client: Client, task_queue: str, every: timedelta = EMBEDDING_SWEEP_EVERY, schedule_id: str = EMBEDDING_SCHEDULE_ID
 ) -> ScheduleHandle:
     """The Schedule that sweeps embedding backlogs."""
     return await ensure_interval_schedule(

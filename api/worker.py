@@ -22,6 +22,7 @@ from activities.stores import PublicationDestination, default_destinations
 from activities.tasks import TaskActivities
 from activities.tasks.faults import FaultPlan as TaskFaultPlan
 from api.observability.tracing import instrument_engine
+from api.observability.worker_logging import OutcomeLogging, log_started, log_stopped
 from api.observability.worker_metrics import free_loopback_port, serve_worker_metrics, temporal_runtime
 from api.outbox import drain_forever
 from api.settings import Settings
@@ -114,6 +115,7 @@ def build_worker(
         ],
         activity_executor=executor,
         max_concurrent_activities=slots,
+        interceptors=[OutcomeLogging()],
     )
 
 
@@ -183,8 +185,11 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 commit_policy=settings.commit_policy(),
                 webhook_allowed=settings.webhook_allow_list(),
             ):
+                log_started(settings.task_queue, settings.temporal_namespace, extractor=settings.extractor,
+                            activity_slots=settings.worker_activity_slots)
                 # Deletions accepted while Temporal was down start now, and whenever one is queued later.
                 await drain_forever(client, engine, settings, stop)
+        log_stopped(settings.task_queue)
     finally:
         offload.stop()
         engine.dispose()

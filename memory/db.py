@@ -25,7 +25,8 @@ def make_engine(url: str, *, pool_size: int = 10, statement_timeout_seconds: flo
     ``statement_timeout_seconds``: a statement running longer is cancelled (the API's bound: a slow
     statement must not hold a pooled connection that other tenants' requests wait for).
     """
-    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    # hide_parameters: an error or a log line names the statement, never the values bound to it (memory text)
+    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, hide_parameters=True)
 
     @event.listens_for(engine, "connect")
     def _act_as_app_role(dbapi_connection: Any, _record: Any) -> None:

@@ -19,6 +19,7 @@ from memory.db import global_session
 from memory.deletion.jobs import JobStatus
 from memory.embeddings import UNEMBEDDABLE
 from memory.enums import SourceLevel, Status
+from memory.sessions.extraction.base import REJECTION_KINDS, RejectionKind
 from memory.tasks.states import TaskStatus
 
 SCRAPE_SETTING = "mnemo.metrics_scrape"
@@ -43,6 +44,9 @@ class Figure:
 
 
 HEAD = "m.status <> 'SUPERSEDED'"
+_REJECTION_KIND = "CASE r.value ->> 'reason' " + " ".join(
+    f"WHEN '{reason.value}' THEN '{kind.value}'" for reason, kind in REJECTION_KINDS.items()) + " END"
+"""A stored refusal's kind (:data:`memory.sessions.extraction.base.REJECTION_KINDS`), in SQL."""
 _MEMORY_REF = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}@[0-9]+$"
 """A bundle event's ``memory_id@version`` ref (the others are ``task:…``): cast to uuid, the join uses the key."""
 STATEMENT_TIMEOUT_MS = 5_000
@@ -70,6 +74,13 @@ FIGURES: tuple[Figure, ...] = (
            "AND m.last_confirmed_at IS NULL"),
     Figure("mnemo_session_commits", "Session commits by status.", ("status",),
            "SELECT status, count(*) FROM session_commits GROUP BY status"),
+    Figure("mnemo_session_commits_with_rejections",
+           "Session commits that refused something, by kind of refusal: rule (a gate rightly refused what must not "
+           "be stored), schema (the extractor's answer broke the schema), unavailable, write.", ("kind",),
+           f"SELECT k.kind, count(DISTINCT (c.tenant_id, c.user_id, c.session_id, c.commit_id)) FROM session_commits c "
+           f"CROSS JOIN LATERAL jsonb_array_elements(c.reasons) AS r(value) "
+           f"CROSS JOIN LATERAL (SELECT {_REJECTION_KIND} AS kind) k WHERE k.kind IS NOT NULL GROUP BY 1",
+           tuple((kind.value,) for kind in RejectionKind)),
     Figure("mnemo_task_operations", "Side-effect operations (publications) by status.", ("status",),
            "SELECT status, count(*) FROM task_operations GROUP BY status",
            (("PENDING",), ("SUCCEEDED",), ("FAILED",), ("UNKNOWN_OUTCOME",))),

@@ -43,6 +43,19 @@ def write_projection(session: Session, memory: Memory) -> None:
                     audience(memory.space, memory.owner_id, memory.session_id))
 
 
+def has_vector(session: Session, memory: Memory) -> bool:
+    """Does the projection hold a vector computed from this version's current revision? (A write clears it;
+    the embedding sweep fills it.)"""
+    found = session.execute(
+        select(MemorySearch.memory_id).where(
+            MemorySearch.tenant_id == memory.tenant_id, MemorySearch.memory_id == memory.memory_id,
+            MemorySearch.version == memory.version, MemorySearch.source_revision == memory.revision,
+            MemorySearch.embedding.is_not(None),
+        )
+    ).first()
+    return found is not None
+
+
 def _write_postings(session: Session, tenant_id: str, memory_id: uuid.UUID, audience_key: str) -> None:
     """Replace the memory's rows in ``memory_lexemes`` with the lexemes of its projection row's ``tokens``.
 

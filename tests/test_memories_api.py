@@ -10,7 +10,7 @@ def test_writer_with_stated_evidence_is_active_at_once(client: TestClient, make_
     response = client.post("/memory-candidates", json=candidate("我住在上海"), headers=auth(make_key()))
     assert response.status_code == 201, response.text
     body = response.json()
-    assert (body["version"], body["status"], body["stage"]) == (1, "ACTIVE", "indexed")
+    assert (body["version"], body["status"], body["stage"]) == (1, "ACTIVE", "searchable")
 
 
 def test_without_writer_role_it_stays_a_candidate(client: TestClient, make_key: MakeKey) -> None:

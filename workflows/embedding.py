@@ -18,6 +18,9 @@ with workflow.unsafe.imports_passed_through():
     from activities.embedding import EmbedBatchInput, EmbeddingActivities
 
 SCHEDULE_ID = "mnemo-embedding-sweep"
+SWEEP_EVERY = timedelta(seconds=10)
+"""How often the Schedule sweeps every tenant's backlog: a new memory's vector exists within about this long
+(plus the batch's own time), which the write's answer tells the caller."""
 
 
 @dataclass(frozen=True)

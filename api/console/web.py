@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Coroutine
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote, unquote
@@ -34,6 +34,31 @@ WHY_COOKIE = "mnemo_console_why"
 _OUTCOMES = re.compile(r"approved|rejected|pause|resume|cancel|resolved|expired|corrected to version [0-9]{1,10}")
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
+
+
+def _span(seconds: float) -> str:
+    minutes = round(abs(seconds) / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours = round(minutes / 60)
+    return f"{hours} h" if hours < 48 else f"{round(hours / 24)} days"
+
+
+def when(value: datetime | str | None, relative: bool = False, now: datetime | None = None) -> str:
+    """A moment as a person reads it, saying its time zone: "Fri 3 Jul 2026, 14:00 UTC", and with ``relative``
+    how far it is ("in 23 h", "5 min ago"). The console does not know the reader's zone, so it says UTC."""
+    if value is None or value == "":
+        return "-"
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    moment = moment.astimezone(UTC)
+    text = f"{moment:%a} {moment.day} {moment:%b %Y, %H:%M} UTC"
+    if relative:
+        seconds = (moment - (now or datetime.now(UTC))).total_seconds()
+        text += f" (in {_span(seconds)})" if seconds >= 0 else f" ({_span(seconds)} ago)"
+    return text
+
+
+templates.env.filters["when"] = when
 
 _NEXT_STEP = {
     401: "Sign in again with a valid API key.",

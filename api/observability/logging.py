@@ -45,6 +45,13 @@ def bind_tenant(tenant_id: str) -> None:
         context.tenant_id = tenant_id
 
 
+FIELDS = ("status", "duration_ms", "workflow", "activity", "tenant_id", "task_queue", "namespace", "versions",
+          "extractor", "activity_slots", "workflow_type", "workflow_id", "run_id", "activity_type", "activity_id",
+          "attempt", "reason")
+"""Fields a line carries when its record has them (``extra=``): a request's, and the worker's
+(:mod:`api.observability.worker_logging`). A request's tenant comes from its context."""
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, object] = {
@@ -64,9 +71,9 @@ class JsonFormatter(logging.Formatter):
                 line["route"] = context.route
             if context.tenant_id is not None:
                 line["tenant_id"] = context.tenant_id
-        for field in ("status", "duration_ms", "workflow", "activity"):
+        for field in FIELDS:
             value = record.__dict__.get(field)
-            if value is not None:
+            if value is not None and field not in line:
                 line[field] = value
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)

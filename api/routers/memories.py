@@ -6,6 +6,7 @@ import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
+from sqlalchemy.orm import Session
 
 from api.deps import CurrentPrincipal, EngineDep, parse_id
 from api.schemas.common import INT32_MAX, replay_of
@@ -24,6 +25,8 @@ from memory.errors import InvalidInput
 from memory.events import request_digest
 from memory.message_text import message_content, quote_start
 from memory.models import Memory
+from memory.projection import has_vector
+from workflows.embedding import SWEEP_EVERY as EMBEDDING_SWEEP_EVERY
 
 router = APIRouter(tags=["memories"])
 
@@ -54,15 +57,17 @@ def _content(body: CandidateIn) -> tuple[str, int | None]:
                        code="content_or_message")
 
 
-def _written(memory: Memory, replayed: bool) -> WriteOut:
-    # The lexical projection is written in the same transaction as the row, so a
-    # committed write is already searchable.
+def _written(session: Session, memory: Memory, replayed: bool) -> WriteOut:
+    """What is searchable now: the lexical projection is written in the write's own transaction; the vector
+    comes from the embedding sweep (a replay or a confirmation may find it already there)."""
+    vector = has_vector(session, memory)
     return WriteOut(
         memory_id=memory.memory_id,
         version=memory.version,
         status=memory.status,
-        stage="indexed",
-        indexes={"lexical": "indexed", "vector": "pending"},
+        stage="indexed" if vector else "searchable",
+        indexes={"lexical": "indexed", "vector": "indexed" if vector else "pending"},
+        vector_expected_within_seconds=None if vector else int(EMBEDDING_SWEEP_EVERY.total_seconds()),
         replayed=replayed,
         revision=memory.revision,
     )
@@ -96,9 +101,10 @@ def submit_candidate(body: CandidateIn, principal: CurrentPrincipal, engine: Eng
     digest = request_digest(body.model_dump(mode="json"))
     with tenant_session(engine, principal.tenant_id) as session:
         result = memories.create_memory(session, principal, new, digest)
+        written = _written(session, result.memory, result.replayed)
     if result.replayed:
         response.status_code = status.HTTP_200_OK
-    return _written(result.memory, result.replayed)
+    return written
 
 
 @router.post("/memory-candidates/{memory_id}/confirm")
@@ -106,7 +112,7 @@ def confirm_candidate(memory_id: str, principal: CurrentPrincipal, engine: Engin
     """Turn a CANDIDATE into ACTIVE (memory_writer role)."""
     with tenant_session(engine, principal.tenant_id) as session:
         memory = memories.confirm_candidate(session, principal, _memory_id(memory_id))
-    return _written(memory, replayed=False)
+        return _written(session, memory, replayed=False)
 
 
 @router.get("/memories/{memory_id}")

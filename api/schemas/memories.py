@@ -160,8 +160,13 @@ class WriteOut(BaseModel):
     memory_id: uuid.UUID
     version: int
     status: str
-    stage: Literal["accepted", "committed", "indexed"]
-    indexes: dict[str, Literal["indexed", "pending"]]
+    stage: Literal["searchable", "indexed"]
+    """``searchable``: committed and in the lexical indexes (recall finds it by its words); ``indexed``: its
+    vector exists too (recall finds it by meaning)."""
+    indexes: dict[Literal["lexical", "vector"], Literal["indexed", "pending"]]
+    vector_expected_within_seconds: int | None
+    """While the vector is pending: the embedding sweep's period, within which (plus its batch) it is written;
+    until then a recall ranks the memory by its words only. None once indexed."""
     replayed: bool
     revision: int
 

@@ -93,7 +93,12 @@ class BundleItemOut(BaseModel):
     source_level: str
     observed_at: str | None = Field(json_schema_extra={"format": "date-time"})
     revision: int
-    score: float
+    score: float = Field(description=(
+        "How this memory ranks against the other candidates of this recall: z-scores of BM25 and the cosine "
+        "within the pool plus small priors, so 0 is the pool's average and scores do not compare across queries. "
+        "score_breakdown.relevance (0-1) is the absolute measure that min_relevance cuts at; an unrelated memory "
+        "is left out and listed in not_applicable, so in a hybrid recall a negative score means the memory's "
+        "words matched, weakly."))
     score_breakdown: dict[str, float | None]
     matched_by: list[str]
 
@@ -101,7 +106,10 @@ class BundleItemOut(BaseModel):
 class NotApplicableOut(BaseModel):
     memory_id: str
     version: int
-    reason: str
+    reason: Literal["below_relevance_floor", "vector_only_below_average"] = Field(description=(
+        "below_relevance_floor: relevance under min_relevance; vector_only_below_average: a hybrid recall found it "
+        "by its vector alone and it scores below the average candidate (unrelated short texts sit as close as a "
+        "paraphrase for the bundled model). min_relevance 0 keeps every candidate."))
 
 
 class ExplainedCandidateOut(BaseModel):

@@ -184,6 +184,22 @@ def _dedupe_by_source(ranked: list[Scored]) -> tuple[list[Scored], list[dict[str
     return kept, decisions
 
 
+def _not_applicable(s: Scored, request: RecallRequest) -> str | None:
+    """Why a ranked memory is not worth injecting, or None. An exact key match always is. Below the absolute
+    ``min_relevance`` it is not; nor, in a hybrid recall with a floor, is a memory the words did not find whose
+    vector is weaker than this recall's average candidate (a negative score): e5 puts unrelated short texts at
+    a cosine of 0.78-0.83, as close as a true paraphrase, so only the comparison tells them apart.
+    ``min_relevance`` 0 keeps every candidate (the benchmarks' setting)."""
+    if "key" in s.sources:
+        return None
+    if s.breakdown.relevance < request.min_relevance:
+        return "below_relevance_floor"
+    if request.min_relevance > 0 and request.retrieval == "hybrid" and s.sources == {"vector"} \
+            and s.breakdown.total < 0:
+        return "vector_only_below_average"
+    return None
+
+
 def item_of(s: Scored) -> dict[str, Any]:
     m, b = s.memory, s.breakdown
     scope = f"project {m.project_id}" if m.project_id else ("session " + m.session_id if m.session_id else "global")
@@ -289,9 +305,10 @@ def build_bundle(
         for s in ranked:
             if s.memory.key in request.request_constraints or any(s.memory is u for u in prefs.used):
                 continue  # represented in effective_preferences (or overridden for this request)
-            if s.breakdown.relevance < request.min_relevance and "key" not in s.sources:
+            reason = _not_applicable(s, request)
+            if reason is not None:
                 not_applicable.append({"memory_id": str(s.memory.memory_id), "version": s.memory.version,
-                                       "reason": "below_relevance_floor"})
+                                       "reason": reason})
                 continue
             relevant.append(s)
         if task:

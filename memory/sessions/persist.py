@@ -40,7 +40,7 @@ from memory.sessions.commits import (
 )
 from memory.sessions.constraints import temporary_constraints
 from memory.sessions.dedupe import Decided, Decision, decide, serialize_owner, space_for, stored_content
-from memory.sessions.extraction.base import Candidate, Rejection, RejectionReason
+from memory.sessions.extraction.base import Candidate, Rejection, RejectionReason, rejection_kind
 from memory.sessions.messages import MessageRole, Stage
 from memory.sessions.models import ChatSession, SessionChoice, SessionCommit, SessionLink
 from memory.sessions.store import message_live, stage_messages
@@ -232,7 +232,7 @@ def persist(session: Session, tenant_id: str, session_id: str, commit_id: str, u
     entries: list[dict[str, Any]] = []
     for position, candidate in enumerate(candidates):
         if position < len(proposed) and not set(candidate.evidence_event_ids) <= live:  # deleted since extraction
-            rejections.append({"reason": RejectionReason.EVIDENCE_OUTSIDE_STAGE.value,
+            rejections.append({"reason": RejectionReason.EVIDENCE_DELETED.value,
                                "detail": "an event this candidate cites was deleted before it could be stored",
                                "evidence_event_ids": list(candidate.evidence_event_ids)})
             continue
@@ -246,7 +246,7 @@ def persist(session: Session, tenant_id: str, session_id: str, commit_id: str, u
         except StaleEpoch:
             raise
         except MnemoError as exc:
-            rejections.append({"reason": "write_refused", "detail": f"{exc.code}: {exc.message}",
+            rejections.append({"reason": RejectionReason.WRITE_REFUSED.value, "detail": f"{exc.code}: {exc.message}",
                                "evidence_event_ids": list(candidate.evidence_event_ids)})
     for entry in entries:
         if "memory_id" in entry and entry["decision"] != Decision.SKIP.value:
@@ -267,6 +267,8 @@ def persist(session: Session, tenant_id: str, session_id: str, commit_id: str, u
         "memories_merged": counts[Decision.MERGE.value],
         "memories_skipped": counts[Decision.SKIP.value],
         "rejected": dict(sorted(refused.items())),
+        "rejected_by_kind": dict(sorted(Counter(
+            kind.value for r in rejections if (kind := rejection_kind(r["reason"])) is not None).items())),
         **extracted.get("usage", {}),
     }
     # The proposal (candidates' text) was only for this step: a commit row keeps ids, decisions and abstracts.
@@ -281,8 +283,9 @@ def persist(session: Session, tenant_id: str, session_id: str, commit_id: str, u
     else:
         status = CommitStatus.COMPLETED
     if not candidates and not rejections:
-        rejections.append({"reason": "no_candidates", "detail": "no message of the stage asked to remember, "
-                           "stated a preference or profile fact, or corrected one", "evidence_event_ids": []})
+        rejections.append({"reason": RejectionReason.NO_CANDIDATES.value,
+                           "detail": "no message of the stage asked to remember, stated a preference or profile fact, "
+                           "or corrected one", "evidence_event_ids": []})
     move(commit, status, memories=memories, stats=stats, reasons=rejections)
     if status is CommitStatus.FAILED_REQUIRES_ACTION:
         release_stage(session, commit)

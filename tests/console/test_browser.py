@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlparse
 
 import httpx
@@ -50,6 +52,40 @@ def test_an_approver_sees_the_draft_with_its_charts_approves_it_and_opens_the_pu
     page.click("#report-link")
     assert page.title() == "Monthly sales report 2026-06 (CNY)"
     assert page.evaluate("[...document.images].every(i => i.naturalWidth > 0)")
+
+
+FRAME_LAYOUT = """() => {
+  const frame = document.querySelector('iframe.draft');
+  const doc = frame.contentDocument;
+  const rows = [...doc.querySelectorAll('tr')].map(r => r.getBoundingClientRect());
+  return {frame: frame.clientHeight, content: doc.documentElement.scrollHeight, rows: rows.length,
+          cut: rows.filter(r => r.bottom > frame.clientHeight + 0.5).length,
+          font: getComputedStyle(doc.body).fontFamily};
+}"""
+
+
+def test_the_task_page_shows_the_whole_draft_readable_charts_and_a_human_deadline(
+    page: Page, base_url: str, api: httpx.Client, team: Team, tmp_path: Path
+) -> None:
+    task_id = start_task(api, team.owner)
+    wait_task(api, team.owner, task_id, waiting_for_approval)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    sign_in(page, base_url, team.approver, f"/console/tasks/{task_id}")
+    page.wait_for_selector("iframe.draft[data-fitted=true]")
+    layout = page.evaluate(FRAME_LAYOUT)
+    page.screenshot(path=str(tmp_path / "task.png"), full_page=True)  # kept with the test's tmp dir for a look
+    assert layout["rows"] >= 5 and layout["cut"] == 0, layout  # no table row cut at the frame's edge
+    assert layout["frame"] >= layout["content"], layout  # the frame holds the whole draft: nothing scrolls in it
+    assert "WenQuanYi Micro Hei" in layout["font"], layout  # a CJK face in the report's font stack
+    draft = page.frame_locator("iframe.draft")
+    revenue = draft.locator(".figure .value").first.inner_text()
+    assert re.fullmatch(r"\d{1,3}(,\d{3})+\.\d{2} CNY", revenue), revenue
+    assert re.fullmatch(r"\w{3} \d{1,2} \w{3} \d{4}, \d{2}:\d{2} UTC \(in \d+ (min|h|days)\)",
+                        page.inner_text("#deadline")), page.inner_text("#deadline")
+    links = page.eval_on_selector_all("a:has(> img.chart)", "links => links.map(a => [a.href, a.firstChild.src])")
+    assert len(links) == 3 and all(href == src for href, src in links), links  # each thumbnail opens full size
+    widths = page.eval_on_selector_all("img.chart", "imgs => imgs.map(i => i.getBoundingClientRect().width)")
+    assert min(widths) >= 480, widths  # two a row at most: axis labels stay legible
 
 
 def test_a_draft_that_changed_since_the_page_was_opened_is_refused_never_approved(

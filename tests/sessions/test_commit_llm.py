@@ -23,6 +23,7 @@ from memory.db import tenant_session
 from memory.models import Memory
 from memory.sessions.extraction.llm import LlmConfig, LlmExtractor
 from tests.conftest import MakeKey
+from tests.observability.scrape import parse, value
 from tests.sessions.conftest import commit, post, say
 from tests.sessions.llm_standin import LlmStandIn, Reply, answer, completion, running_standin
 from tests.workers import ThreadWorker
@@ -178,6 +179,40 @@ def test_an_unknown_category_is_refused_by_name_and_the_good_candidate_alone_is_
     assert created["key"] == "profile.city" and done["memories"]["candidates"] == 1
     [row] = _memories(engine, owner.tenant)
     assert str(row.memory_id) == created["memory_id"] and row.category == "PROFILE"
+
+
+def _rejections(api: TestClient) -> dict[str, float]:
+    """``mnemo_session_commits_with_rejections`` by kind, from the API's real /metrics."""
+    samples = parse(api.get("/metrics").text)
+    return {kind: value(samples, "mnemo_session_commits_with_rejections", kind=kind)
+            for kind in ("rule", "schema", "unavailable", "write")}
+
+
+def test_a_rightful_refusal_and_a_schema_failure_are_counted_apart(
+    stack: LlmStack, owner: Owner, make_key: MakeKey
+) -> None:
+    """A one-time constraint refused by the gates is the gates doing their job, not a schema failure."""
+    before = _rejections(stack.api)
+    events = _shanghai(stack, owner, "s-once")
+    once = post(stack.api, owner.key, "s-once", say("m4", "user", "这次用英文回答。"))
+    this_time = _item(once[0], category="PREFERENCE", abstract="English this time", content="这次用英文回答。",
+                      overview="PREFERENCE response.language = en", key="response.language")
+    stack.standin.script(answer(_item(events[0]), this_time))
+    refused = commit(stack.api, owner.key, "s-once", "c-once")
+    assert refused["status"] == "completed_with_rejections", refused
+    assert [r["reason"] for r in refused["reasons"]] == ["temporary_constraint"]
+    assert refused["stats"]["rejected_by_kind"] == {"rule": 1}
+    after_rule = _rejections(stack.api)
+    assert after_rule == {**before, "rule": before["rule"] + 1}
+
+    other = Owner(owner.tenant, make_key(tenant=owner.tenant, user="bob"))
+    events = _shanghai(stack, other, "s-broken")
+    hobby = _item(events[1], category="HOBBY", abstract="likes English", content="以后都用英文回答。", key=None,
+                  overview="HOBBY english")
+    stack.standin.script(answer(hobby, _item(events[0])))
+    broken = commit(stack.api, other.key, "s-broken", "c-broken")
+    assert broken["stats"]["rejected_by_kind"] == {"schema": 1}
+    assert _rejections(stack.api) == {**after_rule, "schema": after_rule["schema"] + 1}
 
 
 def test_an_answer_that_is_not_json_fails_the_commit_naming_invalid_answer_and_stores_nothing(

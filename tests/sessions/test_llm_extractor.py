@@ -20,6 +20,7 @@ from memory.sessions.extraction.llm import (
     LlmConfig,
     LlmExtractor,
     LlmUnavailable,
+    parse_answer,
     transcript,
 )
 from memory.sessions.extraction.rules import RulesExtractor
@@ -294,3 +295,21 @@ def test_the_factory_chooses_by_settings() -> None:
         make_extractor("llm", None)
     with pytest.raises(ValueError, match="unknown extractor 'gpt'"):
         make_extractor("gpt", None)
+
+
+@pytest.mark.parametrize(
+    ("said", "content", "stored"),
+    [
+        ("请记住我住在上海。", "请记住我住在上海", "我住在上海"),
+        ("Remember that I live in Shanghai.", "Remember that I live in Shanghai.", "I live in Shanghai."),
+        ("我住在上海，帮我记住。", "我住在上海，帮我记住", "我住在上海"),
+    ],
+)
+def test_a_models_candidate_keeps_the_fact_not_the_request_to_remember_it(said: str, content: str, stored: str) -> None:
+    stage = stage_of(("user", said))
+    [event_id] = stage.event_ids()
+    item = _item(content=content, abstract=content, key=None, source_level="E1", evidence_event_ids=[event_id])
+    [candidate], rejections = parse_answer(json.dumps({"candidates": [item]}), stage)
+    assert rejections == () and (candidate.content, candidate.abstract) == (stored, stored)
+    [admitted] = apply_gates(stage, Extraction(candidates=(candidate,), extractor="llm")).admitted
+    assert (admitted.content, admitted.source_level) == (stored, SourceLevel.E1)

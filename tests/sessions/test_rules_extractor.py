@@ -6,7 +6,7 @@ import pytest
 
 from memory.enums import Category, SourceLevel
 from memory.sessions.extraction.base import Candidate
-from memory.sessions.extraction.rules import RulesExtractor, is_remember_request
+from memory.sessions.extraction.rules import RulesExtractor, is_remember_request, strip_remember_request
 from memory.sessions.extraction.sentences import all_clauses, sentences
 from tests.sessions.stages import stage_of
 
@@ -38,14 +38,28 @@ def test_an_explicit_remember_request_is_e1(text: str, category: Category, key: 
 @pytest.mark.parametrize(
     ("text", "content"),
     [
-        ("我女儿的生日是5月3日，请记住。", "我女儿的生日是5月3日，请记住"),
-        ("我对花生过敏，帮我记住。", "我对花生过敏，帮我记住"),
-        ("The meeting room code is 4471, remember that.", "The meeting room code is 4471, remember that"),
+        ("我女儿的生日是5月3日，请记住。", "我女儿的生日是5月3日"),
+        ("我对花生过敏，帮我记住。", "我对花生过敏"),
+        ("The meeting room code is 4471, remember that.", "The meeting room code is 4471"),
+        ("请记住我对花生过敏。", "我对花生过敏"),
+        ("请记住，我对花生过敏。", "我对花生过敏"),
+        ("帮我记一下：以后都用英文回答。", "以后都用英文回答"),
+        ("别忘了我下周一去北京出差。", "我下周一去北京出差"),
+        ("Remember that I'm allergic to peanuts.", "I'm allergic to peanuts"),
+        ("Please remember: my flight is at 9 am on Monday.", "My flight is at 9 am on Monday"),
+        ("Could you remember that I'm a data engineer?", "I'm a data engineer"),
+        ("Don't forget: the contract is with Northwind.", "The contract is with Northwind"),
     ],
 )
-def test_a_remember_request_after_the_fact_keeps_the_fact_verbatim(text: str, content: str) -> None:
+def test_a_memory_keeps_the_fact_not_the_request_to_remember_it(text: str, content: str) -> None:
     candidate = _only(text)
     assert (candidate.content, candidate.source_level) == (content, SourceLevel.E1)
+    assert not is_remember_request(candidate.abstract)
+
+
+@pytest.mark.parametrize("text", ["请记住。", "记住了", "Remember to buy milk.", "I remember that trip fondly."])
+def test_text_that_is_no_request_around_a_fact_is_kept_as_it_is(text: str) -> None:
+    assert strip_remember_request(text) == text
 
 
 @pytest.mark.parametrize("text", ["我记住了，谢谢。", "I remember that trip fondly."])

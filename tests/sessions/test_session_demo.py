@@ -24,3 +24,5 @@ def test_the_demo_commits_and_says_what_was_remembered_and_refused(
     assert again["commit_id"] == commit["commit_id"]  # a second run replays the same commit
     out = capsys.readouterr().out
     assert "created  PROFILE" in out and "refused  temporary_constraint" in out and "尚未审批" in out
+    assert commit["stats"]["rejected_by_kind"] == {"rule": 1}  # "这次用英文回答": one-time, rightly refused
+    assert "refused by rule, as intended: 1" in out and "schema failures" not in out

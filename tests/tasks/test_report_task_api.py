@@ -69,7 +69,8 @@ def test_report_runs_to_approval_then_publishes_exactly_once(
     assert html.text.count("data:image/png;base64,") == 3
     assert metrics["currency"] == "USD"
     assert metrics["revenue"] == _expected_revenue("2026-06", "USD")
-    assert f"**{metrics['revenue']} USD**" in markdown
+    assert f"**{Decimal(metrics['revenue']):,.2f} USD**" in markdown
+    assert f"{Decimal(metrics['revenue']):,.2f} USD" in html.text
     assert metrics["previous_month"] == "2026-05"
     assert metrics["growth"] == round(
         float(

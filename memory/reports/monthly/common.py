@@ -6,6 +6,7 @@ import csv
 import io
 import json
 from datetime import date
+from decimal import Decimal
 from typing import Any
 
 COLUMNS = ("line_id", "order_id", "order_date", "region", "product", "currency", "quantity", "unit_price")
@@ -35,3 +36,13 @@ def rows_of(content: bytes) -> list[dict[str, str]]:
 def json_bytes(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False).encode()
 
+
+
+def amount(value: str) -> str:
+    """A money amount as a reader writes it: thousands separated, two decimals ("12,345,678.50")."""
+    return f"{Decimal(value):,.2f}"
+
+
+def money(value: str, currency: str) -> str:
+    """An amount with its currency ("12,345,678.50 CNY")."""
+    return f"{amount(value)} {currency}"

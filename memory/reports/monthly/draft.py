@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 
 from memory.artifact_store import sha256_hex
-from memory.reports.monthly.common import json_bytes
+from memory.reports.monthly.common import amount, json_bytes, money
+from memory.reports.monthly.page import growth_text, render
 from memory.reports.steps import ProducedArtifact, StepContext, StepOutcome
-
-
-def _growth_text(growth: float | None) -> str:
-    return "n/a (no revenue in the previous month)" if growth is None else f"{growth * 100:+.2f}%"
 
 
 def generate_draft(ctx: StepContext) -> StepOutcome:
@@ -29,9 +24,9 @@ def generate_draft(ctx: StepContext) -> StepOutcome:
         md += ["", f"Revised after review: {note}"]
     md += [
         "",
-        f"- Revenue: **{metrics['revenue']} {currency}**",
-        f"- Previous month ({metrics['previous_month']}): {metrics['previous_revenue']} {currency}",
-        f"- Month-over-month growth: {_growth_text(metrics['growth'])}",
+        f"- Revenue: **{money(metrics['revenue'], currency)}**",
+        f"- Previous month ({metrics['previous_month']}): {money(metrics['previous_revenue'], currency)}",
+        f"- Month-over-month growth: {growth_text(metrics['growth'])}",
         f"- Order lines used: {validation['accepted']}; rejected by validation: {validation['rejected']}"
         + (f" ({', '.join(f'{k}: {v}' for k, v in validation['reasons'].items())})" if validation["reasons"] else ""),
         "",
@@ -39,13 +34,13 @@ def generate_draft(ctx: StepContext) -> StepOutcome:
         "",
         f"| product | revenue ({currency}) |",
         "| --- | ---: |",
-        *[f"| {p['product']} | {p['revenue']} |" for p in metrics["top_products"]],
+        *[f"| {p['product']} | {amount(p['revenue'])} |" for p in metrics["top_products"]],
         "",
         "## Regions",
         "",
         f"| region | revenue ({currency}) |",
         "| --- | ---: |",
-        *[f"| {r['region']} | {r['revenue']} |" for r in metrics["regions"]],
+        *[f"| {r['region']} | {amount(r['revenue'])} |" for r in metrics["regions"]],
         "",
         "## Charts",
         "",
@@ -57,30 +52,7 @@ def generate_draft(ctx: StepContext) -> StepOutcome:
         "",
     ]
     markdown = "\n".join(md).encode()
-    esc = html.escape
-
-    def table(rows: list[dict[str, str]], key: str) -> str:
-        body = "".join(
-            f"<tr><td>{esc(r[key])}</td><td style='text-align:right'>{esc(r['revenue'])}</td></tr>" for r in rows
-        )
-        return f"<table><tr><th>{key}</th><th>revenue ({esc(currency)})</th></tr>{body}</table>"
-
-    images = "".join(
-        f"<figure><img alt='{esc(name)}' src='data:image/png;base64,"
-        f"{base64.b64encode(ctx.read_artifact(sha)).decode()}'/><figcaption>{esc(name)}</figcaption></figure>"
-        for name, sha in charts.items()
-    )
-    page = (
-        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title></head><body>"
-        f"<h1>{esc(title)}</h1><p>Revision {revision}.</p>"
-        + (f"<p>Revised after review: {esc(note)}</p>" if note else "")
-        + f"<ul><li>Revenue: <strong>{esc(metrics['revenue'])} {esc(currency)}</strong></li>"
-        f"<li>Previous month ({esc(metrics['previous_month'])}): {esc(metrics['previous_revenue'])}</li>"
-        f"<li>Month-over-month growth: {esc(_growth_text(metrics['growth']))}</li>"
-        f"<li>Order lines used: {validation['accepted']}; rejected: {validation['rejected']}</li></ul>"
-        f"<h2>Top products</h2>{table(metrics['top_products'], 'product')}"
-        f"<h2>Regions</h2>{table(metrics['regions'], 'region')}<h2>Charts</h2>{images}</body></html>"
-    ).encode()
+    page = render(metrics, validation, charts, revision, note, title, ctx.read_artifact)
     manifest = json_bytes(
         {
             "kind": "report-draft",
@@ -117,8 +89,8 @@ def request_approval(ctx: StepContext) -> StepOutcome:
         output={
             "approval_type": "publish",
             "artifact_sha256": draft["draft_sha256"],
-            "summary": f"{draft['title']}, revision {draft['revision']}: revenue {metrics['revenue']} "
-            f"{metrics['currency']}, growth {_growth_text(metrics['growth'])}",
+            "summary": f"{draft['title']}, revision {draft['revision']}: revenue "
+            f"{money(metrics['revenue'], metrics['currency'])}, growth {growth_text(metrics['growth'])}",
         }
     )
 

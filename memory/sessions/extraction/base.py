@@ -44,6 +44,47 @@ class RejectionReason(StrEnum):
     """The extractor's answer as a whole could not be parsed or validated."""
     EXTRACTOR_UNAVAILABLE = "extractor_unavailable"
     """The extractor could not be reached or kept failing after its retries."""
+    EVIDENCE_DELETED = "evidence_deleted"
+    """An event the candidate cites was deleted between extraction and the write: nothing to rest on."""
+    WRITE_REFUSED = "write_refused"
+    """A rule of the store refused the write (its error code is in the detail)."""
+    NO_CANDIDATES = "no_candidates"
+    """Nothing in the stage asked to be remembered: a note, not a refusal."""
+
+
+class RejectionKind(StrEnum):
+    """What a refusal says about the commit, for readers and the governance figures: a ``rule`` refusal is
+    the gates doing their job (a one-time constraint, a secret), a ``schema`` failure is an extractor answer
+    that broke the answer schema, ``unavailable`` an extractor that could not answer, ``write`` the store's
+    own refusal."""
+
+    RULE = "rule"
+    SCHEMA = "schema"
+    UNAVAILABLE = "unavailable"
+    WRITE = "write"
+
+
+REJECTION_KINDS: dict[RejectionReason, RejectionKind] = {
+    **{reason: RejectionKind.RULE for reason in (
+        RejectionReason.SECRET, RejectionReason.ROLE_OR_PERMISSION, RejectionReason.ONE_OFF_ACTION,
+        RejectionReason.PERSONALITY_LABEL, RejectionReason.TEMPORARY_CONSTRAINT, RejectionReason.RECALLED_CONTEXT,
+        RejectionReason.NOT_SELF_STATEMENT, RejectionReason.FORGET_INSTRUCTION)},
+    **{reason: RejectionKind.SCHEMA for reason in (
+        RejectionReason.INVALID_CATEGORY, RejectionReason.EVIDENCE_OUTSIDE_STAGE, RejectionReason.MISSING_FIELD,
+        RejectionReason.INVALID_ANSWER)},
+    RejectionReason.EXTRACTOR_UNAVAILABLE: RejectionKind.UNAVAILABLE,
+    RejectionReason.EVIDENCE_DELETED: RejectionKind.WRITE,
+    RejectionReason.WRITE_REFUSED: RejectionKind.WRITE,
+}
+"""Every refusal's kind; :data:`RejectionReason.NO_CANDIDATES` has none (nothing was refused)."""
+
+
+def rejection_kind(reason: str) -> RejectionKind | None:
+    """The kind of a stored refusal's ``reason`` (None for a note, or a reason this version does not know)."""
+    try:
+        return REJECTION_KINDS.get(RejectionReason(reason))
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from memory.enums import Category, SourceLevel, Space
 from memory.sessions.constraints import slots_in
 from memory.sessions.dedupe import space_for
 from memory.sessions.extraction.base import Candidate, Extraction, Rejection, RejectionReason
+from memory.sessions.extraction.rules import strip_remember_request
 from memory.sessions.messages import MessageRole, Stage
 from memory.text import normalize
 
@@ -259,9 +260,9 @@ def _candidate(index: int, item: dict[str, Any], stage: Stage) -> Candidate | Re
         return Rejection(reason, f"{label}: {problem}", inside)
     return Candidate(
         category=Category(answered.category),
-        abstract=answered.abstract,
+        abstract=strip_remember_request(answered.abstract),
         overview=answered.overview,
-        content=answered.content,
+        content=strip_remember_request(answered.content),
         source_level=SourceLevel(answered.source_level),
         evidence_event_ids=evidence,
         key=answered.key,

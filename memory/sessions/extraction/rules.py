@@ -120,6 +120,33 @@ def is_remember_request(text: str) -> bool:
     return _REMEMBER.search(text) is not None
 
 
+_LEAD_IN = re.compile(
+    r"^\s*(?:(?:(?:请|麻烦)?你?(?:帮我)?(?:记住|记一下|记下|记好|记着))|别忘了|不要忘了)(?!了)[，,：:、\s]*"
+    r"|^\s*(?:(?:please|(?:can|could|would) you(?: please)?)\s+)?(?:remember|don'?t forget|do not forget)"
+    r"(?!\s+to\b)(?:\s+that\b)?\s*[,:：-]?\s*",
+    _I,
+)
+_TRAILER = re.compile(
+    r"[，,、；;\s]*(?:(?:请|麻烦)?你?(?:帮我)?(?:记住|记一下|记下来?|记好)|别忘了)(?:哦|啊|吧|呀)?[。！!.\s]*$"
+    r"|[,;\s]+(?:please\s+)?(?:remember|don'?t forget|do not forget)(?:\s+(?:that|this|it))?(?:,?\s*please)?"
+    r"[.!\s]*$",
+    _I,
+)
+"""The request around a fact ("请记住，…", "…，帮我记住", "Remember that …", "…, remember that."): the memory keeps
+the fact, its evidence (the message) keeps the request, and the source level (E1) says it was asked for."""
+
+
+def strip_remember_request(text: str) -> str:
+    """``text`` without a remember request leading or closing it; unchanged if nothing else would be left. Both
+    extractors store what this returns, so "请记住我对花生过敏" and "我对花生过敏" are the same memory."""
+    stripped = _TRAILER.sub("", _LEAD_IN.sub("", text, count=1), count=1).strip()
+    if not any(ch.isalnum() for ch in stripped):
+        return text
+    if stripped != text.strip() and stripped[0].isascii() and stripped[0].islower():
+        stripped = stripped[0].upper() + stripped[1:]
+    return stripped
+
+
 class _Kind(StrEnum):
     AVOID = "avoid"
     PREFER = "prefer"
@@ -244,6 +271,7 @@ def _from_user(message: StageMessage) -> Iterator[Candidate]:
             content = statement.text(message)
             if len(found) == 1 and statement.reading is None:
                 content = sentence.text  # "我对花生过敏，帮我记住": the request names what came before it
+            content = strip_remember_request(content)
             correction = _CORRECTION.search(content) is not None
             for category, slot, note in _proposals(content, statement.reading):
                 yield _candidate(message, content, category, level, slot, correction=correction, note=note)
