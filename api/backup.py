@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from api.settings import Settings
 from memory.artifact_store import ArtifactStore
 from memory.artifact_store.postgres import PostgresArtifactStore
 from memory.db import make_engine, tenant_session
-from memory.deletion.reapply import Carried, export_deletions, reapply, residue
+from memory.deletion.reapply import Carried, export_deletions, reapply, residue, verified_in_backup
 from migrations import upgrade
 
 
@@ -127,13 +128,15 @@ def restore(url: str, archive: Path, settings: Settings | None = None) -> Restor
     engine = make_engine(side_url, pool_size=1)
     store = _store(settings, engine)
     scrubbed = 0
+    verified: dict[str, set[uuid.UUID]] = {}
     try:
         for tenant, records in tombstones.items():
             with tenant_session(engine, tenant) as session:
+                verified[tenant] = verified_in_backup(session, tenant)
                 scrubbed += reapply(session, tenant, records, store)
         for tenant in tombstones:  # after the purges committed: the scan reads what the restored database holds
             with tenant_session(engine, tenant) as session:
-                copies = residue(session, tenant, store)
+                copies = residue(session, tenant, store, verified[tenant])
             if copies:
                 raise BackupError(
                     f"the restored database still holds {len(copies)} copy(ies) of deleted data in tenant {tenant!r} "

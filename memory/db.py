@@ -9,6 +9,7 @@ second, so a query that forgets its filter still cannot cross tenants.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -41,20 +42,28 @@ def make_engine(url: str, *, pool_size: int = 10, statement_timeout_seconds: flo
                 cursor.execute(f"SET statement_timeout = {int(statement_timeout_seconds * 1000)}")
         dbapi_connection.commit()
 
+    _TIMEOUTS[engine] = statement_timeout_seconds
     return engine
 
 
-_SHARED: dict[str, Engine] = {}
+_TIMEOUTS: weakref.WeakKeyDictionary[Engine, float | None] = weakref.WeakKeyDictionary()
+_SHARED: dict[tuple[str, float | None], Engine] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_engine(url: str) -> Engine:
-    """One small engine per database URL for this process: what a CPU pool process (:mod:`memory.offload`)
-    connects with, across the many calls it serves."""
+def engine_recipe(engine: Engine) -> tuple[str, float | None]:
+    """What makes the same engine in another process (:func:`shared_engine`): its URL and statement timeout."""
+    return engine.url.render_as_string(hide_password=False), _TIMEOUTS.get(engine)
+
+
+def shared_engine(url: str, statement_timeout_seconds: float | None = None) -> Engine:
+    """One small engine per database URL and statement timeout for this process: what a CPU pool process
+    (:mod:`memory.offload`) connects with, across the many calls it serves, bound as its caller's engine is."""
     with _SHARED_LOCK:
-        if url not in _SHARED:
-            _SHARED[url] = make_engine(url, pool_size=1)
-        return _SHARED[url]
+        key = (url, statement_timeout_seconds)
+        if key not in _SHARED:
+            _SHARED[key] = make_engine(url, pool_size=1, statement_timeout_seconds=statement_timeout_seconds)
+        return _SHARED[key]
 
 
 def affected_rows(result: Result[Any]) -> int:

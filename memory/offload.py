@@ -23,6 +23,10 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
+from sqlalchemy import Engine
+
+from memory.db import engine_recipe, shared_engine, tenant_session
+
 T = TypeVar("T")
 
 
@@ -98,6 +102,24 @@ def stop() -> None:
         pool.close()
 
 
+def in_tenant(engine: Engine, tenant_id: str, fn: Callable[..., T], /, *args: object, inline: bool = False) -> T:
+    """``fn(session, *args)`` in a transaction of ``tenant_id``: in this process's pool on a connection of its own,
+    made as ``engine``'s is (same database, role and statement timeout), when it has a pool and the work is not
+    ``inline``; else on ``engine``, in place."""
+    if _pool is None or inline:
+        with tenant_session(engine, tenant_id) as session:
+            return fn(session, *args)
+    url, timeout = engine_recipe(engine)
+    result: T = _pool.run(_in_tenant, url, timeout, tenant_id, fn, *args)
+    return result
+
+
+def _in_tenant(url: str, timeout: float | None, tenant_id: str, fn: Callable[..., T], *args: object) -> T:
+    """In a pool process: :func:`in_tenant`'s work on this process's engine for the caller's."""
+    with tenant_session(shared_engine(url, timeout), tenant_id) as session:
+        return fn(session, *args)
+
+
 def pooled() -> bool:
     """Whether this process has a pool (work that opens its own connections goes there only if so)."""
     return _pool is not None
@@ -110,4 +132,4 @@ def run(fn: Callable[..., T], /, *args: object, inline: bool = False) -> T:
     return fn(*args) if pool is None or inline else pool.run(fn, *args)
 
 
-__all__ = ["CpuPool", "pooled", "run", "start", "stop"]
+__all__ = ["CpuPool", "in_tenant", "pooled", "run", "start", "stop"]

@@ -12,10 +12,14 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
+from api.settings import Settings
 from memory import offload
 from memory.auth import authenticated_session
+from memory.db import make_engine, tenant_session
 from memory.deletion.deleted_texts import fingerprint_columns
 from memory.resources.search import OFFLOAD_FROM_TERMS, parse_query
 from memory.sessions.messages import MessageRole, StageMessage
@@ -126,18 +130,24 @@ def test_a_large_window_through_the_api_is_made_in_the_pool_as_it_would_be_in_pl
     assert client.get("/sessions/long", headers=auth(other)).status_code == 404
 
 
+def in_place(engine: Engine, tenant_id: str, fn: Any, /, *args: object, inline: bool = False) -> Any:
+    """:func:`offload.in_tenant` as if the process had no pool: the work on the caller's engine."""
+    with tenant_session(engine, tenant_id) as session:
+        return fn(session, *args)
+
+
 def test_a_long_resource_search_is_made_in_the_pool_as_in_place_and_a_short_one_in_place(
     client: TestClient, make_key: MakeKey, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sent: list[str] = []
-    real = offload.run
+    real = offload.in_tenant
 
-    def watched(fn: Any, /, *args: object, inline: bool = False) -> Any:
+    def watched(engine: Engine, tenant_id: str, fn: Any, /, *args: object, inline: bool = False) -> Any:
         if not inline:
             sent.append(fn.__name__)
-        return real(fn, *args, inline=inline)
+        return real(engine, tenant_id, fn, *args, inline=inline)
 
-    monkeypatch.setattr(offload, "run", watched)
+    monkeypatch.setattr(offload, "in_tenant", watched)
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     key = make_key(tenant=tenant)
     for n in range(12):
@@ -146,15 +156,36 @@ def test_a_long_resource_search_is_made_in_the_pool_as_in_place_and_a_short_one_
     long_query = "上海出差预算报销合同付款周报审批发票差旅住宿机票会议客户"
     assert len(parse_query(long_query).terms) >= OFFLOAD_FROM_TERMS
     answered = search(client, key, query=long_query)
-    assert sent == ["search_at"], sent
+    assert sent == ["search"], sent
     short = search(client, key, query="上海 预算")
-    assert sent == ["search_at"], sent  # a short query stays in place
+    assert sent == ["search"], sent  # a short query stays in place
     assert short["items"], short
-    monkeypatch.setattr(offload, "pooled", lambda: False)  # the same long search, in place
-    in_place = search(client, key, query=long_query)
-    assert sent == ["search_at"], sent
+    monkeypatch.setattr(offload, "in_tenant", in_place)  # the same long search, in place
+    placed = search(client, key, query=long_query)
+    assert sent == ["search"], sent
 
     def shown(result: dict[str, Any]) -> list[tuple[str, str, str]]:
         return [(item["ref"], item["snippet"], item["state"]) for item in result["items"]]
 
-    assert shown(answered) == shown(in_place) and len(answered["items"]) == 10, answered
+    assert shown(answered) == shown(placed) and len(answered["items"]) == 10, answered
+
+
+def _sleep(session: Session, seconds: float) -> str:
+    session.execute(text("SELECT pg_sleep(:s)"), {"s": seconds})
+    return str(session.execute(text("SHOW statement_timeout")).scalar_one())
+
+
+def test_work_in_the_pool_is_bound_by_its_callers_statement_timeout(settings: Settings) -> None:
+    """The pool's connection is made as the caller's engine (its statement timeout too): a long statement of a pooled
+    search or window is cancelled there as it would be in place (the API's 503 statement_timeout)."""
+    quick = make_engine(settings.require_database_url(), pool_size=1, statement_timeout_seconds=0.2)
+    offload.start(1, 0)
+    try:
+        assert offload.in_tenant(quick, "t-any", _sleep, 0.0) == "200ms"
+        with pytest.raises(OperationalError, match="statement timeout"):
+            offload.in_tenant(quick, "t-any", _sleep, 2.0)
+        with pytest.raises(OperationalError, match="statement timeout"):
+            offload.in_tenant(quick, "t-any", _sleep, 2.0, inline=True)
+    finally:
+        offload.stop()
+        quick.dispose()

@@ -12,6 +12,7 @@ left means the restore must not go live.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.artifact_store import ArtifactStore
-from memory.deletion.jobs import PURGE_LAYERS
+from memory.deletion.jobs import PURGE_LAYERS, JobStatus
 from memory.deletion.layers import PURGERS
 from memory.deletion.residue import Copy, scan
 from memory.models import DeletionFingerprint, DeletionJob, DeletionLayer, Tombstone
@@ -78,6 +79,15 @@ def _carry(session: Session, model: type[Any], rows: list[dict[str, Any]]) -> No
         session.execute(insert(model).values(rows[start : start + BATCH]).on_conflict_do_nothing())
 
 
+def verified_in_backup(session: Session, tenant_id: str) -> set[uuid.UUID]:
+    """The jobs a restored archive holds as completed (read before the live ones are carried in): each was verified
+    by its scan before the archive was taken, so the archive holds nothing of theirs. What it holds that came later
+    (the subject saying the same words again) is new, not a remnant: scanned for those jobs' fingerprints, it was
+    taken for one, and a restore refused (found by the wall)."""
+    return set(session.execute(select(DeletionJob.job_id).where(
+        DeletionJob.tenant_id == tenant_id, DeletionJob.status == JobStatus.COMPLETED.value)).scalars())
+
+
 def reapply(session: Session, tenant_id: str, carried: Carried, artifacts: ArtifactStore) -> int:
     """Carry the deletions in and purge every job's layers again, oldest barrier first. Returns rows purged."""
     for tomb in carried.tombstones:
@@ -110,11 +120,15 @@ def reapply(session: Session, tenant_id: str, carried: Carried, artifacts: Artif
     return purged
 
 
-def residue(session: Session, tenant_id: str, artifacts: ArtifactStore) -> list[Copy]:
-    """The residue scan of the restored tenant for every deletion's fingerprints: the copies left, if any."""
+def residue(session: Session, tenant_id: str, artifacts: ArtifactStore,
+            verified: Collection[uuid.UUID] = ()) -> list[Copy]:
+    """The residue scan of the restored tenant for every deletion's fingerprints but the ``verified`` jobs'
+    (:func:`verified_in_backup`): the copies left, if any."""
     subjects = {row.job_id: row.subject_user_id for row in session.execute(
-        select(DeletionJob.job_id, DeletionJob.subject_user_id).where(DeletionJob.tenant_id == tenant_id))}
+        select(DeletionJob.job_id, DeletionJob.subject_user_id).where(DeletionJob.tenant_id == tenant_id))
+        if row.job_id not in verified}
     return [copy for copies in scan(session, tenant_id, artifacts, subjects).values() for copy in copies]
 
 
-__all__ = ["Carried", "TombstoneRecord", "export_deletions", "export_tombstones", "reapply", "residue"]
+__all__ = ["Carried", "TombstoneRecord", "export_deletions", "export_tombstones", "reapply", "residue",
+           "verified_in_backup"]

@@ -21,7 +21,6 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from memory.artifact_store import ArtifactStore, ArtifactUnavailable
-from memory.db import shared_engine, tenant_session
 from memory.deletion.fingerprints import Matcher, salt_of, strings
 from memory.deletion.index_fingerprints import IndexMatcher, Kind
 from memory.models import DeletionFingerprint
@@ -330,15 +329,6 @@ def scan(session: Session, tenant_id: str, artifacts: ArtifactStore,
     return copies
 
 
-def scan_at(database_url: str, tenant_id: str, artifacts: ArtifactStore, subjects: dict[uuid.UUID, str]
-            ) -> dict[uuid.UUID, list[Copy]]:
-    """:func:`scan` on a connection of its own (a snapshot after the purge committed): the form a CPU pool process
-    runs (:mod:`memory.offload`). For a subject with 2,000 messages the scan is ~1.4 s of CPU, which in the worker's
-    interpreter slowed every other tenant's activities (issue 23, finding 7)."""
-    with tenant_session(shared_engine(database_url), tenant_id) as session:
-        return scan(session, tenant_id, artifacts, subjects)
-
-
 def claim_scan(session: Session, tenant_id: str) -> bool:
     """Whether this transaction may run the tenant's residue scan now: one at a time per tenant, across every
     worker (a transaction-level advisory lock), so a flood of one tenant's deletions scans in turn rather than
@@ -358,5 +348,5 @@ def scan_values(place: Copy, values: Iterable[object], found: dict[uuid.UUID, Ma
 
 
 __all__ = ["POSTING_TABLES", "Copy", "StoredFile", "claim_scan", "index_columns", "index_matchers", "matchers", "scan",
-           "scan_at", "scan_database", "scan_files", "scan_indexes", "scan_values", "tenant_files", "text_columns",
+           "scan_database", "scan_files", "scan_indexes", "scan_values", "tenant_files", "text_columns",
            "workflow_ids"]

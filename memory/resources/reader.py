@@ -28,7 +28,7 @@ from memory.resources.listing import list_page
 from memory.resources.pages import read_page
 from memory.resources.registry import Sources, build_sources
 from memory.resources.results import Directory, DirectoryEntry, ListPage, ReadPage, SearchResult
-from memory.resources.search import DEFAULT_TOP_K, MAX_TOP_K, OFFLOAD_FROM_TERMS, parse_query, search, search_at
+from memory.resources.search import DEFAULT_TOP_K, MAX_TOP_K, OFFLOAD_FROM_TERMS, parse_query, search
 from memory.resources.sources import Source
 
 REF = re.compile(rf"({TYPE_NAME.pattern}):({RECORD_ID})")
@@ -73,11 +73,9 @@ class Reader:
         top_k = DEFAULT_TOP_K if top_k is None else top_k
         if not 1 <= top_k <= MAX_TOP_K:
             raise InvalidInput(f"top_k is 1 to {MAX_TOP_K}", code="invalid_top_k")
-        if offload.pooled() and len(parse_query(query).terms) >= OFFLOAD_FROM_TERMS:
-            return offload.run(search_at, self.engine.url.render_as_string(hide_password=False), access, self.catalog,
-                               self.sources, query, resource, top_k, datetime.now(UTC))
-        with tenant_session(self.engine, access.principal.tenant_id) as session:
-            return search(session, access, self.catalog, self.sources, query, resource, top_k, datetime.now(UTC))
+        return offload.in_tenant(self.engine, access.principal.tenant_id, search, access, self.catalog, self.sources,
+                                 query, resource, top_k, datetime.now(UTC),
+                                 inline=len(parse_query(query).terms) < OFFLOAD_FROM_TERMS)
 
     def read(self, access: Access, ref: str, cursor: str | None) -> ReadPage:
         """The readable fields of one record: whole when they fit a page, else fragments page by page."""

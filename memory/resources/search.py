@@ -16,7 +16,6 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from memory.db import shared_engine, tenant_session
 from memory.errors import InvalidInput
 from memory.resources import pointers
 from memory.resources.access import Access, Grant
@@ -78,13 +77,6 @@ def search(session: Session, access: Access, catalog: Catalog, sources: Sources,
         if fits(result):
             return result
     raise AssertionError("an empty search result fits a page")
-
-
-def search_at(database_url: str, access: Access, catalog: Catalog, sources: Sources, text: str, resource: str | None,
-              top_k: int, now: datetime) -> SearchResult:
-    """:func:`search` on a connection of its own: the form a CPU pool process runs."""
-    with tenant_session(shared_engine(database_url), access.principal.tenant_id) as session:
-        return search(session, access, catalog, sources, text, resource, top_k, now)
 
 
 def _hit(session: Session, access: Access, declaration: Declaration, sources: Sources, grant: Grant,

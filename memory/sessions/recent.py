@@ -21,7 +21,6 @@ from sqlalchemy.orm import Session
 
 from memory import offload
 from memory.auth import PrincipalContext
-from memory.db import shared_engine, tenant_session
 from memory.sessions import store
 from memory.sessions.messages import StageMessage
 from memory.sessions.state import derive_state
@@ -58,20 +57,12 @@ one costs ~0.2 s of CPU, which in the API's own interpreter slowed every other t
 7). A smaller one is made in place: it would wait behind the large ones in the pool."""
 
 
-def session_window(engine: Engine, principal: PrincipalContext, session_id: str, budget_tokens: int) -> dict[str, Any]:
+def session_window(engine: Engine, principal: PrincipalContext, session_id: str, budget_tokens: int
+                   ) -> dict[str, Any]:
     """The caller's session's window within ``budget_tokens``, as the API answers it: a large one whole (its reads
     too) in the CPU pool when the process has one."""
-    if budget_tokens >= OFFLOAD_FROM_TOKENS and offload.pooled():
-        return offload.run(window_at, engine.url.render_as_string(hide_password=False), principal, session_id,
-                           budget_tokens)
-    with tenant_session(engine, principal.tenant_id) as session:
-        return window_of(session, principal, session_id, budget_tokens)
-
-
-def window_at(database_url: str, principal: PrincipalContext, session_id: str, budget_tokens: int) -> dict[str, Any]:
-    """:func:`window_of` on a connection of its own: the form a CPU pool process runs."""
-    with tenant_session(shared_engine(database_url), principal.tenant_id) as session:
-        return window_of(session, principal, session_id, budget_tokens)
+    return offload.in_tenant(engine, principal.tenant_id, window_of, principal, session_id, budget_tokens,
+                             inline=budget_tokens < OFFLOAD_FROM_TOKENS)
 
 
 def window_of(session: Session, principal: PrincipalContext, session_id: str, budget_tokens: int) -> dict[str, Any]:
@@ -97,17 +88,8 @@ def session_state(engine: Engine, principal: PrincipalContext, session_id: str, 
                   ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The state (task, entities, constraints, pending questions) of the caller's session of ``length`` messages, and
     its profile re-read, as the API answers them: for a long session in the CPU pool when the process has one."""
-    if length >= OFFLOAD_FROM_MESSAGES and offload.pooled():
-        return offload.run(session_state_at, engine.url.render_as_string(hide_password=False), principal, session_id)
-    with tenant_session(engine, principal.tenant_id) as session:
-        return state_of(session, principal, session_id)
-
-
-def session_state_at(database_url: str, principal: PrincipalContext, session_id: str
-                     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """:func:`state_of` on a connection of its own: the form a CPU pool process runs."""
-    with tenant_session(shared_engine(database_url), principal.tenant_id) as session:
-        return state_of(session, principal, session_id)
+    return offload.in_tenant(engine, principal.tenant_id, state_of, principal, session_id,
+                             inline=length < OFFLOAD_FROM_MESSAGES)
 
 
 def state_of(session: Session, principal: PrincipalContext, session_id: str

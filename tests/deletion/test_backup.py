@@ -184,3 +184,32 @@ def test_a_restored_backup_forgets_every_layer_again_and_passes_the_residue_scan
             assert held == [], (table, held)
         assert residue(session, "acme", own_database.artifact_root(engine)) == []
     engine.dispose()
+
+
+def test_words_said_again_after_a_completed_deletion_do_not_stop_a_restore(
+    own_database: Settings, own_worker: None, tmp_path: Path
+) -> None:
+    """Found by the wall: a deletion completes (its scan clean), then the subject says the same words again, then a
+    backup is taken. Restoring it re-scanned that job's fingerprints over the later words, took them for a remnant
+    and refused to go live. A job the archive holds as completed was verified before the archive: the later words
+    are new. A job the archive predates is still scanned (the tests above)."""
+    engine = make_engine(own_database.require_database_url(), pool_size=1)
+    with tenant_session(engine, "acme") as session:
+        key = create_api_key(session, tenant_id="acme", user_id="alice", roles=["memory_writer"])
+    engine.dispose()
+    words = "我家的备用钥匙藏在门口第三个花盆下面"
+    archive = tmp_path / "mnemo.dump"
+    with TestClient(create_app(own_database)) as api:
+        first = api.post("/memory-candidates", json=candidate(words), headers=auth(key)).json()
+        job = api.delete(f"/memories/{first['memory_id']}", headers=auth(key)).json()["job_id"]
+        assert wait_for(api, key, job, completed, timeout=90)["fully_deleted"] is True
+        again = api.post("/memory-candidates", json=candidate(f"再说一次：{words}"), headers=auth(key)).json()
+        backed_up = _mnemo(own_database, "backup", "--out", str(archive))
+        assert backed_up.returncode == 0, backed_up.stderr
+
+    restored = _mnemo(own_database, "restore", str(archive))
+    assert restored.returncode == 0, restored.stderr + restored.stdout
+
+    with TestClient(create_app(own_database)) as api:
+        assert api.get(f"/memories/{first['memory_id']}", headers=auth(key)).status_code == 404
+        assert api.get(f"/memories/{again['memory_id']}", headers=auth(key)).status_code == 200

@@ -22,6 +22,7 @@ from memory.resources.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS, parse_quer
 from memory.text import search_terms
 from tests.conftest import MakeKey
 from tests.resources.reader_support import new_key, put, search
+from tests.test_offload import in_place
 
 CJK = "我们今天讨论项目计划预算会议上海北京客户需求设计测试发布时间安排问题解决方案数据分析报告"
 
@@ -30,7 +31,7 @@ def test_a_thousand_character_cjk_query_is_matched_by_a_bounded_number_of_terms(
     client: TestClient, make_key: MakeKey, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # In place, so that this engine sees the statements (a long query runs in the CPU pool: the same search()).
-    monkeypatch.setattr(offload, "pooled", lambda: False)
+    monkeypatch.setattr(offload, "in_tenant", in_place)
     key = new_key(make_key)
     put(client, key, "todo:plan", {"title": "上海项目预算会议", "status": "open"})
     rng = random.Random(7)
