@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import boto3
@@ -41,7 +41,7 @@ class S3Location:
     bucket: str
     endpoint_url: str | None = None
     access_key: str | None = None
-    secret_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)  # never in a log line or a traceback
     region: str = "us-east-1"
     prefix: str = ""
 

@@ -9,7 +9,7 @@ every API replica and worker, no longer files on the disk of whichever process w
 
 No tenant column, so no row-level security: only :mod:`memory.artifact_store.postgres` and
 :mod:`activities.stores` read these tables, by namespace. Files of an existing data directory are moved in by
-``mnemo artifacts import`` (``mnemo dev`` runs it at start).
+``mnemo import-artifacts`` (``mnemo dev`` runs it at start).
 
 Revision ID: 0024
 Revises: 0023
