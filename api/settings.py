@@ -12,11 +12,15 @@ from sqlalchemy import Engine
 from memory.artifact_store import ArtifactStore
 from memory.artifact_store.postgres import PostgresArtifactStore
 from memory.artifact_store.s3 import S3ArtifactStore, S3Location
+from memory.db import engine_recipe, shared_engine
 from memory.egress import AllowList
 from memory.embedders.settings import ModelSettings
 from memory.resources.cursors import CursorKeys
 from memory.sessions.extraction.llm import LlmConfig
 from memory.sessions.policy import CommitPolicy
+
+ARTIFACT_POOL_SIZE = 5
+"""Connections (and as many more at a peak) of the PostgreSQL artifact store's own pool, per process."""
 
 
 class Settings(ModelSettings):
@@ -215,7 +219,9 @@ class Settings(ModelSettings):
         An object store is asked at once whether its bucket exists: a process that cannot store artifacts does not
         start (:class:`memory.artifact_store.ArtifactStoreUnavailable`, naming the bucket)."""
         if self.artifact_store == "postgres":
-            return PostgresArtifactStore(engine)
+            # A pool of its own: its callers hold a connection of ``engine``'s (a request's transaction) when they
+            # read or write bytes, and 20 of them waiting for a second one of the same pool would wait forever.
+            return PostgresArtifactStore(shared_engine(*engine_recipe(engine), pool_size=ARTIFACT_POOL_SIZE))
         assert self.artifact_s3_bucket is not None  # the validator above
         secret = self.artifact_s3_secret_key.get_secret_value() if self.artifact_s3_secret_key else None
         store = S3ArtifactStore(S3Location(

@@ -47,7 +47,7 @@ def make_engine(url: str, *, pool_size: int = 10, statement_timeout_seconds: flo
 
 
 _TIMEOUTS: weakref.WeakKeyDictionary[Engine, float | None] = weakref.WeakKeyDictionary()
-_SHARED: dict[tuple[str, float | None], Engine] = {}
+_SHARED: dict[tuple[str, float | None, int], Engine] = {}
 _SHARED_LOCK = threading.Lock()
 
 
@@ -56,13 +56,14 @@ def engine_recipe(engine: Engine) -> tuple[str, float | None]:
     return engine.url.render_as_string(hide_password=False), _TIMEOUTS.get(engine)
 
 
-def shared_engine(url: str, statement_timeout_seconds: float | None = None) -> Engine:
-    """One small engine per database URL and statement timeout for this process: what a CPU pool process
-    (:mod:`memory.offload`) connects with, across the many calls it serves, bound as its caller's engine is."""
+def shared_engine(url: str, statement_timeout_seconds: float | None = None, *, pool_size: int = 1) -> Engine:
+    """One engine per database URL, statement timeout and pool size for this process, made once: what a CPU pool
+    process (:mod:`memory.offload`) connects with across the many calls it serves, bound as its caller's engine is,
+    and the PostgreSQL artifact store's pool of its own (:meth:`api.settings.Settings.artifact_root`)."""
     with _SHARED_LOCK:
-        key = (url, statement_timeout_seconds)
+        key = (url, statement_timeout_seconds, pool_size)
         if key not in _SHARED:
-            _SHARED[key] = make_engine(url, pool_size=1, statement_timeout_seconds=statement_timeout_seconds)
+            _SHARED[key] = make_engine(url, pool_size=pool_size, statement_timeout_seconds=statement_timeout_seconds)
         return _SHARED[key]
 
 

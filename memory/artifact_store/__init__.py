@@ -99,14 +99,21 @@ def join(namespace: str, below: str) -> str:
 
 
 def verified(sha256: str, chunks: Iterable[bytes], where: str) -> Iterator[bytes]:
-    """Pass ``chunks`` on, and fail at the end if together they are not the bytes named ``sha256``."""
+    """Pass ``chunks`` on, and fail if together they are not the bytes named ``sha256``: before the last chunk,
+    which is held back until the digest checks out, so corrupted bytes are never passed on whole (a download
+    ends short of its Content-Length; an artifact of one chunk sends no byte)."""
     digest = hashlib.sha256()
+    held: bytes | None = None
     for chunk in chunks:
         digest.update(chunk)
-        yield chunk
+        if held is not None:
+            yield held
+        held = chunk
     if digest.hexdigest() != sha256:
         raise ArtifactUnavailable(f"artifact {sha256} is corrupted in {where}: its bytes have another sha256",
                                   details={"sha256": sha256})
+    if held is not None:
+        yield held
 
 
 def read(store: ArtifactStore, sha256: str) -> bytes:

@@ -27,6 +27,7 @@ from memory.artifact_store import (
 from memory.artifact_store.legacy import import_data_dir, pending
 from memory.artifact_store.postgres import PostgresArtifactStore
 from memory.artifact_store.s3 import S3ArtifactStore, S3Location
+from memory.db import make_engine
 from memory.resources.bodies import record_store
 from memory.tasks.artifacts import task_store
 from tests.conftest import s3_settings
@@ -84,6 +85,18 @@ def test_corrupted_bytes_are_never_served_as_whole(engine: Engine) -> None:
                      {"d": b"y" * 10, "ns": store.namespace, "sha": sha})
     with pytest.raises(ArtifactUnavailable, match="corrupted"):
         read(store, sha)
+    passed: list[bytes] = []
+    with pytest.raises(ArtifactUnavailable, match="corrupted"):
+        passed.extend(store.open(sha))  # as a download streams it: the last chunk is held back, never passed on
+    assert len(passed) == 1 and sum(map(len, passed)) < CHUNK_BYTES + 10
+    small = store.put(b"one chunk only")
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE artifact_chunks SET data = :d WHERE namespace = :ns AND sha256 = :sha"),
+                     {"d": b"one chunk on1y", "ns": store.namespace, "sha": small})
+    passed.clear()
+    with pytest.raises(ArtifactUnavailable, match="corrupted"):
+        passed.extend(store.open(small))
+    assert passed == []  # an artifact of one chunk sends no byte
 
 
 def test_an_object_store_that_cannot_be_reached_stops_the_process_naming_it(
@@ -158,3 +171,18 @@ def test_import_artifacts_moves_an_old_data_dirs_publications_so_reconciliation_
     [published] = stored.all_publications()
     assert stored.read(published, "report.html") == b"<h1>June</h1>"
     assert published.metadata == {"artifact_sha256": "d" * 64, "idempotency_key": key, "operation_id": operation}
+
+
+def test_the_postgres_store_has_a_pool_of_its_own(settings: Settings) -> None:
+    """Its callers hold a connection of their engine (a request's transaction) while they read or write bytes: on
+    the same pool, as many callers as it has connections each waited for a second one until the pool timed out."""
+    caller = make_engine(settings.require_database_url(), pool_size=1)  # one connection, and one more at a peak
+    store = settings.model_copy(update={"artifact_store": "postgres"}).artifact_root(caller).within(
+        f"test-{uuid.uuid4().hex[:12]}")
+    try:
+        with caller.connect(), caller.connect():  # every connection of the caller's pool in use
+            sha = store.put(b"written while the caller's pool is taken")
+            assert read(store, sha) == b"written while the caller's pool is taken"
+            assert store.exists(sha) and store.delete(sha)
+    finally:
+        caller.dispose()
