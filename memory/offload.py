@@ -106,11 +106,12 @@ def in_tenant(engine: Engine, tenant_id: str, fn: Callable[..., T], /, *args: ob
     """``fn(session, *args)`` in a transaction of ``tenant_id``: in this process's pool on a connection of its own,
     made as ``engine``'s is (same database, role and statement timeout), when it has a pool and the work is not
     ``inline``; else on ``engine``, in place."""
-    if _pool is None or inline:
+    pool = _pool  # read once: a stop() meanwhile leaves this call its pool
+    if pool is None or inline:
         with tenant_session(engine, tenant_id) as session:
             return fn(session, *args)
     url, timeout = engine_recipe(engine)
-    result: T = _pool.run(_in_tenant, url, timeout, tenant_id, fn, *args)
+    result: T = pool.run(_in_tenant, url, timeout, tenant_id, fn, *args)
     return result
 
 
@@ -121,7 +122,7 @@ def _in_tenant(url: str, timeout: float | None, tenant_id: str, fn: Callable[...
 
 
 def pooled() -> bool:
-    """Whether this process has a pool (work that opens its own connections goes there only if so)."""
+    """Whether this process has a pool (else :func:`run` and :func:`in_tenant` work in place)."""
     return _pool is not None
 
 

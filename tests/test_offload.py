@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from api.settings import Settings
 from memory import offload
+from memory.artifact_store.postgres import PostgresArtifactStore
 from memory.auth import authenticated_session
 from memory.db import make_engine, tenant_session
 from memory.deletion.deleted_texts import fingerprint_columns
@@ -188,4 +189,22 @@ def test_work_in_the_pool_is_bound_by_its_callers_statement_timeout(settings: Se
             offload.in_tenant(quick, "t-any", _sleep, 2.0, inline=True)
     finally:
         offload.stop()
+        quick.dispose()
+
+
+def _store_in_pool(store: PostgresArtifactStore) -> tuple[str, str]:
+    with store.engine.connect() as conn:
+        return store.namespace, str(conn.execute(text("SHOW statement_timeout")).scalar_one())
+
+
+def test_a_postgres_artifact_store_travels_to_the_pool_as_its_engine_is_made(
+    pool: offload.CpuPool, settings: Settings
+) -> None:
+    """The residue scan takes the artifact store into the pool: there it is the same namespace, on an engine made
+    as the caller's (statement timeout included)."""
+    quick = make_engine(settings.require_database_url(), pool_size=1, statement_timeout_seconds=0.2)
+    try:
+        store = PostgresArtifactStore(quick).within("records/abc")
+        assert pool.run(_store_in_pool, store) == ("records/abc", "200ms")
+    finally:
         quick.dispose()

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from sqlalchemy import Engine, text
 
 from memory.artifact_store import CHUNK_BYTES, ArtifactStore, Stored, check_digest, join, missing, sha256_hex, verified
-from memory.db import shared_engine
+from memory.db import engine_recipe, shared_engine
 
 
 class PostgresArtifactStore:
@@ -21,9 +21,10 @@ class PostgresArtifactStore:
         self.engine = engine
         self.namespace = namespace
 
-    def __reduce__(self) -> tuple[Callable[[str, str], PostgresArtifactStore], tuple[str, str]]:
-        """Sent to a CPU pool process (:mod:`memory.offload`) as its database URL: an engine does not travel."""
-        return _store_at, (self.engine.url.render_as_string(hide_password=False), self.namespace)
+    def __reduce__(self) -> tuple[Callable[[str, float | None, str], PostgresArtifactStore],
+                                  tuple[str, float | None, str]]:
+        """Sent to a CPU pool process (:mod:`memory.offload`) as its engine's recipe: an engine does not travel."""
+        return _store_at, (*engine_recipe(self.engine), self.namespace)
 
     def within(self, namespace: str) -> ArtifactStore:
         return PostgresArtifactStore(self.engine, join(self.namespace, namespace))
@@ -85,5 +86,5 @@ class PostgresArtifactStore:
 __all__ = ["PostgresArtifactStore"]
 
 
-def _store_at(database_url: str, namespace: str) -> PostgresArtifactStore:
-    return PostgresArtifactStore(shared_engine(database_url), namespace)
+def _store_at(database_url: str, statement_timeout_seconds: float | None, namespace: str) -> PostgresArtifactStore:
+    return PostgresArtifactStore(shared_engine(database_url, statement_timeout_seconds), namespace)
