@@ -49,7 +49,8 @@ def test_an_approver_sees_the_draft_with_its_charts_approves_it_and_opens_the_pu
     assert published["publications"]
     page.reload()
     assert page.inner_text("#task-status") == "SUCCEEDED"
-    page.click("#report-link")
+    with page.expect_navigation():  # the title is read once the report has loaded, not while it is on its way
+        page.click("#report-link")
     assert page.title() == "Monthly sales report 2026-06 (CNY)"
     assert page.evaluate("[...document.images].every(i => i.naturalWidth > 0)")
 

@@ -104,7 +104,8 @@ def test_a_newcomer_follows_the_demo_from_the_console_to_a_published_report(tmp_
             assert time.monotonic() < deadline, run.diagnostics()
             time.sleep(1)
             page.reload()
-        page.click("#report-link")
+        with page.expect_navigation():  # the title is read once the report has loaded
+            page.click("#report-link")
         assert page.title() == "Monthly sales report 2026-06 (CNY)"
         assert page.evaluate("[...document.images].every(i => i.naturalWidth > 0)")
     finally:
