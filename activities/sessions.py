@@ -21,7 +21,16 @@ from temporalio.exceptions import ApplicationError
 
 from activities.db import heartbeating, shielded_session
 from memory.sessions.archive import archive_stage
-from memory.sessions.commits import TERMINAL, CommitStatus, cancelled_by_deletion, lock_commit, move, release_stage
+from memory.sessions.commits import (
+    TERMINAL,
+    CommitRef,
+    CommitStatus,
+    cancelled_by_deletion,
+    lock_commit,
+    move,
+    ref_of,
+    release_stage,
+)
 from memory.sessions.extraction.base import Extractor
 from memory.sessions.extraction.gates import apply_gates
 from memory.sessions.extraction.llm import LlmUnavailable
@@ -30,20 +39,6 @@ from memory.sessions.models import SessionCommit
 from memory.sessions.persist import candidate_json, persist, rejection_json
 from memory.sessions.policy import CommitPolicy, commit_idle
 from memory.sessions.store import stage_messages
-
-
-@dataclass(frozen=True)
-class CommitRef:
-    tenant_id: str
-    session_id: str
-    commit_id: str
-    user_id: str | None = None
-    """The session's owner (session ids are each user's own); ``None`` in a workflow started before 0023."""
-
-
-def ref_of(commit: SessionCommit) -> CommitRef:
-    """What a commit's workflow is started with."""
-    return CommitRef(commit.tenant_id, commit.session_id, commit.commit_id, commit.user_id)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from activities.sessions import ref_of
 from api.admission import starts
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal
 from api.errors import TemporalUnavailable
@@ -36,7 +35,7 @@ from memory.errors import NotFound
 from memory.events import request_digest
 from memory.models import DeletionJob
 from memory.sessions import archive, commits, store
-from memory.sessions.commits import TERMINAL, CommitStatus
+from memory.sessions.commits import TERMINAL, CommitStatus, ref_of
 from memory.sessions.messages import ToolCall
 from memory.sessions.models import SessionCommit
 from memory.sessions.policy import commit_if_due

@@ -166,3 +166,17 @@ def cancelled_by_deletion(session: Session, commit: SessionCommit, chat: ChatSes
              reasons=[*commit.reasons, {"reason": "deleted_meanwhile", "detail": exc.message}])
         return True
     return False
+
+
+@dataclass(frozen=True)
+class CommitRef:
+    tenant_id: str
+    session_id: str
+    commit_id: str
+    user_id: str | None = None
+    """The session's owner (session ids are each user's own); ``None`` in a workflow started before 0023."""
+
+
+def ref_of(commit: SessionCommit) -> CommitRef:
+    """What a commit's workflow is started with."""
+    return CommitRef(commit.tenant_id, commit.session_id, commit.commit_id, commit.user_id)
