@@ -74,7 +74,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.reranker = Reranker.from_settings(settings)  # None unless MNEMO_RERANK_BASE_URL is set
         app.state.temporal = None  # connected on first use, so the API starts even while Temporal is down
         app.state.mcp_legacy_usage = mcp.usage
-        await asyncio.to_thread(offload.start, settings.cpu_pool_workers, settings.cpu_pool_niceness)
+        await asyncio.to_thread(offload.start, settings.cpu_pool_workers, settings.cpu_pool_niceness,
+                            settings.cpu_pool_idle)
         try:
             async with mcp.running():
                 yield

@@ -166,7 +166,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
         if metrics is not None:
             metrics.shutdown()
         raise
-    await asyncio.to_thread(offload.start, settings.cpu_pool_workers, settings.cpu_pool_niceness)
+    await asyncio.to_thread(offload.start, settings.cpu_pool_workers, settings.cpu_pool_niceness,
+                            settings.cpu_pool_idle)
     try:
         with ThreadPoolExecutor(max_workers=settings.worker_activity_slots) as executor:
             async with build_worker(

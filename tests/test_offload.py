@@ -36,6 +36,10 @@ def _where() -> tuple[int, int]:
     return os.getpid(), os.getpriority(os.PRIO_PROCESS, 0)
 
 
+def _scheduling_class() -> int:
+    return os.sched_getscheduler(0)
+
+
 def _die() -> None:
     os._exit(3)
 
@@ -51,6 +55,31 @@ def test_work_runs_in_another_process_at_a_lower_priority(pool: offload.CpuPool)
     pid, priority = pool.run(_where)
     assert pid != os.getpid()
     assert priority == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 7)
+
+
+def test_pool_processes_are_in_the_idle_scheduling_class_unless_told_otherwise(pool: offload.CpuPool) -> None:
+    assert pool.run(_scheduling_class) == os.SCHED_IDLE  # any waking request preempts the pool's work at once
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the caller's own class is untouched
+    niced_only = offload.CpuPool(1, 2, idle=False)
+    try:
+        assert niced_only.run(_scheduling_class) == os.SCHED_OTHER
+        assert niced_only.run(_where)[1] == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 2)
+    finally:
+        niced_only.close()
+
+
+def test_a_pool_whose_processes_cannot_enter_the_idle_class_fails_its_start_with_the_setting_to_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(offload, "IDLE_CLASS", os.SCHED_BATCH)  # a class the processes do not end up in
+    refused = offload.CpuPool(1, 0)
+    with pytest.raises(offload.PoolPriorityRefused, match="MNEMO_CPU_POOL_IDLE=false"):
+        refused.warm()
+    if not offload.pooled():  # start() with no pool yet: the refusal leaves none, and counts no user
+        users = offload._users
+        with pytest.raises(offload.PoolPriorityRefused):
+            offload.start(1, 0)
+        assert not offload.pooled() and offload._users == users
 
 
 def test_a_dead_pool_process_is_replaced_and_the_work_retried(pool: offload.CpuPool) -> None:
