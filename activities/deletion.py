@@ -40,11 +40,12 @@ from memory.deletion.jobs import (
     view_job,
 )
 from memory.deletion.layers import PURGERS
+from memory.deletion.record_layer import forget_known_bodies
 from memory.deletion.residue import MAX_COPIES, Copy, claim_scan, matchers, scan, scan_values, workflow_ids
 from memory.deletion.verify import verify
 from memory.models import RetentionHold
 from memory.resources.bodies import record_store
-from memory.resources.forget import bind_store, forget_known_bodies
+from memory.resources.body_store import bind_store
 
 SCAN_BUSY_RETRY = timedelta(seconds=2)
 """When the tenant's residue scan is taken, a verification is tried again after this long (not holding a slot)."""

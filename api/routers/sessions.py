@@ -31,6 +31,7 @@ from api.schemas.sessions import (
 )
 from api.settings import Settings
 from memory.db import tenant_session
+from memory.deletion.instructed import forget_now
 from memory.errors import NotFound
 from memory.events import request_digest
 from memory.models import DeletionJob
@@ -40,7 +41,7 @@ from memory.sessions.messages import ToolCall
 from memory.sessions.models import SessionCommit
 from memory.sessions.policy import commit_if_due
 from memory.sessions.recent import session_state, session_window
-from memory.sessions.remember import forget_now, remember_now
+from memory.sessions.remember import remember_now
 from workflows.fairness import tenant_priority
 from workflows.session_commit import SessionCommitWorkflow
 

@@ -19,9 +19,9 @@ from memory import offload
 from memory.deletion.fingerprints import MAX_SHINGLES_PER_JOB, fingerprint, salt_of, strings
 from memory.deletion.index_fingerprints import Kind, lexeme_fingerprints
 from memory.deletion.layers import derived_from
+from memory.deletion.record_layer import records_in
 from memory.deletion.scope import Scope, ScopeType, events_in, evidence_link, linked_refs, memories_in
 from memory.models import DeletionJob, Memory, MemoryEvent
-from memory.resources.forget import records_in
 from memory.resources.models import ResourceRecord
 
 STRUCTURAL_KEYS = frozenset({"role", "created_at", "idempotency_key", "tool_call_id", "call_id", "context_refs"})

@@ -81,7 +81,7 @@ class Layer(StrEnum):
 
     SOURCE_EVENTS = "source_events"
     SOURCE_RECORDS = "source_records"
-    """Source records (todos, transcripts, ...): rows, search projection and long bodies (memory.resources.forget)."""
+    """Source records (todos, transcripts, ...): rows, search projection and long bodies (deletion.record_layer)."""
     DERIVED_MEMORIES = "derived_memories"
     DERIVED_SUMMARIES = "derived_summaries"
     """Session summaries (scrubbed, then rebuilt from the remaining events) and stable-choice rows."""

@@ -19,7 +19,9 @@ from sqlalchemy.types import Text
 
 from memory.db import affected_rows
 from memory.deletion.jobs import Layer
-from memory.deletion.scope import Scope, ScopeType, events_in, evidence_link, linked_refs, memories_in
+from memory.deletion.record_layer import purge_source_records
+from memory.deletion.scope import ScopeType, events_in, evidence_link, linked_refs, memories_in, scope_of
+from memory.deletion.session_layer import purge_derived_summaries
 from memory.enums import Status
 from memory.events import next_revision
 from memory.models import (
@@ -34,8 +36,6 @@ from memory.models import (
     Tombstone,
 )
 from memory.projection import delete_projection, write_projection
-from memory.resources.forget import purge_source_records
-from memory.sessions.forget import purge_derived_summaries
 
 
 @dataclass(frozen=True)
@@ -43,18 +43,6 @@ class BatchResult:
     removed: int
     done: bool
     evidence: dict[str, Any] = field(default_factory=dict)
-
-
-def scope_of(job: DeletionJob) -> Scope:
-    scope_type = ScopeType(job.scope_type)
-    target = {
-        ScopeType.MEMORY: job.scope.get("memory_id"),
-        ScopeType.EVENT: job.scope.get("event_id"),
-        ScopeType.SESSION: job.scope.get("session_id"),
-        ScopeType.SUBJECT: job.subject_user_id,
-        ScopeType.RECORD: job.scope.get("record"),
-    }[scope_type]
-    return Scope(scope_type, str(target), job.subject_user_id)
 
 
 
@@ -407,5 +395,4 @@ __all__ = [
     "derived_from",
     "evidence_link",
     "hide_orphans",
-    "scope_of",
 ]

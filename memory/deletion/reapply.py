@@ -26,7 +26,7 @@ from memory.deletion.layers import PURGERS
 from memory.deletion.residue import Copy, scan
 from memory.models import DeletionFingerprint, DeletionJob, DeletionLayer, Tombstone
 from memory.resources.bodies import record_store
-from memory.resources.forget import bind_store
+from memory.resources.body_store import bind_store
 
 BATCH = 500
 

@@ -10,7 +10,7 @@ from sqlalchemy import ColumnElement, and_, false, select
 from sqlalchemy.orm import Session
 
 from memory.enums import Space
-from memory.models import Memory, MemoryEvent
+from memory.models import DeletionJob, Memory, MemoryEvent
 
 
 class ScopeType(StrEnum):
@@ -19,7 +19,7 @@ class ScopeType(StrEnum):
     SESSION = "session"
     SUBJECT = "subject"
     RECORD = "record"
-    """One source record of its owner's, named ``resource:record_id`` (memory.resources.forget purges it)."""
+    """One source record of its owner's, named ``resource:record_id`` (memory.deletion.record_layer purges it)."""
 
 
 @dataclass(frozen=True)
@@ -94,4 +94,19 @@ def linked_refs(session: Session, scope: Scope, tenant_id: str, up_to_revision: 
     return [evidence_link("memory", m) for m in memory_ids] + [evidence_link("event", e) for e in event_ids]
 
 
-__all__ = ["PERSONAL_SPACES", "Scope", "ScopeType", "events_in", "evidence_link", "linked_refs", "memories_in"]
+def scope_of(job: DeletionJob) -> Scope:
+    """The scope a job was requested with, read back from its row."""
+    scope_type = ScopeType(job.scope_type)
+    target = {
+        ScopeType.MEMORY: job.scope.get("memory_id"),
+        ScopeType.EVENT: job.scope.get("event_id"),
+        ScopeType.SESSION: job.scope.get("session_id"),
+        ScopeType.SUBJECT: job.subject_user_id,
+        ScopeType.RECORD: job.scope.get("record"),
+    }[scope_type]
+    return Scope(scope_type, str(target), job.subject_user_id)
+
+
+__all__ = [
+    "PERSONAL_SPACES", "Scope", "ScopeType", "events_in", "evidence_link", "linked_refs", "memories_in", "scope_of",
+]

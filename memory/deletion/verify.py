@@ -25,15 +25,15 @@ from sqlalchemy import ColumnElement, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
-from memory.deletion.layers import derived_deleted_by, scope_of
-from memory.deletion.scope import events_in, memories_in
+from memory.deletion.layers import derived_deleted_by
+from memory.deletion.record_layer import record_hits
+from memory.deletion.scope import events_in, memories_in, scope_of
+from memory.deletion.session_layer import summary_hits
 from memory.embedders import configured_embedder
 from memory.errors import InvalidInput
 from memory.models import DeletionJob, DeletionProbe, Memory, MemoryEvent, MemoryLexeme, MemorySearch
 from memory.recall.bundle import RecallRequest, build_bundle
 from memory.recall.plan import Intent, make_plan
-from memory.resources.forget import record_hits
-from memory.sessions.forget import summary_hits
 from memory.text import lexemes, normalize, tsquery_any
 
 TSQUERY_CHUNK = 500

@@ -29,8 +29,8 @@ from memory.errors import Conflict, Forbidden, InvalidInput, NotFound, VersionCo
 from memory.events import next_revision
 from memory.models import DeletionJob, Tombstone
 from memory.resources.bodies import Body, Offloaded, encode, restore, split
+from memory.resources.body_store import drop_unreferenced, guard_bodies
 from memory.resources.declarations import RECORD_ID, RECORDS, STORES, Declaration
-from memory.resources.forget import drop_unreferenced, guard_bodies
 from memory.resources.models import ResourceArtifact, ResourceRecord
 from memory.resources.projection import write_record_projection
 from memory.resources.runs import reads_under_policy
@@ -96,7 +96,7 @@ def require_users_own_key(principal: PrincipalContext) -> None:
 def not_forgotten() -> ColumnElement[bool]:
     """No deletion barrier covers the record: a subject tombstone of its owner, or a tombstone of the record
     itself, at or after the revision it was written in. From the barrier's commit on, a covered record is
-    as missing as one never written; the purge removes it later (:mod:`memory.resources.forget`)."""
+    as missing as one never written; the purge removes it later (:mod:`memory.deletion.record_layer`)."""
     return ~exists().where(
         Tombstone.tenant_id == ResourceRecord.tenant_id,
         Tombstone.owner_user_id == ResourceRecord.owner_id,
@@ -197,7 +197,7 @@ def _write_derived(session: Session, record: ResourceRecord, declaration: Declar
     previous = session.execute(delete(ResourceArtifact).filter_by(**key).returning(ResourceArtifact.sha256))
     kept = {body.offloaded.sha256 for body in bodies}
     released = tuple(sorted({sha for sha in previous.scalars() if sha not in kept}))
-    # A deletion removing a body takes the same lock (memory.resources.forget): past it, the bytes either
+    # A deletion removing a body takes the same lock (memory.resources.body_store): past it, the bytes either
     # stay or are gone for good, and this write puts them (again) before its transaction names them.
     guard_bodies(session, sorted(kept))
     for body in bodies:

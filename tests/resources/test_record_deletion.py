@@ -18,7 +18,7 @@ from memory.db import tenant_session
 from memory.deletion.jobs import get_job
 from memory.deletion.verify import verify
 from memory.resources.bodies import encode, record_store
-from memory.resources.forget import bind_store
+from memory.resources.body_store import bind_store
 from tests.conftest import MakeKey, auth, poll
 from tests.workers import api_with_worker
 

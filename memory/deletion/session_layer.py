@@ -17,7 +17,7 @@ from sqlalchemy import ARRAY, ColumnElement, Text, and_, cast, delete, exists, f
 from sqlalchemy.orm import Session
 
 from memory.db import affected_rows
-from memory.deletion.scope import Scope, ScopeType
+from memory.deletion.scope import Scope, ScopeType, scope_of
 from memory.models import DeletionJob, MemoryEvent, Tombstone
 from memory.sessions.archive import store_summary, task_observation
 from memory.sessions.models import ChatSession, SessionChoice, SessionCommit, SessionSummary
@@ -41,8 +41,6 @@ def _covered(scope: Scope, job: DeletionJob, links: list[str]) -> ColumnElement[
 
 def purge_derived_summaries(session: Session, job: DeletionJob, batch: int) -> tuple[int, bool, dict[str, Any]]:
     """One batch: scrub covered summary versions, drop choices, scrub deleted sessions, rebuild survivors."""
-    from memory.deletion.layers import scope_of  # the deletion package imports this module
-
     scope = scope_of(job)
     links = _deleted_event_links(scope)
     rows = session.execute(
@@ -164,8 +162,6 @@ def _scrub_sessions(session: Session, job: DeletionJob, scope: Scope) -> int:
 
 def summary_hits(session: Session, job: DeletionJob, probes: list[str]) -> dict[str, int]:
     """Verification: summary versions still citing a deleted event, or still holding a deleted text."""
-    from memory.deletion.layers import scope_of
-
     scope = scope_of(job)
     links = _deleted_event_links(scope)
     live = and_(SessionSummary.tenant_id == job.tenant_id, SessionSummary.purged_at.is_(None))

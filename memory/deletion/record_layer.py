@@ -11,59 +11,24 @@ store of what no record references at all, from before its barrier (:func:`_orph
 between writing them and committing the record, whoever's they were. (A write to the store is atomic, so
 there is no half-written artifact to sweep.)
 
-The store is outside the database transaction. A body is deleted while the batch's transaction, which
-already removed the rows naming it, still holds an advisory lock on its sha256; a record write naming
-the same bytes takes that lock and writes the bytes again (:func:`guard_bodies`), so whichever commits
-second finds what it needs: a write never commits naming bytes a deletion removed.
+The store is outside the database transaction: bodies are deleted under the locks of
+:mod:`memory.resources.body_store`, which a record write naming the same bytes takes too.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, false, func, select, text, tuple_
+from sqlalchemy import ColumnElement, and_, delete, false, func, select, tuple_
 from sqlalchemy.orm import Session
 
 from memory.artifact_store import ArtifactStore
 from memory.deletion.scope import ScopeType
 from memory.models import DeletionJob, DeletionLayer
+from memory.resources.body_store import bound_store, drop_unreferenced, referenced
 from memory.resources.models import ResourceArtifact, ResourceRecord, ResourceSearch
 
 LAYER = "source_records"
-STORE_KEY = "mnemo.record_store"
-"""Where a deletion activity puts the tenant's record store in ``Session.info`` (:func:`bind_store`)."""
-
-
-def bind_store(session: Session, store: ArtifactStore) -> None:
-    """Give this session's purge and verification the tenant's record store (the worker knows the data dir)."""
-    session.info[STORE_KEY] = store
-
-
-def _store(session: Session) -> ArtifactStore:
-    store: ArtifactStore | None = session.info.get(STORE_KEY)
-    if store is None:
-        raise RuntimeError("no record store bound to this session: the deletion worker must bind_store() first")
-    return store
-
-
-def guard_bodies(session: Session, shas: list[str]) -> None:
-    """Take the advisory lock of each body (sorted, so two transactions never wait on each other in a cycle)."""
-    for sha in sorted(set(shas)):
-        session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-                        {"key": f"record-body:{sha}"})
-
-
-def drop_unreferenced(session: Session, store: ArtifactStore, tenant_id: str, shas: list[str]) -> int:
-    """Delete from ``store`` each of these bodies that no record of the tenant references; how many went.
-
-    Each is checked and deleted under its lock (held to the end of the transaction), so a write naming the
-    same bytes either committed first (the body stays) or finds them gone and writes them again."""
-    guard_bodies(session, shas)
-    removed = 0
-    for sha in sorted(set(shas)):
-        if not _referenced(session, tenant_id, sha) and store.delete(sha):
-            removed += 1
-    return removed
 
 
 def _one_record(job: DeletionJob) -> tuple[str, str]:
@@ -93,13 +58,6 @@ def _projection_in(job: DeletionJob) -> ColumnElement[bool]:
         resource, record_id = _one_record(job)
         return and_(mine, ResourceSearch.resource == resource, ResourceSearch.record_id == record_id)
     return false()
-
-
-def _referenced(session: Session, tenant_id: str, sha: str) -> bool:
-    return session.execute(
-        select(ResourceArtifact.sha256).where(ResourceArtifact.tenant_id == tenant_id, ResourceArtifact.sha256 == sha)
-        .limit(1)
-    ).first() is not None
 
 
 def _known_bodies(session: Session, job: DeletionJob) -> list[str]:
@@ -151,13 +109,13 @@ def purge_source_records(session: Session, job: DeletionJob, batch: int) -> tupl
     known = _known_bodies(session, job)
     # Every body this job has seen is checked again: one a concurrent write still named last time may be free now.
     candidates = list(dict.fromkeys([*known, *shas]))
-    removed_bodies = drop_unreferenced(session, _store(session), job.tenant_id, candidates) if candidates else 0
+    removed_bodies = drop_unreferenced(session, bound_store(session), job.tenant_id, candidates) if candidates else 0
     done = len(keys) < batch
     evidence: dict[str, Any] = {"records_deleted": len(keys), "record_projection_rows": projection_rows,
                                 "record_bodies_deleted": removed_bodies, "body_sha256": candidates}
     if done and job.scope_type == ScopeType.SUBJECT.value:
-        orphans = _orphans(session, _store(session), job, set(candidates))
-        evidence["record_orphan_bodies_deleted"] = drop_unreferenced(session, _store(session), job.tenant_id,
+        orphans = _orphans(session, bound_store(session), job, set(candidates))
+        evidence["record_orphan_bodies_deleted"] = drop_unreferenced(session, bound_store(session), job.tenant_id,
                                                                      orphans[:batch])
         done = len(orphans) <= batch
     return len(keys), done, evidence
@@ -192,14 +150,13 @@ def record_hits(session: Session, job: DeletionJob) -> dict[str, int]:
     }
     known = _known_bodies(session, job)
     if known:
-        store = _store(session)
+        store = bound_store(session)
         hits["record_bodies"] = sum(
-            1 for sha in known if store.exists(sha) and not _referenced(session, job.tenant_id, sha)
+            1 for sha in known if store.exists(sha) and not referenced(session, job.tenant_id, sha)
         )
     if job.scope_type == ScopeType.SUBJECT.value:
-        hits["record_orphan_bodies"] = len(_orphans(session, _store(session), job, set(known)))
+        hits["record_orphan_bodies"] = len(_orphans(session, bound_store(session), job, set(known)))
     return hits
 
 
-__all__ = ["bind_store", "drop_unreferenced", "forget_known_bodies", "guard_bodies", "purge_source_records",
-           "record_hits", "records_in"]
+__all__ = ["forget_known_bodies", "purge_source_records", "record_hits", "records_in"]
