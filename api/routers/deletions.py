@@ -36,11 +36,11 @@ from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.deletion.barrier import ScopeRequest, request_deletion
 from memory.deletion.jobs import JobStatus, NotResumable, check_resumable, readable_job, view_job
-from memory.deletion.ownership import default_request_id
 from memory.deletion.scope import ScopeType
 from memory.enums import Role
 from memory.events import request_digest
 from memory.models import DeletionJob
+from memory.owned_ids import default_request_id
 from memory.resources.records import default_deletion_request_id, require_record_type, require_users_own_key
 from workflows.deletion import DeletionWorkflow
 

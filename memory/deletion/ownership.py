@@ -4,22 +4,18 @@ A deletion may name only what exists and is its subject's: a session or subject 
 same 404 as any missing object, so a scope can neither hide another user's data nor pre-claim an id nobody
 used yet, nor tell one case from the other. (Memories, events and records are looked up, owner included, by
 :func:`memory.deletion.barrier.resolve_scope`.) Request ids live in the requester's namespace, and the ids
-mnemo picks when a ``DELETE`` names none are keyed by a per-tenant secret: nobody else can predict them.
+mnemo picks when a ``DELETE`` names none are keyed by a per-tenant secret (:mod:`memory.owned_ids`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-
 from sqlalchemy import exists, or_, select
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.deletion.scope import PERSONAL_SPACES, Scope, ScopeType
 from memory.enums import Status
 from memory.errors import NotFound
-from memory.models import Memory, MemoryEvent, Principal, Tenant, Tombstone
+from memory.models import Memory, MemoryEvent, Principal, Tombstone
 from memory.sessions.models import ChatSession
 from memory.sessions.store import missing_session, session_tombstone
 
@@ -61,14 +57,4 @@ def require_target(session: Session, tenant_id: str, scope: Scope) -> None:
         raise NotFound(f"user {scope.subject!r} not found")
 
 
-def default_request_id(session: Session, principal: PrincipalContext, kind: str, target: str) -> str:
-    """The request id of a ``DELETE`` that names none: the same for the same caller and target (a repeat returns
-    the same job), an HMAC under the tenant's secret so that nobody else can compute it."""
-    secret = session.execute(
-        select(Tenant.id_secret).where(Tenant.tenant_id == principal.tenant_id)
-    ).scalar_one()
-    message = "\x00".join((principal.tenant_id, principal.user_id, kind, target)).encode()
-    return f"{kind}-{hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()[:40]}"
-
-
-__all__ = ["default_request_id", "require_target", "session_exists", "subject_exists"]
+__all__ = ["require_target", "session_exists", "subject_exists"]

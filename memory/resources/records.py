@@ -23,11 +23,11 @@ from sqlalchemy.orm import Session
 from memory.artifact_store import ArtifactStore
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
-from memory.deletion.ownership import default_request_id
 from memory.epochs import current_epoch
 from memory.errors import Conflict, Forbidden, InvalidInput, NotFound, VersionConflict
 from memory.events import next_revision
 from memory.models import DeletionJob, Tombstone
+from memory.owned_ids import default_request_id
 from memory.resources.bodies import Body, Offloaded, encode, restore, split
 from memory.resources.body_store import drop_unreferenced, guard_bodies
 from memory.resources.declarations import RECORD_ID, RECORDS, STORES, Declaration
