@@ -186,30 +186,19 @@ def reject(
     _decide(task_id, "reject", sha, version, reason, client)
 
 
-def _control(action: str, task_id: str, client: Client) -> None:
-    view = client.call("POST", f"/tasks/{task_id}/{action}")
-    client.answer(view, _render_task)
+def _control(action: str, doc: str) -> None:
+    """Register ``mnemo task ACTION TASK_ID``: POST /tasks/{id}/ACTION, then the task as it now is."""
+
+    def command(task_id: str, *, client: Client) -> None:
+        client.answer(client.call("POST", f"/tasks/{task_id}/{action}"), _render_task)
+
+    command.__doc__ = doc
+    task_app.command(action)(api_client(command))
 
 
-@task_app.command("pause")
-@api_client
-def pause(task_id: str, *, client: Client) -> None:
-    """Pause at the next step boundary."""
-    _control("pause", task_id, client)
-
-
-@task_app.command("resume")
-@api_client
-def resume(task_id: str, *, client: Client) -> None:
-    """Resume a paused task."""
-    _control("resume", task_id, client)
-
-
-@task_app.command("cancel")
-@api_client
-def cancel(task_id: str, *, client: Client) -> None:
-    """Cancel a task (refused while a publication's outcome is unknown)."""
-    _control("cancel", task_id, client)
+_control("pause", "Pause at the next step boundary.")
+_control("resume", "Resume a paused task.")
+_control("cancel", "Cancel a task (refused while a publication's outcome is unknown).")
 
 
 @task_app.command("resolve")
