@@ -20,7 +20,7 @@ import typer
 import yaml
 from pydantic import ValidationError
 
-import api.cli
+import api.cli.app
 from api.settings import Settings
 from workflows.search_attributes import ALL
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 ENV_PREFIX = Settings.model_config["env_prefix"]
-CLI = typer.main.get_command(api.cli.app)
+CLI = typer.main.get_command(api.cli.app.app)
 # Typer >= 0.2x vendors click (its errors subclass TyperException); older Typer uses click itself.
 USAGE_ERRORS = (typer.TyperException, click.ClickException)
 CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}

@@ -3,7 +3,7 @@
 import pytest
 from fastapi.testclient import TestClient
 
-from api.demo import DEMO_MEMORY, memory_demo
+from api.cli.demo.memory import DEMO_MEMORY, memory_demo
 from tests.conftest import MakeKey, auth
 
 

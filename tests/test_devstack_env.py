@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from api.command import mnemo_executable, mnemo_hint, shown
+from api.cli.hints import mnemo_executable, mnemo_hint, shown
 from api.devstack.processes import StackError, ephemeral_port_range, free_port, port_is_free
 from api.devstack.stack import DevOptions, DevStack, run_dev, running_api_url
 from api.settings import Settings

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from api.command import mnemo_hint
+from api.cli.hints import mnemo_hint
 from api.devstack.postgres import EmbeddedPostgres
 from api.devstack.processes import (
     StackError,

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine, text
 from typer.testing import CliRunner
 
-import api.cli
+import api.cli.app
 from activities.stores import Publication, StoredDestination
 from api.settings import Settings
 from memory.artifact_store import (
@@ -162,7 +162,7 @@ def test_import_artifacts_moves_an_old_data_dirs_publications_so_reconciliation_
     (folder / "by-operation" / "op-retried").write_text(key_hash)
 
     env = {"MNEMO_DATABASE_URL": settings.require_database_url(), "MNEMO_ARTIFACT_STORE": "postgres"}
-    done = CliRunner().invoke(api.cli.app, ["import-artifacts", str(tmp_path)], env=env)
+    done = CliRunner().invoke(api.cli.app.app, ["import-artifacts", str(tmp_path)], env=env)
     assert done.exit_code == 0, done.output
     assert "1 publication(s)" in done.output and not (tmp_path / "publications").exists()
     stored = StoredDestination(destination, engine, settings.artifact_root(engine))

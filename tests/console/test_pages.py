@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 from typer.testing import CliRunner
 
-from api.task_cli import task_app
+from api.cli.task import task_app
 from memory.db import global_session
 from tests.conftest import MakeKey, auth
 from tests.console.conftest import Team, form_token, start_task, wait_task, waiting_for_approval

@@ -6,7 +6,7 @@ import uuid
 
 from fastapi.testclient import TestClient
 
-from api.demo import DEMO_MEMORY
+from api.cli.demo.memory import DEMO_MEMORY
 from api.settings import Settings
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate

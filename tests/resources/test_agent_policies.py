@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 from typer.testing import CliRunner
 
-from api.cli import app
+from api.cli.app import app
 from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session

@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import Engine
 from typer.testing import CliRunner, Result
 
-from api.cli import app
+from api.cli.app import app
+from api.cli.session import session_app
 from api.main import create_app
-from api.session_cli import session_app
 from api.settings import Settings
 from tests.conftest import MakeKey
 from tests.workers import ThreadWorker, served

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from api.session_demo import session_demo
+from api.cli.demo.session import session_demo
 from tests.conftest import MakeKey, auth
 
 

@@ -16,11 +16,11 @@ import uvicorn
 from sqlalchemy import Engine
 from typer.testing import CliRunner
 
+from api.cli.demo.task import run_task_demo
+from api.cli.task import task_app
 from api.devstack.processes import free_port
 from api.main import create_app
 from api.settings import Settings
-from api.task_cli import task_app
-from api.task_demo import run_task_demo
 from memory.db import tenant_session
 from memory.reports.sales import seed_sales
 from tests.conftest import MakeKey

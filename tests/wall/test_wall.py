@@ -447,7 +447,7 @@ class Wall(RuleBasedStateMachine):
 
     # -- backup and restore --------------------------------------------------------------------------------
 
-    # What `mnemo backup` / `mnemo restore` run (api/cli.py only parses and prints around them; their
+    # What `mnemo backup` / `mnemo restore` run (api/cli/backup.py only parses and prints around them; their
     # commands are tested in tests/deletion/test_backup.py), in this process: a CLI start costs seconds.
 
     @timed

@@ -1,6 +1,6 @@
 """``mnemo task …``: start, list, show, approve, reject, pause, resume, cancel and resolve report tasks.
 
-It talks to the HTTP API with an API key, like any other client (:mod:`api.cli_http`: ``--api-url``, ``--key`` or
+It talks to the HTTP API with an API key, like any other client (:mod:`api.cli.http`: ``--api-url``, ``--key`` or
 ``--key-file``, else the running ``mnemo dev`` of ``--data-dir`` and its admin key). Tables for people, ``--json``
 for scripts.
 """
@@ -8,31 +8,15 @@ for scripts.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from api.cli_http import ApiUrl, DataDir, Json, Key, KeyFile, call, connection, fail, print_answer
+from api.cli.options import Client, api_client
+from api.cli.output import fail, table
 from memory.reports.definitions import MONTHLY_REPORT
 
 task_app = typer.Typer(help="Durable report tasks.", no_args_is_help=True)
-
-Conn = tuple[str | None, str | None, Path | None, Path]
-"""The connection options of a command: --api-url, --key, --key-file, --data-dir."""
-
-
-def _call(method: str, path: str, conn: Conn, **kwargs: Any) -> Any:
-    return call(connection(*conn), method, path, **kwargs)
-
-
-def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    """Left-aligned columns sized to their content; None prints as '-'."""
-    cells = [[("-" if row.get(c) is None else str(row.get(c))) for c in columns] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    return "\n".join(lines)
 
 
 def _render_task(view: dict[str, Any]) -> str:
@@ -63,16 +47,14 @@ def _render_task(view: dict[str, Any]) -> str:
 
 
 @task_app.command("start")
+@api_client
 def start(
     month: Annotated[str, typer.Option(help="Report month, YYYY-MM.")],
     currency: Annotated[str, typer.Option(help=f"Report currency ({', '.join(MONTHLY_REPORT.currencies)}).")] = "CNY",
     intent: Annotated[str | None, typer.Option(help="request_intent_id; the same one names the same task.")] = None,
     destination: Annotated[str, typer.Option(help="Publication destination.")] = "reports",
-    api_url: ApiUrl = None,
-    key: Key = None,
-    key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"),
-    as_json: Json = False,
+    *,
+    client: Client,
 ) -> None:
     """Start a monthly report task (idempotent: re-running it returns the same task)."""
     body = {
@@ -81,10 +63,9 @@ def start(
         "goal": {"month": month, "currency": currency},
         "destination": destination,
     }
-    created = _call("POST", "/tasks", (api_url, key, key_file, data_dir), json=body)
-    print_answer(
+    created = client.call("POST", "/tasks", json=body)
+    client.answer(
         created,
-        as_json,
         lambda c: (
             f"task {c['task_id']} {c['status']} (state_version {c['state_version']})"
             + (" — already existed" if c.get("replayed") else "")
@@ -93,42 +74,37 @@ def start(
 
 
 @task_app.command("list")
+@api_client
 def list_tasks(
     status: Annotated[str | None, typer.Option(help="Only tasks in this status.")] = None,
     all_users: Annotated[bool, typer.Option("--all", help="Every user's tasks (approver/operator/auditor).")] = False,
-    api_url: ApiUrl = None,
-    key: Key = None,
-    key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"),
-    as_json: Json = False,
+    *,
+    client: Client,
 ) -> None:
     """Your tasks (or everyone's with --all), most recently changed first."""
     params = {"owner": "all" if all_users else "me", **({"status": status} if status else {})}
-    listed = _call("GET", "/tasks", (api_url, key, key_file, data_dir), params=params)
+    listed = client.call("GET", "/tasks", params=params)
     columns = ["task_id", "status", "current_step_id", "state_version", "owner_user_id", "updated_at"]
-    print_answer(listed, as_json, lambda d: table(d["items"], columns) if d["items"] else "no tasks")
+    client.answer(listed, lambda d: table(d["items"], columns) if d["items"] else "no tasks")
 
 
 @task_app.command("show")
+@api_client
 def show(
     task_id: str,
     timeline: Annotated[
         bool, typer.Option("--timeline", help="Also print attempts, checkpoints, approvals, operations.")
     ] = False,
-    api_url: ApiUrl = None,
-    key: Key = None,
-    key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"),
-    as_json: Json = False,
+    *,
+    client: Client,
 ) -> None:
     """A task's live state (and its timeline)."""
-    conn = connection(api_url, key, key_file, data_dir)
-    view = call(conn, "GET", f"/tasks/{task_id}")
+    view = client.call("GET", f"/tasks/{task_id}")
     if view.get("publications"):
         # What a person can open: the console's page of the published report (sign in with a key).
-        view["report_url"] = f"{conn.api_url}/console/tasks/{task_id}/report"
+        view["report_url"] = f"{client.conn.api_url}/console/tasks/{task_id}/report"
     if timeline:
-        view["timeline"] = call(conn, "GET", f"/tasks/{task_id}/timeline")
+        view["timeline"] = client.call("GET", f"/tasks/{task_id}/timeline")
 
     def render(v: dict[str, Any]) -> str:
         text = _render_task(v)
@@ -147,7 +123,7 @@ def show(
             )
         return text
 
-    print_answer(view, as_json, render)
+    client.answer(view, render)
 
 
 def _decide(
@@ -156,25 +132,23 @@ def _decide(
     sha: str | None,
     version: int | None,
     reason: str | None,
-    conn: Conn,
-    as_json: bool,
+    client: Client,
 ) -> None:
     if sha is None or version is None:
-        view = _call("GET", f"/tasks/{task_id}", conn)
+        view = client.call("GET", f"/tasks/{task_id}")
         pending = view.get("pending_approval")
         if not pending:
             fail(f"task {task_id} is {view['status']}, not waiting for approval")
         sha = sha or pending["artifact_sha256"]
         version = view["state_version"] if version is None else version
-        if not as_json:
+        if not client.as_json:
             typer.echo(f"{decision} draft {sha} at state_version {version}: {pending.get('summary', '')}")
     body: dict[str, Any] = {"decision": decision, "artifact_sha256": sha, "state_version": version}
     if reason:
         body["reason"] = reason
-    result = _call("POST", f"/tasks/{task_id}/approvals", conn, json=body)
-    print_answer(
+    result = client.call("POST", f"/tasks/{task_id}/approvals", json=body)
+    client.answer(
         result,
-        as_json,
         lambda r: (
             f"{'approved' if r['decision'] == 'approve' else 'rejected'}: "
             f"task is {r['status']} (state_version {r['state_version']})"
@@ -184,87 +158,61 @@ def _decide(
 
 
 @task_app.command("approve")
+@api_client
 def approve(
     task_id: str,
     sha: Annotated[
         str | None, typer.Option("--sha", help="Draft sha256 you reviewed (default: the current draft).")
     ] = None,
     version: Annotated[int | None, typer.Option("--version", help="state_version you reviewed.")] = None,
-    api_url: ApiUrl = None,
-    key: Key = None,
-    key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"),
-    as_json: Json = False,
+    *,
+    client: Client,
 ) -> None:
     """Approve the draft (approver role); it is then published exactly once."""
-    _decide(task_id, "approve", sha, version, None, (api_url, key, key_file, data_dir), as_json)
+    _decide(task_id, "approve", sha, version, None, client)
 
 
 @task_app.command("reject")
+@api_client
 def reject(
     task_id: str,
     reason: Annotated[str, typer.Option(help="Why; the draft is regenerated with it.")],
     sha: Annotated[str | None, typer.Option("--sha")] = None,
     version: Annotated[int | None, typer.Option("--version")] = None,
-    api_url: ApiUrl = None,
-    key: Key = None,
-    key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"),
-    as_json: Json = False,
+    *,
+    client: Client,
 ) -> None:
     """Reject the draft with a reason (approver role); a revised draft will ask again."""
-    _decide(task_id, "reject", sha, version, reason, (api_url, key, key_file, data_dir), as_json)
+    _decide(task_id, "reject", sha, version, reason, client)
 
 
-def _control(action: str, task_id: str, conn: Conn, as_json: bool) -> None:
-    view = _call("POST", f"/tasks/{task_id}/{action}", conn)
-    print_answer(view, as_json, _render_task)
+def _control(action: str, doc: str) -> None:
+    """Register ``mnemo task ACTION TASK_ID``: POST /tasks/{id}/ACTION, then the task as it now is."""
+
+    def command(task_id: str, *, client: Client) -> None:
+        client.answer(client.call("POST", f"/tasks/{task_id}/{action}"), _render_task)
+
+    command.__doc__ = doc
+    task_app.command(action)(api_client(command))
 
 
-@task_app.command("pause")
-def pause(
-    task_id: str, api_url: ApiUrl = None, key: Key = None, key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"), as_json: Json = False
-) -> None:
-    """Pause at the next step boundary."""
-    _control("pause", task_id, (api_url, key, key_file, data_dir), as_json)
-
-
-@task_app.command("resume")
-def resume(
-    task_id: str, api_url: ApiUrl = None, key: Key = None, key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"), as_json: Json = False
-) -> None:
-    """Resume a paused task."""
-    _control("resume", task_id, (api_url, key, key_file, data_dir), as_json)
-
-
-@task_app.command("cancel")
-def cancel(
-    task_id: str, api_url: ApiUrl = None, key: Key = None, key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"), as_json: Json = False
-) -> None:
-    """Cancel a task (refused while a publication's outcome is unknown)."""
-    _control("cancel", task_id, (api_url, key, key_file, data_dir), as_json)
+_control("pause", "Pause at the next step boundary.")
+_control("resume", "Resume a paused task.")
+_control("cancel", "Cancel a task (refused while a publication's outcome is unknown).")
 
 
 @task_app.command("resolve")
+@api_client
 def resolve(
     task_id: str,
     operation_id: str,
     outcome: Annotated[str, typer.Option(help="published | not_published")],
     note: Annotated[str, typer.Option(help="What you checked.")],
-    api_url: ApiUrl = None,
-    key: Key = None,
-    key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"),
-    as_json: Json = False,
+    *,
+    client: Client,
 ) -> None:
     """Resolve a side effect whose outcome stayed unknown (operator role)."""
-    result = _call(
-        "POST",
-        f"/tasks/{task_id}/operations/{operation_id}/resolve",
-        (api_url, key, key_file, data_dir),
-        json={"outcome": outcome, "note": note},
+    result = client.call(
+        "POST", f"/tasks/{task_id}/operations/{operation_id}/resolve", json={"outcome": outcome, "note": note}
     )
-    print_answer(result, as_json, lambda r: table([r], ["operation_id", "status", "publication_id", "destination"]))
+    client.answer(result, lambda r: table([r], ["operation_id", "status", "publication_id", "destination"]))

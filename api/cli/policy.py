@@ -7,14 +7,13 @@ type may not use it. Tables for people, ``--json`` for scripts.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
 import typer
 
-from api.cli_http import ApiUrl, DataDir, Json, Key, KeyFile, call, connection, print_answer
-from api.task_cli import table
+from api.cli.options import Client, api_client
+from api.cli.output import table
 
 policy_app = typer.Typer(help="Per-agent resource policies: operations and fields per resource type.",
                          no_args_is_help=True)
@@ -35,63 +34,44 @@ def _rows(policies: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @policy_app.command("set")
+@api_client
 def set_policy(
     agent_id: str,
     resource: str,
     operations: Annotated[str, typer.Option("--operations", help="Comma-separated: list,search,read.")],
     fields: Annotated[str, typer.Option("--fields", help="Comma-separated field paths: /title,/status.")],
-    api_url: ApiUrl = None,
-    key: Key = None,
-    key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"),
-    as_json: Json = False,
+    *,
+    client: Client,
 ) -> None:
     """Set what the agent may do with the type (replacing what it could); its next read sees it."""
-    conn = connection(api_url, key, key_file, data_dir)
-    stored = call(conn, "PUT", _path(agent_id, resource),
-                   json={"operations": _names(operations), "fields": _names(fields)})
-    print_answer(stored, as_json,
-                 lambda policy: table(_rows([policy]), ["agent_id", "resource", "operations", "fields"]))
+    stored = client.call("PUT", _path(agent_id, resource),
+                         json={"operations": _names(operations), "fields": _names(fields)})
+    client.answer(stored, lambda policy: table(_rows([policy]), ["agent_id", "resource", "operations", "fields"]))
 
 
 @policy_app.command("list")
-def list_policies(
-    agent_id: str,
-    api_url: ApiUrl = None,
-    key: Key = None,
-    key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"),
-    as_json: Json = False,
-) -> None:
+@api_client
+def list_policies(agent_id: str, *, client: Client) -> None:
     """The agent's policies by type; a type not listed is one the agent may not use."""
-    conn = connection(api_url, key, key_file, data_dir)
-    found = call(conn, "GET", _path(agent_id))
+    found = client.call("GET", _path(agent_id))
 
     def render(answer: dict[str, Any]) -> str:
         if not answer["policies"]:
             return f"agent {answer['agent_id']} has no policy: it may use no resource type"
         return table(_rows(answer["policies"]), ["resource", "operations", "fields", "updated_at", "updated_by"])
 
-    print_answer(found, as_json, render)
+    client.answer(found, render)
 
 
 @policy_app.command("delete")
-def delete_policy(
-    agent_id: str,
-    resource: str,
-    api_url: ApiUrl = None,
-    key: Key = None,
-    key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"),
-    as_json: Json = False,
-) -> None:
+@api_client
+def delete_policy(agent_id: str, resource: str, *, client: Client) -> None:
     """Revoke the agent's use of the type: its very next read, in a run or not, no longer sees it."""
-    conn = connection(api_url, key, key_file, data_dir)
-    answer = call(conn, "DELETE", _path(agent_id, resource))
+    answer = client.call("DELETE", _path(agent_id, resource))
 
     def render(deleted: dict[str, Any]) -> str:
         revoked = deleted["revoked"]
         return (f"revoked agent {deleted['agent_id']}'s {deleted['resource']}: "
                 f"{','.join(revoked['operations'])} on {','.join(revoked['fields'])}")
 
-    print_answer(answer, as_json, render)
+    client.answer(answer, render)

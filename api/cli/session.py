@@ -1,6 +1,6 @@
 """``mnemo session …``: post messages, read the context window, commit a stage, show a session or a commit.
 
-It talks to the HTTP API with an API key, like any other client (:mod:`api.cli_http`). Tables for people,
+It talks to the HTTP API with an API key, like any other client (:mod:`api.cli.http`). Tables for people,
 ``--json`` for scripts.
 """
 
@@ -15,9 +15,9 @@ from typing import Annotated, Any
 
 import typer
 
-from api.cli_http import ApiUrl, DataDir, Json, Key, KeyFile, call, connection, fail, print_answer
-from api.command import mnemo_hint
-from api.task_cli import table
+from api.cli.hints import mnemo_hint
+from api.cli.options import Client, api_client
+from api.cli.output import fail, table
 
 session_app = typer.Typer(help="Sessions: messages, context windows, commits into memory.", no_args_is_help=True)
 
@@ -27,6 +27,7 @@ PROGRESS_EVERY_SECONDS = 5.0
 """``--wait`` says on stderr what the commit is doing when it changes, and at least this often."""
 CONTENT_WIDTH = 60
 SUMMARY_SECTIONS = ("goal", "facts", "decisions", "constraints", "completed", "pending", "unknowns", "errors")
+
 
 def _short(text: Any, width: int = CONTENT_WIDTH) -> str:
     """One line of at most ``width`` characters (a table cell)."""
@@ -66,25 +67,22 @@ def _read_messages(file: Path | None, user: list[str]) -> list[dict[str, Any]]:
 
 
 @session_app.command("messages")
+@api_client
 def messages(
     session_id: str,
     file: Annotated[
         Path | None, typer.Option("--file", help='JSON: a list of messages or {"messages": [...]}, as the API takes.')
     ] = None,
     user: Annotated[list[str] | None, typer.Option("--user", help="A user message (repeat for several).")] = None,
-    api_url: ApiUrl = None,
-    key: Key = None,
-    key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"),
-    as_json: Json = False,
+    *,
+    client: Client,
 ) -> None:
     """Post messages to a session (opened first if it does not exist yet); a replayed message is marked."""
-    conn = connection(api_url, key, key_file, data_dir)
     sent = _read_messages(file, user or [])
-    if call(conn, "GET", f"/sessions/{session_id}", missing_ok=True) is None:
-        call(conn, "POST", "/sessions", json={"session_id": session_id})
+    if client.call("GET", f"/sessions/{session_id}", missing_ok=True) is None:
+        client.call("POST", "/sessions", json={"session_id": session_id})
         typer.echo(f"mnemo: opened session {session_id}", err=True)
-    stored = call(conn, "POST", f"/sessions/{session_id}/messages", json={"messages": sent})
+    stored = client.call("POST", f"/sessions/{session_id}/messages", json={"messages": sent})
 
     def render(answer: dict[str, Any]) -> str:
         rows = [{**event, "role": message.get("role"), "content": _short(message.get("content", ""))}
@@ -98,7 +96,7 @@ def messages(
             )
         return text
 
-    print_answer(stored, as_json, render)
+    client.answer(stored, render)
 
 
 # ----------------------------------------------------------------- window ---
@@ -119,19 +117,16 @@ def _render_window(window: dict[str, Any]) -> str:
 
 
 @session_app.command("window")
+@api_client
 def window(
     session_id: str,
     budget: Annotated[int, typer.Option("--budget", min=1, help="Token budget of the window.")] = 4_000,
-    api_url: ApiUrl = None,
-    key: Key = None,
-    key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"),
-    as_json: Json = False,
+    *,
+    client: Client,
 ) -> None:
     """The messages the model would get within the budget, by priority then recency, and what was dropped."""
-    conn = connection(api_url, key, key_file, data_dir)
-    found = call(conn, "GET", f"/sessions/{session_id}/window", params={"budget_tokens": budget})
-    print_answer(found, as_json, _render_window)
+    found = client.call("GET", f"/sessions/{session_id}/window", params={"budget_tokens": budget})
+    client.answer(found, _render_window)
 
 
 # ----------------------------------------------------------------- commit ---
@@ -160,6 +155,7 @@ def _render_commit(commit: dict[str, Any]) -> str:
 
 
 @session_app.command("commit")
+@api_client
 def commit(
     session_id: str,
     commit_id: Annotated[
@@ -167,18 +163,14 @@ def commit(
     ] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the commit's end and show what it stored.")] = False,
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds --wait waits at most.")] = 300,
-    api_url: ApiUrl = None,
-    key: Key = None,
-    key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"),
-    as_json: Json = False,
+    *,
+    client: Client,
 ) -> None:
     """Commit the messages since the last commit: archive them, extract memories (a workflow)."""
-    conn = connection(api_url, key, key_file, data_dir)
     chosen = commit_id or f"c-{uuid.uuid4().hex[:12]}"
-    accepted = call(conn, "POST", f"/sessions/{session_id}/commit", json={"commit_id": chosen})
+    accepted = client.call("POST", f"/sessions/{session_id}/commit", json={"commit_id": chosen})
     if not wait:
-        print_answer(accepted, as_json, lambda a: (
+        client.answer(accepted, lambda a: (
             f"commit {a['commit_id']} {a['status']}: messages {a['sequence_range']['from']}–"
             f"{a['sequence_range']['to']}, workflow {a['workflow_id']}"
             + (" — already accepted" if a.get("replayed") else "")
@@ -187,18 +179,18 @@ def commit(
     started = time.monotonic()
     deadline, said, last = started + timeout, started, ""
     while True:
-        view = call(conn, "GET", f"/sessions/{session_id}/commits/{chosen}")
+        view = client.call("GET", f"/sessions/{session_id}/commits/{chosen}")
         if view["status"] in TERMINAL:
             break
         now = time.monotonic()
         if now > deadline:
-            follow = mnemo_hint("session", "show", session_id, "--commit", chosen, data_dir=data_dir)
+            follow = mnemo_hint("session", "show", session_id, "--commit", chosen, data_dir=client.data_dir)
             fail(f"commit {chosen} is still {view['status']} after {timeout:g}s (see `{follow}`)")
         if view["status"] != last or now - said >= PROGRESS_EVERY_SECONDS:  # long work shows progress
             typer.echo(f"commit {chosen}: {view['status']} ({now - started:.0f}s)", err=True)
             said, last = now, view["status"]
         time.sleep(0.2)
-    print_answer(view, as_json, _render_commit)
+    client.answer(view, _render_commit)
 
 
 # ------------------------------------------------------------------- show ---
@@ -226,20 +218,17 @@ def _render_session(view: dict[str, Any]) -> str:
 
 
 @session_app.command("show")
+@api_client
 def show(
     session_id: str,
     commit_id: Annotated[str | None, typer.Option("--commit", help="Show this commit of the session instead.")] = None,
-    api_url: ApiUrl = None,
-    key: Key = None,
-    key_file: KeyFile = None,
-    data_dir: DataDir = Path(".mnemo"),
-    as_json: Json = False,
+    *,
+    client: Client,
 ) -> None:
     """A session's state, profile and latest summary; or, with --commit, what that commit stored and refused."""
-    conn = connection(api_url, key, key_file, data_dir)
     if commit_id is not None:
-        print_answer(call(conn, "GET", f"/sessions/{session_id}/commits/{commit_id}"), as_json, _render_commit)
+        client.answer(client.call("GET", f"/sessions/{session_id}/commits/{commit_id}"), _render_commit)
         return
-    view = call(conn, "GET", f"/sessions/{session_id}")
-    view["summary"] = call(conn, "GET", f"/sessions/{session_id}/summaries/latest", missing_ok=True)
-    print_answer(view, as_json, _render_session)
+    view = client.call("GET", f"/sessions/{session_id}")
+    view["summary"] = client.call("GET", f"/sessions/{session_id}/summaries/latest", missing_ok=True)
+    client.answer(view, _render_session)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 
-from api.command import mnemo_hint, shown
+from api.cli.hints import mnemo_hint, shown
 from memory.reports.definitions import MONTHLY_REPORT
 
 DEMO_TASK = {

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import httpx2
 
-from api.command import mnemo_hint
+from api.cli.hints import mnemo_hint
 
 DEMO_SESSION = "mnemo-dev-demo-session"
 DEMO_COMMIT = "mnemo-dev-demo-commit"

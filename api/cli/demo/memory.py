@@ -1,13 +1,9 @@
-"""What ``mnemo dev`` shows a newcomer: one memory written and recalled through the real API."""
+"""What ``mnemo dev`` shows of memory: one memory written and recalled through the real API."""
 
 from __future__ import annotations
 
 import httpx
 import httpx2
-
-from api.devstack.stack import DemoContext
-from api.session_demo import session_demo
-from api.task_demo import run_task_demo
 
 DEMO_MEMORY = {
     "category": "EVENT",
@@ -44,16 +40,3 @@ def memory_demo(client: httpx.Client | httpx2.Client) -> list[dict[str, object]]
     for item in items[:3]:
         print(f"  - [{item['score']:.3f}] {item['content']}")
     return items
-
-
-def run_demo(context: DemoContext) -> None:
-    headers = {"Authorization": f"Bearer {context.admin_key}"}
-    try:
-        with httpx.Client(base_url=context.api_url, headers=headers, timeout=10) as client:
-            memory_demo(client)
-            session_demo(client, data_dir=context.data_dir)
-    except httpx.HTTPError as exc:  # e.g. Ctrl-C while it runs: one line, not a traceback
-        print(f"demo: the memory and session demo stopped: {exc}")
-        return
-    run_task_demo(context.api_url, context.admin_key, approver_key=context.approver_key_path,
-                  data_dir=context.data_dir)
