@@ -32,8 +32,10 @@ What it does, per corpus size N (``--sizes``, default 10k, 100k, 1M memories in 
    - ``POST /memory-query`` over HTTP with a real API key (intent ANSWER, default
      limits: 20 candidates per source, 5 injected), client-side round trip;
    - the bare path: the same query embedded in this process with the same model,
-     then ``SELECT memory_id FROM memory_search WHERE tenant_id = $1
-     ORDER BY embedding <=> $2 LIMIT 20`` (HNSW) on the same rows.
+     then ``SELECT memory_id FROM memory_search WHERE tenant_id = $1 AND vector_dims(embedding) = 384
+     ORDER BY (embedding::vector(384)) <=> $2 LIMIT 20`` on the same rows: the HNSW index's own expression
+     and predicate (:func:`bare_sql`). Before measuring, the run checks that this plan walks the index and
+     refuses to print a ratio otherwise (:func:`check_bare_plan`).
    Which of the two goes first alternates from query to query: the second finds the index
    pages the first read already in PostgreSQL's buffers. Then ``--other-user-queries`` API
    requests as each of two callers who see little of the tenant (:data:`OTHER_USERS`).
@@ -71,6 +73,7 @@ import psycopg
 
 from bench.corpus import CATEGORIES, base_texts, questions
 from bench.harness import make_key, percentiles, say, services
+from memory.embedders.schema import vector_index_name
 from memory.embeddings import MODEL_NAME, Embedder
 from memory.memories import abstract_for
 from memory.memory_text import lexical_text
@@ -305,7 +308,28 @@ class Loader:
 # --------------------------------------------------------------------------- measuring
 
 
-BARE_SQL = f"SELECT memory_id FROM memory_search WHERE tenant_id = %s ORDER BY embedding <=> %s LIMIT {TOP_K}"
+def bare_sql(dimensions: int) -> str:
+    """The bare top-k query through the dimension's HNSW index: the index's own expression and predicate
+    (:mod:`memory.embedders.schema`). A bare ``ORDER BY embedding <=> $2`` cannot use that partial expression
+    index since migration 0019: it scanned the table, and the API "beat" its own baseline (issue 28)."""
+    n = int(dimensions)
+    return (f"SELECT memory_id FROM memory_search WHERE tenant_id = %s AND vector_dims(embedding) = {n} "
+            f"ORDER BY (embedding::vector({n})) <=> %s::vector({n}) LIMIT {TOP_K}")
+
+
+class BaselineNotIndexed(SystemExit):
+    """The bare query's plan does not walk the HNSW index: a ratio against it would be void."""
+
+
+def check_bare_plan(conn: psycopg.Connection[Any], vector: Any) -> str:
+    """The bare query's plan; refuses (no ratio is printed) unless it is an index scan of the HNSW index."""
+    plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (COSTS OFF) " + bare_sql(len(vector)),
+                                                 (TENANT, vector)).fetchall())
+    index = vector_index_name(len(vector))
+    if f"Index Scan using {index}" not in plan:
+        raise BaselineNotIndexed(f"the bare baseline does not walk {index} (its plan:\n{plan}\n): "
+                                 "no ratio is printed against a baseline that does not do what it claims")
+    return plan
 
 
 def measure(api: httpx.Client, conn: psycopg.Connection[Any], embedder: Embedder, qs: list[str], warmup: int,
@@ -322,7 +346,7 @@ def measure(api: httpx.Client, conn: psycopg.Connection[Any], embedder: Embedder
         started = time.perf_counter()
         vector = np.asarray(embedder.embed_one(q), dtype=np.float32)
         embedded = time.perf_counter()
-        rows = conn.execute(BARE_SQL, (TENANT, vector)).fetchall()
+        rows = conn.execute(bare_sql(len(vector)), (TENANT, vector)).fetchall()
         done = time.perf_counter()
         return started, embedded, done, len(rows)
 
@@ -434,7 +458,7 @@ def explain_vector(conninfo: str, embedder: Embedder, q: str) -> str:
 
         register_vector(conn)
         vector = np.asarray(embedder.embed_one(q), dtype=np.float32)
-        plan = conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + BARE_SQL, (TENANT, vector)).fetchall()
+        plan = conn.execute("EXPLAIN (ANALYZE, COSTS OFF) " + bare_sql(len(vector)), (TENANT, vector)).fetchall()
     return "\n".join("      " + re.sub(r"'\[[^']*\]'", "'[…]'", r[0]) for r in plan)
 
 
@@ -535,6 +559,7 @@ def main() -> None:
                 from pgvector.psycopg import register_vector
 
                 register_vector(conn)
+                check_bare_plan(conn, np.asarray(embedder.embed_one(qs[0]), dtype=np.float32))
                 figures = measure(api, conn, embedder, qs, args.warmup, args.max_measure_seconds,
                                   args.min_queries)
             say(f"  measuring: {args.other_user_queries} queries as each of {', '.join(OTHER_USERS)}")
