@@ -45,29 +45,40 @@ class EventRecorded:
     replayed: bool
 
 
-def record_event(session: Session, principal: PrincipalContext, new: NewEvent, digest: str) -> EventRecorded:
-    """Store an event once. A replay with the same body returns the first result; another body is a 409."""
-    guard_write(session, principal.tenant_id, principal.user_id, None)
-    event_id = uuid.uuid4()
-    inserted = session.execute(
+def insert_once(
+    session: Session, principal: PrincipalContext, *, idempotency_key: str, digest: str, kind: EventKind,
+    payload: dict[str, Any], occurred_at: datetime, session_id: str | None, sequence_no: int | None = None,
+) -> uuid.UUID | None:
+    """Insert an event of the caller's unless the caller already stored ``idempotency_key``: the new event's id,
+    or None when the key was taken (by an earlier request, or by one racing this one: the statement waits for
+    it). Keys are the writer's own (0023): another user's equal key is another key, never a conflict."""
+    inserted: uuid.UUID | None = session.execute(
         insert(MemoryEvent)
         .values(
             tenant_id=principal.tenant_id,
-            event_id=event_id,
-            idempotency_key=new.idempotency_key,
+            event_id=uuid.uuid4(),
+            idempotency_key=idempotency_key,
             request_sha256=digest,
-            kind=new.kind.value,
+            kind=kind.value,
             user_id=principal.user_id,
             agent_id=principal.agent_id,
-            session_id=new.session_id,
-            payload=new.payload,
-            occurred_at=new.occurred_at,
+            session_id=session_id,
+            sequence_no=sequence_no,
+            payload=payload,
+            occurred_at=occurred_at,
             revision=next_revision(session),
         )
-        # Keys are the writer's own (0023): another user's equal key is another key, never a conflict.
         .on_conflict_do_nothing(index_elements=["tenant_id", "user_id", "idempotency_key"])
         .returning(MemoryEvent.event_id)
     ).scalar_one_or_none()
+    return inserted
+
+
+def record_event(session: Session, principal: PrincipalContext, new: NewEvent, digest: str) -> EventRecorded:
+    """Store an event once. A replay with the same body returns the first result; another body is a 409."""
+    guard_write(session, principal.tenant_id, principal.user_id, None)
+    inserted = insert_once(session, principal, idempotency_key=new.idempotency_key, digest=digest, kind=new.kind,
+                           payload=new.payload, occurred_at=new.occurred_at, session_id=new.session_id)
     existing = session.execute(
         select(MemoryEvent).where(
             MemoryEvent.tenant_id == principal.tenant_id,

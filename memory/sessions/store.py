@@ -21,7 +21,7 @@ from memory.auth import PrincipalContext
 from memory.enums import Category, EventKind, Space, Status
 from memory.epochs import guard_write
 from memory.errors import Conflict, IdempotencyConflict, InvalidInput, NotFound
-from memory.events import next_revision
+from memory.events import insert_once, next_revision
 from memory.models import Memory, MemoryEvent, Tombstone
 from memory.sessions.messages import MessageRole, StageMessage, ToolCall
 from memory.sessions.models import ChatSession, SessionLink
@@ -260,33 +260,19 @@ def append_messages(
             raise InvalidInput(f"messages[{position}]: only a tool message has a tool_call_id",
                                code="tool_call_id_not_allowed")
         calls_in_batch.update(c.call_id for c in message.tool_calls)
-        event_id = uuid.uuid4()
-        inserted = session.execute(
-            insert(MemoryEvent)
-            .values(
-                tenant_id=principal.tenant_id,
-                event_id=event_id,
-                idempotency_key=message.idempotency_key,
-                request_sha256=digest,
-                kind=(EventKind.TOOL_RESULT if message.role is MessageRole.TOOL else EventKind.MESSAGE).value,
-                user_id=principal.user_id,
-                agent_id=principal.agent_id,
-                session_id=chat.session_id,
-                sequence_no=chat.next_sequence,
-                payload=message.payload(),
-                occurred_at=message.created_at,
-                revision=next_revision(session),
-            )
-            # Another request stored this key since our check (keys are unique per user): its answer decides.
-            .on_conflict_do_nothing(index_elements=["tenant_id", "user_id", "idempotency_key"])
-            .returning(MemoryEvent.event_id)
-        ).scalar_one_or_none()
+        # Another request may store this key after our check (keys are unique per user): its answer decides.
+        inserted = insert_once(
+            session, principal, idempotency_key=message.idempotency_key, digest=digest,
+            kind=EventKind.TOOL_RESULT if message.role is MessageRole.TOOL else EventKind.MESSAGE,
+            payload=message.payload(), occurred_at=message.created_at, session_id=chat.session_id,
+            sequence_no=chat.next_sequence,
+        )
         if inserted is None:
             raced = _replay_of(session, principal, chat, message, digest, position)
             assert raced is not None  # the conflicting row is committed: the statement waited for it
             stored.append(raced)
             continue
-        stored.append(StoredMessage(event_id, chat.next_sequence, replayed=False, message=message))
+        stored.append(StoredMessage(inserted, chat.next_sequence, replayed=False, message=message))
         chat.next_sequence += 1
     if any(not s.replayed for s in stored):
         chat.last_message_at = func.now()
