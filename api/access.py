@@ -11,9 +11,8 @@ from typing import Annotated
 from fastapi import Depends, Header
 
 from api.deps import CatalogDep, CurrentPrincipal, EngineDep
-from memory.db import tenant_session
 from memory.resources.access import Access
-from memory.resources.runs import resolve_access
+from memory.resources.runs import access_for
 
 RUN_HEADER = "X-Mnemo-Run"
 THREAD_HEADER = "X-Mnemo-Thread"
@@ -26,8 +25,7 @@ def read_access(
     thread: Annotated[str | None, Header(alias=THREAD_HEADER, description="The run's thread, checked")] = None,
 ) -> Access:
     """Computed for every request (a revocation applies to the very next one), in a transaction of its own."""
-    with tenant_session(engine, principal.tenant_id) as session:
-        return resolve_access(session, principal, catalog, run_id=run, thread_id=thread)
+    return access_for(engine, principal, catalog, run_id=run, thread_id=thread)
 
 
 ReadAccess = Annotated[Access, Depends(read_access)]

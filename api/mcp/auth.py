@@ -10,6 +10,7 @@ the very next call.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -24,11 +25,11 @@ from starlette.requests import Request
 from api.access import RUN_HEADER, THREAD_HEADER
 from api.observability.logging import bind_tenant
 from memory.auth import PrincipalContext, authenticate
-from memory.db import global_session, tenant_session
+from memory.db import global_session
 from memory.errors import Unauthorized
 from memory.resources.access import Access
 from memory.resources.catalog import Catalog
-from memory.resources.runs import resolve_access
+from memory.resources.runs import access_for
 
 AUTH_SETTINGS = AuthSettings(
     # The SDK wants an issuer for OAuth metadata; mnemo issues its keys itself and publishes no OAuth metadata
@@ -87,8 +88,4 @@ async def access_of(request: Request, engine: Engine, catalog: Catalog) -> Acces
     principal = principal_of(request)
     run, thread = request.headers.get(RUN_HEADER), request.headers.get(THREAD_HEADER)
 
-    def resolve() -> Access:
-        with tenant_session(engine, principal.tenant_id) as session:
-            return resolve_access(session, principal, catalog, run_id=run, thread_id=thread)
-
-    return await run_in_threadpool(resolve)
+    return await run_in_threadpool(partial(access_for, engine, principal, catalog, run_id=run, thread_id=thread))

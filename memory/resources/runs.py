@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
+from memory.db import tenant_session
 from memory.enums import Role
 from memory.errors import Forbidden, InvalidInput, MnemoError, NotFound
 from memory.resources.access import Access, Grant, ceiling_grant, narrow
@@ -195,3 +196,11 @@ def resolve_access(session: Session, principal: PrincipalContext, catalog: Catal
         policies = current_policies(session, principal.tenant_id, run.agent_id)
     return Access(principal=principal, audience=audience, agent_id=run.agent_id, run_id=str(run_uuid),
                   grants=_narrowed(ceilings, run.snapshot, policies))
+
+
+def access_for(engine: Engine, principal: PrincipalContext, catalog: Catalog, *, run_id: str | None,
+               thread_id: str | None) -> Access:
+    """:func:`resolve_access` in a transaction of its own: computed for every request and every MCP tool call (a
+    revocation applies to the very next one)."""
+    with tenant_session(engine, principal.tenant_id) as session:
+        return resolve_access(session, principal, catalog, run_id=run_id, thread_id=thread_id)
