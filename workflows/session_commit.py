@@ -20,7 +20,8 @@ from workflows.fairness import tenant_priority
 
 with workflow.unsafe.imports_passed_through():
     from activities.retention import RetentionActivities
-    from activities.sessions import CommitFailure, SessionActivities, SessionSweepRequest
+    from activities.sessions import SessionActivities, SessionSweepRequest
+    from memory.sessions.commit_steps import CommitFailure
     from memory.sessions.commits import CommitRef
 
 SWEEP_SCHEDULE_ID = "mnemo-session-commit-sweep"
