@@ -156,8 +156,9 @@ def write_back(session: Session, commit: SessionCommit, chat: ChatSession) -> Wr
     entries = _write_candidates(session, principal, chat, commit, stage, candidates, len(proposal.candidates),
                                 rejections)
     used = _link_session(session, principal, chat, commit, stage, entries)
-    stats = _stats(stage, used, candidates, entries, rejections, proposal.usage)
-    status = _status(entries, rejections)
+    decisions = Counter(str(entry["decision"]) for entry in entries)
+    stats = _stats(stage, used, candidates, decisions, rejections, proposal.usage)
+    status = _status(decisions, rejections)
     if not candidates and not rejections:
         rejections.append(Rejection(RejectionReason.NO_CANDIDATES, "no message of the stage asked to remember, "
                                     "stated a preference or profile fact, or corrected one"))
@@ -215,11 +216,10 @@ def _link_session(
 
 
 def _stats(
-    stage: Stage, used: Sequence[uuid.UUID], candidates: Sequence[Candidate], entries: Sequence[dict[str, Any]],
+    stage: Stage, used: Sequence[uuid.UUID], candidates: Sequence[Candidate], decisions: Counter[str],
     rejections: Sequence[Rejection], usage: Usage | None,
 ) -> dict[str, Any]:
     """The commit's figures: what the stage held, what was decided, what was refused and why."""
-    counts = Counter(entry["decision"] for entry in entries)
     refused = Counter(r.reason.value for r in rejections)
     return {
         "messages": len(stage.messages),
@@ -227,9 +227,9 @@ def _stats(
         "tokens": sum(count_tokens(m.content) for m in stage.messages),
         "contexts_used": len(used),
         "candidates": len(candidates),
-        "memories_extracted": counts[Decision.CREATE.value],
-        "memories_merged": counts[Decision.MERGE.value],
-        "memories_skipped": counts[Decision.SKIP.value],
+        "memories_extracted": decisions[Decision.CREATE.value],
+        "memories_merged": decisions[Decision.MERGE.value],
+        "memories_skipped": decisions[Decision.SKIP.value],
         "rejected": dict(sorted(refused.items())),
         "rejected_by_kind": dict(sorted(Counter(
             kind.value for r in rejections if (kind := rejection_kind(r.reason.value)) is not None).items())),
@@ -237,9 +237,9 @@ def _stats(
     }
 
 
-def _status(entries: Sequence[dict[str, Any]], rejections: Sequence[Rejection]) -> CommitStatus:
-    """Failed when nothing was written and every refusal says the extractor's answer was unusable."""
+def _status(decisions: Counter[str], rejections: Sequence[Rejection]) -> CommitStatus:
+    """Failed when nothing was decided and every refusal says the extractor's answer was unusable."""
     refused = {r.reason for r in rejections}
-    if not entries and refused and refused <= UNUSABLE:
+    if not decisions and refused and refused <= UNUSABLE:
         return CommitStatus.FAILED_REQUIRES_ACTION
     return CommitStatus.COMPLETED_WITH_REJECTIONS if rejections else CommitStatus.COMPLETED
