@@ -11,14 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 from temporalio import activity
 
 from activities.db import shielded_session
-from memory.db import global_session
 from memory.embedders import TextEmbedder, configured_embedder
 from memory.embeddings import EngineCrashed, PendingVector, mark_unembeddable, pending_batch, store_vectors
-from memory.models import Tenant
 
 
 @dataclass(frozen=True)
@@ -46,11 +44,6 @@ class EmbeddingActivities:
         if self._embedder is None:
             self._embedder = configured_embedder()
         return self._embedder
-
-    @activity.defn(name="embedding_tenants")
-    def tenants(self) -> list[str]:
-        with global_session(self.engine) as session:
-            return list(session.execute(select(Tenant.tenant_id).order_by(Tenant.tenant_id)).scalars())
 
     @activity.defn(name="embed_batch")
     def embed_batch(self, request: EmbedBatchInput) -> EmbedBatchResult:
@@ -90,4 +83,4 @@ class EmbeddingActivities:
             mark_unembeddable(session, tenant_id, self.embedder.name, item)
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.tenants, self.embed_batch]
+        return [self.embed_batch]

@@ -5,17 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 from temporalio import activity
 
 from activities.db import shielded_session
 from memory.auth import PrincipalContext
-from memory.db import global_session
 from memory.deletion.barrier import ScopeRequest, request_deletion
 from memory.deletion.scope import ScopeType
 from memory.enums import Role
 from memory.events import request_digest
-from memory.models import Tenant
 from memory.retention import due_events, due_memories, expire_unconfirmed
 
 
@@ -36,11 +34,6 @@ class OpenedJob:
 class RetentionActivities:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-
-    @activity.defn(name="retention_tenants")
-    def tenants(self) -> list[str]:
-        with global_session(self.engine) as session:
-            return list(session.execute(select(Tenant.tenant_id).order_by(Tenant.tenant_id)).scalars())
 
     @activity.defn(name="retention_open_jobs")
     def open_jobs(self, request: SweepRequest) -> list[OpenedJob]:

@@ -21,6 +21,7 @@ from activities.sessions import SessionActivities
 from activities.stores import PublicationDestination, default_destinations
 from activities.tasks import TaskActivities
 from activities.tasks.faults import FaultPlan as TaskFaultPlan
+from activities.tenants import TenantActivities
 from api.observability.tracing import instrument_engine
 from api.observability.worker_logging import OutcomeLogging, log_started, log_stopped
 from api.observability.worker_metrics import free_loopback_port, serve_worker_metrics, temporal_runtime
@@ -107,8 +108,8 @@ def build_worker(
             deletion.purge,
             deletion.finish,
             deletion.scan_histories,
-            retention.tenants,
             retention.open_jobs,
+            *TenantActivities(engine).all(),
             *tasks.all(),
             *EmbeddingActivities(engine, embedder).all(),
             *SessionActivities(engine, extractor or RulesExtractor(), extractor_slots, commit_policy).all(),

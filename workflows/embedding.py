@@ -14,6 +14,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from workflows.sweeps import SHARED_TENANTS, each_tenant
+
 with workflow.unsafe.imports_passed_through():
     from activities.embedding import EmbedBatchInput, EmbeddingActivities
 
@@ -79,15 +81,13 @@ class EmbeddingSweepWorkflow:
 
     @workflow.run
     async def run(self, request: EmbeddingSweepInput) -> int:
-        tenants = await workflow.execute_activity_method(
-            EmbeddingActivities.tenants, start_to_close_timeout=timedelta(minutes=1)
-        )
-        written = 0
-        for tenant_id in tenants:
+        async def drain(tenant_id: str) -> int:
             try:
-                written += (await _drain(tenant_id, request.batch_size, SWEEP_ATTEMPTS)).written
+                return (await _drain(tenant_id, request.batch_size, SWEEP_ATTEMPTS)).written
             except ActivityError as exc:
                 workflow.logger.error(
                     "embedding sweep: tenant %s failed (%s); the next sweep retries it", tenant_id, exc.cause
                 )
-        return written
+                return 0
+
+        return (await each_tenant(drain, before_shared=not workflow.patched(SHARED_TENANTS))).total

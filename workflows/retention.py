@@ -10,11 +10,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.workflow import ParentClosePolicy
 
-from workflows.fairness import tenant_priority
+from workflows.sweeps import each_tenant, start_once
 
 with workflow.unsafe.imports_passed_through():
     from activities.retention import RetentionActivities, SweepRequest
@@ -38,29 +35,19 @@ class SweepResult:
 class RetentionSweepWorkflow:
     @workflow.run
     async def run(self, request: SweepInput) -> SweepResult:
-        tenants = await workflow.execute_activity_method(
-            RetentionActivities.tenants, start_to_close_timeout=timedelta(minutes=1)
-        )
-        opened = 0
-        for tenant in tenants:
+        async def open_jobs(tenant: str) -> int:
             jobs = await workflow.execute_activity_method(
                 RetentionActivities.open_jobs,
                 SweepRequest(tenant, request.limit_per_tenant),
                 start_to_close_timeout=timedelta(minutes=10),
             )
+            opened = 0
             for job in jobs:
-                if job.status == "completed":
-                    continue
-                try:
-                    await workflow.start_child_workflow(
-                        DeletionWorkflow.run,
-                        DeletionInput(tenant_id=job.tenant_id, job_id=job.job_id),
-                        id=job.workflow_id,
-                        priority=tenant_priority(job.tenant_id),
-                        parent_close_policy=ParentClosePolicy.ABANDON,
-                        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                    )
-                    opened += 1
-                except WorkflowAlreadyStartedError:
-                    pass  # an earlier sweep opened it; it is running or done
-        return SweepResult(tenants=len(tenants), jobs_opened=opened)
+                if job.status != "completed":  # an open job an earlier sweep started is left to its run
+                    child = DeletionInput(tenant_id=job.tenant_id, job_id=job.job_id)
+                    opened += await start_once(DeletionWorkflow.run, child, workflow_id=job.workflow_id,
+                                               tenant_id=job.tenant_id)
+            return opened
+
+        swept = await each_tenant(open_jobs)
+        return SweepResult(tenants=swept.tenants, jobs_opened=swept.total)

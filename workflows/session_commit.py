@@ -12,15 +12,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
-from temporalio.workflow import ParentClosePolicy
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows.fairness import tenant_priority
+from workflows.sweeps import each_tenant, start_once
 
 with workflow.unsafe.imports_passed_through():
-    from activities.retention import RetentionActivities
-    from activities.sessions import CommitFailure, SessionActivities, SessionSweepRequest
+    from activities.sessions import SessionActivities, SessionSweepRequest
+    from memory.sessions.commit_steps import CommitFailure
     from memory.sessions.commits import CommitRef
 
 SWEEP_SCHEDULE_ID = "mnemo-session-commit-sweep"
@@ -73,24 +72,15 @@ class SessionCommitSweepWorkflow:
 
     @workflow.run
     async def run(self, request: SessionSweepInput) -> int:
-        tenants = await workflow.execute_activity_method(
-            RetentionActivities.tenants, start_to_close_timeout=timedelta(minutes=1)
-        )
-        started = 0
-        for tenant in tenants:
+        async def start_due(tenant: str) -> int:
             due = await workflow.execute_activity_method(
                 SessionActivities.sweep, SessionSweepRequest(tenant, request.limit_per_tenant),
                 start_to_close_timeout=STEP_TIMEOUT,
             )
-            for item in due:
-                try:
-                    await workflow.start_child_workflow(
-                        SessionCommitWorkflow.run, item.ref, id=item.workflow_id,
-                        priority=tenant_priority(item.ref.tenant_id),
-                        parent_close_policy=ParentClosePolicy.ABANDON,
-                        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                    )
-                    started += 1
-                except WorkflowAlreadyStartedError:
-                    pass  # it runs, or ran: that run is the commit's
-        return started
+            started = 0
+            for item in due:  # a commit whose workflow runs, or ran, is left to that run
+                started += await start_once(SessionCommitWorkflow.run, item.ref, workflow_id=item.workflow_id,
+                                            tenant_id=item.ref.tenant_id)
+            return started
+
+        return (await each_tenant(start_due)).total

@@ -14,7 +14,8 @@ from memory.reports.definitions import DEFINITIONS
 from memory.reports.registry import implementation
 from memory.reports.steps import StepFailed
 from memory.tasks import approvals, keys, steps
-from memory.tasks.artifacts import ArtifactMeta, add_artifacts
+from memory.tasks.artifacts import ArtifactMeta
+from memory.tasks.attempts import Performed, StepGaveUp, StepRun, run_attempt
 from memory.tasks.states import TaskStatus
 from memory.tasks.transitions import NewTask, Snapshot, Transition, get_task, insert_task, move
 
@@ -86,71 +87,33 @@ class StepActivities(TaskActivitiesBase):
             raise
 
     def _run_step(self, req: RunStepInput) -> RunStepResult:
-        key = keys.step_key(req.task_id, req.step_id, req.input_version)
         attempt_number = activity.info().attempt
         if attempt_number <= self.faults.unreachable_database.get(req.step_id, 0):
             connect_to_closed_port(self.engine)
-        with self._tx(req.tenant_id) as session:
-            done = steps.succeeded_step(session, req.tenant_id, key)
-            if done is not None and done.output is not None:
-                task = get_task(session, req.tenant_id, req.task_id)
-                return RunStepResult(done.output, task.state_version, replayed=True)
-            attempt = steps.start_attempt(
-                session,
-                tenant_id=req.tenant_id,
-                task_id=req.task_id,
-                step_id=req.step_id,
-                input_version=req.input_version,
-                idempotency_key=key,
-                temporal_attempt=attempt_number,
-                input_digest=keys.digest({"goal": req.goal, "inputs": req.inputs, "extra": req.extra, "step": key}),
-                worker=f"{socket.gethostname()}:{attempt_number}",
-            )
+        run = StepRun(
+            ref=req.ref, step_id=req.step_id, next_step_id=req.next_step_id, input_version=req.input_version,
+            expected_version=req.expected_version, goal=req.goal, inputs=req.inputs, extra=req.extra,
+            temporal_attempt=attempt_number, worker=f"{socket.gethostname()}:{attempt_number}",
+        )
         try:
-            stall(self.faults.slow_steps.get(req.step_id, 0.0))
-            if attempt_number <= self.faults.broken_steps.get(req.step_id, 0):
-                raise RuntimeError(f"injected bug in {req.step_id}, attempt {attempt_number}")
-            outcome = implementation(req.task_type, req.step_id)(self._context(req))
-            metas = []
-            for produced in outcome.artifacts:
-                sha = self.artifacts.put(produced.content)
-                size = len(produced.content)
-                metas.append(ArtifactMeta(sha, produced.name, produced.kind, produced.media_type, size))
-        except Exception as exc:
-            outage = steps.outage_code(exc)
-            error = {"code": steps.failure_code(exc, outage=outage), "message": str(exc)}
-            with self._tx(req.tenant_id) as session:  # during an outage this raises too: retried
-                steps.finish_attempt(session, req.tenant_id, attempt.attempt_id, status="FAILED", error=error)
-                failures = steps.record_step_failure(
-                    session, req.tenant_id, req.task_id, req.step_id, req.input_version
-                )
-            if isinstance(exc, StepFailed):
-                raise ApplicationError(exc.message, type=exc.code, non_retryable=True) from exc
-            if steps.fails_the_task(failures, outage=outage):
-                raise _unexpected(req.step_id, failures, exc) from exc
-            raise
-        output_digest = keys.digest(outcome.output)
-        with self._tx(req.tenant_id) as session:
-            steps.finish_attempt(
-                session, req.tenant_id, attempt.attempt_id, status="SUCCEEDED", output_digest=output_digest
-            )
-            add_artifacts(session, req.tenant_id, req.task_id, req.step_id, metas)
-            steps.record_step_success(
-                session, req.tenant_id, req.task_id, req.step_id, req.input_version, outcome.output, output_digest
-            )
-            snapshot = move(
-                session,
-                req.ref,
-                Transition(
-                    expected_version=req.expected_version,
-                    transition_id=f"{key}:succeeded",
-                    target=S.RUNNING,
-                    current_step_id=req.next_step_id,
-                    complete_step=req.step_id,
-                    checkpoint_reason=f"step_succeeded:{req.step_id}",
-                ),
-            )
-            return RunStepResult(outcome.output, snapshot.state_version, replayed=False)
+            done = run_attempt(lambda: self._tx(req.tenant_id), run, lambda: self._perform(req, attempt_number))
+        except StepFailed as exc:
+            raise ApplicationError(exc.message, type=exc.code, non_retryable=True) from exc
+        except StepGaveUp as exc:
+            raise _unexpected(req.step_id, exc.failures, exc.cause) from exc.cause
+        return RunStepResult(done.output, done.state_version, done.replayed)
+
+    def _perform(self, req: RunStepInput, attempt_number: int) -> Performed:
+        """The step itself (after the drills' stall and injected bug), its artifacts' bytes stored."""
+        stall(self.faults.slow_steps.get(req.step_id, 0.0))
+        if attempt_number <= self.faults.broken_steps.get(req.step_id, 0):
+            raise RuntimeError(f"injected bug in {req.step_id}, attempt {attempt_number}")
+        outcome = implementation(req.task_type, req.step_id)(self._context(req))
+        metas = []
+        for produced in outcome.artifacts:
+            sha = self.artifacts.put(produced.content)
+            metas.append(ArtifactMeta(sha, produced.name, produced.kind, produced.media_type, len(produced.content)))
+        return Performed(outcome.output, metas)
 
     @activity.defn(name="task_transition")
     def transition(self, req: TransitionInput) -> Snapshot:

@@ -108,22 +108,20 @@ def read_commit(session: Session, principal: PrincipalContext, session_id: str, 
     return commit
 
 
-def lock_commit(
-    session: Session, tenant_id: str, session_id: str, commit_id: str, user_id: str | None,
-) -> tuple[SessionCommit, ChatSession]:
-    """The commit and its session, locked (activities: one writer of a commit at a time).
+def lock_commit(session: Session, ref: CommitRef) -> tuple[SessionCommit, ChatSession]:
+    """The commit and its session, locked (the commit's steps: one writer of a commit at a time).
 
-    ``user_id`` is the session's owner; ``None`` only for a workflow started before 0023 made session ids
+    ``ref.user_id`` is the session's owner; ``None`` only for a workflow started before 0023 made session ids
     per user (then the ids were unique in the tenant, and still name one commit)."""
-    statement = select(SessionCommit).where(SessionCommit.tenant_id == tenant_id,
-                                            SessionCommit.session_id == session_id,
-                                            SessionCommit.commit_id == commit_id)
-    if user_id is not None:
-        statement = statement.where(SessionCommit.user_id == user_id)
+    statement = select(SessionCommit).where(SessionCommit.tenant_id == ref.tenant_id,
+                                            SessionCommit.session_id == ref.session_id,
+                                            SessionCommit.commit_id == ref.commit_id)
+    if ref.user_id is not None:
+        statement = statement.where(SessionCommit.user_id == ref.user_id)
     commit = session.execute(statement.with_for_update()).scalar_one()
     chat = session.execute(
-        select(ChatSession).where(ChatSession.tenant_id == tenant_id, ChatSession.user_id == commit.user_id,
-                                  ChatSession.session_id == session_id)
+        select(ChatSession).where(ChatSession.tenant_id == ref.tenant_id, ChatSession.user_id == commit.user_id,
+                                  ChatSession.session_id == ref.session_id)
         .with_for_update()  # one commit step of a session at a time: summaries are built in stage order
     ).scalar_one()
     return commit, chat

@@ -5,7 +5,9 @@ Seed 004 §8.3 steps 3-6: every admitted candidate gets its de-duplication decis
 edit), SKIP nothing. Then the session is linked to what it used and produced, the memories its bundles
 and profile injection used count one more use, and the commit records its figures. The transaction
 starts by checking that no deletion of the owner happened since the commit was accepted: if one did,
-nothing at all is written back. A retried activity finds the commit ended and changes nothing.
+nothing at all is written back. A retried activity finds the commit ended and changes nothing. The step
+itself (lock, epoch check, the commit's move) is :func:`memory.sessions.commit_steps.persist`; this module
+computes and writes what it stores, in named stages.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -22,107 +24,24 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
-from memory.enums import Category, SourceLevel
 from memory.epochs import StaleEpoch
 from memory.errors import Forbidden, MnemoError
 from memory.events import request_digest
 from memory.memories import Correction, NewMemory, Source, correct_memory, create_memory
-from memory.models import Memory, MemoryEvent
+from memory.models import Memory
 from memory.recall.bundle import mark_used_ids
-from memory.sessions.commits import (
-    TERMINAL,
-    CommitStatus,
-    cancelled_by_deletion,
-    lock_commit,
-    move,
-    owner_of,
-    release_stage,
-)
-from memory.sessions.constraints import temporary_constraints
+from memory.sessions.choices import record_choices, stable_choices
+from memory.sessions.commits import CommitStatus, owner_of
 from memory.sessions.dedupe import Decided, Decision, decide, serialize_owner, space_for, stored_content
 from memory.sessions.extraction.base import Candidate, Rejection, RejectionReason, rejection_kind
 from memory.sessions.messages import MessageRole, Stage
-from memory.sessions.models import ChatSession, SessionChoice, SessionCommit, SessionLink
-from memory.sessions.store import message_live, stage_messages
+from memory.sessions.models import ChatSession, SessionCommit, SessionLink
+from memory.sessions.proposal import Proposal, Usage, candidate_json, rejection_json
+from memory.sessions.store import stage_messages
 from memory.tokens import count_tokens
 from memory.visibility import not_tombstoned, visible_to
 
-STABLE_CHOICE_SESSIONS = 3
-"""Seed 003 §6.2 E3: the same choice in this many sessions is a stable preference."""
 UNUSABLE = frozenset({RejectionReason.INVALID_ANSWER, RejectionReason.EXTRACTOR_UNAVAILABLE})
-
-
-def candidate_json(candidate: Candidate) -> dict[str, Any]:
-    return {**asdict(candidate), "category": candidate.category.value, "source_level": candidate.source_level.value,
-            "evidence_event_ids": list(candidate.evidence_event_ids)}
-
-
-def candidate_of(data: dict[str, Any]) -> Candidate:
-    return Candidate(**{**data, "category": Category(data["category"]),
-                        "source_level": SourceLevel(data["source_level"]),
-                        "evidence_event_ids": tuple(data["evidence_event_ids"])})
-
-
-def rejection_json(rejection: Rejection) -> dict[str, Any]:
-    return {"reason": rejection.reason.value, "detail": rejection.detail,
-            "evidence_event_ids": list(rejection.evidence_event_ids)}
-
-
-def _chosen(role: str, context_refs: Sequence[str], content: str) -> dict[str, str]:
-    """The temporary choices a message makes: only a user's own words (recalled context chooses nothing)."""
-    if role != MessageRole.USER.value or context_refs:
-        return {}
-    return temporary_constraints(content)
-
-
-def record_choices(session: Session, chat: ChatSession, stage: Stage) -> None:
-    """Remember each temporary constraint a user message of the stage chose (for E3)."""
-    for message in stage.messages:
-        for key, value in _chosen(message.role.value, message.context_refs, message.content).items():
-            session.execute(insert(SessionChoice).values(
-                tenant_id=chat.tenant_id, event_id=uuid.UUID(message.event_id), choice_key=key,
-                user_id=chat.user_id, session_id=chat.session_id, choice_value=value,
-            ).on_conflict_do_nothing())
-
-
-def stable_choices(session: Session, chat: ChatSession, stage: Stage) -> list[Candidate]:
-    """E3 preferences: a choice of this stage that the user made in :data:`STABLE_CHOICE_SESSIONS` sessions.
-
-    Each counted choice is judged again from its message as it stands now (a user's, not recalled, not
-    deleted, and still naming that choice by today's rules): a row recorded by an older reading ("这次不要用
-    英文" once read as English) or of a message deleted since never counts toward a stable preference."""
-    chosen = {(key, value) for m in stage.messages
-              for key, value in _chosen(m.role.value, m.context_refs, m.content).items()}
-    found: list[Candidate] = []
-    for key, value in sorted(chosen):
-        first_event: dict[str, str] = {}
-        for session_id, event_id, payload in session.execute(
-            select(SessionChoice.session_id, SessionChoice.event_id, MemoryEvent.payload)
-            .join(MemoryEvent, (MemoryEvent.tenant_id == SessionChoice.tenant_id)
-                  & (MemoryEvent.event_id == SessionChoice.event_id))
-            .where(SessionChoice.tenant_id == chat.tenant_id, SessionChoice.user_id == chat.user_id,
-                   SessionChoice.choice_key == key, SessionChoice.choice_value == value,
-                   message_live())
-            .order_by(SessionChoice.session_id, SessionChoice.event_id)
-        ):
-            if _still_chooses(payload, key, value):
-                first_event.setdefault(session_id, str(event_id))
-        if len(first_event) < STABLE_CHOICE_SESSIONS:
-            continue
-        rows = list(first_event.values())
-        statement = f"{key} = {value} (chosen in {len(rows)} sessions)"
-        found.append(Candidate(
-            category=Category.PREFERENCE, abstract=statement, overview=f"PREFERENCE {key} = {value}\nsource: stable "
-            f"choice in {len(rows)} sessions", content=statement, source_level=SourceLevel.E3,
-            evidence_event_ids=tuple(rows), key=key, value=value,
-        ))
-    return found
-
-
-def _still_chooses(payload: dict[str, Any], key: str, value: str) -> bool:
-    """Does this stored message, read today, make the choice (key, value) for its session?"""
-    chosen = _chosen(str(payload.get("role")), payload.get("context_refs") or (), str(payload.get("content", "")))
-    return chosen.get(key) == value
 
 
 def _source(chat: ChatSession, candidate: Candidate, stage: Stage) -> Source:
@@ -212,81 +131,115 @@ def _used(session: Session, principal: PrincipalContext, chat: ChatSession, stag
     return [memory_id for memory_id in named if memory_id in visible]
 
 
-def persist(session: Session, tenant_id: str, session_id: str, commit_id: str, user_id: str | None) -> SessionCommit:
-    """Write the commit's admitted candidates back (or nothing, if its owner's data was deleted since)."""
-    commit, chat = lock_commit(session, tenant_id, session_id, commit_id, user_id)
-    if CommitStatus(commit.status) in TERMINAL:
-        return commit
+@dataclass(frozen=True)
+class WriteBack:
+    """What persisting a proposal ends the commit with (the step moves the commit; this only computes)."""
+
+    status: CommitStatus
+    memories: dict[str, Any]
+    stats: dict[str, Any]
+    reasons: list[dict[str, Any]]
+
+
+def write_back(session: Session, commit: SessionCommit, chat: ChatSession) -> WriteBack:
+    """Write the commit's admitted candidates back, link the session, count uses; the commit's outcome.
+
+    Called by :func:`memory.sessions.commit_steps.persist` with the commit locked and its epoch checked."""
     # the session's owner, with the roles of the key that asked for the commit
     principal = owner_of(chat, commit.requester_roles, f"session-commit:{commit.commit_id}")
-    if cancelled_by_deletion(session, commit, chat):
-        return commit
     serialize_owner(session, principal)
-    stage = Stage(session_id, stage_messages(session, chat, commit.from_sequence, commit.to_sequence))
-    extracted = commit.memories.get("proposed", {})
-    rejections: list[dict[str, Any]] = list(extracted.get("rejections", []))
+    stage = Stage(chat.session_id, stage_messages(session, chat, commit.from_sequence, commit.to_sequence))
+    proposal = Proposal.from_json(commit.memories.get("proposed", {}))
+    rejections = list(proposal.rejections)
     record_choices(session, chat, stage)
-    proposed = [candidate_of(c) for c in extracted.get("candidates", [])]
-    candidates = proposed + stable_choices(session, chat, stage)  # E3 cites other sessions' (live) choices
+    candidates = [*proposal.candidates, *stable_choices(session, chat, stage)]  # E3 cites other sessions' choices
+    entries = _write_candidates(session, principal, chat, commit, stage, candidates, len(proposal.candidates),
+                                rejections)
+    used = _link_session(session, principal, chat, commit, stage, entries)
+    decisions = Counter(str(entry["decision"]) for entry in entries)
+    stats = _stats(stage, used, candidates, decisions, rejections, proposal.usage)
+    status = _status(decisions, rejections)
+    if not candidates and not rejections:
+        rejections.append(Rejection(RejectionReason.NO_CANDIDATES, "no message of the stage asked to remember, "
+                                    "stated a preference or profile fact, or corrected one"))
+    # The proposal (candidates' text) was only for this step: a commit row keeps ids, decisions and abstracts.
+    memories = {"created": [e for e in entries if e["decision"] == Decision.CREATE.value],
+                "merged": [e for e in entries if e["decision"] == Decision.MERGE.value],
+                "skipped": [e for e in entries if e["decision"] == Decision.SKIP.value],
+                "candidates": len(candidates)}
+    return WriteBack(status, memories, stats, [rejection_json(r) for r in rejections])
+
+
+def _write_candidates(
+    session: Session, principal: PrincipalContext, chat: ChatSession, commit: SessionCommit, stage: Stage,
+    candidates: Sequence[Candidate], proposed: int, rejections: list[Rejection],
+) -> list[dict[str, Any]]:
+    """Decide and write each candidate, each in its own savepoint; refusals are appended to ``rejections``.
+
+    The first ``proposed`` candidates are the extractor's: one citing an event deleted since extraction is
+    refused (the E3 ones after them cite other sessions' live choices)."""
     live = set(stage.event_ids())
     entries: list[dict[str, Any]] = []
     for position, candidate in enumerate(candidates):
-        if position < len(proposed) and not set(candidate.evidence_event_ids) <= live:  # deleted since extraction
-            rejections.append({"reason": RejectionReason.EVIDENCE_DELETED.value,
-                               "detail": "an event this candidate cites was deleted before it could be stored",
-                               "evidence_event_ids": list(candidate.evidence_event_ids)})
+        if position < proposed and not set(candidate.evidence_event_ids) <= live:
+            rejections.append(Rejection(RejectionReason.EVIDENCE_DELETED, "an event this candidate cites was "
+                                        "deleted before it could be stored", candidate.evidence_event_ids))
             continue
         try:
             with session.begin_nested():  # one refused write (a rule of the store) leaves the others standing
                 entries.append(write_decision(
                     session, principal, chat, decide(session, principal, candidate), stage, position=position,
-                    idempotency_key=f"session-commit:{session_id}:{commit_id}:{position}",
+                    idempotency_key=f"session-commit:{chat.session_id}:{commit.commit_id}:{position}",
                     held_epoch=commit.held_epoch,
                 ))
         except StaleEpoch:
             raise
         except MnemoError as exc:
-            rejections.append({"reason": RejectionReason.WRITE_REFUSED.value, "detail": f"{exc.code}: {exc.message}",
-                               "evidence_event_ids": list(candidate.evidence_event_ids)})
+            rejections.append(Rejection(RejectionReason.WRITE_REFUSED, f"{exc.code}: {exc.message}",
+                                        candidate.evidence_event_ids))
+    return entries
+
+
+def _link_session(
+    session: Session, principal: PrincipalContext, chat: ChatSession, commit: SessionCommit, stage: Stage,
+    entries: Sequence[dict[str, Any]],
+) -> list[uuid.UUID]:
+    """Link the session to the memories it wrote and used, and count one use of each used one."""
     for entry in entries:
         if "memory_id" in entry and entry["decision"] != Decision.SKIP.value:
             _link(session, chat, commit, f"memory:{entry['memory_id']}", entry["decision"].lower())
     used = _used(session, principal, chat, stage)
     for memory_id in used:
         _link(session, chat, commit, f"memory:{memory_id}", "used")
-    mark_used_ids(session, tenant_id, used, datetime.now().astimezone())
-    counts = Counter(entry["decision"] for entry in entries)
-    refused = Counter(r["reason"] for r in rejections)
-    stats = {
+    mark_used_ids(session, chat.tenant_id, used, datetime.now().astimezone())
+    return used
+
+
+def _stats(
+    stage: Stage, used: Sequence[uuid.UUID], candidates: Sequence[Candidate], decisions: Counter[str],
+    rejections: Sequence[Rejection], usage: Usage | None,
+) -> dict[str, Any]:
+    """The commit's figures: what the stage held, what was decided, what was refused and why."""
+    refused = Counter(r.reason.value for r in rejections)
+    return {
         "messages": len(stage.messages),
         "turns": sum(1 for m in stage.messages if m.role is MessageRole.USER),
         "tokens": sum(count_tokens(m.content) for m in stage.messages),
         "contexts_used": len(used),
         "candidates": len(candidates),
-        "memories_extracted": counts[Decision.CREATE.value],
-        "memories_merged": counts[Decision.MERGE.value],
-        "memories_skipped": counts[Decision.SKIP.value],
+        "memories_extracted": decisions[Decision.CREATE.value],
+        "memories_merged": decisions[Decision.MERGE.value],
+        "memories_skipped": decisions[Decision.SKIP.value],
         "rejected": dict(sorted(refused.items())),
         "rejected_by_kind": dict(sorted(Counter(
-            kind.value for r in rejections if (kind := rejection_kind(r["reason"])) is not None).items())),
-        **extracted.get("usage", {}),
+            kind.value for r in rejections if (kind := rejection_kind(r.reason.value)) is not None).items())),
+        **(asdict(usage) if usage is not None else {}),
     }
-    # The proposal (candidates' text) was only for this step: a commit row keeps ids, decisions and abstracts.
-    memories = {"created": [e for e in entries if e["decision"] == Decision.CREATE.value],
-                "merged": [e for e in entries if e["decision"] == Decision.MERGE.value],
-                "skipped": [e for e in entries if e["decision"] == Decision.SKIP.value],
-                "candidates": len(candidates)}
-    if not entries and refused and set(refused) <= {r.value for r in UNUSABLE}:
-        status = CommitStatus.FAILED_REQUIRES_ACTION
-    elif rejections:
-        status = CommitStatus.COMPLETED_WITH_REJECTIONS
-    else:
-        status = CommitStatus.COMPLETED
-    if not candidates and not rejections:
-        rejections.append({"reason": RejectionReason.NO_CANDIDATES.value,
-                           "detail": "no message of the stage asked to remember, stated a preference or profile fact, "
-                           "or corrected one", "evidence_event_ids": []})
-    move(commit, status, memories=memories, stats=stats, reasons=rejections)
-    if status is CommitStatus.FAILED_REQUIRES_ACTION:
-        release_stage(session, commit)
-    return commit
+
+
+def _status(decisions: Counter[str], rejections: Sequence[Rejection]) -> CommitStatus:
+    """Failed when nothing was decided and every refusal says the extractor's answer was unusable."""
+    refused = {r.reason for r in rejections}
+    if not decisions and refused and refused <= UNUSABLE:
+        return CommitStatus.FAILED_REQUIRES_ACTION
+    return CommitStatus.COMPLETED_WITH_REJECTIONS if rejections else CommitStatus.COMPLETED

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, exists, func, select
+from sqlalchemy import ColumnElement, exists, func, or_, select
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.models import MemoryEvent
-from memory.sessions.commits import Accepted, accept_commit, owner_of
+from memory.sessions.commits import Accepted, CommitStatus, accept_commit, owner_of
 from memory.sessions.models import ChatSession, SessionCommit
 from memory.tokens import count_tokens
 
@@ -97,3 +97,23 @@ def commit_idle(
     ).scalars().all()
     return [accept_commit(session, _writer(chat), chat.session_id, auto_commit_id(chat), trigger="policy:idle")
             for chat in idle]
+
+
+STALLED_AFTER = timedelta(minutes=1)
+"""An accepted commit whose workflow has not moved it for this long may never have been started (Temporal was
+down when it was accepted): the sweep starts it, under its own id, so a running one is left alone."""
+
+
+def sweep_tenant(
+    session: Session, tenant_id: str, policy: CommitPolicy, now: datetime, limit: int
+) -> list[SessionCommit]:
+    """Commit the tenant's idle sessions; the accepted commits whose workflows must be started (the idle ones
+    just accepted, and any accepted commit no workflow has moved for :data:`STALLED_AFTER`)."""
+    commit_idle(session, tenant_id, policy, now, limit)
+    session.flush()
+    return list(session.execute(
+        select(SessionCommit).where(
+            SessionCommit.tenant_id == tenant_id, SessionCommit.status == CommitStatus.ACCEPTED.value,
+            or_(SessionCommit.trigger == "policy:idle", SessionCommit.updated_at < now - STALLED_AFTER),
+        ).limit(limit)
+    ).scalars().all())

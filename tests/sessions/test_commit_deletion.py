@@ -10,8 +10,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 
 from memory.db import tenant_session
+from memory.sessions.commit_steps import persist
+from memory.sessions.commits import CommitRef
 from memory.sessions.models import SessionSummary
-from memory.sessions.persist import persist
 from tests.conftest import MakeKey, auth, poll
 from tests.sessions.conftest import commit, post, say
 
@@ -77,5 +78,5 @@ def test_a_commit_racing_a_deletion_of_its_owner_writes_nothing_back(
         accept_commit(session, owner, "s-race", "c-late")
     assert _forget(sessions_api, key, {"type": "subject"})["status"] == "completed"
     with tenant_session(engine, tenant) as session:  # ... persists after it: refused, nothing written
-        ended = persist(session, tenant, "s-race", "c-late", "alice")
+        ended = persist(session, CommitRef(tenant, "s-race", "c-late", "alice"))
         assert ended.status == "cancelled_by_deletion" and ended.memories == {}

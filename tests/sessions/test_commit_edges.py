@@ -21,10 +21,11 @@ from memory.db import tenant_session
 from memory.enums import Category, SourceLevel
 from memory.models import MemoryUsage
 from memory.sessions import store
-from memory.sessions.commits import CommitStatus, accept_commit, move, release_stage
+from memory.sessions.commit_steps import persist
+from memory.sessions.commits import CommitRef, CommitStatus, accept_commit, move, release_stage
 from memory.sessions.extraction.base import Candidate
-from memory.sessions.persist import candidate_json, persist
 from memory.sessions.policy import CommitPolicy, commit_idle
+from memory.sessions.proposal import candidate_json
 from tests.conftest import MakeKey, auth, poll
 from tests.sessions.conftest import commit, post, say
 from tests.workers import ThreadWorker
@@ -41,7 +42,7 @@ def _persist(engine: Engine, tenant: str, session_id: str, commit_id: str, *cand
         accepted.commit.status = CommitStatus.EXTRACTED.value
         accepted.commit.memories = {"proposed": {"candidates": [candidate_json(c) for c in candidates]}}
     with tenant_session(engine, tenant) as session:
-        return dict(persist(session, tenant, session_id, commit_id, "alice").memories)
+        return dict(persist(session, CommitRef(tenant, session_id, commit_id, "alice")).memories)
 
 
 def test_what_a_model_guessed_becomes_active_when_the_user_states_it(
