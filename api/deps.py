@@ -1,20 +1,23 @@
 """FastAPI dependencies and the checks every router shares: the engine, the artifact store, the settings, the
-Temporal client, the app's query embedding lanes, the authenticated principal, its roles (:func:`require_role`)
-and path ids (:func:`parse_id`)."""
+Temporal client (and its lazy source for services), the app's query embedding lanes, the authenticated principal
+and the 401 that comes before any 422 (:func:`refusal_of_key`), its roles (:func:`require_role`) and path ids
+(:func:`parse_id`)."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
+from starlette.concurrency import run_in_threadpool
 from temporalio.client import Client
 
-from api.errors import TemporalUnavailable
 from api.limits import EmbeddingLanes
 from api.observability.logging import bind_tenant
+from api.services.client import ClientSource, TemporalUnavailable
 from api.settings import Settings
 from api.temporal import connect
 from memory.artifact_store import ArtifactStore
@@ -103,6 +106,39 @@ def public_catalog_only(request: Request, principal: PrincipalContext) -> None:
 CurrentPrincipal = Annotated[PrincipalContext, Depends(current_principal)]
 
 
+def _needs_key(route: Any) -> bool:
+    """Whether the route takes an API key: it depends (at any depth) on :func:`presented_key`."""
+    if not isinstance(route, APIRoute):
+        return False
+    cached: bool | None = getattr(route, "_mnemo_needs_key", None)
+    if cached is None:
+        cached = False
+        pending = [route.dependant]
+        while pending and not cached:
+            dependant = pending.pop()
+            cached = dependant.call is presented_key
+            pending.extend(dependant.dependencies)
+        route._mnemo_needs_key = cached  # type: ignore[attr-defined]
+    return cached
+
+
+async def refusal_of_key(request: Request) -> Unauthorized | Forbidden | None:
+    """The 401 a request without a valid key deserves, or the 403 of a public client's key outside the public
+    catalog, if its route takes a key: answered before any 422.
+
+    Only called on an error path, so the extra key check costs a valid caller nothing.
+    """
+    if not _needs_key(request.scope.get("route")):
+        return None
+    try:
+        key = key_of(request.headers.get("authorization", ""))
+        principal = await run_in_threadpool(authenticated, key, request.app.state.engine)
+        public_catalog_only(request, principal)
+    except (Unauthorized, Forbidden) as exc:
+        return exc
+    return None
+
+
 async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
@@ -128,6 +164,19 @@ async def get_temporal(request: Request) -> Client:
 
 
 TemporalDep = Annotated[Client, Depends(get_temporal)]
+
+
+async def temporal_source(request: Request) -> ClientSource:
+    """:func:`get_temporal` for this request, not yet called: a service connects only once its own checks
+    (the 404 of another user's task, a 409) have passed."""
+
+    async def connected() -> Client:
+        return await get_temporal(request)
+
+    return connected
+
+
+TemporalSource = Annotated[ClientSource, Depends(temporal_source)]
 
 
 async def get_embedding_lanes(request: Request) -> EmbeddingLanes:

@@ -4,7 +4,7 @@ httptools (llhttp) buffers a request's head without any limit, so a client could
 megabyte header line (or a hundred) before the app sees anything; h11's limit would cost httptools' speed.
 This protocol counts the bytes of each request head as they arrive and answers 431 and closes the
 connection once they pass :data:`MAX_HEAD_BYTES`. Heads under that reach the app, whose
-:class:`api.errors.StrictJsonMiddleware` applies the exact 16 KiB limit on header fields.
+:class:`api.request_guard.StrictJsonMiddleware` applies the exact 16 KiB limit on header fields.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import json
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from api.errors import MAX_HEADER_BYTES, error_body
+from api.errors import error_body
+from api.request_guard import MAX_HEADER_BYTES
 
 MAX_HEAD_BYTES = MAX_HEADER_BYTES + 8 * 1024
 """Header fields (16 KiB) plus room for the request line (method, target, version)."""

@@ -12,13 +12,7 @@ from starlette.routing import Route
 
 from api.admission import Admission, AdmissionMiddleware
 from api.console import mount_console
-from api.errors import (
-    StrictJsonMiddleware,
-    install_error_handlers,
-    install_openapi,
-    install_unavailable_handlers,
-    refuse_guarded,
-)
+from api.errors import install_error_handlers, install_unavailable_handlers
 from api.limits import EmbeddingLanes
 from api.mcp import legacy as mcp_legacy
 from api.mcp.server import PATH as MCP_PATH
@@ -26,6 +20,8 @@ from api.mcp.server import McpEndpoint
 from api.observability import tracing
 from api.observability.logging import RequestLogging
 from api.observability.metrics import install_metrics, observe_stage
+from api.openapi import install_openapi
+from api.request_guard import StrictJsonMiddleware, refuse_guarded
 from api.routers import (
     agent_policies,
     deletions,

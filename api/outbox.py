@@ -1,7 +1,7 @@
 """Starting deletion workflows from the outbox: at once from the API, and by every worker's drain.
 
-The database half and the reasons for the design are in :mod:`memory.deletion.outbox`. Here:
-one start (:func:`start_job`, used by the API right after the barrier and by the drain), the
+The database half and the reasons for the design are in :mod:`memory.deletion.outbox`; the one start, used
+by the API right after the barrier and by the drain, is :func:`api.services.deletions.start_job`. Here: the
 drain (:func:`drain`), and the loop ``mnemo worker`` runs (:func:`drain_forever`).
 """
 
@@ -10,76 +10,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 
 from sqlalchemy import Engine
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from api.services.deletions import start_job
 from api.settings import Settings
 from memory.db import global_session, tenant_session
 from memory.deletion import outbox
-from memory.deletion.jobs import JobStatus, get_job
+from memory.deletion.jobs import get_job
 from memory.models import DeletionJob
-from workflows.deletion import DeletionInput, DeletionWorkflow
-from workflows.fairness import tenant_priority
 
 log = logging.getLogger("mnemo.outbox")
 
-START_TIMEOUT_SECONDS = 5.0
-"""A start that Temporal does not answer in this time counts as failed; the row stays for the drain."""
-
 DRAIN_BATCH = 100
-
-
-async def start_job(
-    connect: Callable[[], Awaitable[Client]], engine: Engine, settings: Settings, job: DeletionJob
-) -> str | None:
-    """Start the job's workflow under its deterministic id and clear its outbox row; the error, if it failed.
-
-    A job already completed only has its row cleared. "Already started" (the run closed, the id is
-    not reused) counts as started: that run is the one the job had.
-    """
-    tenant_id, job_id, workflow_id = job.tenant_id, job.job_id, job.workflow_id
-    if job.status != JobStatus.COMPLETED.value:
-        try:
-            client = await asyncio.wait_for(connect(), START_TIMEOUT_SECONDS)
-            await asyncio.wait_for(
-                client.start_workflow(
-                    DeletionWorkflow.run,
-                    DeletionInput(
-                        tenant_id=tenant_id,
-                        job_id=str(job_id),
-                        retry_wait_seconds=settings.deletion_retry_wait_seconds,
-                        heartbeat_timeout_seconds=settings.deletion_heartbeat_timeout_seconds,
-                    ),
-                    id=workflow_id,
-                    task_queue=settings.task_queue,
-                    priority=tenant_priority(tenant_id),
-                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                ),
-                START_TIMEOUT_SECONDS,
-            )
-        except WorkflowAlreadyStartedError:
-            pass
-        except Exception as exc:  # unreachable, refused or slow: the row stays queued
-            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-            def failed() -> None:
-                with tenant_session(engine, tenant_id) as session:
-                    outbox.attempt_failed(session, tenant_id, job_id, error)
-
-            await asyncio.to_thread(failed)
-            return error
-
-    def done() -> None:
-        with tenant_session(engine, tenant_id) as session:
-            outbox.started(session, tenant_id, job_id)
-
-    await asyncio.to_thread(done)
-    return None
 
 
 async def drain(client: Client, engine: Engine, settings: Settings, limit: int = DRAIN_BATCH) -> int:

@@ -1,6 +1,7 @@
-"""The approver's inbox and decision. A decision is the API's (``POST /tasks/{id}/approvals``): the same
-Temporal Update and validator, bound to the sha256 and state_version the page showed, so a draft that
-changed since is refused with the validator's sentence, never approved."""
+"""The approver's inbox and decision. A decision is the API's (``POST /tasks/{id}/approvals``, through
+:func:`api.services.task_actions.decide`): the same Temporal Update and validator, bound to the sha256 and
+state_version the page showed, so a draft that changed since is refused with the validator's sentence, never
+approved."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from fastapi import APIRouter, Form, Request, Response
 from fastapi.responses import HTMLResponse
 
 from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, page
-from api.deps import EngineDep
-from api.routers import tasks as api
+from api.deps import EngineDep, TemporalSource
 from api.schemas.tasks import DecisionIn
+from api.services import task_actions
 from memory.auth import may_approve
 from memory.db import tenant_session
 from memory.errors import Forbidden
@@ -40,9 +41,9 @@ def inbox(request: Request, signed: SignedIn, engine: EngineDep) -> HTMLResponse
 @router.post("/tasks/{task_id}/decision")
 async def decide(
     task_id: str,
-    request: Request,
     signed: CheckedForm,
     engine: EngineDep,
+    temporal: TemporalSource,
     decision: Annotated[Literal["approve", "reject"], Form()],
     artifact_sha256: Annotated[str, Form(pattern=r"^[0-9a-f]{64}$")],
     state_version: Annotated[int, Form(ge=0)],
@@ -50,5 +51,5 @@ async def decide(
 ) -> Response:
     given = {"reason": reason.strip()} if reason and reason.strip() else {}
     body = DecisionIn(decision=decision, artifact_sha256=artifact_sha256, state_version=state_version, **given)
-    result = await api.decide(task_id, body, request, signed.principal, engine)
+    result = await task_actions.decide(temporal, engine, signed.principal, task_id, body)
     return back_to(f"/console/tasks/{task_id}?done={'approved' if result.decision == 'approve' else 'rejected'}")

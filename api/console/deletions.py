@@ -1,5 +1,6 @@
 """Deletion jobs (per-layer status, evidence, remaining copies; an operator resumes a stopped one) and
-retention holds (an admin puts and lifts them). Each read and action is the API's handler."""
+retention holds (an admin puts and lifts them). Each read and action is the API's own service
+(:mod:`api.services.deletions`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from fastapi.responses import HTMLResponse
 
 from api.console.reads import deletion_jobs, holds
 from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, page
-from api.deps import EngineDep
-from api.routers import deletions as api
+from api.deps import EngineDep, TemporalSource, parse_id
 from api.schemas.deletions import HoldIn
+from api.services import deletions
 from memory.enums import Role
 from memory.errors import Forbidden
 
@@ -30,12 +31,13 @@ def job_list(request: Request, signed: SignedIn, engine: EngineDep) -> HTMLRespo
 
 @router.get("/deletions/{job_id}")
 def job_page(job_id: str, request: Request, signed: SignedIn, engine: EngineDep) -> HTMLResponse:
-    return page(request, "deletion.html", job=api.read_deletion(job_id, signed.principal, engine))
+    job = deletions.read_job(engine, signed.principal, parse_id(job_id, "deletion job"))
+    return page(request, "deletion.html", job=job)
 
 
 @router.post("/deletions/{job_id}/resume")
-async def resume(job_id: str, request: Request, signed: CheckedForm, engine: EngineDep) -> Response:
-    await api.resume_deletion(job_id, request, signed.principal, engine)
+async def resume(job_id: str, signed: CheckedForm, engine: EngineDep, temporal: TemporalSource) -> Response:
+    await deletions.resume(temporal, engine, signed.principal, job_id)
     return back_to(f"/console/deletions/{job_id}")
 
 
@@ -47,11 +49,11 @@ def create_hold(
 ) -> Response:
     if not signed.principal.has(Role.ADMIN):
         raise Forbidden("putting a retention hold needs the admin role")
-    api.create_hold(HoldIn(user_id=user_id.strip(), reason=reason.strip()), signed.principal, engine)
+    deletions.create_hold(engine, signed.principal, HoldIn(user_id=user_id.strip(), reason=reason.strip()))
     return back_to("/console/deletions")
 
 
 @router.post("/holds/{hold_id}/release")
-async def release_hold(hold_id: str, request: Request, signed: CheckedForm, engine: EngineDep) -> Response:
-    await api.release_hold(hold_id, request, signed.principal, engine)
+async def release_hold(hold_id: str, signed: CheckedForm, engine: EngineDep, temporal: TemporalSource) -> Response:
+    await deletions.release_hold(temporal, engine, signed.principal, parse_id(hold_id, "retention hold"))
     return back_to("/console/deletions")

@@ -7,12 +7,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import Request
 from sqlalchemy import Engine
 
 from api.console.reads import task_artifacts
-from api.routers import tasks as api
 from api.schemas.tasks import TaskView
+from api.services.task_reads import open_artifact
+from memory.artifact_store import ArtifactStore
 from memory.auth import PrincipalContext
 
 REJECTED_SHOWN = 50
@@ -30,25 +30,27 @@ class Draft:
     rejected: list[dict[str, Any]] = field(default_factory=list)
 
 
-def artifact_bytes(task_id: str, sha256: str, request: Request, principal: PrincipalContext, engine: Engine) -> bytes:
+def artifact_bytes(
+    engine: Engine, store: ArtifactStore, principal: PrincipalContext, task_id: str, sha256: str
+) -> bytes:
     """A small artifact (a manifest, the validation report) whole, through the API's gate."""
-    _, chunks = api.open_artifact(task_id, sha256, request, principal, engine)
+    _, chunks = open_artifact(engine, store, principal, task_id, sha256)
     return b"".join(chunks)
 
 
-def draft_of(view: TaskView, request: Request, principal: PrincipalContext, engine: Engine) -> Draft | None:
+def draft_of(view: TaskView, engine: Engine, store: ArtifactStore, principal: PrincipalContext) -> Draft | None:
     """The draft waiting for a decision, else the task's latest draft, else ``None``."""
     pending = view.pending_approval
     sha = (pending.artifact_sha256 if pending else None) or view.draft_sha256
     if sha is None:
         return None
     task_id = view.task_id
-    manifest = json.loads(artifact_bytes(task_id, sha, request, principal, engine))
+    manifest = json.loads(artifact_bytes(engine, store, principal, task_id, sha))
     base = f"/console/tasks/{task_id}/artifacts"
     rejected: list[dict[str, Any]] = []
     validation = [a for a in task_artifacts(engine, principal.tenant_id, task_id) if a.kind == "validation"]
     if validation:
-        rejected = json.loads(artifact_bytes(task_id, validation[0].sha256, request, principal, engine))
+        rejected = json.loads(artifact_bytes(engine, store, principal, task_id, validation[0].sha256))
     return Draft(
         sha256=sha,
         title=manifest["title"],

@@ -12,10 +12,10 @@ from fastapi.responses import HTMLResponse
 
 from api.console.reads import my_bundles, my_memories
 from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, outcome, page
-from api.deps import EngineDep, SettingsDep
-from api.routers import deletions as deletion_api
-from api.routers import memories as api
+from api.deps import EngineDep, SettingsDep, TemporalSource, parse_id
 from api.schemas.memories import CorrectionIn
+from api.services import deletions
+from api.services import memories as service
 from memory.auth import PrincipalContext
 from memory.errors import Forbidden
 from memory.permissions import MemoryAction, require
@@ -49,8 +49,9 @@ def memory_page(
     done: Annotated[str | None, Query(max_length=200)] = None,
 ) -> HTMLResponse:
     principal = signed.principal
-    shown = api.read_memory(memory_id, principal, engine, version)
-    current = api.read_memory(memory_id, principal, engine) if version is not None else shown
+    parsed = parse_id(memory_id, "memory")
+    shown = service.read_memory(engine, principal, parsed, version)
+    current = service.read_memory(engine, principal, parsed) if version is not None else shown
     ref_prefix = f"{current.memory_id}@"
     uses = [
         (event, [ref for ref in event.detail.get("selected_refs", []) if ref.startswith(ref_prefix)])
@@ -67,22 +68,22 @@ def correct(
     memory_id: str, signed: CheckedForm, engine: EngineDep,
     expected_version: Annotated[int, Form(ge=1)], content: Annotated[str, Form(min_length=1, max_length=20_000)],
 ) -> Response:
-    corrected = api.correct_memory(
-        memory_id, CorrectionIn(expected_version=expected_version, content=content), signed.principal, engine
-    )
+    correction = CorrectionIn(expected_version=expected_version, content=content)
+    corrected = service.correct_memory(engine, signed.principal, parse_id(memory_id, "memory"), correction)
     return back_to(f"/console/memory/{corrected.memory_id}?done=corrected+to+version+{corrected.version}")
 
 
 @router.post("/memory/{memory_id}/expire")
 def expire(memory_id: str, signed: CheckedForm, engine: EngineDep) -> Response:
-    expired = api.expire_memory(memory_id, signed.principal, engine)
+    expired = service.expire_memory(engine, signed.principal, parse_id(memory_id, "memory"))
     return back_to(f"/console/memory/{expired.memory_id}?done=expired")
 
 
 @router.post("/memory/{memory_id}/delete")
 async def delete(
-    memory_id: str, request: Request, signed: CheckedForm, engine: EngineDep, settings: SettingsDep
+    memory_id: str, signed: CheckedForm, engine: EngineDep, settings: SettingsDep, temporal: TemporalSource
 ) -> Response:
     """The API's ``DELETE /memories/{id}``: a job whose page shows each layer until it is proven gone."""
-    accepted = await deletion_api.delete_memory(memory_id, request, Response(), signed.principal, engine, settings)
-    return back_to(f"/console/deletions/{accepted.job_id}")
+    parsed = parse_id(memory_id, "memory")
+    accepted = await deletions.delete_memory(temporal, engine, settings, signed.principal, parsed)
+    return back_to(f"/console/deletions/{accepted.out.job_id}")

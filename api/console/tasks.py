@@ -1,5 +1,6 @@
 """Tasks: the list with filters, a task's page (timeline, Temporal link, operator actions behind a
-confirmation), its artifacts and its published report. Every read and action is the API's handler."""
+confirmation), its artifacts and its published report. Every read and action is the API's own service
+(:mod:`api.services.task_reads`, :mod:`api.services.task_actions`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from starlette.concurrency import run_in_threadpool
 
 from api.console import drafts
 from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, outcome, page
-from api.deps import EngineDep, SettingsDep
-from api.routers import tasks as api
+from api.deps import ArtifactsDep, EngineDep, SettingsDep, TemporalSource
+from api.responses import artifact_response
 from api.schemas.tasks import ControlIn, ResolveIn
+from api.services import task_actions, task_reads
+from api.services.task_actions import Control
 from memory.auth import may_control_task, may_operate, may_read_every_task
 from memory.db import tenant_session
 from memory.errors import InvalidInput, NotFound
@@ -24,8 +27,6 @@ from memory.tasks.timeline import list_tasks
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
 Filter = Annotated[str | None, Query(pattern=r"^[A-Za-z0-9_-]{0,64}$")]
-Action = Literal["pause", "resume", "cancel"]
-_CONTROLS = {"pause": api.pause, "resume": api.resume, "cancel": api.cancel}
 SAFE_ARTIFACT_HEADERS = {
     # A draft or report is the worker's HTML: opened as a document of its own, it may run no script and load
     # nothing but its embedded images (the draft's frame on the task page is sandboxed as well); only the
@@ -67,17 +68,17 @@ def task_list(
 @router.get("/tasks/{task_id}")
 async def task_page(
     task_id: str, request: Request, signed: SignedIn, engine: EngineDep, settings: SettingsDep,
-    done: Annotated[str | None, Query(max_length=200)] = None,
+    temporal: TemporalSource, store: ArtifactsDep, done: Annotated[str | None, Query(max_length=200)] = None,
 ) -> HTMLResponse:
     principal = signed.principal
-    view = await api.get_task(task_id, request, principal, engine)
+    view = await task_reads.get_task(temporal, engine, principal, task_id)
     try:
-        timeline = (await api.timeline(task_id, request, principal, engine)).entries
+        timeline = (await task_reads.timeline(temporal, engine, principal, task_id)).entries
     except NotFound:  # started, its first step not recorded yet
         timeline = []
-    draft = await run_in_threadpool(drafts.draft_of, view, request, principal, engine)
+    draft = await run_in_threadpool(drafts.draft_of, view, engine, store, principal)
     owner = view.owner_user_id or ""
-    policy = await run_in_threadpool(api.tenant_policy_of, engine, principal.tenant_id)
+    policy = await run_in_threadpool(task_reads.tenant_policy_of, engine, principal.tenant_id)
     refusal = decider_refusal(principal.user_id, principal.roles, owner,
                               owner_may_decide=not policy.separation_of_duties)
     return page(
@@ -92,12 +93,12 @@ async def task_page(
 
 @router.get("/tasks/{task_id}/confirm")
 async def confirm(
-    task_id: str, request: Request, signed: SignedIn, engine: EngineDep,
+    task_id: str, request: Request, signed: SignedIn, engine: EngineDep, temporal: TemporalSource,
     action: Annotated[Literal["pause", "resume", "cancel", "resolve"], Query()],
     operation_id: Annotated[str | None, Query(max_length=64)] = None,
 ) -> HTMLResponse:
     """The confirmation step of an operator action: what it does, and one button that does it."""
-    view = await api.get_task(task_id, request, signed.principal, engine)
+    view = await task_reads.get_task(temporal, engine, signed.principal, task_id)
     if action == "resolve" and not any(op.operation_id == operation_id for op in view.operations or []):
         raise NotFound(f"task {task_id} has no operation {operation_id}")
     return page(request, "confirm.html", task=view, action=action, operation_id=operation_id)
@@ -105,48 +106,50 @@ async def confirm(
 
 @router.post("/tasks/{task_id}/control")
 async def control(
-    task_id: str, request: Request, signed: CheckedForm, engine: EngineDep,
-    action: Annotated[Action, Form()], reason: Annotated[str | None, Form(max_length=2_000)] = None,
+    task_id: str, signed: CheckedForm, engine: EngineDep, temporal: TemporalSource,
+    action: Annotated[Control, Form()], reason: Annotated[str | None, Form(max_length=2_000)] = None,
 ) -> Response:
     body = ControlIn(reason=reason.strip()) if reason and reason.strip() else None
-    view = await _CONTROLS[action](task_id, request, signed.principal, engine, body)
+    view = await task_actions.control(temporal, engine, signed.principal, task_id, action, body)
     return back_to(f"/console/tasks/{view.task_id}?done={action}")
 
 
 @router.post("/tasks/{task_id}/operations/{operation_id}/resolve")
 async def resolve(
-    task_id: str, operation_id: str, request: Request, signed: CheckedForm, engine: EngineDep,
+    task_id: str, operation_id: str, signed: CheckedForm, engine: EngineDep, temporal: TemporalSource,
     outcome: Annotated[Literal["published", "not_published"], Form()],
     note: Annotated[str, Form(max_length=2_000)] = "",
 ) -> Response:
     if not note.strip():
         raise InvalidInput("say what you checked at the destination (the note), so others can follow your verdict",
                            code="note_required")
-    await api.resolve(task_id, operation_id, ResolveIn(outcome=outcome, note=note.strip()), request,
-                      signed.principal, engine)
+    await task_actions.resolve(temporal, engine, signed.principal, task_id, operation_id,
+                               ResolveIn(outcome=outcome, note=note.strip()))
     return back_to(f"/console/tasks/{task_id}?done=resolved")
 
 
 @router.get("/tasks/{task_id}/artifacts/{sha256}")
-def artifact(task_id: str, sha256: str, request: Request, signed: SignedIn, engine: EngineDep) -> Response:
+def artifact(task_id: str, sha256: str, signed: SignedIn, engine: EngineDep, store: ArtifactsDep) -> Response:
     """An artifact's bytes (a chart, the draft's HTML) through the API's own gate."""
-    response = api.get_artifact(task_id, sha256, request, signed.principal, engine)
+    response = artifact_response(sha256, *task_reads.open_artifact(engine, store, signed.principal, task_id, sha256))
     response.headers.update(SAFE_ARTIFACT_HEADERS)
     return response
 
 
 @router.get("/tasks/{task_id}/report")
-async def published_report(task_id: str, request: Request, signed: SignedIn, engine: EngineDep) -> Response:
+async def published_report(
+    task_id: str, signed: SignedIn, engine: EngineDep, temporal: TemporalSource, store: ArtifactsDep
+) -> Response:
     """The report as the destination received it: the HTML of the draft the approval was bound to."""
-    view = await api.get_task(task_id, request, signed.principal, engine)
+    view = await task_reads.get_task(temporal, engine, signed.principal, task_id)
     approved = [
         entry["artifact_sha256"]
-        for entry in (await api.timeline(view.task_id, request, signed.principal, engine)).entries
+        for entry in (await task_reads.timeline(temporal, engine, signed.principal, view.task_id)).entries
         if entry["kind"] == "approval" and entry["status"] == "APPROVED"
     ]
     if not view.publications or not approved:
         raise NotFound(f"task {task_id} has published no report yet (it is {view.status})")
-    manifest = await run_in_threadpool(drafts.artifact_bytes, view.task_id, approved[-1], request, signed.principal,
-                                       engine)
+    manifest = await run_in_threadpool(drafts.artifact_bytes, engine, store, signed.principal, view.task_id,
+                                       approved[-1])
     html_sha256 = json.loads(manifest)["html_sha256"]
-    return await run_in_threadpool(artifact, view.task_id, html_sha256, request, signed, engine)
+    return await run_in_threadpool(artifact, view.task_id, html_sha256, signed, engine, store)

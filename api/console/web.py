@@ -1,9 +1,10 @@
 """What every console page shares: templates, the signed-in person, CSRF, and error pages.
 
-The console is a thin HTML face on the API: its pages call the API's own handlers (``api.routers.*``) with
-the principal of the session instead of a bearer key, so every rule (roles, the 404 of another's object,
-the approval's Update validator) is the API's, never a second copy. A :class:`~memory.errors.MnemoError`
-raised anywhere in a page becomes an HTML page saying what happened and what to do next.
+The console is a thin HTML face on the API: its pages call the services the API's routers call
+(``api.services.*``) with the principal of the session instead of a bearer key, so every rule (roles, the 404
+of another's object, the approval's Update validator) is the API's, never a second copy. A
+:class:`~memory.errors.MnemoError` raised anywhere in a page becomes an HTML page saying what happened and what to
+do next.
 """
 
 from __future__ import annotations

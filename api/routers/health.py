@@ -21,8 +21,9 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from api.deps import EngineDep, SettingsDep, get_temporal
-from api.errors import RETRY_AFTER_SECONDS, TemporalUnavailable
+from api.errors import RETRY_AFTER_SECONDS
 from api.schemas.health import HealthOut, ReadinessOut
+from api.services.client import TemporalUnavailable
 from api.temporal import namespace_ready
 from memory.db import tenant_session
 

@@ -15,10 +15,10 @@ from api.schemas.memories import (
     CorrectionIn,
     MemoryDetailOut,
     MemoryOut,
-    SourceIn,
-    ValidityIn,
     WriteOut,
 )
+from api.services import memories as service
+from api.services.memories import source_of, validity_of
 from memory import memories
 from memory.db import tenant_session
 from memory.errors import InvalidInput
@@ -33,16 +33,6 @@ router = APIRouter(tags=["memories"])
 
 def _memory_id(raw: str) -> uuid.UUID:
     return parse_id(raw, "memory")
-
-
-def _source(source: SourceIn) -> memories.Source:
-    return memories.Source(source.source_id, source.source_type, source.captured_at, tuple(source.evidence_refs))
-
-
-def _validity(validity: ValidityIn | None) -> memories.Validity | None:
-    if validity is None:
-        return None
-    return memories.Validity(validity.observed_at, validity.effective_from, validity.effective_to, validity.expires_at)
 
 
 def _content(body: CandidateIn) -> tuple[str, int | None]:
@@ -86,7 +76,7 @@ def submit_candidate(body: CandidateIn, principal: CurrentPrincipal, engine: Eng
         space=body.space,
         content=content,
         quote_start=quoted_from,
-        source=_source(body.source),
+        source=source_of(body.source),
         source_level=body.source_level,
         abstract=body.abstract,
         overview=body.overview,
@@ -94,7 +84,7 @@ def submit_candidate(body: CandidateIn, principal: CurrentPrincipal, engine: Eng
         project_id=body.project_id,
         session_id=body.session_id,
         confidence=body.confidence,
-        validity=_validity(body.validity) or memories.Validity(),
+        validity=validity_of(body.validity) or memories.Validity(),
         allowed_purposes=tuple(body.allowed_purposes),
         idempotency_key=body.idempotency_key,
     )
@@ -123,40 +113,17 @@ def read_memory(
     version: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
 ) -> MemoryDetailOut:
     """The current version (or ``?version=N``) with its provenance and version history."""
-    parsed = _memory_id(memory_id)
-    with tenant_session(engine, principal.tenant_id) as session:
-        if version is None:
-            memory = memories.head_of(session, principal, parsed)
-        else:
-            memory = memories.version_of(session, principal, parsed, version)
-        versions = memories.history(session, principal, parsed)
-    return MemoryDetailOut.of_versions(memory, versions)
+    return service.read_memory(engine, principal, _memory_id(memory_id), version)
 
 
 @router.patch("/memories/{memory_id}")
 def correct_memory(memory_id: str, body: CorrectionIn, principal: CurrentPrincipal, engine: EngineDep) -> MemoryOut:
     """Correct a memory: a new version supersedes the current one. A stale ``expected_version`` is a 409."""
-    correction = memories.Correction(
-        expected_version=body.expected_version,
-        content=body.content,
-        abstract=body.abstract,
-        overview=body.overview,
-        key=body.key,
-        source=_source(body.source) if body.source else None,
-        source_level=body.source_level,
-        confidence=body.confidence,
-        validity=_validity(body.validity),
-        allowed_purposes=tuple(body.allowed_purposes) if body.allowed_purposes is not None else None,
-    )
-    with tenant_session(engine, principal.tenant_id) as session:
-        memory = memories.correct_memory(session, principal, _memory_id(memory_id), correction)
-    return MemoryOut.of(memory)
+    return service.correct_memory(engine, principal, _memory_id(memory_id), body)
 
 
 @router.post("/memories/{memory_id}/expire")
 def expire_memory(memory_id: str, principal: CurrentPrincipal, engine: EngineDep) -> MemoryOut:
     """Expire: stop using the memory as a basis for answers. Unlike DELETE it stays (and can be audited);
     unlike PATCH it adds no new fact."""
-    with tenant_session(engine, principal.tenant_id) as session:
-        memory = memories.expire_memory(session, principal, _memory_id(memory_id))
-    return MemoryOut.of(memory)
+    return service.expire_memory(engine, principal, _memory_id(memory_id))

@@ -23,11 +23,12 @@ from api.deps import (
     PresentedKey,
     authenticated,
     require_role,
+    temporal_source,
 )
 from api.observability.logging import bind_tenant
 from api.observability.metrics import observe_bundle
 from api.schemas.recall import AuditEventOut, AuditEventsOut, BundleOut, RecallIn, RenderOut
-from api.task_state import live_task_state
+from api.services.tasks import live_task_state
 from memory.auth import authenticated_session
 from memory.db import tenant_session
 from memory.enums import Role
@@ -67,7 +68,7 @@ async def _bundle(
         only_internal(principal, "recall")
         if plan.reads(SourceType.TASK_STATE):
             assert body.task_id is not None
-            task_state = await live_task_state(request, principal, body.task_id)
+            task_state = await live_task_state(engine, await temporal_source(request), principal, body.task_id)
         if body.min_revision is not None:
             await run_in_threadpool(wait_for_revision, engine, principal.tenant_id, body.min_revision)
 

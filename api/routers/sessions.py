@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
-from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError
 
 from api.admission import starts
-from api.deps import CurrentPrincipal, EngineDep, SettingsDep, get_temporal
-from api.errors import TemporalUnavailable
-from api.outbox import start_job
+from api.deps import CurrentPrincipal, EngineDep, SettingsDep, TemporalSource
 from api.schemas.common import replay_of
 from api.schemas.sessions import (
     CommitAcceptedOut,
@@ -29,21 +22,19 @@ from api.schemas.sessions import (
     SessionOut,
     StoredEventOut,
 )
-from api.settings import Settings
+from api.services.deletions import start_job
+from api.services.sessions import start_commit, start_due_commit
 from memory.db import tenant_session
 from memory.deletion.instructed import forget_now
 from memory.errors import NotFound
 from memory.events import request_digest
 from memory.models import DeletionJob
 from memory.sessions import archive, commits, store
-from memory.sessions.commits import TERMINAL, CommitStatus, ref_of
 from memory.sessions.messages import ToolCall
 from memory.sessions.models import SessionCommit
 from memory.sessions.policy import commit_if_due
 from memory.sessions.recent import session_state, session_window
 from memory.sessions.remember import remember_now
-from workflows.fairness import tenant_priority
-from workflows.session_commit import SessionCommitWorkflow
 
 router = APIRouter(tags=["sessions"])
 
@@ -70,7 +61,7 @@ def open_session(
 @router.post("/sessions/{session_id}/messages", status_code=status.HTTP_201_CREATED, responses=replay_of(MessagesOut))
 async def post_messages(
     session_id: str, body: MessagesIn, request: Request, principal: CurrentPrincipal, engine: EngineDep,
-    settings: SettingsDep, response: Response,
+    settings: SettingsDep, temporal: TemporalSource, response: Response,
 ) -> MessagesOut:
     """Store up to 500 messages in one transaction, numbered in order; a replay returns the first result.
 
@@ -109,16 +100,15 @@ async def post_messages(
     if due is not None:
         workflows.spend()
     for job in forgotten:  # a start that fails stays in the deletion outbox for the workers' drain
-        await start_job(lambda: get_temporal(request), engine, settings, job)
+        await start_job(temporal, engine, settings, job)
     if all(s.replayed for s in stored):
         response.status_code = status.HTTP_200_OK
     started: dict[str, Any] | None = None
     if due is not None:
         started = {"commit_id": due.commit.commit_id, "trigger": due.commit.trigger, "status": due.commit.status}
-        try:
-            await start_commit(await get_temporal(request), settings, due.commit)
-        except (TemporalUnavailable, RPCError, RuntimeError) as exc:  # the workers' sweep starts it later
-            started["status"] = f"accepted; not started yet ({type(exc).__name__}), the workers' sweep starts it"
+        failure = await start_due_commit(temporal, settings, due.commit)
+        if failure is not None:
+            started["status"] = f"accepted; not started yet ({failure}), the workers' sweep starts it"
     return MessagesOut(
         events=[StoredEventOut(event_id=s.event_id, sequence_no=s.sequence_no, replayed=s.replayed) for s in stored],
         sequence_range={"from": min(s.sequence_no for s in stored), "to": max(s.sequence_no for s in stored)},
@@ -140,26 +130,10 @@ def _commit_out(commit: SessionCommit) -> CommitOut:
     )
 
 
-async def start_commit(client: Client, settings: Settings, commit: SessionCommit) -> None:
-    """Start the commit's workflow under its deterministic id (a repeated start joins the first)."""
-    if CommitStatus(commit.status) in TERMINAL:
-        return
-    with contextlib.suppress(WorkflowAlreadyStartedError):  # the run closed: it was this commit's
-        await client.start_workflow(
-            SessionCommitWorkflow.run,
-            ref_of(commit),
-            id=commit.workflow_id,
-            task_queue=settings.task_queue,
-            priority=tenant_priority(commit.tenant_id),
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-        )
-
-
 @router.post("/sessions/{session_id}/commit", status_code=status.HTTP_202_ACCEPTED)
 async def commit_session(
-    session_id: str, body: CommitIn, request: Request, principal: CurrentPrincipal, engine: EngineDep,
-    settings: SettingsDep,
+    session_id: str, body: CommitIn, principal: CurrentPrincipal, engine: EngineDep, settings: SettingsDep,
+    temporal: TemporalSource,
 ) -> CommitAcceptedOut:
     """Archive the messages since the last commit and turn them into memories, in a workflow (202 at once).
 
@@ -171,7 +145,7 @@ async def commit_session(
             return commits.accept_commit(session, principal, session_id, body.commit_id)
 
     accepted = await asyncio.to_thread(accept)
-    await start_commit(await get_temporal(request), settings, accepted.commit)
+    await start_commit(temporal, settings, accepted.commit)
     commit = accepted.commit
     return CommitAcceptedOut(
         commit_id=commit.commit_id, workflow_id=commit.workflow_id, status=commit.status,

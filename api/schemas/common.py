@@ -143,7 +143,7 @@ def without_nul(schema: Any) -> None:
 
 def _as_documented(schema: dict[str, Any], _model: type[Any]) -> None:
     """The OpenAPI of a request model says what it takes: an optional field may be left out, but null is
-    refused (see :class:`StrictRequest`), and so is a NUL in any string (see api.errors)."""
+    refused (see :class:`StrictRequest`), and so is a NUL in any string (see api.request_guard)."""
     for field in schema.get("properties", {}).values():
         without_null(field)
         without_nul(field)

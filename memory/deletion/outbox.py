@@ -12,7 +12,7 @@ Starting twice is harmless: the workflow id is the job's deterministic ``workflo
 with "use the existing run" (a second start joins the running one) and "reject duplicates" (a start
 after the run closed is refused, never a second run). So the API, several workers, and a repeated
 request may all race to start the same job. This module holds the database half; the Temporal half
-is in ``api.outbox``.
+is :func:`api.services.deletions.start_job` (the start) and ``api.outbox`` (the drain).
 """
 
 from __future__ import annotations
