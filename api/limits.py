@@ -5,7 +5,7 @@ embedding) held the API's one embedding thread and the database pool, and anothe
 recall waited up to 20 s. Recalls of a tenant beyond ``MNEMO_TENANT_RECALL_CONCURRENCY`` in flight
 in this process are refused at once with a 429 ``tenant_busy`` and ``Retry-After`` instead of
 queueing behind each other (issue 23 made this every expensive route's rule: :mod:`api.admission`);
-the query embedding reads at most :data:`memory.embeddings.QUERY_MAX_CHARS`, and every API statement has a timeout
+the query embedding reads at most :data:`memory.embedders.engine.QUERY_MAX_CHARS`, and every API statement has a timeout
 (``MNEMO_STATEMENT_TIMEOUT_SECONDS``, a 503 ``statement_timeout``). Query embeddings take turns by
 tenant on the app's :class:`EmbeddingLanes`.
 """
@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from memory.embedders import ModelSettings, TextEmbedder, make_embedder, model_of
-from memory.embeddings import Embedder
+from memory.embedders.engine import Embedder
 from memory.errors import MnemoError
 
 RETRY_AFTER_SECONDS = 1

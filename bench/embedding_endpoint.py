@@ -28,8 +28,8 @@ import httpx
 from api.devstack.processes import free_port
 from bench.corpus import EMBEDDING_QUERIES, embedding_passages
 from bench.harness import say, upper_percentile
+from memory.embedders.engine import Embedder
 from memory.embedders.openai import OpenAIEmbedder
-from memory.embeddings import Embedder
 from memory.recall.rerank import RerankConfig, Reranker
 
 BATCH = 32

@@ -42,7 +42,7 @@ import psycopg
 
 from bench.corpus import CATEGORIES, base_texts, candidate
 from bench.harness import make_key, percentiles, say, services
-from memory.embeddings import MODEL_NAME
+from memory.embedders.engine import MODEL_NAME
 from memory.memories import abstract_for
 
 USER = "u0"

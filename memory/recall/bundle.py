@@ -22,9 +22,9 @@ from sqlalchemy.dialects.postgresql import ARRAY, UUID, Insert, insert
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
+from memory.embedders.engine import EmbeddingUnavailable
 from memory.embedders.health import count_failure
 from memory.embedders.schema import other_model_vectors
-from memory.embeddings import EmbeddingUnavailable
 from memory.enums import Space
 from memory.errors import InvalidInput
 from memory.models import Memory, MemorySearch, MemoryUsage

@@ -13,8 +13,8 @@ from api.settings import Settings
 from bench.model_server import ModelServer
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
+from memory.embedders.engine import MODEL_NAME, default_embedder
 from memory.embedders.schema import ensure_vector_index, vector_index_name
-from memory.embeddings import MODEL_NAME, default_embedder
 from memory.recall import candidates as cand
 from memory.visibility import QueryFilters
 from tests.conftest import MakeKey

@@ -6,7 +6,7 @@ import pytest
 
 from bench.model_server import ModelServer
 from memory.embedders import EmbeddingResponseInvalid, ModelSettings, make_embedder, model_of
-from memory.embeddings import MODEL_NAME, EmbeddingUnavailable, default_embedder
+from memory.embedders.engine import MODEL_NAME, EmbeddingUnavailable, default_embedder
 from tests.embedders.conftest import endpoint, unreachable_url
 
 TEXTS = ["Caroline went to the LGBTQ support group on Tuesday", "我住在上海", "The wifi password rotates weekly",

@@ -12,8 +12,8 @@ from sqlalchemy import Engine, text
 from api.settings import Settings
 from bench.model_server import ModelServer
 from memory.db import tenant_session
+from memory.embedders.engine import default_embedder
 from memory.embedders.health import failure_counts
-from memory.embeddings import default_embedder
 from tests.conftest import MakeKey, auth
 from tests.embedders.conftest import (
     app_with,

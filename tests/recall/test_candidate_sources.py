@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from api.settings import Settings
 from memory.auth import PrincipalContext
 from memory.db import global_session, make_engine, tenant_session
-from memory.embeddings import MODEL_NAME, default_embedder
+from memory.embedders.engine import MODEL_NAME, default_embedder
 from memory.models import scoped_search
 from memory.recall import candidates as cand
 from memory.text import search_terms

