@@ -8,7 +8,6 @@ without it; another user's task is the same 404 as a missing one.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from fastapi import Request
 from sqlalchemy import Engine
@@ -19,6 +18,7 @@ from api.deps import get_temporal
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.errors import NotFound
+from memory.recall.bundle_types import TaskState
 from memory.recall.service import SourceUnavailable
 from memory.tasks.keys import workflow_id
 from memory.tasks.transitions import task_owner
@@ -30,7 +30,7 @@ def read_model_owner(engine: Engine, tenant_id: str, task_id: str) -> str | None
         return task_owner(session, tenant_id, task_id)
 
 
-async def live_task_state(request: Request, principal: PrincipalContext, task_id: str) -> dict[str, Any]:
+async def live_task_state(request: Request, principal: PrincipalContext, task_id: str) -> TaskState:
     """The live task from its workflow's query; the caller must own it (else the same 404 as a missing task)."""
     from workflows.report_task import ReportTaskWorkflow
 
@@ -52,7 +52,5 @@ async def live_task_state(request: Request, principal: PrincipalContext, task_id
         raise SourceUnavailable(f"the task state of {task_id} could not be read: {exc}") from exc
     if state is None or state.owner_user_id != principal.user_id or state.tenant_id != principal.tenant_id:
         raise NotFound(f"task {task_id} does not exist")
-    return {
-        "task_id": state.task_id, "status": state.status, "current_step_id": state.current_step_id,
-        "state_version": state.state_version, "waiting_reason": state.waiting_reason,
-    }
+    return TaskState(task_id=state.task_id, status=state.status, current_step_id=state.current_step_id,
+                     state_version=state.state_version, waiting_reason=state.waiting_reason)

@@ -28,7 +28,7 @@ from memory.errors import Forbidden, MnemoError
 from memory.events import request_digest
 from memory.memories import Correction, NewMemory, Source, correct_memory, create_memory
 from memory.models import Memory, MemoryEvent
-from memory.recall.bundle import mark_used_ids
+from memory.recall.usage import mark_used_ids
 from memory.sessions.commits import (
     TERMINAL,
     CommitStatus,

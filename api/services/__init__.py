@@ -1,0 +1,1 @@
+"""The API's service layer: what routers, the console and MCP call."""
