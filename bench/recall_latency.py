@@ -409,8 +409,11 @@ def profile(sqlalchemy_url: str, embedder: Embedder, qs: list[str]) -> dict[str,
     from memory.db import make_engine, tenant_session
     from memory.recall import audit
     from memory.recall import candidates as cand
-    from memory.recall.bundle import RecallRequest, build_bundle, mark_used, reread
+    from memory.recall.bundle import build_bundle
     from memory.recall.plan import Intent, make_plan
+    from memory.recall.request import RecallRequest
+    from memory.recall.reread import reread
+    from memory.recall.usage import mark_used
     from memory.visibility import QueryFilters
 
     engine = make_engine(sqlalchemy_url, pool_size=1)

@@ -11,7 +11,6 @@ agents' own, not part of the public catalog).
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from typing import Annotated, Any, Optional
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -22,12 +21,13 @@ from starlette.datastructures import State
 from api.deps import parse_id
 from api.mcp.answers import failure, with_access, with_memories
 from api.schemas.memories import MemoryDetailOut
+from api.services.recall import Recaller
 from memory import memories
 from memory.auth import PrincipalContext
 from memory.categories import category_overview
 from memory.db import tenant_session
 from memory.enums import Category
-from memory.recall.service import RecallOptions, recall
+from memory.recall.service import RecallOptions
 from memory.resources.declarations import Operation
 from memory.resources.results import Directory, ListPage, ReadPage, SearchResult
 
@@ -134,13 +134,13 @@ def _overview(state: State, principal: PrincipalContext) -> CategoryOverviewOut:
 
 def _search(state: State, principal: PrincipalContext, query: str, category: Category | None,
             top_k: int) -> MemorySearchOut:
+    """mnemo's recall, as REST runs it (:class:`api.services.recall.Recaller`), its hits as abstracts."""
     options = RecallOptions(limit=top_k, categories=(category,) if category else ())
-    with tenant_session(state.engine, principal.tenant_id) as session, state.recall_limiter.slot(principal.tenant_id):
-        bundle = recall(session, principal, query, datetime.now(UTC), options, embedding=state.embedding_lanes)
-    hits = sorted([*bundle["knowledge"], *bundle["items"]], key=lambda item: -item["score"])
-    return MemorySearchOut(trace_id=bundle["trace_id"], items=[
-        MemorySummary(memory_id=item["memory_id"], version=item["version"], category=item["category"],
-                      abstract=item["abstract"], score=item["score"], source_refs=item["source_refs"])
+    bundle = Recaller.of(state).as_principal(principal, query, options)
+    hits = sorted(bundle.injected, key=lambda item: -item.score)
+    return MemorySearchOut(trace_id=bundle.trace_id, items=[
+        MemorySummary(memory_id=uuid.UUID(item.memory_id), version=item.version, category=item.category,
+                      abstract=item.abstract, score=item.score, source_refs=list(item.source_refs))
         for item in hits
     ])
 

@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from memory.embedders.health import failure_counts
 from memory.errors import MnemoError
 from memory.governance import FIGURES, read_figures
+from memory.recall.bundle_types import Bundle
 from memory.recall.stages import Stage
 from memory.tokens import count_tokens
 
@@ -102,16 +103,16 @@ def observe_stage(name: Stage, start_ns: int, end_ns: int) -> None:
     RECALL_STAGE.labels(name.value).observe((end_ns - start_ns) / 1e9)
 
 
-def observe_bundle(bundle: dict[str, Any]) -> None:
+def observe_bundle(bundle: Bundle) -> None:
     """A built bundle's sizes and governance events; reads ids, statuses and counts only."""
-    injected = [*bundle["knowledge"], *bundle["items"]]
+    injected = bundle.injected
     BUNDLE_ITEMS.observe(len(injected))
-    BUNDLE_TOKENS.observe(sum(count_tokens(i["content"]) for i in injected))
-    RECALL_CONFLICTS.labels("decided").inc(len(bundle["conflict_decisions"]))
-    RECALL_CONFLICTS.labels("unresolved").inc(len(bundle["conflicts"]))
-    RECALL_DROPPED.inc(int(bundle.get("dropped_on_reread", 0)))
-    STALE_USED.inc(sum(1 for i in injected if i["status"] != "ACTIVE"))
-    if bundle["task_state"]:
+    BUNDLE_TOKENS.observe(sum(count_tokens(i.content) for i in injected))
+    RECALL_CONFLICTS.labels("decided").inc(len(bundle.conflict_decisions))
+    RECALL_CONFLICTS.labels("unresolved").inc(len(bundle.conflicts))
+    RECALL_DROPPED.inc(bundle.dropped_on_reread)
+    STALE_USED.inc(sum(1 for i in injected if i.status != "ACTIVE"))
+    if bundle.task_state is not None:
         TASK_RESUMES.inc()
 
 

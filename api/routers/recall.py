@@ -1,7 +1,8 @@
 """Recall over HTTP: the memory bundle (POST /memory-query), its prompt text (POST /recall/render) and the
 bundle audit trail (GET /recall/audit).
 
-The pipeline is :func:`memory.recall.service.recall`; this router only translates HTTP. The key is
+The pipeline is :func:`memory.recall.service.recall`, run by :class:`api.services.recall.Recaller` as MCP runs it;
+this router only translates HTTP. The key is
 checked by the first statement of the bundle's own transaction, so a plain recall costs one
 connection; a request that needs its principal earlier (a live task state, a ``min_revision`` wait)
 authenticates first. A required source that cannot be read is an error, never a partial bundle.
@@ -9,40 +10,31 @@ authenticates first. A required source that cannot be read is an error, never a 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import (
-    CurrentPrincipal,
-    EmbeddingLanesDep,
-    EngineDep,
-    PresentedKey,
-    authenticated,
-    require_role,
-    temporal_source,
-)
-from api.observability.logging import bind_tenant
-from api.observability.metrics import observe_bundle
-from api.schemas.recall import AuditEventOut, AuditEventsOut, BundleOut, RecallIn, RenderOut
+from api.deps import CurrentPrincipal, EngineDep, PresentedKey, authenticated, require_role, temporal_source
+from api.schemas.recall import AuditEventOut, AuditEventsOut, BundleOut, RecallIn, RenderOut, bundle_body
+from api.services.recall import Recaller
 from api.services.tasks import live_task_state
-from memory.auth import authenticated_session
 from memory.db import tenant_session
 from memory.enums import Role
 from memory.errors import MnemoError
 from memory.recall import audit
+from memory.recall.bundle_types import Bundle
 from memory.recall.plan import Intent, SourceType
 from memory.recall.render import render
-from memory.recall.service import RecallOptions, plan_for, recall, wait_for_revision
+from memory.recall.service import RecallOptions, plan_for, wait_for_revision
 from memory.resources.catalog import only_internal
 
 router = APIRouter(tags=["recall"])
 
 
-def _options(body: RecallIn) -> RecallOptions:
+def options_of(body: RecallIn) -> RecallOptions:
+    """The recall options of a request body (identity and the live task come from elsewhere)."""
     return RecallOptions(
         limit=body.limit, candidate_limit=body.candidate_limit, token_budget=body.token_budget,
         categories=tuple(body.categories), spaces=tuple(body.spaces), project_id=body.project_id,
@@ -52,11 +44,9 @@ def _options(body: RecallIn) -> RecallOptions:
     )
 
 
-async def _bundle(
-    body: RecallIn, key: str, engine: EngineDep, lanes: EmbeddingLanesDep, request: Request
-) -> dict[str, Any]:
+async def _bundle(body: RecallIn, key: str, engine: EngineDep, request: Request) -> Bundle:
     """The bundle of one request (both POST endpoints): what the plan needs from outside, then one recall."""
-    options = _options(body)
+    options = options_of(body)
     try:
         plan = plan_for(body.query, options)
     except MnemoError:
@@ -71,39 +61,28 @@ async def _bundle(
             task_state = await live_task_state(engine, await temporal_source(request), principal, body.task_id)
         if body.min_revision is not None:
             await run_in_threadpool(wait_for_revision, engine, principal.tenant_id, body.min_revision)
-
-    def run() -> dict[str, Any]:
-        now = datetime.now(UTC)
-        with authenticated_session(engine, key) as (session, principal):
-            bind_tenant(principal.tenant_id)
-            only_internal(principal, "recall")
-            return recall(session, principal, body.query, now, options, task_state=task_state, embedding=lanes,
-                          reranker=request.app.state.reranker)
-
-    bundle = await run_in_threadpool(run)
-    observe_bundle(bundle)
-    return bundle
+    return await run_in_threadpool(Recaller.of(request.app.state).with_key, key, body.query, options, task_state)
 
 
 @router.post("/memory-query", response_model=BundleOut)
 async def query_memories(
-    body: RecallIn, key: PresentedKey, engine: EngineDep, lanes: EmbeddingLanesDep, request: Request,
+    body: RecallIn, key: PresentedKey, engine: EngineDep, request: Request,
 ) -> JSONResponse:
     """Recall: a memory bundle (plan, hard filters, hybrid candidates, explained scores, conflicts, budget).
 
-    Returned as a ready JSONResponse (:class:`BundleOut` documents it): the bundle holds only JSON types
-    already, and FastAPI's generic encoder walking it again cost ~1 ms a request.
+    Returned as a ready JSONResponse of :func:`bundle_body` (:class:`BundleOut` documents it): FastAPI's
+    generic encoder walking it again cost ~1 ms a request.
     """
-    return JSONResponse(await _bundle(body, key, engine, lanes, request))
+    return JSONResponse(bundle_body(await _bundle(body, key, engine, request)))
 
 
 @router.post("/recall/render")
 async def render_bundle(
-    body: RecallIn, key: PresentedKey, engine: EngineDep, lanes: EmbeddingLanesDep, request: Request,
+    body: RecallIn, key: PresentedKey, engine: EngineDep, request: Request,
 ) -> RenderOut:
     """The bundle as prompt text (XML-like sections, provenance and score on each hit); "" when empty."""
-    bundle = await _bundle(body, key, engine, lanes, request)
-    return RenderOut(text=render(bundle), trace_id=bundle["trace_id"], snapshot_revision=bundle["snapshot_revision"])
+    bundle = await _bundle(body, key, engine, request)
+    return RenderOut(text=render(bundle), trace_id=bundle.trace_id, snapshot_revision=bundle.snapshot_revision)
 
 
 @router.get("/recall/audit")

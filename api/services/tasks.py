@@ -27,6 +27,7 @@ from api.services.client import ClientSource, TemporalUnavailable
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.errors import Conflict, Forbidden, InvalidInput, MnemoError, NotFound
+from memory.recall import bundle_types
 from memory.recall.service import SourceUnavailable
 from memory.tasks.keys import workflow_id
 from memory.tasks.live import TaskState
@@ -112,7 +113,7 @@ async def update(handle: WorkflowHandle[Any, Any], update: Any, arg: Any) -> Any
 
 async def live_task_state(
     engine: Engine, temporal: ClientSource, principal: PrincipalContext, task_id: str
-) -> dict[str, Any]:
+) -> bundle_types.TaskState:
     """The live task a RESUME_TASK recall reads, for its owner only (else the same 404 as a missing task).
 
     Read before the bundle's transaction (a Temporal call must not hold a database connection). A task that
@@ -136,7 +137,7 @@ async def live_task_state(
         raise SourceUnavailable(f"the task state of {task_id} could not be read: {exc}") from exc
     if state is None or state.owner_user_id != principal.user_id or state.tenant_id != principal.tenant_id:
         raise NotFound(f"task {task_id} does not exist")
-    return {
-        "task_id": state.task_id, "status": state.status, "current_step_id": state.current_step_id,
-        "state_version": state.state_version, "waiting_reason": state.waiting_reason,
-    }
+    return bundle_types.TaskState(
+        task_id=state.task_id, status=state.status, current_step_id=state.current_step_id,
+        state_version=state.state_version, waiting_reason=state.waiting_reason,
+    )

@@ -32,8 +32,9 @@ from memory.deletion.session_layer import summary_hits
 from memory.embedders import configured_embedder
 from memory.errors import InvalidInput
 from memory.models import DeletionJob, DeletionProbe, Memory, MemoryEvent, MemoryLexeme, MemorySearch
-from memory.recall.bundle import RecallRequest, build_bundle
+from memory.recall.bundle import build_bundle
 from memory.recall.plan import Intent, make_plan
+from memory.recall.request import RecallRequest
 from memory.text import lexemes, normalize, tsquery_any
 
 TSQUERY_CHUNK = 500
@@ -139,7 +140,7 @@ def _recalled_by_owner(session: Session, owner: PrincipalContext, probe: str) ->
         bundle = build_bundle(session, owner, request, datetime.now(UTC)).bundle
     except InvalidInput:  # nothing searchable in the probe
         return []
-    return [uuid.UUID(ref.split(":", 1)[1]) for ref in bundle["version_vector"]
+    return [uuid.UUID(ref.split(":", 1)[1]) for ref in bundle.version_vector
             if ref.startswith(("memory:", "preference:"))]
 
 

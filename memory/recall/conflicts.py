@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum
-from typing import Any
 
 from memory.enums import SourceLevel, Space, Status
 from memory.models import Memory
+from memory.recall.bundle_types import Conflict, JsonObject
 from memory.recall.scoring import Scored
 from memory.text import normalize
 
@@ -56,7 +56,7 @@ def _explicit_time(memory: Memory) -> datetime | None:
     return memory.effective_from or memory.observed_at
 
 
-def _ref(memory: Memory) -> dict[str, Any]:
+def _ref(memory: Memory) -> JsonObject:
     return {
         "memory_id": str(memory.memory_id), "version": memory.version, "tier": tier_of(memory).name,
         "content": memory.content, "source_refs": [memory.source_id, *memory.evidence_refs],
@@ -68,8 +68,8 @@ def _ref(memory: Memory) -> dict[str, Any]:
 @dataclass
 class Resolution:
     kept: list[Scored]
-    decisions: list[dict[str, Any]] = field(default_factory=list)
-    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[JsonObject] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -110,8 +110,8 @@ def resolve(ranked: Sequence[Scored]) -> Resolution:
             if outcome is None:
                 for m in (winner.memory, other.memory):
                     dropped.add((str(m.memory_id), m.version))
-                resolution.conflicts.append({"key": key, "scope": scope, "status": "UNRESOLVED",
-                                             "candidates": [_ref(winner.memory), _ref(other.memory)]})
+                claims = (_ref(winner.memory), _ref(other.memory))
+                resolution.conflicts.append(Conflict(key, scope, "UNRESOLVED", claims))
                 resolution.warnings.append(
                     f"conflicting memories for {key!r} and no rule decides between them: "
                     "verify before relying on either"
@@ -131,7 +131,7 @@ def resolve(ranked: Sequence[Scored]) -> Resolution:
     return resolution
 
 
-def _short(memory: Memory) -> dict[str, Any]:
+def _short(memory: Memory) -> JsonObject:
     return {"memory_id": str(memory.memory_id), "version": memory.version, "tier": tier_of(memory).name}
 
 

@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
 
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
@@ -20,6 +19,7 @@ from sqlalchemy.orm import Session
 from memory.auth import PrincipalContext
 from memory.enums import Category, SourceLevel, Space
 from memory.models import Memory
+from memory.recall.bundle_types import Conflict, JsonObject, PreferenceSource
 from memory.recall.conflicts import decide
 from memory.visibility import NOW, QueryFilters, hard_filters
 
@@ -30,9 +30,9 @@ PRODUCT_DEFAULTS: Mapping[str, str] = {"response.output_format": "markdown"}
 @dataclass
 class Preferences:
     effective: dict[str, str] = field(default_factory=dict)
-    sources: dict[str, dict[str, Any]] = field(default_factory=dict)
-    decisions: list[dict[str, Any]] = field(default_factory=list)
-    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    sources: dict[str, PreferenceSource] = field(default_factory=dict)
+    decisions: list[JsonObject] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)
     used: list[Memory] = field(default_factory=list)
 
 
@@ -74,8 +74,8 @@ SCOPE_ORDER = ("PRODUCT_DEFAULT", "GLOBAL", "PROJECT", "SESSION", "CURRENT_REQUE
 def effective_preferences(stored: Sequence[Memory], request_constraints: Mapping[str, str]) -> Preferences:
     """Later scopes override earlier ones; within one scope the conflict ladder decides, or nothing is used."""
     prefs = Preferences()
-    layers: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
-        "PRODUCT_DEFAULT": {k: (v, {"source": "PRODUCT_DEFAULT"}) for k, v in PRODUCT_DEFAULTS.items()}
+    layers: dict[str, dict[str, tuple[str, PreferenceSource]]] = {
+        "PRODUCT_DEFAULT": {k: (v, PreferenceSource("PRODUCT_DEFAULT")) for k, v in PRODUCT_DEFAULTS.items()}
     }
     by_scope_key: dict[tuple[str, str], list[Memory]] = {}
     for memory in stored:
@@ -87,19 +87,18 @@ def effective_preferences(stored: Sequence[Memory], request_constraints: Mapping
                 continue
             outcome = decide(chosen, other)
             if outcome is None:
-                prefs.conflicts.append({
-                    "key": key, "scope": scope, "status": "UNRESOLVED",
-                    "candidates": [{"memory_id": str(m.memory_id), "version": m.version, "value": m.content.strip()}
-                                   for m in (chosen, other)],
-                })
+                prefs.conflicts.append(Conflict(key, scope, "UNRESOLVED", tuple(
+                    {"memory_id": str(m.memory_id), "version": m.version, "value": m.content.strip()}
+                    for m in (chosen, other)
+                )))
                 chosen = None
                 continue
             chosen = outcome[0]
         if chosen is not None:
-            ref = {"source": scope, "memory_id": str(chosen.memory_id), "version": chosen.version}
+            ref = PreferenceSource(scope, str(chosen.memory_id), chosen.version)
             layers.setdefault(scope, {})[key] = (chosen.content.strip(), ref)
             prefs.used.append(chosen)
-    layers["CURRENT_REQUEST"] = {k: (v, {"source": "CURRENT_REQUEST"}) for k, v in request_constraints.items()}
+    layers["CURRENT_REQUEST"] = {k: (v, PreferenceSource("CURRENT_REQUEST")) for k, v in request_constraints.items()}
     for scope in SCOPE_ORDER:
         for key, (value, ref) in sorted(layers.get(scope, {}).items()):
             previous = prefs.sources.get(key)
@@ -107,8 +106,9 @@ def effective_preferences(stored: Sequence[Memory], request_constraints: Mapping
                 reason = "CURRENT_REQUEST_OVERRIDE" if scope == "CURRENT_REQUEST" else "SCOPE_OVERRIDE"
                 prefs.decisions.append({
                     "key": key, "reason": reason,
-                    "winner": scope, "suppressed": previous["source"],
-                    "suppressed_ref": {k: v for k, v in previous.items() if k != "source"} or None,
+                    "winner": scope, "suppressed": previous.source,
+                    "suppressed_ref": None if previous.memory_id is None
+                    else {"memory_id": previous.memory_id, "version": previous.version},
                     "persistent_change": False,
                 })
             prefs.effective[key] = value

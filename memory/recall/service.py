@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -28,7 +28,8 @@ from memory.db import tenant_session
 from memory.enums import Category, Space
 from memory.errors import Conflict, MnemoError
 from memory.recall import audit
-from memory.recall.bundle import RecallRequest, build_bundle, mark_used, snapshot_revision
+from memory.recall.bundle import build_bundle
+from memory.recall.bundle_types import Bundle, TaskState
 from memory.recall.plan import (
     DEFAULT_CANDIDATES,
     DEFAULT_INJECT,
@@ -39,8 +40,11 @@ from memory.recall.plan import (
     classify_intent,
     make_plan,
 )
+from memory.recall.request import RecallRequest
 from memory.recall.rerank import Reranker
+from memory.recall.reread import snapshot_revision
 from memory.recall.stages import Stage, StageClock
+from memory.recall.usage import mark_used
 from memory.visibility import QueryFilters
 
 MIN_REVISION_WAIT_SECONDS = 2.0
@@ -112,10 +116,10 @@ def recall(
     now: datetime,
     options: RecallOptions,
     *,
-    task_state: Mapping[str, Any] | None = None,
+    task_state: TaskState | None = None,
     embedding: QueryEmbedding | None = None,
     reranker: Reranker | None = None,
-) -> dict[str, Any]:
+) -> Bundle:
     """The memory bundle of ``query`` for ``principal`` at ``now``, audited and counted as used.
 
     ``task_state``: the live task, when :func:`plan_for` reads :attr:`SourceType.TASK_STATE`.

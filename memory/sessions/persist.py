@@ -29,7 +29,7 @@ from memory.errors import Forbidden, MnemoError
 from memory.events import request_digest
 from memory.memories import Correction, NewMemory, Source, correct_memory, create_memory
 from memory.models import Memory
-from memory.recall.bundle import mark_used_ids
+from memory.recall.usage import mark_used_ids
 from memory.sessions.choices import record_choices, stable_choices
 from memory.sessions.commits import CommitStatus, owner_of
 from memory.sessions.dedupe import Decided, Decision, decide, serialize_owner, space_for, stored_content

@@ -16,7 +16,7 @@ from api.devstack.postgres import PostgresInfo
 from memory.db import tenant_session
 from memory.models import MemoryUsage
 from memory.projection import delete_projection
-from memory.recall.bundle import mark_used
+from memory.recall.usage import mark_used
 from tests.conftest import MakeKey, auth
 from tests.deletion.conftest import completed, wait_for
 from tests.factories import candidate

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
+from api.schemas.recall import bundle_body
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.errors import InvalidInput
 from memory.models import Memory
-from memory.recall.bundle import RecallRequest, build_bundle
+from memory.recall.bundle import build_bundle
+from memory.recall.bundle_types import TaskState
 from memory.recall.plan import Intent, SourceType, classify_intent, make_plan
 from memory.recall.preferences import effective_preferences
+from memory.recall.request import RecallRequest
 from tests.conftest import MakeKey, auth
 from tests.recall.conftest import ids, recall, write
 
@@ -46,7 +50,7 @@ def test_request_overrides_follow_the_scope_order(
 ) -> None:
     prefs = effective_preferences(stored, constraints)
     assert {k: prefs.effective[k] for k in expected} == expected
-    assert prefs.sources[FMT]["source"] == fmt_source
+    assert prefs.sources[FMT].source == fmt_source
     assert all(d["persistent_change"] is False for d in prefs.decisions)
 
 
@@ -106,12 +110,12 @@ def test_a_summary_older_than_the_live_task_state_is_stale(
                   source={"source_id": "kb-1", "source_type": "EXPLICIT_USER_STATEMENT",
                           "captured_at": "2026-06-01T09:00:00Z", "evidence_refs": ["task:task-1001@18"]})
     principal = PrincipalContext(tenant, "alice", None, frozenset({"memory_writer"}), "k")
-    task = {"task_id": "task-1001", "status": "WAITING_FOR_APPROVAL", "current_step_id": "publish_report",
-            "state_version": 18}
+    task = TaskState(task_id="task-1001", status="WAITING_FOR_APPROVAL", current_step_id="publish_report",
+                     state_version=18)
     request = RecallRequest(query="monthly report 月报", plan=make_plan(Intent.RESUME_TASK, task_id="task-1001"),
                             task_state=task)
     with tenant_session(engine, tenant) as session:
-        bundle = build_bundle(session, principal, request, datetime.now(UTC)).bundle
+        bundle: dict[str, Any] = bundle_body(build_bundle(session, principal, request, datetime.now(UTC)).bundle)
     assert ids(bundle) == [fresh]
     [stale] = [d for d in bundle["conflict_decisions"] if d["reason"] == "STALE_AGAINST_TASK_STATE"]
     assert stale["suppressed"]["memory_id"] == summary and stale["winner"] == "TASK_STATE"
