@@ -41,7 +41,7 @@ from api.schemas.common import ErrorOut
 from api.settings import Settings
 from memory import offload
 from memory.db import make_engine
-from memory.recall.rerank import Reranker
+from memory.embedders.rerank import Reranker
 from memory.recall.stages import Stage, observe_stages
 from memory.resources.catalog import load_catalog
 from memory.resources.reader import Reader

@@ -8,7 +8,7 @@ Alternating which side goes first, it measures
 - **passage throughput**: batches of 32 texts through :meth:`Embedder.embed` vs :class:`OpenAIEmbedder`;
 - **query-embedding latency**: one query through ``embed_query`` on each side;
 - **rerank latency**: the top 20 of a recall (20 passages of ~300 characters) through
-  :class:`memory.recall.rerank.Reranker` vs the same e5 cosine computed in-process.
+  :class:`memory.embedders.rerank.Reranker` vs the same e5 cosine computed in-process.
 
 Usage: ``.venv/bin/python -m bench.embedding_endpoint [--queries 100] [--batches 10] [--reranks 30]``.
 """
@@ -30,7 +30,7 @@ from bench.corpus import EMBEDDING_QUERIES, embedding_passages
 from bench.harness import say, upper_percentile
 from memory.embedders.engine import Embedder
 from memory.embedders.openai import OpenAIEmbedder
-from memory.recall.rerank import RerankConfig, Reranker
+from memory.embedders.rerank import RerankConfig, Reranker
 
 BATCH = 32
 RERANK_N = 20

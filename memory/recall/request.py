@@ -9,9 +9,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from memory.embedders.engine import EmbeddingUnavailable
+from memory.embedders.rerank import Reranker
 from memory.recall.bundle_types import TaskState
 from memory.recall.plan import RecallPlan
-from memory.recall.rerank import Reranker
 from memory.visibility import QueryFilters
 
 EMBEDDING_WAIT_SECONDS = 30.0

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
 from memory.db import tenant_session
+from memory.embedders.rerank import Reranker
 from memory.enums import Category, Space
 from memory.errors import Conflict, MnemoError
 from memory.recall import audit
@@ -41,7 +42,6 @@ from memory.recall.plan import (
     make_plan,
 )
 from memory.recall.request import RecallRequest
-from memory.recall.rerank import Reranker
 from memory.recall.reread import snapshot_revision
 from memory.recall.stages import Stage, StageClock
 from memory.recall.usage import mark_used

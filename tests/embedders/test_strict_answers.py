@@ -10,7 +10,7 @@ import pytest
 from memory.embedders import EmbeddingResponseInvalid
 from memory.embedders.base import checked_vectors
 from memory.embedders.openai import OpenAIEmbedder
-from memory.recall.rerank import RerankConfig, Reranker, RerankResponseInvalid
+from memory.embedders.rerank import RerankConfig, Reranker, RerankResponseInvalid
 
 UNUSED = "http://127.0.0.1:9"  # never contacted: these tests read answers, they send nothing
 
