@@ -5,7 +5,6 @@ and the 401 that comes before any 422 (:func:`refusal_of_key`), its roles (:func
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
@@ -23,8 +22,7 @@ from api.temporal import connect
 from memory.artifact_store import ArtifactStore
 from memory.auth import PrincipalContext, authenticate
 from memory.db import global_session
-from memory.enums import Role
-from memory.errors import Forbidden, NotFound, Unauthorized
+from memory.errors import Forbidden, Unauthorized
 from memory.resources.catalog import Catalog, only_internal
 
 
@@ -185,20 +183,3 @@ async def get_embedding_lanes(request: Request) -> EmbeddingLanes:
 
 
 EmbeddingLanesDep = Annotated[EmbeddingLanes, Depends(get_embedding_lanes)]
-
-
-def parse_id(raw: str, what: str) -> uuid.UUID:
-    """A path id: a malformed one is just an id that does not exist, the same 404 (``{what} {raw} does not
-    exist``), never a 422."""
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise NotFound(f"{what} {raw} does not exist") from None
-
-
-def require_role(principal: PrincipalContext, *roles: Role, to: str) -> None:
-    """A 403 ``{to} needs the {roles} role`` unless the principal has one of ``roles`` (an admin has every role)."""
-    if not any(principal.has(role) for role in roles):
-        names = [role.value for role in roles]
-        spoken = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
-        raise Forbidden(f"{to} needs the {spoken} role")

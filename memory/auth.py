@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from memory.db import enter_tenant, global_session
 from memory.enums import Role
-from memory.errors import InvalidInput, Unauthorized
+from memory.errors import Forbidden, InvalidInput, Unauthorized
 from memory.models import ApiKey, AuditEntry, Principal, Tenant
 
 KEY_PREFIX = "mnemo"
@@ -241,3 +241,11 @@ def authenticated_session(engine: Engine, presented: str) -> Iterator[tuple[Sess
         principal = authenticate(session, presented)
         enter_tenant(session, principal.tenant_id)
         yield session, principal
+
+
+def require_role(principal: PrincipalContext, *roles: Role, to: str) -> None:
+    """A 403 ``{to} needs the {roles} role`` unless the principal has one of ``roles`` (an admin has every role)."""
+    if not any(principal.has(role) for role in roles):
+        names = [role.value for role in roles]
+        spoken = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+        raise Forbidden(f"{to} needs the {spoken} role")

@@ -1,4 +1,5 @@
-"""Ids mnemo picks for a caller: the same for the same caller and target, and nobody else can compute them.
+"""Ids: the ones a request names (a malformed one is a missing one) and the ones mnemo picks for a caller (the same
+for the same caller and target, and nobody else can compute them).
 
 Issue 23, "ids are owned": the default id of a ``DELETE`` that names none was predictable
 (``memory-{id}-{user}``), so anyone could squat it with a no-op request and make the owner's ``DELETE`` a 409.
@@ -8,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import uuid
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memory.auth import PrincipalContext
+from memory.errors import NotFound
 from memory.models import Tenant
 
 
@@ -26,4 +29,13 @@ def default_request_id(session: Session, principal: PrincipalContext, kind: str,
     return f"{kind}-{hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()[:40]}"
 
 
-__all__ = ["default_request_id"]
+def parse_id(raw: str, what: str) -> uuid.UUID:
+    """A path id: a malformed one is just an id that does not exist, the same 404 (``{what} {raw} does not
+    exist``), never a 422."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise NotFound(f"{what} {raw} does not exist") from None
+
+
+__all__ = ["default_request_id", "parse_id"]

@@ -11,11 +11,12 @@ from fastapi.responses import HTMLResponse
 
 from api.console.reads import deletion_jobs, holds
 from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, page
-from api.deps import EngineDep, TemporalSource, parse_id
+from api.deps import EngineDep, TemporalSource
 from api.schemas.deletions import HoldIn
 from api.services import deletions
 from memory.enums import Role
 from memory.errors import Forbidden
+from memory.owned_ids import parse_id
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
 

@@ -12,12 +12,13 @@ from fastapi.responses import HTMLResponse
 
 from api.console.reads import my_bundles, my_memories
 from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, outcome, page
-from api.deps import EngineDep, SettingsDep, TemporalSource, parse_id
+from api.deps import EngineDep, SettingsDep, TemporalSource
 from api.schemas.memories import CorrectionIn
 from api.services import deletions
 from api.services import memories as service
 from memory.auth import PrincipalContext
 from memory.errors import Forbidden
+from memory.owned_ids import parse_id
 from memory.permissions import MemoryAction, require
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)

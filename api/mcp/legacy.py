@@ -27,10 +27,11 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel
 from starlette.datastructures import State
 
-from api.deps import CurrentPrincipal, require_role
+from api.deps import CurrentPrincipal
 from api.mcp.answers import with_access
 from api.mcp.auth import principal_of, request_of
 from api.mcp.tools import TopK
+from memory.auth import require_role
 from memory.enums import Role
 from memory.resources.results import ListPage, ReadPage, SearchResult
 

@@ -18,7 +18,6 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.datastructures import State
 
-from api.deps import parse_id
 from api.mcp.answers import failure, with_access, with_memories
 from api.schemas.memories import MemoryDetailOut
 from api.services.recall import Recaller
@@ -27,6 +26,7 @@ from memory.auth import PrincipalContext
 from memory.categories import category_overview
 from memory.db import tenant_session
 from memory.enums import Category
+from memory.owned_ids import parse_id
 from memory.recall.service import RecallOptions
 from memory.resources.declarations import Operation
 from memory.resources.results import Directory, ListPage, ReadPage, SearchResult

@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 from sqlalchemy.orm import Session
 
-from api.deps import CatalogDep, CurrentPrincipal, EngineDep, SettingsDep, TemporalSource, parse_id
+from api.deps import CatalogDep, CurrentPrincipal, EngineDep, SettingsDep, TemporalSource
 from api.schemas.deletions import (
     DeletionAcceptedOut,
     DeletionJobOut,
@@ -24,6 +24,7 @@ from api.schemas.deletions import (
 )
 from api.services import deletions
 from api.services.deletions import Accepted
+from memory.owned_ids import parse_id
 from memory.resources.records import default_deletion_request_id, require_record_type, require_users_own_key
 
 router = APIRouter(tags=["deletion"])

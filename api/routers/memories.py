@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 from sqlalchemy.orm import Session
 
-from api.deps import CurrentPrincipal, EngineDep, parse_id
+from api.deps import CurrentPrincipal, EngineDep
 from api.schemas.common import INT32_MAX, replay_of
 from api.schemas.memories import (
     CandidateIn,
@@ -25,6 +25,7 @@ from memory.errors import InvalidInput
 from memory.events import request_digest
 from memory.message_text import message_content, quote_start
 from memory.models import Memory
+from memory.owned_ids import parse_id
 from memory.projection import has_vector
 from workflows.embedding import SWEEP_EVERY as EMBEDDING_SWEEP_EVERY
 

@@ -16,10 +16,11 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import CurrentPrincipal, EngineDep, PresentedKey, authenticated, require_role, temporal_source
+from api.deps import CurrentPrincipal, EngineDep, PresentedKey, authenticated, temporal_source
 from api.schemas.recall import AuditEventOut, AuditEventsOut, BundleOut, RecallIn, RenderOut, bundle_body
 from api.services.recall import Recaller
 from api.services.tasks import live_task_state
+from memory.auth import require_role
 from memory.db import tenant_session
 from memory.enums import Role
 from memory.errors import MnemoError

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from api.deps import CurrentPrincipal, EngineDep, SettingsDep, require_role
+from api.deps import CurrentPrincipal, EngineDep, SettingsDep
 from api.schemas.webhooks import WebhookIn, WebhookOut
+from memory.auth import require_role
 from memory.db import tenant_session
 from memory.enums import Role
 from memory.errors import NotFound

@@ -18,7 +18,6 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.deps import parse_id, require_role
 from api.schemas.deletions import (
     DeletionAcceptedOut,
     DeletionJobOut,
@@ -32,7 +31,7 @@ from api.schemas.deletions import (
 from api.services.client import ClientSource, TemporalUnavailable
 from api.settings import Settings
 from memory import retention
-from memory.auth import PrincipalContext
+from memory.auth import PrincipalContext, require_role
 from memory.db import tenant_session
 from memory.deletion import outbox
 from memory.deletion.barrier import ScopeRequest, request_deletion
@@ -41,7 +40,7 @@ from memory.deletion.scope import ScopeType
 from memory.enums import Role
 from memory.events import request_digest
 from memory.models import DeletionJob
-from memory.owned_ids import default_request_id
+from memory.owned_ids import default_request_id, parse_id
 from workflows.deletion import DeletionInput, DeletionWorkflow
 from workflows.fairness import tenant_priority
 
