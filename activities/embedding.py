@@ -17,7 +17,7 @@ from temporalio import activity
 from activities.db import shielded_session
 from memory.embedders import TextEmbedder, configured_embedder
 from memory.embedders.engine import EngineCrashed
-from memory.vectors import PendingVector, mark_unembeddable, pending_batch, store_vectors
+from memory.store.vectors import PendingVector, mark_unembeddable, pending_batch, store_vectors
 
 
 @dataclass(frozen=True)

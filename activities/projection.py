@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 from temporalio import activity
 
 from activities.db import shielded_session
-from memory.projection import rebuild_batch
+from memory.store.projection import rebuild_batch
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ from sqlalchemy import Engine
 from temporalio import activity
 
 from activities.db import shielded_session
-from memory.auth import PrincipalContext
 from memory.deletion.barrier import ScopeRequest, request_deletion
 from memory.deletion.scope import ScopeType
 from memory.enums import Role
-from memory.events import request_digest
-from memory.retention import due_events, due_memories, expire_unconfirmed
+from memory.identity.auth import PrincipalContext
+from memory.store.events import request_digest
+from memory.store.retention import due_events, due_memories, expire_unconfirmed
 
 
 @dataclass(frozen=True)

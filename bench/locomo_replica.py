@@ -3,11 +3,11 @@
 ``bench/locomo_recall.py`` measures the real path (HTTP, PostgreSQL, the Temporal sweep) and takes 15-45
 minutes on two shared cores; this answers "what would a ranking or text-rule change do?" in a few, from the
 same data. Each turn becomes a :class:`memory.models.Memory` through the product's own rules (the message
-``bench/locomo_recall.py`` sends, read by the API's schema, its content from :mod:`memory.message_text`, the
+``bench/locomo_recall.py`` sends, read by the API's schema, its content from :mod:`memory.store.message_text`, the
 session date as ``observed_at``), is embedded with the bundled engine
 (``passage: ``; questions ``query: `` cut to :data:`memory.embedders.engine.QUERY_MAX_CHARS`) and scored by the
 product's :func:`memory.recall.scoring.score_pool`. Only the candidate sources are imitated: full text
-proposes the memories holding a query lexeme of :func:`memory.memory_text.lexical_text`, ranked as
+proposes the memories holding a query lexeme of :func:`memory.store.memory_text.lexical_text`, ranked as
 PostgreSQL's ``ts_rank`` ranks an OR query (newest first on ties; each term's newest postings, as
 :func:`memory.recall.candidates.fulltext_candidates` walks them), and vector the exact nearest; 200 of each.
 Not imitated: trigram near-spellings (LoCoMo's full text always fills its cap), the HNSW approximation and
@@ -34,11 +34,11 @@ from bench.dense_text_ablation import Vectors
 from bench.harness import say
 from bench.locomo_recall import evidence_of, parse_date, recall_at, sessions, turn_message
 from memory.embedders.engine import QUERY_MAX_CHARS
-from memory.memory_text import embedding_text, lexical_text
-from memory.message_text import message_content, quote_start
 from memory.models import Memory
 from memory.recall.candidates import EXAMINED_PER_CANDIDATE
 from memory.recall.scoring import Evidence, score_pool
+from memory.store.memory_text import embedding_text, lexical_text
+from memory.store.message_text import message_content, quote_start
 from memory.text import lexemes, search_terms
 
 CAP = 200

@@ -11,14 +11,14 @@ What it does, per corpus size N (``--sizes``, default 10k, 100k, 1M memories in 
    noise (σ = ``--noise`` per dimension, default 0.02, i.e. cosine ≈ 0.93 to the
    base vector), re-normalised. Rows are loaded with COPY in the schema the write
    path produces: ``memories`` (version 1, a revision reserved from
-   ``mnemo_revision_seq``, the abstract as ``memory.memories`` derives it) and
-   ``memory_search`` (``search_text`` = normalised :func:`memory.memory_text.lexical_text`,
+   ``mnemo_revision_seq``, the abstract as ``memory.store.memories`` derives it) and
+   ``memory_search`` (``search_text`` = normalised :func:`memory.store.memory_text.lexical_text`,
    ``tokens`` = ``to_tsvector('simple', …)`` of :func:`memory.text.lexemes`, exactly as
-   :mod:`memory.projection`; ``embedding`` + ``embedding_model`` = the current model
+   :mod:`memory.store.projection`; ``embedding`` + ``embedding_model`` = the current model
    name + ``embedding_revision`` = ``source_revision`` = the memory's revision, exactly
    as the embedding activity stores a vector), and ``memory_lexemes`` = one posting per
    lexeme of ``tokens`` in the memory's audience (every row is a USER memory: ``USER:owner``),
-   exactly as :mod:`memory.projection`. Foreign-key triggers are skipped
+   exactly as :mod:`memory.store.projection`. Foreign-key triggers are skipped
    during the COPY (``session_replication_role = replica``; the rows are consistent
    by construction) and the HNSW, GIN and posting indexes are dropped before the load and
    rebuilt after it, with their exact definitions from the migrations, under a
@@ -75,9 +75,9 @@ from bench.corpus import CATEGORIES, base_texts, questions
 from bench.harness import make_key, percentiles, say, services
 from memory.embedders.engine import MODEL_NAME, Embedder
 from memory.embedders.schema import vector_index_name
-from memory.memories import abstract_for
-from memory.memory_text import lexical_text
 from memory.models import Memory
+from memory.store.memories import abstract_for
+from memory.store.memory_text import lexical_text
 from memory.text import lexemes, normalize
 
 TENANT = "bench"
@@ -134,9 +134,9 @@ class Loader:
 
     def _projection(self, b: int, i: int, content: str, check: bool) -> tuple[str, str]:
         """search_text and the token text of write_projection for base ``b`` + tag ``i``, from per-base caches."""
-        # The abstract repeats the content, so the lexical text says it once (memory.memory_text.lexical_text).
+        # The abstract repeats the content, so the lexical text says it once (memory.store.memory_text.lexical_text).
         search_text, token_text = f"{self.base_norm[b]}(#{i})", f"{self.base_tokens[b]} {i}"
-        if check:  # the cache must give exactly what memory.projection derives from the row
+        if check:  # the cache must give exactly what memory.store.projection derives from the row
             searchable = lexical_text(Memory(key=None, abstract=abstract_for(content, None), overview=None,
                                              content=content, observed_at=None))
             assert (search_text, token_text) == (normalize(searchable), " ".join(lexemes(searchable))), content
@@ -405,16 +405,16 @@ def measure_other_user(api: httpx.Client, qs: list[str], warmup: int) -> dict[st
 
 def profile(sqlalchemy_url: str, embedder: Embedder, qs: list[str]) -> dict[str, float]:
     """Mean ms per stage of the recall pipeline, in-process, on the same database (same functions as the API)."""
-    from memory.auth import PrincipalContext
     from memory.db import make_engine, tenant_session
+    from memory.identity.auth import PrincipalContext
     from memory.recall import audit
     from memory.recall import candidates as cand
     from memory.recall.bundle import build_bundle
     from memory.recall.plan import Intent, make_plan
     from memory.recall.request import RecallRequest
     from memory.recall.reread import reread
-    from memory.recall.usage import mark_used
-    from memory.visibility import QueryFilters
+    from memory.store.usage import mark_used_ids
+    from memory.store.visibility import QueryFilters
 
     engine = make_engine(sqlalchemy_url, pool_size=1)
     principal = PrincipalContext(tenant_id=TENANT, user_id=USER, agent_id=None, roles=frozenset({"memory_writer"}),
@@ -429,7 +429,7 @@ def profile(sqlalchemy_url: str, embedder: Embedder, qs: list[str]) -> dict[str,
 
     def record_use(s: Any, principal: PrincipalContext, q: str, outcome: Any, now: datetime) -> None:
         audit.record_bundle(s, principal, q, outcome.bundle, outcome.filtered, None)
-        mark_used(s, TENANT, outcome.selected, now)
+        mark_used_ids(s, TENANT, [x.memory.memory_id for x in outcome.selected], now)
 
     filters = QueryFilters()
     plan = make_plan(Intent.ANSWER)

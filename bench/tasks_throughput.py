@@ -54,8 +54,8 @@ from memory.artifact_store import read
 from memory.artifact_store.postgres import PostgresArtifactStore
 from memory.db import make_engine, tenant_session
 from memory.reports.registry import implementation
-from memory.reports.steps import StepContext
 from memory.tasks.artifacts import task_store
+from memory.tasks.contract import StepContext
 from memory.tasks.keys import task_id_for, workflow_id
 from memory.tasks.live import ApprovalDecision
 from migrations import upgrade

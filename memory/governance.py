@@ -19,8 +19,8 @@ from memory.db import global_session
 from memory.deletion.jobs import JobStatus
 from memory.enums import SourceLevel, Status
 from memory.sessions.extraction.base import REJECTION_KINDS, RejectionKind
+from memory.store.vectors import UNEMBEDDABLE
 from memory.tasks.states import TaskStatus
-from memory.vectors import UNEMBEDDABLE
 
 SCRAPE_SETTING = "mnemo.metrics_scrape"
 RECENT_BUNDLES = "1 hour"

@@ -120,7 +120,7 @@ class Memory(Base):
     overview: Mapped[str | None] = mapped_column(Text)
     content: Mapped[str] = mapped_column(Text)
     quote_start: Mapped[int | None] = mapped_column(Integer)
-    """Where in ``content`` the message a reply quotes begins (:mod:`memory.message_text`); None if none."""
+    """Where in ``content`` the message a reply quotes begins (:mod:`memory.store.message_text`); None if none."""
     source_id: Mapped[str] = mapped_column(Text)
     source_type: Mapped[str] = mapped_column(Text)
     captured_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -173,15 +173,15 @@ class MemoryLexeme(Base):
     GIN reads every posting of a query's terms before it returns a row, table-wide: a common
     term of a million-memory tenant cost ~100 ms a query. Ordered by revision in a B-tree, the
     full-text source reads the newest matches of each term and stops (migration 0008), in the
-    audiences the caller belongs to only (:mod:`memory.audience`, migration 0009). Written and
-    deleted with the projection row, in its transaction (:mod:`memory.projection`).
+    audiences the caller belongs to only (:mod:`memory.store.audience`, migration 0009). Written and
+    deleted with the projection row, in its transaction (:mod:`memory.store.projection`).
     """
 
     __tablename__ = "memory_lexemes"
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
     audience: Mapped[str] = mapped_column(Text, primary_key=True)
-    """:func:`memory.audience.audience` of the memory: who may see it."""
+    """:func:`memory.store.audience.audience` of the memory: who may see it."""
     lexeme: Mapped[str] = mapped_column(Text, primary_key=True)
     revision: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     """The source revision of the projection row (``memory_search.source_revision``): newest first."""
@@ -354,7 +354,7 @@ class RetentionPolicy(Base):
 
 
 class TenantPolicy(Base):
-    """Rules an admin sets for the whole tenant (:mod:`memory.policies`); no row means the defaults."""
+    """Rules an admin sets for the whole tenant (:mod:`memory.store.policies`); no row means the defaults."""
 
     __tablename__ = "tenant_policies"
 

@@ -25,8 +25,8 @@ from api.devstack.temporal import TemporalDevServer
 from api.main import create_app
 from api.settings import Settings
 from memory.artifact_store.s3 import S3Location
-from memory.auth import create_api_key
 from memory.db import make_engine, tenant_session
+from memory.identity.auth import create_api_key
 from migrations import upgrade
 
 

@@ -13,10 +13,10 @@ from sqlalchemy import Engine
 
 from api.devstack.postgres import PostgresInfo
 from api.settings import Settings
-from memory.auth import PrincipalContext, create_api_key
 from memory.db import make_engine, tenant_session
 from memory.enums import Category, SourceLevel, Space
-from memory.memories import NewMemory, Source, create_memory
+from memory.identity.auth import PrincipalContext, create_api_key
+from memory.store.memories import NewMemory, Source, create_memory
 from migrations import upgrade
 
 

@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select, update
 
 from api.settings import Settings
-from memory.auth import create_api_key
 from memory.db import global_session, tenant_session
-from memory.keys import revoke_keys
+from memory.identity.auth import create_api_key
+from memory.identity.keys import revoke_keys
 from memory.models import ApiKey, AuditEntry
 from tests.conftest import MakeKey, auth
 from tests.test_cli import _env, _run

@@ -2,7 +2,7 @@
 
 A validity window whose end is not after its start reached the database's CHECK and was a 500 on create and
 on PATCH; the ``message`` form wrote 280,140 characters of content past the 100,000 limit ``content`` has.
-Both are domain rules now (:mod:`memory.memories`): a 422 with its code, nothing written.
+Both are domain rules now (:mod:`memory.store.memories`): a 422 with its code, nothing written.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError
 
 from memory.db import tenant_session
-from memory.memories import MAX_CONTENT_CHARS
+from memory.store.memories import MAX_CONTENT_CHARS
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate, message_candidate
 
@@ -71,7 +71,7 @@ def test_a_reversed_window_is_a_422_on_create_and_on_patch(client: TestClient, m
 def test_the_database_refuses_a_reversed_window_from_any_path(client: TestClient, make_key: MakeKey,
                                                              engine: Engine) -> None:
     """The domain rule's twin in the schema (memories' CHECK since 0001): a path that skipped
-    :class:`memory.memories.Validity` could still not store such a window."""
+    :class:`memory.store.memories.Validity` could still not store such a window."""
     key = make_key(tenant="t-windows")
     memory = client.post("/memory-candidates", json=candidate("住在杭州"), headers=auth(key)).json()
     with pytest.raises(IntegrityError, match="memories_check"), tenant_session(engine, "t-windows") as session:

@@ -8,16 +8,9 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, text
 
-from api.console import models as console_models  # noqa: F401 - registers the console_sessions table on Base
 from api.devstack.postgres import PostgresInfo
-from memory.artifact_store import models as artifact_models  # noqa: F401 - registers the artifact tables on Base
 from memory.db import make_engine, tenant_session
-from memory.models import Base
-from memory.reports import sales as sales_models  # noqa: F401 - registers the sales table on Base
-from memory.resources import models as resource_models  # noqa: F401 - registers the resource tables on Base
-from memory.resources import run_models  # noqa: F401 - registers the run and policy tables on Base
-from memory.sessions import models as session_models  # noqa: F401 - registers the session tables on Base
-from memory.tasks import models as task_models  # noqa: F401 - registers the task tables on Base
+from memory.tables import metadata
 from migrations import alembic_config, upgrade
 from tests.factories import alices_memory, scratch_database
 
@@ -30,7 +23,7 @@ def _differences(url: str) -> list[object]:
     engine = create_engine(url)
     try:
         with engine.connect() as connection:
-            diffs = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+            diffs = compare_metadata(MigrationContext.configure(connection), metadata)
     finally:
         engine.dispose()
     found: list[object] = []

@@ -19,9 +19,9 @@ from sqlalchemy.orm import Session
 from api.settings import Settings
 from memory import offload
 from memory.artifact_store.postgres import PostgresArtifactStore
-from memory.auth import authenticated_session
 from memory.db import make_engine, tenant_session
 from memory.deletion.deleted_texts import fingerprint_columns
+from memory.identity.auth import authenticated_session
 from memory.resources.search import OFFLOAD_FROM_TERMS, parse_query
 from memory.sessions.messages import MessageRole, StageMessage
 from memory.sessions.recent import OFFLOAD_FROM_MESSAGES, OFFLOAD_FROM_TOKENS, state_of, window_of

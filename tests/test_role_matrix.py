@@ -1,6 +1,6 @@
 """Every memory write path × every role × every space, against a table written out here (issue 12, findings 3-4).
 
-The expectations are spelled out literally, not read from :mod:`memory.permissions`, so a change
+The expectations are spelled out literally, not read from :mod:`memory.store.permissions`, so a change
 to the rules there fails here until someone decides the table should change too. Before the fix a
 key with no roles deleted a TENANT memory (202), and a memory_writer corrected, expired and
 confirmed TENANT memories.

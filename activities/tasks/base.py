@@ -22,8 +22,8 @@ from activities.tasks.payloads import RunStepInput
 from memory.artifact_store import ArtifactStore, read
 from memory.egress import AllowList
 from memory.errors import MnemoError
-from memory.reports.steps import StepContext
 from memory.tasks.artifacts import task_store
+from memory.tasks.contract import StepContext
 
 
 def refusal(exc: MnemoError) -> ApplicationError:

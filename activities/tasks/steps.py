@@ -12,10 +12,10 @@ from activities.tasks.faults import connect_to_closed_port, stall
 from activities.tasks.payloads import CreateTaskInput, RunStepInput, RunStepResult, TransitionInput
 from memory.reports.definitions import DEFINITIONS
 from memory.reports.registry import implementation
-from memory.reports.steps import StepFailed
 from memory.tasks import approvals, keys, steps
 from memory.tasks.artifacts import ArtifactMeta
 from memory.tasks.attempts import Performed, StepGaveUp, StepRun, run_attempt
+from memory.tasks.contract import StepFailed
 from memory.tasks.states import TaskStatus
 from memory.tasks.transitions import NewTask, Snapshot, Transition, get_task, insert_task, move
 

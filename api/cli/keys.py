@@ -20,7 +20,7 @@ from api.cli.output import fail
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from memory.keys import KeyInfo
+    from memory.identity.keys import KeyInfo
 
 keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
 
@@ -55,7 +55,7 @@ def _keys_session(data_dir: Path) -> Iterator[Session]:
 def _duration(raw: str | None, what: str) -> timedelta | None:
     """A duration option (90d, 12h, 1h30m), or a one-line error."""
     from memory.errors import MnemoError
-    from memory.keys import parse_duration
+    from memory.identity.keys import parse_duration
 
     if raw is None:
         return None
@@ -75,9 +75,9 @@ def keys_create(
     data_dir: StackDataDir = DEFAULT_DATA_DIR,
 ) -> None:
     """Create an API key and print it, alone, on stdout. It is shown this once."""
-    from memory.auth import create_api_key
     from memory.db import make_engine, tenant_session
     from memory.errors import MnemoError
+    from memory.identity.auth import create_api_key
 
     lifetime = _duration(expires_in, "--expires-in")
     url = service_settings(data_dir).require_database_url()
@@ -128,7 +128,7 @@ def keys_list(
     """List API keys (ids, identities, roles, state and instants; never a secret)."""
     import json
 
-    from memory.keys import list_keys
+    from memory.identity.keys import list_keys
 
     with _keys_session(data_dir) as session:
         found = list_keys(session, tenant_id=tenant, user_id=user, include_inactive=all_keys)
@@ -149,7 +149,7 @@ def keys_revoke(
 ) -> None:
     """Revoke a key at once (audited). Revoking a revoked key changes nothing."""
     from memory.errors import MnemoError
-    from memory.keys import key_id_of, revoke_key
+    from memory.identity.keys import key_id_of, revoke_key
 
     try:
         with _keys_session(data_dir) as session:
@@ -170,7 +170,7 @@ def keys_rotate(
 ) -> None:
     """Print a new key (alone, on stdout, once) with the old one's identity and roles; revoke the old one."""
     from memory.errors import MnemoError
-    from memory.keys import key_id_of, rotate_key
+    from memory.identity.keys import key_id_of, rotate_key
 
     period = _duration(grace, "--grace") or timedelta(0)
     lifetime = _duration(expires_in, "--expires-in")

@@ -14,9 +14,9 @@ from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, page
 from api.deps import EngineDep, TemporalSource
 from api.schemas.tasks import DecisionIn
 from api.services import task_actions
-from memory.auth import may_approve
 from memory.db import tenant_session
 from memory.errors import Forbidden
+from memory.identity.auth import may_approve
 from memory.tasks.approvals import pending_approval
 from memory.tasks.states import TaskStatus
 from memory.tasks.timeline import list_tasks

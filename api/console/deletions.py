@@ -16,7 +16,7 @@ from api.schemas.deletions import HoldIn
 from api.services import deletions
 from memory.enums import Role
 from memory.errors import Forbidden
-from memory.owned_ids import parse_id
+from memory.identity.ids import parse_id
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
 

@@ -13,7 +13,7 @@ from api.console.reads import task_artifacts
 from api.schemas.tasks import TaskView
 from api.services.task_reads import open_artifact
 from memory.artifact_store import ArtifactStore
-from memory.auth import PrincipalContext
+from memory.identity.auth import PrincipalContext
 
 REJECTED_SHOWN = 50
 

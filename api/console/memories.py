@@ -1,5 +1,5 @@
 """My memory: what mnemo remembers about the signed-in person, by category, with versions and provenance;
-correct, expire or delete it (the API's handlers and the role table of :mod:`memory.permissions`), and
+correct, expire or delete it (the API's handlers and the role table of :mod:`memory.store.permissions`), and
 why a memory went into a recalled bundle (its MEMORY_BUNDLE_BUILT audit)."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from api.deps import EngineDep, SettingsDep, TemporalSource
 from api.schemas.memories import CorrectionIn
 from api.services import deletions
 from api.services import memories as service
-from memory.auth import PrincipalContext
 from memory.errors import Forbidden
-from memory.owned_ids import parse_id
-from memory.permissions import MemoryAction, require
+from memory.identity.auth import PrincipalContext
+from memory.identity.ids import parse_id
+from memory.store.permissions import MemoryAction, require
 
 router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schema=False)
 

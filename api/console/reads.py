@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from sqlalchemy import Engine, select
 
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.deletion.jobs import readable_job
 from memory.errors import NotFound
-from memory.memories import memories_about
+from memory.identity.auth import PrincipalContext
 from memory.models import AuditEntry, DeletionJob, Memory, RetentionHold
 from memory.recall import audit
+from memory.store.memories import memories_about
 from memory.tasks.models import TaskArtifact
 
 

@@ -2,7 +2,7 @@
 
 The cookie holds a random session id; the table holds its sha256, so a read of the table gives no one a
 session. The key's secret is never kept: every request judges the key again by its id
-(:func:`memory.auth.reauthenticate`), so a revoked or expired key ends its sessions at the next click.
+(:func:`memory.identity.auth.reauthenticate`), so a revoked or expired key ends its sessions at the next click.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from datetime import timedelta
 
 from sqlalchemy import Engine, delete, select
 
-from api.console.models import ConsoleSession
-from memory.auth import PrincipalContext, authenticate, now, reauthenticate
 from memory.db import global_session
 from memory.errors import Unauthorized
+from memory.identity.auth import PrincipalContext, authenticate, now, reauthenticate
+from memory.identity.console_sessions import ConsoleSession
 from memory.resources.catalog import only_internal
 
 COOKIE = "mnemo_console"

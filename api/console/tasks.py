@@ -18,9 +18,9 @@ from api.responses import artifact_response
 from api.schemas.tasks import ControlIn, ResolveIn
 from api.services import task_actions, task_reads
 from api.services.task_actions import Control
-from memory.auth import may_control_task, may_operate, may_read_every_task
 from memory.db import tenant_session
 from memory.errors import InvalidInput, NotFound
+from memory.identity.auth import may_control_task, may_operate, may_read_every_task
 from memory.tasks.approvals import decider_refusal
 from memory.tasks.states import TERMINAL, TaskStatus
 from memory.tasks.timeline import list_tasks

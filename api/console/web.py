@@ -26,9 +26,9 @@ from pydantic import ValidationError
 from api.console.csrf import CsrfFailed, cookie, refuse_foreign_site, same_token
 from api.console.sessions import COOKIE, Signed, SignedOut, resume_session
 from api.deps import EngineDep, SettingsDep
-from memory.auth import may_approve, may_operate, may_read_every_task
 from memory.enums import Role
 from memory.errors import MnemoError
+from memory.identity.auth import may_approve, may_operate, may_read_every_task
 
 WHY_COOKIE = "mnemo_console_why"
 """Why the sign-in page is shown (signed out, idle, key revoked): set by the console only, never from a URL."""

@@ -42,9 +42,9 @@ from api.devstack.processes import (
 from api.devstack.supervisor import Child, RestartPolicy, Supervisor
 from api.devstack.temporal import TemporalDevServer
 from api.settings import Settings
-from memory.auth import create_api_key
 from memory.db import make_engine, tenant_session
 from memory.enums import DEV_ADMIN_ROLES, Role
+from memory.identity.auth import create_api_key
 
 DEFAULT_TENANT = "default"
 ADMIN_USER = "admin"

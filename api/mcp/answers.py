@@ -17,8 +17,8 @@ from starlette.datastructures import State
 
 from api.errors import error_body
 from api.mcp.auth import access_of, request_of
-from memory.auth import PrincipalContext
 from memory.errors import Forbidden, MnemoError
+from memory.identity.auth import PrincipalContext
 from memory.resources.access import Access, ceiling_grant
 from memory.resources.declarations import Operation
 from memory.resources.pages import encode

@@ -1,7 +1,7 @@
 """Who calls the MCP endpoint: mnemo's own API keys, through the SDK's token-verifier hook.
 
 The SDK's bearer middleware hands every request's token to :class:`KeyVerifier`, which checks it exactly as
-the REST API does (:func:`memory.auth.authenticate`); a missing, unknown, expired or revoked key is refused
+the REST API does (:func:`memory.identity.auth.authenticate`); a missing, unknown, expired or revoked key is refused
 with the SDK's 401 before any MCP message is read. Identity is the key's, never a tool argument's. The
 access (run, grants) is computed again for every tool call (:func:`access_of`), so a revocation applies to
 the very next call.
@@ -24,9 +24,9 @@ from starlette.requests import Request
 
 from api.access import RUN_HEADER, THREAD_HEADER
 from api.observability.logging import bind_tenant
-from memory.auth import PrincipalContext, authenticate
 from memory.db import global_session
 from memory.errors import Unauthorized
+from memory.identity.auth import PrincipalContext, authenticate
 from memory.resources.access import Access
 from memory.resources.catalog import Catalog
 from memory.resources.runs import access_for

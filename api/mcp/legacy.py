@@ -31,8 +31,8 @@ from api.deps import CurrentPrincipal
 from api.mcp.answers import with_access
 from api.mcp.auth import principal_of, request_of
 from api.mcp.tools import TopK
-from memory.auth import require_role
 from memory.enums import Role
+from memory.identity.auth import require_role
 from memory.resources.results import ListPage, ReadPage, SearchResult
 
 log = logging.getLogger("mnemo.mcp.legacy")

@@ -21,15 +21,15 @@ from starlette.datastructures import State
 from api.mcp.answers import failure, with_access, with_memories
 from api.schemas.memories import MemoryDetailOut
 from api.services.recall import Recaller
-from memory import memories
-from memory.auth import PrincipalContext
-from memory.categories import category_overview
 from memory.db import tenant_session
 from memory.enums import Category
-from memory.owned_ids import parse_id
+from memory.identity.auth import PrincipalContext
+from memory.identity.ids import parse_id
 from memory.recall.service import RecallOptions
 from memory.resources.declarations import Operation
 from memory.resources.results import Directory, ListPage, ReadPage, SearchResult
+from memory.store import memories
+from memory.store.categories import category_overview
 
 MEMORY_TOOLS = frozenset({"browse_memory_categories", "search_memories", "get_memory_detail"})
 """Offered to internal keys only."""

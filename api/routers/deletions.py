@@ -24,7 +24,7 @@ from api.schemas.deletions import (
 )
 from api.services import deletions
 from api.services.deletions import Accepted
-from memory.owned_ids import parse_id
+from memory.identity.ids import parse_id
 from memory.resources.records import default_deletion_request_id, require_record_type, require_users_own_key
 
 router = APIRouter(tags=["deletion"])

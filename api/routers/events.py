@@ -8,7 +8,7 @@ from api.deps import CurrentPrincipal, EngineDep
 from api.schemas.common import replay_of
 from api.schemas.events import EventIn, EventOut
 from memory.db import tenant_session
-from memory.events import NewEvent, record_event, request_digest
+from memory.store.events import NewEvent, record_event, request_digest
 
 router = APIRouter(tags=["events"])
 

@@ -19,14 +19,14 @@ from api.schemas.memories import (
 )
 from api.services import memories as service
 from api.services.memories import source_of, validity_of
-from memory import memories
 from memory.db import tenant_session
 from memory.errors import InvalidInput
-from memory.events import request_digest
-from memory.message_text import message_content, quote_start
+from memory.identity.ids import parse_id
 from memory.models import Memory
-from memory.owned_ids import parse_id
-from memory.projection import has_vector
+from memory.store import memories
+from memory.store.events import request_digest
+from memory.store.message_text import message_content, quote_start
+from memory.store.projection import has_vector
 from workflows.embedding import SWEEP_EVERY as EMBEDDING_SWEEP_EVERY
 
 router = APIRouter(tags=["memories"])

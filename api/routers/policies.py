@@ -1,4 +1,4 @@
-"""The tenant's policy (:mod:`memory.policies`): anyone in the tenant reads it, an admin changes it."""
+"""The tenant's policy (:mod:`memory.store.policies`): anyone in the tenant reads it, an admin changes it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from api.deps import CurrentPrincipal, EngineDep
 from api.schemas.policies import PolicyIn, PolicyOut
 from memory.db import tenant_session
-from memory.policies import change_policy, tenant_policy
+from memory.store.policies import change_policy, tenant_policy
 
 router = APIRouter(tags=["policies"])
 

@@ -20,10 +20,10 @@ from api.deps import CurrentPrincipal, EngineDep, PresentedKey, authenticated, t
 from api.schemas.recall import AuditEventOut, AuditEventsOut, BundleOut, RecallIn, RenderOut, bundle_body
 from api.services.recall import Recaller
 from api.services.tasks import live_task_state
-from memory.auth import require_role
 from memory.db import tenant_session
 from memory.enums import Role
 from memory.errors import MnemoError
+from memory.identity.auth import require_role
 from memory.recall import audit
 from memory.recall.bundle_types import Bundle
 from memory.recall.plan import Intent, SourceType

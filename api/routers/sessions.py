@@ -27,7 +27,6 @@ from api.services.sessions import start_commit, start_due_commit
 from memory.db import tenant_session
 from memory.deletion.instructed import forget_now
 from memory.errors import NotFound
-from memory.events import request_digest
 from memory.models import DeletionJob
 from memory.sessions import archive, commits, store
 from memory.sessions.messages import ToolCall
@@ -35,6 +34,7 @@ from memory.sessions.models import SessionCommit
 from memory.sessions.policy import commit_if_due
 from memory.sessions.recent import session_state, session_window
 from memory.sessions.remember import remember_now
+from memory.store.events import request_digest
 
 router = APIRouter(tags=["sessions"])
 

@@ -4,7 +4,7 @@ Identity (tenant, user, roles) comes only from the API key; the workflow id
 ``task-{tenant}-{task}`` is built from the caller's tenant, so another tenant's
 task is the same 404 as a missing one. Open tasks are read live from the
 workflow (a query); closed tasks from the read model. The rules are elsewhere: who may do what in
-:mod:`memory.auth`, what a decision or a control request may do in ``memory.tasks`` (run by the
+:mod:`memory.identity.auth`, what a decision or a control request may do in ``memory.tasks`` (run by the
 workflow's Update validators), the reads and actions in :mod:`api.services.task_reads` and
 :mod:`api.services.task_actions`; this module only translates HTTP.
 
@@ -36,9 +36,9 @@ from api.schemas.tasks import (
     TimelineOut,
 )
 from api.services import task_actions, task_reads
-from memory.auth import may_operate, may_read_every_task
 from memory.db import tenant_session
 from memory.errors import Forbidden
+from memory.identity.auth import may_operate, may_read_every_task
 from memory.reports.sales import seed_sales
 from memory.tasks.timeline import list_tasks as read_task_list
 

@@ -6,10 +6,10 @@ from fastapi import APIRouter, Response
 
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep
 from api.schemas.webhooks import WebhookIn, WebhookOut
-from memory.auth import require_role
 from memory.db import tenant_session
 from memory.enums import Role
 from memory.errors import NotFound
+from memory.identity.auth import require_role
 from memory.tasks.reminders import Webhook, remove_webhook, set_webhook, webhook
 
 router = APIRouter(tags=["webhooks"])

@@ -22,7 +22,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from memory.memories import MAX_CONTENT_CHARS
+from memory.store.memories import MAX_CONTENT_CHARS
 
 IDENTITY_FIELDS = frozenset({"tenant", "tenant_id", "user", "user_id", "caller", "principal", "roles", "agent_id"})
 

@@ -10,8 +10,8 @@ from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field
 
 from api.schemas.common import INT32_MAX, Content, Integer, Lax, ShortText, StrictRequest, Timestamp, json_number
 from memory.enums import Category, SourceLevel, Space
-from memory.message_text import SaidMessage
 from memory.models import Memory
+from memory.store.message_text import SaidMessage
 
 
 class SourceIn(StrictRequest):
@@ -41,7 +41,7 @@ class RepliedMessageIn(StrictRequest):
 
 
 class MessageIn(RepliedMessageIn):
-    """A message someone said: mnemo writes the memory's content from it (memory/message_text.py)."""
+    """A message someone said: mnemo writes the memory's content from it (memory/store/message_text.py)."""
 
     replying_to: RepliedMessageIn | None = None
     """The message this one answers (a reply alone, "Yes, at the park!", says little a question could find)."""

@@ -30,17 +30,17 @@ from api.schemas.deletions import (
 )
 from api.services.client import ClientSource, TemporalUnavailable
 from api.settings import Settings
-from memory import retention
-from memory.auth import PrincipalContext, require_role
 from memory.db import tenant_session
 from memory.deletion import outbox
 from memory.deletion.barrier import ScopeRequest, request_deletion
 from memory.deletion.jobs import JobStatus, NotResumable, check_resumable, readable_job, view_job
 from memory.deletion.scope import ScopeType
 from memory.enums import Role
-from memory.events import request_digest
+from memory.identity.auth import PrincipalContext, require_role
+from memory.identity.ids import default_request_id, parse_id
 from memory.models import DeletionJob
-from memory.owned_ids import default_request_id, parse_id
+from memory.store import retention
+from memory.store.events import request_digest
 from workflows.deletion import DeletionInput, DeletionWorkflow
 from workflows.fairness import tenant_priority
 

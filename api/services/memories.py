@@ -7,9 +7,9 @@ import uuid
 from sqlalchemy import Engine
 
 from api.schemas.memories import CorrectionIn, MemoryDetailOut, MemoryOut, SourceIn, ValidityIn
-from memory import memories
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
+from memory.identity.auth import PrincipalContext
+from memory.store import memories
 
 
 def source_of(source: SourceIn) -> memories.Source:

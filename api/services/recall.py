@@ -19,9 +19,9 @@ from starlette.datastructures import State
 from api.limits import EmbeddingLanes, TenantLimiter
 from api.observability.logging import bind_tenant
 from api.observability.metrics import observe_bundle
-from memory.auth import PrincipalContext, authenticated_session
 from memory.db import tenant_session
 from memory.embedders.rerank import Reranker
+from memory.identity.auth import PrincipalContext, authenticated_session
 from memory.recall.bundle_types import Bundle, TaskState
 from memory.recall.service import RecallOptions, recall
 from memory.resources.catalog import only_internal

@@ -28,8 +28,8 @@ from api.schemas.tasks import (
 from api.services import tasks
 from api.services.client import ClientSource
 from api.services.task_reads import RUNNING, gate, read_task, task_id_of, task_view, tenant_policy_of
-from memory.auth import PrincipalContext, may_approve, may_operate, may_read_every_task
 from memory.errors import Conflict, Forbidden, IdempotencyConflict, InvalidInput, NotFound
+from memory.identity.auth import PrincipalContext, may_approve, may_operate, may_read_every_task
 from memory.reports.definitions import DEFINITIONS
 from memory.tasks import keys
 from memory.tasks.live import ApprovalDecision, ControlRequest, ResolveRequest, TaskState

@@ -20,10 +20,10 @@ from api.schemas.tasks import TaskView, TimelineOut
 from api.services import tasks
 from api.services.client import ClientSource
 from memory.artifact_store import ArtifactStore
-from memory.auth import PrincipalContext, may_operate, may_read_every_task
 from memory.db import tenant_session
 from memory.errors import NotFound
-from memory.policies import Policy, tenant_policy
+from memory.identity.auth import PrincipalContext, may_operate, may_read_every_task
+from memory.store.policies import Policy, tenant_policy
 from memory.tasks import artifacts, keys, transitions
 from memory.tasks.approvals import pending_approval
 from memory.tasks.artifacts import task_store

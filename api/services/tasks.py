@@ -24,9 +24,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.services.client import ClientSource, TemporalUnavailable
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.errors import Conflict, Forbidden, InvalidInput, MnemoError, NotFound
+from memory.identity.auth import PrincipalContext
 from memory.recall import bundle_types
 from memory.recall.service import SourceUnavailable
 from memory.tasks.keys import workflow_id

@@ -19,7 +19,6 @@ from sqlalchemy import select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.deletion import outbox
 from memory.deletion.deleted_texts import store_fingerprints
 from memory.deletion.jobs import Layer, get_job, workflow_id
@@ -29,12 +28,13 @@ from memory.deletion.scope import Scope, ScopeType, events_in, linked_refs, memo
 from memory.enums import Role, Status
 from memory.epochs import bump_epoch
 from memory.errors import Forbidden, IdempotencyConflict, NotFound
-from memory.events import next_revision
-from memory.keys import revoke_keys
+from memory.identity.auth import PrincipalContext
+from memory.identity.keys import revoke_keys
 from memory.models import AuditEntry, DeletionJob, DeletionLayer, DeletionProbe, Memory, MemoryEvent, Tombstone
-from memory.permissions import MemoryAction, require
 from memory.resources.records import not_forgotten, own_record, ref_of
-from memory.visibility import not_tombstoned, visible_to
+from memory.store.events import next_revision
+from memory.store.permissions import MemoryAction, require
+from memory.store.visibility import not_tombstoned, visible_to
 
 MAX_PROBES = 200
 _CLAUSE = re.compile(r"[^。！？!?；;\n.]+")

@@ -16,11 +16,10 @@ from dataclasses import replace
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.deletion.barrier import ScopeRequest, request_deletion
 from memory.deletion.scope import ScopeType
 from memory.enums import Space
-from memory.events import request_digest
+from memory.identity.auth import PrincipalContext
 from memory.models import DeletionJob, Memory
 from memory.sessions.dedupe import Decision, decide, serialize_owner
 from memory.sessions.extraction.attribution import forget_requests
@@ -28,6 +27,7 @@ from memory.sessions.extraction.base import Candidate
 from memory.sessions.extraction.gates import apply_gates
 from memory.sessions.extraction.rules import RulesExtractor
 from memory.sessions.messages import MessageRole, Stage, StageMessage
+from memory.store.events import request_digest
 from memory.text import normalize
 
 _RULES = RulesExtractor()

@@ -12,10 +12,10 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.deletion.scope import PERSONAL_SPACES
 from memory.enums import Role
 from memory.errors import Conflict, NotFound
+from memory.identity.auth import PrincipalContext
 from memory.models import AuditEntry, DeletionJob, DeletionLayer, Memory
 
 

@@ -23,7 +23,6 @@ from memory.deletion.record_layer import purge_source_records
 from memory.deletion.scope import ScopeType, events_in, evidence_link, linked_refs, memories_in, scope_of
 from memory.deletion.session_layer import purge_derived_summaries
 from memory.enums import Status
-from memory.events import next_revision
 from memory.models import (
     AuditEntry,
     DeletionJob,
@@ -35,7 +34,8 @@ from memory.models import (
     RebuildBlock,
     Tombstone,
 )
-from memory.projection import delete_projection, write_projection
+from memory.store.events import next_revision
+from memory.store.projection import delete_projection, write_projection
 
 
 @dataclass(frozen=True)

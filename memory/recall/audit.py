@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
+from memory.identity.auth import PrincipalContext
 from memory.models import AuditEntry
 from memory.recall.bundle_types import Bundle, JsonValue
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from sqlalchemy import literal
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
+from memory.identity.auth import PrincipalContext
 from memory.recall import candidates as cand
 from memory.recall.bundle_types import (
     Bundle,

@@ -1,7 +1,7 @@
 """Candidate sources: exact key, full text, trigram and vector, each capped, each inside the hard filters.
 
 Every source query joins the current projection row to its memory version and
-carries :func:`memory.visibility.hard_filters`, so a row the caller may not use is
+carries :func:`memory.store.visibility.hard_filters`, so a row the caller may not use is
 never returned, whatever its similarity. A vector is used only while it was
 computed from the memory's current revision (the projection carries the source
 revision; recall re-validates it against the source row here).
@@ -41,13 +41,13 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
-from memory.audience import audiences_of
-from memory.auth import PrincipalContext
 from memory.embedders.schema import of_dimensions, typed
 from memory.enums import Status
+from memory.identity.auth import PrincipalContext
 from memory.models import Memory, MemoryLexeme, MemorySearch, scoped_search
+from memory.store.audience import audiences_of
+from memory.store.visibility import NOW, QueryFilters, hard_filters, visible_to
 from memory.text import normalize, search_terms, tsquery_any
-from memory.visibility import NOW, QueryFilters, hard_filters, visible_to
 
 __all__ = ["search_terms"]  # re-exported: the sources' own query terms
 
@@ -133,7 +133,7 @@ trigram source takes the first matches of its index, in table order."""
 MAX_QUERY_LEXEMES = 32
 """Query lexemes the full-text source walks at most (the first ones; a query rarely has more): with the
 at-least-``limit`` per term, it bounds the rows examined at 32 x ``limit`` per audience of the caller
-(two to four, :func:`memory.audience.audiences_of`) whatever the query."""
+(two to four, :func:`memory.store.audience.audiences_of`) whatever the query."""
 
 
 def _on_head(view: Any) -> ColumnElement[bool]:
@@ -149,7 +149,7 @@ def fulltext_candidates(
     """Memories with any of the query's terms, ranked by ``ts_rank`` (normalised to [0, 1) with rank/(rank+1)).
 
     Each term's postings (``memory_lexemes``, migration 0008) in each audience the caller belongs
-    to (:mod:`memory.audience`, migration 0009) are walked newest first, joined to their memory
+    to (:mod:`memory.store.audience`, migration 0009) are walked newest first, joined to their memory
     under the hard filters, until ``per_term`` rows pass; the union is ranked. The
     cost follows the rows examined, not how common a term is in the table (a GIN bitmap reads
     every posting first: ~100 ms for a common term at a million memories) nor in other users'

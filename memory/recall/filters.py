@@ -1,6 +1,6 @@
 """Hard filters and the explain counts of what they removed.
 
-The filters themselves are :func:`memory.visibility.hard_filters` (visibility, ACTIVE,
+The filters themselves are :func:`memory.store.visibility.hard_filters` (visibility, ACTIVE,
 the deletion barrier, validity window, expiry, purpose, session/project scope):
 every candidate query carries them in its WHERE clause, so nothing that fails
 one is ever scored. :func:`filtered_by_reason` only *counts* the caller's own
@@ -17,10 +17,10 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, and_, case, func, literal, select
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.enums import Status
+from memory.identity.auth import PrincipalContext
 from memory.models import Memory, MemorySearch
-from memory.visibility import (
+from memory.store.visibility import (
     QueryFilters,
     hard_filters,
     in_project,

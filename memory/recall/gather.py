@@ -11,11 +11,11 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.embedders.engine import EmbeddingUnavailable
 from memory.embedders.health import count_failure
 from memory.embedders.schema import other_model_vectors
 from memory.errors import InvalidInput
+from memory.identity.auth import PrincipalContext
 from memory.recall import candidates as cand
 from memory.recall.request import RecallRequest
 from memory.recall.reread import reread

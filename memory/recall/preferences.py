@@ -3,7 +3,7 @@
 A request constraint ("this time plain text") wins for this request only: it is
 reported as a decision with ``persistent_change: false`` and no stored version
 changes. A model's inference (E4) never becomes an active preference: it is
-never ACTIVE (see ``memory.memories``) and is skipped here again as a second wall.
+never ACTIVE (see ``memory.store.memories``) and is skipped here again as a second wall.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from functools import lru_cache
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.enums import Category, SourceLevel, Space
+from memory.identity.auth import PrincipalContext
 from memory.models import Memory
 from memory.recall.bundle_types import Conflict, JsonObject, PreferenceSource
 from memory.recall.conflicts import decide
-from memory.visibility import NOW, QueryFilters, hard_filters
+from memory.store.visibility import NOW, QueryFilters, hard_filters
 
 PRODUCT_DEFAULTS: Mapping[str, str] = {"response.output_format": "markdown"}
 """What applies when nobody said anything."""
@@ -47,7 +47,7 @@ def stored_preferences(
 
 @lru_cache(maxsize=256)
 def _preferences_statement(principal: PrincipalContext, filters: QueryFilters, limit: int) -> Select:  # type: ignore[type-arg]
-    """Built once per caller, filter set and limit; the instant is a parameter (see :data:`memory.visibility.NOW`)."""
+    """Built once per caller, filter set and limit; the instant is a parameter (:data:`memory.store.visibility.NOW`)."""
     return (
         select(Memory)
         .where(

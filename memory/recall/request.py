@@ -12,7 +12,7 @@ from memory.embedders.engine import EmbeddingUnavailable
 from memory.embedders.rerank import Reranker
 from memory.recall.bundle_types import TaskState
 from memory.recall.plan import RecallPlan
-from memory.visibility import QueryFilters
+from memory.store.visibility import QueryFilters
 
 EMBEDDING_WAIT_SECONDS = 30.0
 """How long a bundle waits for its query embedding (queued behind others on the one embedding thread)."""

@@ -17,8 +17,8 @@ from dataclasses import replace
 
 from memory.embedders.health import count_failure
 from memory.embedders.rerank import Reranker, RerankUnavailable
-from memory.memory_text import embedding_text
 from memory.recall.scoring import Scored
+from memory.store.memory_text import embedding_text
 
 
 def rerank(reranker: Reranker | None, query: str, ranked: list[Scored]) -> tuple[list[Scored], list[str]]:

@@ -17,10 +17,10 @@ from sqlalchemy import ColumnElement, Select, Text, and_, any_, bindparam, case,
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
+from memory.identity.auth import PrincipalContext
 from memory.models import Memory, MemorySearch, MemoryUsage
 from memory.recall import candidates as cand
-from memory.visibility import NOW, QueryFilters, hard_filters
+from memory.store.visibility import NOW, QueryFilters, hard_filters
 
 
 def snapshot_revision(session: Session) -> int:

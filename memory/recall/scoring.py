@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from memory.enums import SourceLevel
-from memory.memory_text import lexical_parts, lexical_text
 from memory.models import Memory
+from memory.store.memory_text import lexical_parts, lexical_text
 from memory.text import STOP_LEXEMES, lexemes
 
 RECENCY_HALF_LIFE_DAYS = 90.0
@@ -121,7 +121,7 @@ class Scored:
 
 
 def own_tokens(memory: Memory) -> set[str]:
-    """The memory's own lexemes (:func:`memory.memory_text.lexical_text`: what the full-text index holds)."""
+    """The memory's own lexemes (:func:`memory.store.memory_text.lexical_text`: what the full-text index holds)."""
     return set(lexemes(lexical_text(memory)))
 
 
@@ -130,7 +130,7 @@ Bag = Mapping[str, float]
 
 
 def lexical_bag(memory: Memory) -> Bag:
-    """The memory's lexemes (:func:`memory.memory_text.lexical_parts`), quoted ones weighted down."""
+    """The memory's lexemes (:func:`memory.store.memory_text.lexical_parts`), quoted ones weighted down."""
     own, quoted = lexical_parts(memory)
     bag: dict[str, float] = dict(Counter(lexemes(own)))
     for term in lexemes(quoted):

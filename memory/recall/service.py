@@ -1,7 +1,7 @@
 """Recall's one entry point: what a caller asks, in, the audited memory bundle, out.
 
 :func:`recall` runs the whole pipeline for one request inside the caller's transaction: the plan
-(:mod:`memory.recall.plan`), the hard filters (:mod:`memory.visibility`: the caller never sees
+(:mod:`memory.recall.plan`), the hard filters (:mod:`memory.store.visibility`: the caller never sees
 another tenant's or another user's memory, nor a deleted one), the candidates, the re-read, the
 scores, the rank, the conflicts and the budget (:func:`memory.recall.bundle.build_bundle`), then the
 ``MEMORY_BUNDLE_BUILT`` audit event and the usage counters.
@@ -23,11 +23,11 @@ from typing import Protocol
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.embedders.rerank import Reranker
 from memory.enums import Category, Space
 from memory.errors import Conflict, MnemoError
+from memory.identity.auth import PrincipalContext
 from memory.recall import audit
 from memory.recall.bundle import build_bundle
 from memory.recall.bundle_types import Bundle, TaskState
@@ -44,8 +44,8 @@ from memory.recall.plan import (
 from memory.recall.request import RecallRequest
 from memory.recall.reread import snapshot_revision
 from memory.recall.stages import Stage, StageClock
-from memory.recall.usage import mark_used
-from memory.visibility import QueryFilters
+from memory.store.usage import mark_used_ids
+from memory.store.visibility import QueryFilters
 
 MIN_REVISION_WAIT_SECONDS = 2.0
 
@@ -141,7 +141,7 @@ def recall(
         clock = StageClock()
         outcome = build_bundle(session, principal, request, now, clock)
         audit.record_bundle(session, principal, query, outcome.bundle, outcome.filtered, options.purpose)
-        mark_used(session, principal.tenant_id, outcome.selected, now)
+        mark_used_ids(session, principal.tenant_id, [s.memory.memory_id for s in outcome.selected], now)
         clock.end(Stage.AUDIT)
     finally:
         if vector is not None:

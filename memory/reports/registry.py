@@ -8,7 +8,7 @@ never does.
 from __future__ import annotations
 
 from memory.reports.definitions import MONTHLY_REPORT
-from memory.reports.steps import StepFailed, StepFn
+from memory.tasks.contract import StepFailed, StepFn
 
 
 def _steps_of(task_type: str) -> dict[str, StepFn]:

@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from memory.auth import PrincipalContext
 from memory.errors import NotFound
+from memory.identity.auth import PrincipalContext
 from memory.resources import pointers
 from memory.resources.declarations import Audience, Declaration, Operation
 

@@ -5,7 +5,7 @@ An agent with no policy for a type may not use the type at all: access is grante
 checked against the type's declaration when it is set (a path the schema does not have, an operation the type
 does not offer, a field set that leaves out the title → 422 naming it), so every stored policy can be honoured.
 Every change is audited (``RESOURCE_POLICY_CHANGED``, with the policy before and after; after is null for a
-deletion). This is not the *tenant* policy of :mod:`memory.policies`.
+deletion). This is not the *tenant* policy of :mod:`memory.store.policies`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.enums import Role
 from memory.errors import Forbidden, InvalidInput, NotFound
+from memory.identity.auth import PrincipalContext
 from memory.models import AuditEntry
 from memory.resources import pointers
 from memory.resources.access import Grant

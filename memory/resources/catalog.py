@@ -12,9 +12,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory.auth import PrincipalContext
 from memory.enums import Role
 from memory.errors import Forbidden, NotFound
+from memory.identity.auth import PrincipalContext
 from memory.resources import pointers
 from memory.resources.declarations import Audience, Declaration, DeclarationError, parse_declaration
 
@@ -43,7 +43,7 @@ class Catalog:
 def audience_of(principal: PrincipalContext) -> Audience:
     """A key holding ``public_client`` reads as the public audience (external MCP clients, seed 000 §3).
 
-    Checked by name, not with :func:`memory.auth.holds`: ``admin`` "holds every role", and an admin
+    Checked by name, not with :func:`memory.identity.auth.holds`: ``admin`` "holds every role", and an admin
     is not narrowed to the public catalog (``mnemo dev``'s admin key is created with every role name).
     """
     if Role.PUBLIC_CLIENT.value in principal.roles and Role.ADMIN.value not in principal.roles:

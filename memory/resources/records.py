@@ -21,13 +21,12 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memory.artifact_store import ArtifactStore
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.epochs import current_epoch
 from memory.errors import Conflict, Forbidden, InvalidInput, NotFound, VersionConflict
-from memory.events import next_revision
+from memory.identity.auth import PrincipalContext
+from memory.identity.ids import default_request_id
 from memory.models import DeletionJob, Tombstone
-from memory.owned_ids import default_request_id
 from memory.resources.bodies import Body, Offloaded, encode, restore, split
 from memory.resources.body_store import drop_unreferenced, guard_bodies
 from memory.resources.declarations import RECORD_ID, RECORDS, STORES, Declaration
@@ -35,6 +34,7 @@ from memory.resources.models import ResourceArtifact, ResourceRecord
 from memory.resources.projection import write_record_projection
 from memory.resources.runs import reads_under_policy
 from memory.resources.validation import check_record
+from memory.store.events import next_revision
 
 logger = logging.getLogger("mnemo.resources")
 

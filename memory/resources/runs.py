@@ -21,10 +21,10 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.enums import Role
 from memory.errors import Forbidden, InvalidInput, MnemoError, NotFound
+from memory.identity.auth import PrincipalContext
 from memory.resources.access import Access, Grant, ceiling_grant, narrow
 from memory.resources.agent_policies import check_agent_id, current_policies
 from memory.resources.catalog import Catalog, audience_of

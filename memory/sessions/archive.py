@@ -16,12 +16,12 @@ from typing import Any
 from sqlalchemy import Boolean, ColumnElement, and_, func, literal, select, update
 from sqlalchemy.orm import Session
 
-from memory.events import next_revision
 from memory.models import Tombstone
 from memory.sessions.messages import Stage
 from memory.sessions.models import ChatSession, SessionSummary
 from memory.sessions.store import stage_messages
 from memory.sessions.summary import StructuredSummary, summarize
+from memory.store.events import next_revision
 from memory.tasks.models import Task
 
 REREAD_NOTE = "observed when the summary was built; re-read the task before acting on it"

@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.epochs import StaleEpoch, current_epoch, guard_write
 from memory.errors import Conflict, NotFound
+from memory.identity.auth import PrincipalContext
 from memory.sessions.models import ChatSession, SessionCommit
 from memory.sessions.store import get_session
 

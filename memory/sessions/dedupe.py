@@ -21,13 +21,13 @@ from enum import StrEnum
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.enums import Category, SourceLevel, Space, Status
+from memory.identity.auth import PrincipalContext
 from memory.models import Memory
 from memory.sessions.extraction.base import Candidate
 from memory.sessions.negation import negations
+from memory.store.visibility import not_tombstoned, visible_to
 from memory.text import normalize
-from memory.visibility import not_tombstoned, visible_to
 
 NEAR_DUPLICATE = 0.8
 """Trigram similarity of normalised content above which two memories say the same thing."""

@@ -23,13 +23,10 @@ from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.epochs import StaleEpoch
 from memory.errors import Forbidden, MnemoError
-from memory.events import request_digest
-from memory.memories import Correction, NewMemory, Source, correct_memory, create_memory
+from memory.identity.auth import PrincipalContext
 from memory.models import Memory
-from memory.recall.usage import mark_used_ids
 from memory.sessions.choices import record_choices, stable_choices
 from memory.sessions.commits import CommitStatus, owner_of
 from memory.sessions.dedupe import Decided, Decision, decide, serialize_owner, space_for, stored_content
@@ -38,8 +35,11 @@ from memory.sessions.messages import MessageRole, Stage
 from memory.sessions.models import ChatSession, SessionCommit, SessionLink
 from memory.sessions.proposal import Proposal, Usage, candidate_json, rejection_json
 from memory.sessions.store import stage_messages
+from memory.store.events import request_digest
+from memory.store.memories import Correction, NewMemory, Source, correct_memory, create_memory
+from memory.store.usage import mark_used_ids
+from memory.store.visibility import not_tombstoned, visible_to
 from memory.tokens import count_tokens
-from memory.visibility import not_tombstoned, visible_to
 
 UNUSABLE = frozenset({RejectionReason.INVALID_ANSWER, RejectionReason.EXTRACTOR_UNAVAILABLE})
 

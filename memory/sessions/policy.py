@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, exists, func, or_, select
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
+from memory.identity.auth import PrincipalContext
 from memory.models import MemoryEvent
 from memory.sessions.commits import Accepted, CommitStatus, accept_commit, owner_of
 from memory.sessions.models import ChatSession, SessionCommit

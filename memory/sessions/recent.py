@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from memory import offload
-from memory.auth import PrincipalContext
+from memory.identity.auth import PrincipalContext
 from memory.sessions import store
 from memory.sessions.messages import StageMessage
 from memory.sessions.state import derive_state

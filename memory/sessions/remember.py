@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.enums import SourceLevel
+from memory.identity.auth import PrincipalContext
 from memory.models import Memory
 from memory.sessions.dedupe import decide, serialize_owner
 from memory.sessions.extraction.gates import apply_gates

@@ -17,16 +17,16 @@ from sqlalchemy import ColumnElement, SQLColumnExpression, Text, and_, cast, exi
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.enums import Category, EventKind, Space, Status
 from memory.epochs import guard_write
 from memory.errors import Conflict, IdempotencyConflict, InvalidInput, NotFound
-from memory.events import insert_once, next_revision
+from memory.identity.auth import PrincipalContext
 from memory.models import Memory, MemoryEvent, Tombstone
 from memory.sessions.messages import MessageRole, StageMessage, ToolCall
 from memory.sessions.models import ChatSession, SessionLink
 from memory.sessions.window import ProfileEntry
-from memory.visibility import not_tombstoned, visible_to
+from memory.store.events import insert_once, next_revision
+from memory.store.visibility import not_tombstoned, visible_to
 
 MAX_MESSAGES_PER_BATCH = 500
 WINDOW_LOOKBACK = 2_000

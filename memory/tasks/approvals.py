@@ -19,8 +19,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from memory.auth import key_is_active, may_approve
 from memory.errors import Conflict, Forbidden, InvalidInput, NotFound
+from memory.identity.auth import key_is_active, may_approve
 from memory.models import ApiKey
 from memory.tasks.artifacts import get_artifact
 from memory.tasks.keys import approval_key

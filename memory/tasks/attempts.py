@@ -17,9 +17,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from memory.reports.steps import StepFailed
 from memory.tasks import keys
 from memory.tasks.artifacts import ArtifactMeta, add_artifacts
+from memory.tasks.contract import StepFailed
 from memory.tasks.models import TaskAttempt
 from memory.tasks.ref import TaskRef
 from memory.tasks.states import TaskStatus
@@ -88,7 +88,7 @@ def run_attempt(transaction: Transaction, run: StepRun, perform: Callable[[], Pe
     """Run the step once per (task, step, input version); a retry after its success returns the stored output.
 
     A failure is recorded, then raised as it came, except the one that uses up the step's attempts:
-    :class:`StepGaveUp` (a :class:`~memory.reports.steps.StepFailed` is always raised as itself)."""
+    :class:`StepGaveUp` (a :class:`~memory.tasks.contract.StepFailed` is always raised as itself)."""
     with transaction() as session:
         done = succeeded_step(session, run.ref.tenant_id, run.key)
         if done is not None and done.output is not None:

@@ -9,8 +9,8 @@ step boundary.
 
 from __future__ import annotations
 
-from memory.auth import may_control_task
 from memory.errors import Conflict, Forbidden
+from memory.identity.auth import may_control_task
 from memory.tasks.live import ControlRequest, TaskState
 from memory.tasks.states import TERMINAL, TaskStatus
 

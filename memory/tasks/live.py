@@ -76,7 +76,7 @@ class ApprovalDecision:
     roles: list[str]
     reason: str | None = None
     owner_may_decide: bool = False
-    """The tenant's policy at decision time (``memory.policies``): False under separation of duties."""
+    """The tenant's policy at decision time (``memory.store.policies``): False under separation of duties."""
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from memory.auth import may_operate
 from memory.errors import Conflict, Forbidden, InvalidInput, NotFound
+from memory.identity.auth import may_operate
 from memory.tasks.live import ResolveRequest, TaskState
 from memory.tasks.models import TaskOperation
 from memory.tasks.states import TaskStatus

@@ -22,10 +22,10 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.egress import AllowList, Resolver, checked_target, system_resolver
 from memory.enums import Role
 from memory.errors import Forbidden, InvalidInput, NotFound
+from memory.identity.auth import PrincipalContext
 from memory.models import AuditEntry
 from memory.tasks.approvals import get_approval
 from memory.tasks.models import TenantWebhook

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from memory.artifact_store import ArtifactStoreUnavailable
 from memory.db import is_connection_failure
-from memory.reports.steps import StepFailed
+from memory.tasks.contract import StepFailed
 from memory.tasks.models import TaskAttempt, TaskStep
 
 

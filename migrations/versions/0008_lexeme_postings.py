@@ -9,7 +9,7 @@ own tenant, and stops once enough of them pass the hard filters. The GIN index s
 what must see every match (the explain counts, deletion verification).
 
 Rows are written and deleted with their projection row, in its transaction
-(``memory.projection``); the second index serves those per-memory deletes and deletion
+(``memory.store.projection``); the second index serves those per-memory deletes and deletion
 verification. No foreign key: its check, one trigger call per posting, doubled the cost of
 writing them (~20 per memory).
 
@@ -31,7 +31,7 @@ BACKFILL = (
     " SELECT s.tenant_id, lexeme, s.source_revision, s.memory_id, s.version"
     " FROM memory_search s, unnest(tsvector_to_array(s.tokens)) AS lexeme WHERE s.tenant_id = :t"
 )
-"""The projection's lexemes of one tenant, as :func:`memory.projection.write_projection` derives them."""
+"""The projection's lexemes of one tenant, as :func:`memory.store.projection.write_projection` derives them."""
 
 
 def upgrade() -> None:

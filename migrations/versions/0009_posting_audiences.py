@@ -4,7 +4,7 @@ Migration 0008 keyed postings (tenant, lexeme, revision, memory). A user with fe
 large tenant then walked the other users' postings of a common word one by one, each joined to
 its memory and refused by the hard filters, before reaching their own: ~0.5 s a query for a user
 with 0.5 % of a million-memory tenant, 6.8 s for one query, and seconds for a user with none.
-The key now starts with the memory's audience (``memory.audience``): '' for a shared (SYSTEM,
+The key now starts with the memory's audience (``memory.store.audience``): '' for a shared (SYSTEM,
 TENANT) memory, ``SPACE:owner`` for a personal one, ``SESSION:owner/session`` for a session
 memory. The postings are derived data, so the table is rebuilt from the projection rows, beside the old
 one, and swapped in at the end.
@@ -27,7 +27,7 @@ AUDIENCE = (
     " WHEN m.space = 'SESSION' THEN 'SESSION:' || m.owner_id || '/' || coalesce(m.session_id, '')"
     " ELSE m.space || ':' || m.owner_id END"
 )
-"""``memory.audience.audience`` in SQL, as of this migration."""
+"""``memory.store.audience.audience`` in SQL, as of this migration."""
 
 BACKFILL = (
     "INSERT INTO {table} (tenant_id, audience, lexeme, revision, memory_id, version)"
@@ -36,7 +36,7 @@ BACKFILL = (
     " JOIN memories m ON m.tenant_id = s.tenant_id AND m.memory_id = s.memory_id AND m.version = s.version,"
     " unnest(tsvector_to_array(s.tokens)) AS lexeme WHERE s.tenant_id = :t"
 )
-"""One tenant's postings, as :func:`memory.projection.write_projection` derives them (``{table}``: where to)."""
+"""One tenant's postings, as :func:`memory.store.projection.write_projection` derives them (``{table}``: where to)."""
 
 BACKFILL_0008 = (
     "INSERT INTO {table} (tenant_id, lexeme, revision, memory_id, version)"

@@ -1,6 +1,6 @@
 """Full text: every projection row re-derived with the day its memory was observed, as words.
 
-From this revision the lexical projection is :func:`memory.memory_text.lexical_text` (what the memory
+From this revision the lexical projection is :func:`memory.store.memory_text.lexical_text` (what the memory
 says, then ``8 May 2023``), and recall's lexical scores read the same text. Rows projected before it would
 miss the date words, so this re-derives ``search_text``, ``tokens`` and the postings (``memory_lexemes``,
 migration 0008, derived from ``tokens`` in SQL as the application does) of every current projection row,
@@ -29,9 +29,9 @@ BATCH = 1_000
 
 
 def _rederive(with_dates: bool) -> None:
-    from memory.audience import audience
-    from memory.memory_text import lexical_text, memory_text
     from memory.models import Memory
+    from memory.store.audience import audience
+    from memory.store.memory_text import lexical_text, memory_text
     from memory.text import lexemes, normalize
 
     rule: Callable[[Memory], str] = lexical_text if with_dates else memory_text

@@ -24,10 +24,10 @@ from memory.artifact_store import (
     read,
     sha256_hex,
 )
-from memory.artifact_store.legacy import import_data_dir, pending
 from memory.artifact_store.postgres import PostgresArtifactStore
 from memory.artifact_store.s3 import S3ArtifactStore, S3Location
 from memory.db import make_engine
+from memory.legacy_artifacts import import_data_dir, pending
 from memory.resources.bodies import record_store
 from memory.tasks.artifacts import task_store
 from tests.conftest import s3_settings

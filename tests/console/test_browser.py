@@ -13,7 +13,7 @@ from playwright.sync_api import Page, Route
 from sqlalchemy import Engine
 
 from memory.db import global_session
-from memory.keys import revoke_key
+from memory.identity.keys import revoke_key
 from tests.conftest import auth
 from tests.console.conftest import Team, csrf_of, sign_in, start_task, wait_task, waiting_for_approval
 

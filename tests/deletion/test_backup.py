@@ -18,9 +18,9 @@ from api.backup import backup, restore
 from api.devstack.postgres import PostgresInfo
 from api.main import create_app
 from api.settings import Settings
-from memory.auth import create_api_key
 from memory.db import make_engine, tenant_session
 from memory.deletion.reapply import residue
+from memory.identity.auth import create_api_key
 from migrations import alembic_config, upgrade
 from tests.conftest import auth, poll
 from tests.deletion.conftest import completed, wait_for

@@ -10,12 +10,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select, text
 
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.enums import Category, SourceLevel, Space
 from memory.epochs import StaleEpoch, current_epoch
-from memory.memories import NewMemory, Source, create_memory
+from memory.identity.auth import PrincipalContext
 from memory.models import AuditEntry, Memory, MemoryEvent, MemoryLexeme, MemorySearch, RebuildBlock
+from memory.store.memories import NewMemory, Source, create_memory
 from tests.conftest import MakeKey, auth
 from tests.deletion.conftest import completed, wait_for
 from tests.factories import candidate, event, message_candidate

@@ -8,10 +8,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.deletion.barrier import ScopeRequest, request_deletion
 from memory.deletion.scope import ScopeType
+from memory.identity.auth import PrincipalContext
 from tests.conftest import MakeKey, auth
 from tests.deletion.conftest import completed, wait_for
 from tests.factories import candidate

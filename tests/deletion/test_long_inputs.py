@@ -19,10 +19,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from api.devstack.postgres import PostgresInfo
-from memory.auth import PrincipalContext
 from memory.db import make_engine, tenant_session
 from memory.deletion.barrier import ScopeRequest, probe_digest, request_deletion
 from memory.deletion.scope import ScopeType
+from memory.identity.auth import PrincipalContext
 from memory.models import DeletionProbe
 from migrations import alembic_config, upgrade
 from tests.conftest import MakeKey, auth

@@ -8,11 +8,11 @@ import pytest
 from sqlalchemy import Engine
 
 from activities.deletion import FaultPlan
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.deletion.barrier import ScopeRequest, request_deletion
 from memory.deletion.jobs import InvalidTransition, JobStatus, get_job, transition
 from memory.deletion.scope import ScopeType
+from memory.identity.auth import PrincipalContext
 from tests.conftest import MakeKey
 
 

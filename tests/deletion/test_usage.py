@@ -15,8 +15,8 @@ from sqlalchemy import Engine, select
 from api.devstack.postgres import PostgresInfo
 from memory.db import tenant_session
 from memory.models import MemoryUsage
-from memory.projection import delete_projection
-from memory.recall.usage import mark_used
+from memory.store.projection import delete_projection
+from memory.store.usage import mark_used_ids
 from tests.conftest import MakeKey, auth
 from tests.deletion.conftest import completed, wait_for
 from tests.factories import candidate
@@ -59,7 +59,7 @@ def test_a_bundle_never_recreates_usage_for_a_memory_whose_projection_is_gone(
     injected = SimpleNamespace(memory=SimpleNamespace(memory_id=uuid.UUID(memory_id)))
     with tenant_session(engine, tenant) as session:
         delete_projection(session, tenant, [uuid.UUID(memory_id)])  # as a purge that committed mid-bundle
-        mark_used(session, tenant, [injected], datetime.now(UTC))  # type: ignore[list-item]
+        mark_used_ids(session, tenant, [injected.memory.memory_id], datetime.now(UTC))
         assert session.execute(select(MemoryUsage).where(MemoryUsage.tenant_id == tenant)).all() == []
 
 
@@ -85,7 +85,7 @@ def test_a_bundle_racing_an_uncommitted_purge_waits_for_it_and_writes_no_counter
     def bundle() -> None:
         try:
             with tenant_session(engine, tenant) as session:
-                mark_used(session, tenant, [injected], datetime.now(UTC))  # type: ignore[list-item]
+                mark_used_ids(session, tenant, [injected.memory.memory_id], datetime.now(UTC))
         except BaseException as exc:  # reported by the assertion below
             errors.append(exc)
 

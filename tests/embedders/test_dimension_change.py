@@ -11,12 +11,12 @@ from sqlalchemy import Engine, event, text
 
 from api.settings import Settings
 from bench.model_server import ModelServer
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.embedders.engine import MODEL_NAME, default_embedder
 from memory.embedders.schema import ensure_vector_index, vector_index_name
+from memory.identity.auth import PrincipalContext
 from memory.recall import candidates as cand
-from memory.visibility import QueryFilters
+from memory.store.visibility import QueryFilters
 from tests.conftest import MakeKey
 from tests.embedders.conftest import app_with, backlog_worker, endpoint, stand_in_embeddings
 from tests.embedders.test_recall_endpoints import MEMORIES, _models, _query, _tenant_with_memories

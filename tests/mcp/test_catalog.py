@@ -22,9 +22,9 @@ from sqlalchemy import Engine
 from api.devstack.processes import free_port
 from api.main import create_app
 from api.settings import Settings
-from memory.auth import authenticate
 from memory.db import global_session, tenant_session
 from memory.errors import MnemoError
+from memory.identity.auth import authenticate
 from memory.resources.catalog import load_catalog
 from memory.resources.runs import resolve_access
 from tests.conftest import MakeKey, auth

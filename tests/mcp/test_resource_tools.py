@@ -10,7 +10,7 @@ from mcp.shared.exceptions import MCPError
 from sqlalchemy import Engine
 
 from memory.db import global_session
-from memory.keys import key_id_of, revoke_key
+from memory.identity.keys import key_id_of, revoke_key
 from tests.conftest import MakeKey, auth
 from tests.mcp.conftest import data_of, error_of, mcp_session
 

@@ -21,9 +21,9 @@ from activities.tasks.reminders import post_pinned
 from api.main import create_app
 from api.settings import Settings
 from api.temporal import connect
-from memory.auth import authenticate
 from memory.db import global_session, tenant_session
 from memory.egress import AddressNotPublic, AllowList, HostUnresolvable, checked_target, public
+from memory.identity.auth import authenticate
 from memory.tasks.keys import task_id_for, workflow_id
 from memory.tasks.reminders import set_webhook
 from tests.conftest import MakeKey, auth

@@ -1,4 +1,4 @@
-"""Audiences: full-text postings split by who may see a memory (``memory.audience``, migration 0009).
+"""Audiences: full-text postings split by who may see a memory (``memory.store.audience``, migration 0009).
 
 A caller walks only the postings of the audiences they belong to; the hard filters still
 decide every row. These tests pin both sides: the audiences lose nothing visibility allows
@@ -19,12 +19,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event, select, text
 
-from memory.auth import PrincipalContext, authenticate
 from memory.db import global_session, tenant_session
+from memory.identity.auth import PrincipalContext, authenticate
 from memory.models import Memory
 from memory.recall import candidates as cand
+from memory.store.visibility import NOW, QueryFilters, hard_filters
 from memory.text import search_terms
-from memory.visibility import NOW, QueryFilters, hard_filters
 from tests.conftest import MakeKey
 from tests.recall.conftest import write
 

@@ -19,13 +19,13 @@ from sqlalchemy import Engine, event, func, select, text
 from sqlalchemy.orm import Session
 
 from api.settings import Settings
-from memory.auth import PrincipalContext
 from memory.db import global_session, make_engine, tenant_session
 from memory.embedders.engine import MODEL_NAME, default_embedder
+from memory.identity.auth import PrincipalContext
 from memory.models import scoped_search
 from memory.recall import candidates as cand
+from memory.store.visibility import QueryFilters
 from memory.text import search_terms
-from memory.visibility import QueryFilters
 from tests.conftest import MakeKey, auth
 from tests.recall.conftest import embed_tenant, recall, write
 

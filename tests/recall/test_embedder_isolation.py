@@ -33,7 +33,7 @@ from api.temporal import connect
 from memory.db import tenant_session
 from memory.embedders.engine import MODEL_NAME, QUERY_MAX_CHARS, Embedder, EngineCrashed, default_embedder, engine_text
 from memory.models import MemorySearch
-from memory.vectors import unembeddable
+from memory.store.vectors import unembeddable
 from tests.conftest import MakeKey, auth
 from tests.factories import key_in, scratch_stack
 from tests.recall.conftest import write

@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from api.schemas.recall import bundle_body
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.errors import InvalidInput
+from memory.identity.auth import PrincipalContext
 from memory.models import Memory
 from memory.recall.bundle import build_bundle
 from memory.recall.bundle_types import TaskState

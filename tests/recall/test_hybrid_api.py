@@ -145,7 +145,7 @@ def test_a_correction_clears_the_vector_and_a_stale_vector_is_refused(
     client: TestClient, make_key: MakeKey, engine: Engine, recall_worker: None, recall_settings: Settings
 ) -> None:
     from memory.embedders.engine import default_embedder
-    from memory.vectors import pending_batch, store_vectors
+    from memory.store.vectors import pending_batch, store_vectors
 
     tenant = _tenant()
     key = make_key(tenant=tenant)
@@ -172,7 +172,7 @@ def test_a_correction_clears_the_vector_and_a_stale_vector_is_refused(
 def test_the_backlog_holds_new_rows_first_then_vectors_of_any_other_model(
     client: TestClient, make_key: MakeKey, engine: Engine, recall_worker: None, recall_settings: Settings
 ) -> None:
-    from memory.vectors import pending_batch
+    from memory.store.vectors import pending_batch
 
     tenant = _tenant()
     key = make_key(tenant=tenant)
@@ -193,7 +193,7 @@ def test_the_backlog_holds_new_rows_first_then_vectors_of_any_other_model(
 
 
 def test_an_empty_backlog_is_found_by_index_not_by_reading_every_row(engine: Engine) -> None:
-    from memory.vectors import pending_batch
+    from memory.store.vectors import pending_batch
 
     sent: list[tuple[str, object]] = []
     me = threading.get_ident()

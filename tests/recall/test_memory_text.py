@@ -16,11 +16,11 @@ from api.settings import Settings
 from memory.db import tenant_session
 from memory.embedders.engine import MODEL_NAME, default_embedder
 from memory.errors import InvalidInput
-from memory.memories import abstract_for
-from memory.memory_text import MAX_CHARS, embedding_text, lexical_text, memory_text, observed_words
-from memory.message_text import SaidMessage, message_content
 from memory.models import Memory, MemorySearch
-from memory.vectors import pending_batch
+from memory.store.memories import abstract_for
+from memory.store.memory_text import MAX_CHARS, embedding_text, lexical_text, memory_text, observed_words
+from memory.store.message_text import SaidMessage, message_content
+from memory.store.vectors import pending_batch
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate, message_candidate
 from tests.recall.conftest import embed_tenant, ids, recall

@@ -11,15 +11,15 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
 
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.enums import Category, SourceLevel, Space
 from memory.errors import InvalidInput
-from memory.memories import Correction, NewMemory, Source, abstract_for, correct_memory, create_memory
-from memory.memory_text import lexical_parts, lexical_text
-from memory.message_text import SaidMessage, message_content, quote_start
+from memory.identity.auth import PrincipalContext
 from memory.models import Memory
 from memory.recall.scoring import QUOTED_WEIGHT, Evidence, lexical_bag, score_pool
+from memory.store.memories import Correction, NewMemory, Source, abstract_for, correct_memory, create_memory
+from memory.store.memory_text import lexical_parts, lexical_text
+from memory.store.message_text import SaidMessage, message_content, quote_start
 from memory.text import lexemes
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate, message_candidate

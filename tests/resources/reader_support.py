@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from memory.auth import PrincipalContext
+from memory.identity.auth import PrincipalContext
 from memory.resources.access import Access, Grant
 from memory.resources.declarations import Audience, Operation
 from memory.resources.reader import Reader

@@ -16,8 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from memory.auth import PrincipalContext, authenticate
 from memory.db import global_session, tenant_session
+from memory.identity.auth import PrincipalContext, authenticate
 from memory.reports.sales import seed_sales
 from memory.resources.access import Access, Grant
 from memory.resources.adapters import ADAPTERS

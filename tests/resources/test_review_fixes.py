@@ -56,7 +56,7 @@ def test_a_record_write_in_flight_holds_back_a_subject_deletions_barrier_and_is_
 ) -> None:
     """A PUT between its INSERT and its COMMIT share-locks the subject's epoch: the barrier waits for it, so the
     record is written before the barrier and the deletion purges it (rather than leaving it behind)."""
-    from memory.auth import PrincipalContext
+    from memory.identity.auth import PrincipalContext
     from memory.resources.catalog import load_catalog
     from memory.resources.records import put_record
 

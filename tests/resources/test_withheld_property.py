@@ -26,10 +26,9 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 
 from api.settings import Settings
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.enums import Category, SourceLevel, Space
-from memory.memories import Correction, NewMemory, Source, correct_memory, create_memory
+from memory.identity.auth import PrincipalContext
 from memory.resources import listing
 from memory.resources.access import Access, Grant
 from memory.resources.bodies import record_store
@@ -39,6 +38,7 @@ from memory.resources.fields import readable
 from memory.resources.reader import Reader
 from memory.resources.records import save_record
 from memory.resources.results import ListPage, ReadPage, SearchResult
+from memory.store.memories import Correction, NewMemory, Source, correct_memory, create_memory
 from tests.factories import key_in
 
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "报告", "会议", "预算")

@@ -71,7 +71,7 @@ def test_a_commit_racing_a_deletion_of_its_owner_writes_nothing_back(
     done = commit(sessions_api, key, "s-race2", "c-first")  # accepted with epoch 0
     assert done["memories"]["created"]
     with tenant_session(engine, tenant) as session:  # a commit accepted before the deletion ...
-        from memory.auth import PrincipalContext
+        from memory.identity.auth import PrincipalContext
         from memory.sessions.commits import accept_commit
 
         owner = PrincipalContext(tenant, "alice", None, frozenset({"memory_writer"}), key_id="test")

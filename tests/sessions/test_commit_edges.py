@@ -16,9 +16,9 @@ from temporalio.exceptions import ApplicationError
 
 from api.main import create_app
 from api.settings import Settings
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.enums import Category, SourceLevel
+from memory.identity.auth import PrincipalContext
 from memory.models import MemoryUsage
 from memory.sessions import store
 from memory.sessions.commit_steps import persist

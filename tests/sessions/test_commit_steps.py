@@ -10,9 +10,9 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.epochs import bump_epoch
+from memory.identity.auth import PrincipalContext
 from memory.sessions import commit_steps
 from memory.sessions.commit_steps import CommitFailure
 from memory.sessions.commits import CommitRef, accept_commit

@@ -10,12 +10,12 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import Engine
 
-from memory.auth import PrincipalContext
 from memory.db import tenant_session
 from memory.errors import IdempotencyConflict
-from memory.events import request_digest
+from memory.identity.auth import PrincipalContext
 from memory.sessions import store
 from memory.sessions.messages import MessageRole
+from memory.store.events import request_digest
 from tests.conftest import MakeKey
 
 

@@ -13,10 +13,10 @@ from sqlalchemy.orm import Session
 
 from memory.artifact_store import ArtifactStoreUnavailable
 from memory.db import tenant_session
-from memory.reports.steps import StepFailed
 from memory.tasks import transitions
 from memory.tasks.artifacts import ArtifactMeta
 from memory.tasks.attempts import Performed, StepGaveUp, StepRun, run_attempt
+from memory.tasks.contract import StepFailed
 from memory.tasks.models import TaskArtifact, TaskAttempt, TaskStep
 from memory.tasks.ref import TaskRef
 from memory.tasks.states import TaskStatus

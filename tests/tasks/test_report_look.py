@@ -14,7 +14,7 @@ from PIL import Image
 from memory.artifact_store import sha256_hex
 from memory.reports.monthly.charts import chart_figures, font_family, generate_charts, png
 from memory.reports.monthly.draft import generate_draft, request_approval
-from memory.reports.steps import StepContext, StepOutcome
+from memory.tasks.contract import StepContext, StepOutcome
 
 METRICS: dict[str, Any] = {
     "month": "2026-06", "previous_month": "2026-05", "currency": "CNY",

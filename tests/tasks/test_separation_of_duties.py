@@ -1,7 +1,7 @@
 """Separation of duties: a report's owner may not approve their own draft, unless the tenant allows it.
 
 Issue 12, finding 5: the owner of a report who also held ``approver`` approved their own draft and
-it published. The policy is on by default (``memory.policies``); an admin may turn it off, and the
+it published. The policy is on by default (``memory.store.policies``); an admin may turn it off, and the
 change is audited and applies to the very next decision.
 """
 

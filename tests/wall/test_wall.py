@@ -36,8 +36,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, initialize, invariant, rule
 
 from api.backup import backup, restore
-from memory.auth import create_api_key
 from memory.db import tenant_session
+from memory.identity.auth import create_api_key
 from tests.conftest import auth, poll
 from tests.wall.conftest import WallStack
 from tests.wall.model import Event, Memory, Message, Owner, Record, Session, State, World

@@ -6,7 +6,7 @@ from memory.reports.monthly.charts import generate_charts
 from memory.reports.monthly.data import load_data, validate_data
 from memory.reports.monthly.draft import generate_draft, publish_report, request_approval
 from memory.reports.monthly.metrics import calculate_metrics
-from memory.reports.steps import StepFn
+from memory.tasks.contract import StepFn
 
 STEPS: dict[str, StepFn] = {
     "load_data": load_data,

@@ -22,7 +22,7 @@ from matplotlib.font_manager import fontManager
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from memory.artifact_store import sha256_hex
-from memory.reports.steps import ProducedArtifact, StepContext, StepOutcome
+from memory.tasks.contract import ProducedArtifact, StepContext, StepOutcome
 
 FIGURE_SIZE = (10.0, 5.0)
 DPI = 150

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from memory.artifact_store import sha256_hex
 from memory.reports.monthly.common import csv_bytes, json_bytes, month_bounds, rows_of
 from memory.reports.sales import RATES_TO_CNY, SalesOrderLine
-from memory.reports.steps import ProducedArtifact, StepContext, StepFailed, StepOutcome
+from memory.tasks.contract import ProducedArtifact, StepContext, StepFailed, StepOutcome
 
 
 def load_data(ctx: StepContext) -> StepOutcome:

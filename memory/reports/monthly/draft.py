@@ -7,7 +7,7 @@ import json
 from memory.artifact_store import sha256_hex
 from memory.reports.monthly.common import amount, json_bytes, money
 from memory.reports.monthly.page import growth_text, render
-from memory.reports.steps import ProducedArtifact, StepContext, StepOutcome
+from memory.tasks.contract import ProducedArtifact, StepContext, StepOutcome
 
 
 def generate_draft(ctx: StepContext) -> StepOutcome:

@@ -12,7 +12,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from memory.artifact_store import sha256_hex
 from memory.reports.monthly.common import json_bytes, month_bounds, rows_of
 from memory.reports.sales import RATES_TO_CNY
-from memory.reports.steps import ProducedArtifact, StepContext, StepFailed, StepOutcome
+from memory.tasks.contract import ProducedArtifact, StepContext, StepFailed, StepOutcome
 
 CENT = Decimal("0.01")
 

@@ -1,9 +1,9 @@
 """The ``memory`` resource: mnemo's own memories, their current versions only, read under the rules that
-``GET /memories/{id}`` applies (:func:`memory.memories.readable_heads`: the scope wall, no superseded or deleted
+``GET /memories/{id}`` applies (:func:`memory.store.memories.readable_heads`: the scope wall, no superseded or deleted
 version, no deletion barrier).
 
 A search narrows with the memories' lexical projection (``memory_search.tokens``, whose text mixes key,
-summaries, content and the day observed: :func:`memory.memory_text.lexical_text`) and then decides on the
+summaries, content and the day observed: :func:`memory.store.memory_text.lexical_text`) and then decides on the
 readable fields alone (:func:`common.match_rows`): the projection only proposes, so a word only in a field the
 grant does not read (or only in the day words) never makes a candidate.
 """
@@ -20,7 +20,6 @@ from sqlalchemy import Text, and_, bindparam, cast, func, literal, select, tuple
 from sqlalchemy.orm import Session
 
 from memory.enums import Status
-from memory.memories import readable_heads
 from memory.models import Memory, MemorySearch
 from memory.resources.access import Access, Grant
 from memory.resources.adapters.common import (
@@ -41,6 +40,7 @@ from memory.resources.sources import (
     SourceRow,
     newest_first,
 )
+from memory.store.memories import readable_heads
 from memory.text import tsquery_any
 
 PROPOSALS_PER_CANDIDATE = 8

@@ -1,6 +1,6 @@
 """The ``task`` resource: durable tasks from their read model (``tasks``), read under the rules of the task
 routes: a task is its owner's, and a key that may read every task of the tenant
-(:func:`memory.auth.may_read_every_task`: approvers, operators, auditors) reads them all, as
+(:func:`memory.identity.auth.may_read_every_task`: approvers, operators, auditors) reads them all, as
 ``GET /tasks/{id}`` lets it. Anyone else's task is as absent as a missing one.
 
 The read model is what a task has settled; a running workflow may be a step ahead (``GET /tasks/{id}``
@@ -17,7 +17,7 @@ from sqlalchemy import ColumnElement, and_, func, select, true
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.orm import Session
 
-from memory.auth import may_read_every_task
+from memory.identity.auth import may_read_every_task
 from memory.resources.access import Access, Grant
 from memory.resources.adapters.common import (
     Columns,

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from memory.enums import Category, SourceLevel
-from memory.memories import abstract_for
 from memory.sessions.constraints import is_temporary, mentions_a_slot, slots_in
 from memory.sessions.extraction.base import Candidate, Extraction
 from memory.sessions.extraction.sentences import Span, clauses, sentences
 from memory.sessions.messages import MessageRole, Stage, StageMessage
+from memory.store.memories import abstract_for
 
 _I = re.IGNORECASE
 

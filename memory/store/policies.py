@@ -15,9 +15,9 @@ from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.enums import Role
 from memory.errors import Forbidden
+from memory.identity.auth import PrincipalContext
 from memory.models import AuditEntry, TenantPolicy
 
 

@@ -10,16 +10,16 @@ from sqlalchemy import Select, Text, delete, func, literal, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from memory.audience import audience
 from memory.db import affected_rows
 from memory.enums import Status
-from memory.memory_text import lexical_text
 from memory.models import Memory, MemoryLexeme, MemorySearch
+from memory.store.audience import audience
+from memory.store.memory_text import lexical_text
 from memory.text import lexemes, normalize
 
 
 def lexical_columns(memory: Memory) -> dict[str, Any]:
-    """The projection's lexical columns for ``memory`` (:func:`memory.memory_text.lexical_text`)."""
+    """The projection's lexical columns for ``memory`` (:func:`memory.store.memory_text.lexical_text`)."""
     searchable = lexical_text(memory)
     return {"search_text": normalize(searchable), "tokens": func.to_tsvector("simple", " ".join(lexemes(searchable)))}
 
@@ -60,7 +60,7 @@ def _write_postings(session: Session, tenant_id: str, memory_id: uuid.UUID, audi
     """Replace the memory's rows in ``memory_lexemes`` with the lexemes of its projection row's ``tokens``.
 
     Derived in SQL from the stored ``tokens``, as migration 0009 backfills them, so the postings
-    hold exactly what the ``tsvector`` holds; ``audience_key`` is :func:`memory.audience.audience` of the memory.
+    hold exactly what the ``tsvector`` holds; ``audience_key`` is :func:`memory.store.audience.audience` of the memory.
     """
     session.execute(
         delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id == memory_id)

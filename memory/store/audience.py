@@ -1,6 +1,6 @@
 """Audiences: who may see a memory, as one key, so that an index can be split by it.
 
-:func:`memory.visibility.visible_to` decides visibility row by row. The full-text postings
+:func:`memory.store.visibility.visible_to` decides visibility row by row. The full-text postings
 (``memory_lexemes``, migration 0009) are keyed by the audience first, so a caller walks
 only the postings of the audiences they belong to (:func:`audiences_of`): a user with a
 few memories in a tenant of a million no longer reads the other users' postings of a
@@ -11,8 +11,8 @@ what is read. A test checks that the two agree for every space.
 
 from __future__ import annotations
 
-from memory.auth import PrincipalContext
 from memory.enums import Space
+from memory.identity.auth import PrincipalContext
 
 SHARED_SPACES = (Space.SYSTEM.value, Space.TENANT.value)
 """Spaces whose memories every principal of the tenant may see."""
@@ -36,7 +36,7 @@ def audience(space: str, owner_id: str, session_id: str | None) -> str:
 
 
 def audiences_of(principal: PrincipalContext, session_id: str | None) -> list[str]:
-    """Every audience whose memories :func:`memory.visibility.visible_to` may show ``principal`` (in ``session_id``)."""
+    """Every audience whose memories :func:`memory.store.visibility.visible_to` may show ``principal``."""
     found = [SHARED, audience(Space.USER.value, principal.user_id, None)]
     if session_id is not None:
         found.append(audience(Space.SESSION.value, principal.user_id, session_id))

@@ -1,7 +1,7 @@
 """Hotness input: each injected memory's use count and last use (``memory_usage``, purged with the projection).
 
-A low module on purpose: recall counts what its bundles inject, and a session commit counts what its
-bundles and profile injection used, without either importing the other.
+In the store, below both of its writers: recall counts what its bundles inject, and a session commit counts what
+its bundles and profile injection used, without either importing the other.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from sqlalchemy.dialects.postgresql import ARRAY, UUID, Insert, insert
 from sqlalchemy.orm import Session
 
 from memory.models import MemorySearch, MemoryUsage
-from memory.recall.scoring import Scored
 
 
-def mark_used(session: Session, tenant_id: str, selected: list[Scored], now: datetime) -> None:
-    """Count each of ``selected`` as used at ``now``.
+def mark_used_ids(session: Session, tenant_id: str, memory_ids: Sequence[uuid.UUID], now: datetime) -> None:
+    """Count each of ``memory_ids`` as used at ``now``: the memories a bundle injected, or those a session
+    commit's bundles and profile injection used.
 
     Only for memories whose projection row still exists, in memory-id order (one lock order for
     concurrent bundles). The projection rows are read ``FOR KEY SHARE``: a purge deleting one of them
@@ -28,11 +28,6 @@ def mark_used(session: Session, tenant_id: str, selected: list[Scored], now: dat
     commits first, and the locked read skips the row. Either way no counter outlives its memory, and
     the foreign key never fails mid-bundle.
     """
-    mark_used_ids(session, tenant_id, [s.memory.memory_id for s in selected], now)
-
-
-def mark_used_ids(session: Session, tenant_id: str, memory_ids: Sequence[uuid.UUID], now: datetime) -> None:
-    """:func:`mark_used` by id: a session commit counts the memories its bundles and profile injection used."""
     ids = list(set(memory_ids))  # the statement orders them
     if not ids:
         return

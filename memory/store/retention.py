@@ -8,9 +8,9 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.orm import QueryableAttribute, Session
 
-from memory.auth import PrincipalContext
 from memory.enums import Role, Status
 from memory.errors import Forbidden, NotFound
+from memory.identity.auth import PrincipalContext
 from memory.models import AuditEntry, DeletionJob, Memory, MemoryEvent, RetentionHold, RetentionPolicy
 
 DEFAULT_KEEP_DAYS: dict[str, int] = {

@@ -6,7 +6,7 @@ without adding safety. Identity (tenant, user, agent, roles) is read from the
 key's row, never from anything a request carries. A key may expire
 (``expires_at``) and be revoked now or at a set instant (``revoked_at``, a
 rotation's grace period); listing, revoking and rotating live in
-:mod:`memory.keys`. Every change to a key is written to the tenant's audit log.
+:mod:`memory.identity.keys`. Every change to a key is written to the tenant's audit log.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class PrincipalContext:
 
 
 # --- role predicates: the one place that says which roles allow what on a task ---------------------
-# (What a role allows on a memory is the table in :mod:`memory.permissions`.) They take role names,
+# (What a role allows on a memory is the table in :mod:`memory.store.permissions`.) They take role names,
 # not a principal, because the workflow's validators and the activities see only the names a request
 # or a key row carries.
 

@@ -13,15 +13,15 @@ from datetime import UTC, datetime
 from sqlalchemy import ColumnElement, and_, select, text, update
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.enums import USER_CATEGORIES, Category, Role, SourceLevel, Space, Status
 from memory.epochs import guard_write
 from memory.errors import Conflict, IdempotencyConflict, InvalidInput, NotFound, VersionConflict
-from memory.events import next_revision
+from memory.identity.auth import PrincipalContext
 from memory.models import AuditEntry, Memory
-from memory.permissions import MemoryAction, require
-from memory.projection import write_projection
-from memory.visibility import not_tombstoned, visible_to
+from memory.store.events import next_revision
+from memory.store.permissions import MemoryAction, require
+from memory.store.projection import write_projection
+from memory.store.visibility import not_tombstoned, visible_to
 
 ABSTRACT_CHARS = 200
 """L0 is a one-line abstract (~100 tokens); when the caller sends none we cut the content."""
@@ -77,7 +77,7 @@ class NewMemory:
     allowed_purposes: tuple[str, ...] = ()
     idempotency_key: str | None = None
     quote_start: int | None = None
-    """Where in ``content`` a quoted message begins (:func:`memory.message_text.quote_start`)."""
+    """Where in ``content`` a quoted message begins (:func:`memory.store.message_text.quote_start`)."""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@
   (each candidate source, the re-read, the preferences) carries it in its own WHERE clause, so
   nothing the caller may not see is ever scored.
 
-The caller comes from the credential (:class:`memory.auth.PrincipalContext`); a request's
+The caller comes from the credential (:class:`memory.identity.auth.PrincipalContext`); a request's
 :class:`QueryFilters` can only narrow what these rules allow.
 """
 
@@ -21,10 +21,10 @@ from functools import lru_cache
 
 from sqlalchemy import ColumnElement, DateTime, Text, and_, bindparam, cast, exists, false, func, literal, or_, true
 
-from memory.audience import SHARED_SPACES
-from memory.auth import PrincipalContext
 from memory.enums import Category, Space, Status
+from memory.identity.auth import PrincipalContext
 from memory.models import Memory, Tombstone
+from memory.store.audience import SHARED_SPACES
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.enums import EventKind
 from memory.epochs import guard_write
 from memory.errors import IdempotencyConflict
+from memory.identity.auth import PrincipalContext
 from memory.models import MemoryEvent
 
 

@@ -14,8 +14,8 @@ import uuid
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from memory.auth import PrincipalContext
 from memory.errors import NotFound
+from memory.identity.auth import PrincipalContext
 from memory.models import Tenant
 
 

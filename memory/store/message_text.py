@@ -10,7 +10,7 @@ question could find, and on LoCoMo the quoted message was worth more than any wo
 The memory then holds the other speaker's words as well, as any note of a conversation would: forgetting
 that message means forgetting the replies that quote it too. When the message was said is not part of the
 text: that is the memory's ``observed_at`` (and its source's ``captured_at``), metadata the hard filters and
-the bundle carry, and the lexical index's day words (:mod:`memory.memory_text`).
+the bundle carry, and the lexical index's day words (:mod:`memory.store.memory_text`).
 """
 
 from __future__ import annotations
