@@ -6,32 +6,16 @@ where requests are served: :class:`memory.embedders.engine.Embedder` starts this
 sends it texts over a pipe and reads vectors back. If the engine crashes, the child dies and
 costs one request; the parent starts a new one.
 
-The protocol (native byte order, both ends are the same machine):
-
-- the child starts, loads the model and writes ``b"R"`` + the dimension (``uint32``);
-- a request is ``kind`` (``b"q"`` query, ``b"p"`` passage) + ``threads`` (``uint32``) + ``count``
-  (``uint32``), then per text its UTF-8 length (``uint32``) and bytes;
-- the answer is ``b"O"`` + ``count × dim`` ``float32``, or ``b"E"`` + length (``uint32``) + a message.
-
-The child exits when its stdin closes: it never outlives the process that started it.
+The protocol is :mod:`memory.embedders.wire`. The child exits when its stdin closes: it never outlives the
+process that started it.
 """
 
 from __future__ import annotations
 
-import struct
 import sys
 from typing import BinaryIO
 
-READY, OK, ERROR = b"R", b"O", b"E"
-QUERY, PASSAGE = b"q", b"p"
-U32 = struct.Struct("=I")
-HEADER = struct.Struct("=cII")
-
-
-def read_exactly(stream: BinaryIO, size: int) -> bytes | None:
-    """``size`` bytes, or None at end of stream (a partial read is the other end going away too)."""
-    data = stream.read(size)
-    return data if data is not None and len(data) == size else None
+from memory.embedders.wire import ERROR, HEADER, OK, QUERY, READY, U32, read_exactly
 
 
 def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import IO
 
-from memory.embedders import child as wire
+from memory.embedders import wire
 from memory.errors import MnemoError
 from memory.models import EMBEDDING_DIMENSIONS
 from memory.store.memory_text import MAX_CHARS, vector_model_id

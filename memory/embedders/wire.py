@@ -1,0 +1,27 @@
+"""How the embedding engine's child (:mod:`memory.embedders.child`) and its parent
+(:class:`memory.embedders.engine.Embedder`) talk over a pipe. Its own module, so that the parent never imports
+the child's module (``python -m`` of a module its package already imported runs it twice).
+
+The protocol (native byte order, both ends are the same machine):
+
+- the child starts, loads the model and writes ``b"R"`` + the dimension (``uint32``);
+- a request is ``kind`` (``b"q"`` query, ``b"p"`` passage) + ``threads`` (``uint32``) + ``count``
+  (``uint32``), then per text its UTF-8 length (``uint32``) and bytes;
+- the answer is ``b"O"`` + ``count × dim`` ``float32``, or ``b"E"`` + length (``uint32``) + a message.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import BinaryIO
+
+READY, OK, ERROR = b"R", b"O", b"E"
+QUERY, PASSAGE = b"q", b"p"
+U32 = struct.Struct("=I")
+HEADER = struct.Struct("=cII")
+
+
+def read_exactly(stream: BinaryIO, size: int) -> bytes | None:
+    """``size`` bytes, or None at end of stream (a partial read is the other end going away too)."""
+    data = stream.read(size)
+    return data if data is not None and len(data) == size else None
