@@ -29,9 +29,10 @@ from api.services import tasks
 from api.services.client import ClientSource
 from api.services.task_reads import RUNNING, gate, read_task, task_id_of, task_view, tenant_policy_of
 from memory.errors import Conflict, Forbidden, IdempotencyConflict, InvalidInput, NotFound
-from memory.identity.auth import PrincipalContext, may_approve, may_operate, may_read_every_task
+from memory.identity.auth import PrincipalContext, may_operate, may_read_every_task
 from memory.reports.definitions import DEFINITIONS
 from memory.tasks import keys
+from memory.tasks.approvals import check_request
 from memory.tasks.live import ApprovalDecision, ControlRequest, ResolveRequest, TaskState
 from workflows.report_task import ApprovalPolicy, ReportTaskInput, ReportTaskWorkflow
 
@@ -103,10 +104,7 @@ async def decide(
     temporal: ClientSource, engine: Engine, principal: PrincipalContext, task_id: str, body: DecisionIn
 ) -> DecisionOut:
     """Approve or reject the current draft, bound to its sha256 and the task's state_version."""
-    if not may_approve(principal.roles):
-        raise Forbidden("approving or rejecting a draft needs the approver role")
-    if body.decision == "reject" and body.reason is None:
-        raise InvalidInput("a rejection needs a reason, so the draft can be revised", code="reason_required")
+    check_request(principal.roles, body.decision, body.reason)
     handle = await open_handle(temporal, engine, principal, task_id)
     policy = await run_in_threadpool(tenant_policy_of, engine, principal.tenant_id)
     result = await tasks.update(

@@ -51,13 +51,25 @@ def check_decider(live: TaskState | None, request: ApprovalDecision) -> None:
         raise refusal
 
 
+APPROVER_NEEDED = "approving or rejecting a draft needs the approver role"
+
+
+def check_request(roles: Iterable[str], decision: str, reason: str | None) -> None:
+    """What any decision request must carry, whatever the task's state: the approver role, and a reason for a
+    rejection. The API asks it before reaching the workflow; the workflow's validator asks it again."""
+    if not may_approve(roles):
+        raise Forbidden(APPROVER_NEEDED)
+    if decision == "reject" and not (reason or "").strip():
+        raise InvalidInput("a rejection needs a reason, so the draft can be revised", code="reason_required")
+
+
 def decider_refusal(
     user_id: str, roles: Iterable[str], owner_user_id: str | None, *, owner_may_decide: bool
 ) -> Forbidden | None:
     """Why this person may not approve or reject a task's draft (None: they may). The console shows the reason
     where the buttons would be; the workflow's validator raises it."""
     if not may_approve(roles):
-        return Forbidden("approving or rejecting a draft needs the approver role")
+        return Forbidden(APPROVER_NEEDED)
     if user_id == owner_user_id and not owner_may_decide:
         return Forbidden(
             "you own this task, so another approver must decide on its draft (the tenant's separation of "
@@ -78,8 +90,7 @@ def check_decision(live: TaskState | None, request: ApprovalDecision) -> None:
     check_decider(live, request)
     if request.decision not in ("approve", "reject"):
         raise InvalidInput("decision must be 'approve' or 'reject'", code="invalid_decision")
-    if request.decision == "reject" and not (request.reason or "").strip():
-        raise InvalidInput("a rejection needs a reason, so the draft can be revised", code="reason_required")
+    check_request(request.roles, request.decision, request.reason)
     pending = live.pending_approval if live is not None else None
     if live is None or live.status != S.WAITING_FOR_APPROVAL.value or pending is None:
         status = live.status if live is not None else S.CREATED.value
