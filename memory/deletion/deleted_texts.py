@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import Engine, Select, func, select, text
 from sqlalchemy.orm import Session
 
 from memory import offload
@@ -68,10 +70,7 @@ def store_fingerprints(session: Session, job: DeletionJob, scope: Scope, hidden:
     kept_ids = [uuid.UUID(e) for e in cited if _is_uuid(e) and uuid.UUID(e) not in deleted_events]
     kept = [t for payload in session.execute(select(MemoryEvent.payload).where(
         MemoryEvent.tenant_id == tenant, MemoryEvent.event_id.in_(kept_ids))).scalars() for t in payload_texts(payload)]
-    kept += _others_kept(session, job, scope, set(deleted_events))
-    salt = salt_of(job.job_id)
-    small = sum(map(len, texts)) + sum(map(len, kept)) < OFFLOAD_FROM_CHARS
-    kind_of, numbers, shingles = offload.run(fingerprint_columns, salt, texts, kept, inline=small)
+    kind_of, numbers, shingles = _columns(session, job, scope, texts, kept, frozenset(deleted_events))
     # Two arrays, one statement: a multi-row VALUES of 30,000 rows took SQLAlchemy seconds to compile.
     session.execute(text(
         "INSERT INTO deletion_fingerprints (tenant_id, job_id, kind, text_no, shingle) "
@@ -90,26 +89,72 @@ def fingerprint_columns(salt: bytes, texts: list[str], kept: list[str]) -> tuple
     return [row[0] for row in rows], [row[1] for row in rows], [row[2] for row in rows]
 
 
-def _others_kept(session: Session, job: DeletionJob, scope: Scope, deleted: set[uuid.UUID]) -> list[str]:
+def _columns(session: Session, job: DeletionJob, scope: Scope, texts: list[str], kept: list[str],
+             deleted_events: frozenset[uuid.UUID]) -> tuple[list[str], list[int], list[int]]:
+    """The fingerprint columns, computed where their size says: in place when small, else in the CPU pool, which
+    also reads the subject's other words itself (decoding thousands of payloads in the API's interpreter held it
+    for every other tenant's request: issue 23, finding 7)."""
+    salt = salt_of(job.job_id)
+    size = sum(map(len, texts)) + sum(map(len, kept))
+    if scope.type is ScopeType.SUBJECT:  # a subject deletion keeps nothing of the subject's
+        return offload.run(fingerprint_columns, salt, texts, kept, inline=size < OFFLOAD_FROM_CHARS)
+    others = _OthersKept(job.tenant_id, scope.subject, deleted_events, _covered_records(session, job))
+    if not offload.pooled() or size + others.size(session) < OFFLOAD_FROM_CHARS:
+        return fingerprint_columns(salt, texts, kept + others.read(session))
+    bind = session.get_bind()
+    engine = bind if isinstance(bind, Engine) else bind.engine
+    return offload.in_tenant(engine, job.tenant_id, _fingerprints_keeping, salt, texts, kept, others)
+
+
+def _covered_records(session: Session, job: DeletionJob) -> frozenset[tuple[str, str]]:
+    return frozenset((row.resource, row.record_id) for row in session.execute(
+        select(ResourceRecord.resource, ResourceRecord.record_id).where(records_in(job))))
+
+
+@dataclass(frozen=True)
+class _OthersKept:
     """The subject's own words the deletion keeps (other messages, other records): the same sentence said again
-    elsewhere is not a copy of the deleted one. A subject deletion keeps nothing of the subject's."""
-    if scope.type is ScopeType.SUBJECT:
-        return []
-    tenant, subject = job.tenant_id, scope.subject
-    events = session.execute(
-        select(MemoryEvent.event_id, MemoryEvent.payload)
-        .where(MemoryEvent.tenant_id == tenant, MemoryEvent.user_id == subject, MemoryEvent.purged_at.is_(None))
-        .order_by(MemoryEvent.revision.desc()).limit(MAX_KEPT_ROWS)
-    ).all()
-    kept = [t for row in events if row.event_id not in deleted for t in payload_texts(row.payload)]
-    covered = {(row.resource, row.record_id) for row in session.execute(
-        select(ResourceRecord.resource, ResourceRecord.record_id).where(records_in(job)))}
-    records = session.execute(
-        select(ResourceRecord.resource, ResourceRecord.record_id, ResourceRecord.data)
-        .where(ResourceRecord.tenant_id == tenant, ResourceRecord.owner_id == subject)
-        .order_by(ResourceRecord.revision.desc()).limit(MAX_KEPT_ROWS)
-    ).all()
-    return kept + [t for row in records if (row.resource, row.record_id) not in covered for t in strings(row.data)]
+    elsewhere is not a copy of the deleted one. Plain data, so that a pool process can read them on a connection
+    of its own: the barrier holds the subject's epoch, so no write of the subject commits meanwhile and that
+    connection sees what the barrier's transaction sees, the deletion's own rows left out by id."""
+
+    tenant_id: str
+    subject: str
+    deleted_events: frozenset[uuid.UUID]
+    covered_records: frozenset[tuple[str, str]]
+
+    def _events(self) -> Select[tuple[uuid.UUID, Any]]:
+        return (select(MemoryEvent.event_id, MemoryEvent.payload)
+                .where(MemoryEvent.tenant_id == self.tenant_id, MemoryEvent.user_id == self.subject,
+                       MemoryEvent.purged_at.is_(None))
+                .order_by(MemoryEvent.revision.desc()).limit(MAX_KEPT_ROWS))
+
+    def _records(self) -> Select[tuple[str, str, Any]]:
+        return (select(ResourceRecord.resource, ResourceRecord.record_id, ResourceRecord.data)
+                .where(ResourceRecord.tenant_id == self.tenant_id, ResourceRecord.owner_id == self.subject)
+                .order_by(ResourceRecord.revision.desc()).limit(MAX_KEPT_ROWS))
+
+    def size(self, session: Session) -> int:
+        """About how many characters they are (their stored bytes), measured by PostgreSQL: nothing is decoded."""
+        total = 0
+        for query, column in ((self._events(), "payload"), (self._records(), "data")):
+            rows = query.subquery()
+            stored = func.coalesce(func.sum(func.pg_column_size(rows.c[column])), 0)
+            total += session.execute(select(stored)).scalar_one()
+        return int(total)
+
+    def read(self, session: Session) -> list[str]:
+        kept = [t for row in session.execute(self._events()) if row.event_id not in self.deleted_events
+                for t in payload_texts(row.payload)]
+        return kept + [t for row in session.execute(self._records())
+                       if (row.resource, row.record_id) not in self.covered_records for t in strings(row.data)]
+
+
+def _fingerprints_keeping(session: Session, salt: bytes, texts: list[str], kept: list[str],
+                          others: _OthersKept) -> tuple[list[str], list[int], list[int]]:
+    """In a pool process: :func:`fingerprint_columns` of the deleted texts, keeping ``kept`` and the subject's other
+    words, read here."""
+    return fingerprint_columns(salt, texts, kept + others.read(session))
 
 
 def _is_uuid(value: str) -> bool:
