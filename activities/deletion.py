@@ -7,24 +7,20 @@ production workers run with an empty plan.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from google.protobuf.message import Message
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 from temporalio import activity
-from temporalio.api.common.v1 import Payload
-from temporalio.client import WorkflowHistory
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.db import heartbeating, shielded_session
+from activities.history_scan import HISTORIES_PER_MATCH, copies_in, serialized
 from memory import offload
 from memory.artifact_store import ArtifactStore
 from memory.deletion.fingerprints import Matcher
@@ -41,7 +37,7 @@ from memory.deletion.jobs import (
 )
 from memory.deletion.layers import PURGERS
 from memory.deletion.record_layer import forget_known_bodies
-from memory.deletion.residue import MAX_COPIES, Copy, claim_scan, matchers, scan, scan_values, workflow_ids
+from memory.deletion.residue import MAX_COPIES, claim_scan, matchers, scan, workflow_ids
 from memory.deletion.verify import verify
 from memory.models import RetentionHold
 from memory.resources.bodies import record_store
@@ -250,20 +246,24 @@ class DeletionActivities:
             return []
         client = activity.client()
         copies: list[str] = []
-        for workflow in ids:
-            if workflow == own or len(copies) >= MAX_COPIES:
-                continue
-            activity.heartbeat(workflow)
-            try:
-                history = await client.get_workflow_handle(workflow).fetch_history()
-            except RPCError as exc:
-                if exc.status is RPCStatusCode.NOT_FOUND:  # retention removed it, or it never started
-                    continue
-                raise
-            place = Copy("temporal_history", "payloads", workflow)
-            if scan_values(place, history_values(history), found)[job_id]:
-                copies.append(place.label)
-        return copies
+        others = [workflow for workflow in ids if workflow != own]
+        for start in range(0, len(others), HISTORIES_PER_MATCH):
+            fetched: list[tuple[str, bytes]] = []
+            for workflow in others[start : start + HISTORIES_PER_MATCH]:
+                activity.heartbeat(workflow)
+                try:
+                    history = await client.get_workflow_handle(workflow).fetch_history()
+                except RPCError as exc:
+                    if exc.status is RPCStatusCode.NOT_FOUND:  # retention removed it, or it never started
+                        continue
+                    raise
+                fetched.append((workflow, serialized(history)))
+            # Decoding and matching is CPU work: in the pool, never on this worker's event loop, which runs every
+            # tenant's workflow tasks (a deletion flood's history scans slowed another tenant's commits).
+            copies += await asyncio.to_thread(offload.run, copies_in, fetched, found[job_id])
+            if len(copies) >= MAX_COPIES:
+                break
+        return copies[:MAX_COPIES]
 
     @activity.defn(name="deletion_finish")
     def finish(self, request: FinishRequest) -> VerifyOutcome:
@@ -304,35 +304,3 @@ class DeletionActivities:
                     error=f"verification found deleted data: {result.hits}; remaining copies: {len(copies)}",
                 )
         return VerifyOutcome(result.clean and not copies, result.probes, result.hits, copies)
-
-
-def history_values(history: WorkflowHistory) -> Iterator[object]:
-    """Every payload of a history (inputs, results, signals, failures' details), decoded: JSON when it is, else
-    the bytes as text. Found by walking each event's message, so every event type is covered."""
-    for event in history.events:
-        yield from _payloads(event)
-
-
-def _payloads(message: Message) -> Iterator[object]:
-    for descriptor, value in message.ListFields():
-        if descriptor.message_type is None:
-            if isinstance(value, str):
-                yield value
-            elif not isinstance(value, bytes | int | float | bool):  # a repeated scalar field
-                yield from (item for item in value if isinstance(item, str))
-            continue
-        if descriptor.message_type.GetOptions().map_entry:
-            items = list(value.values())
-        else:
-            items = [value] if isinstance(value, Message) else list(value)
-        for item in items:
-            if isinstance(item, Payload):
-                raw = item.data.decode("utf-8", errors="ignore")
-                try:
-                    yield json.loads(raw)
-                except ValueError:
-                    yield raw
-            elif isinstance(item, Message):
-                yield from _payloads(item)
-            elif isinstance(item, str):
-                yield item

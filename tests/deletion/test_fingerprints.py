@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from temporalio.client import WorkflowHistory
 
-from activities.deletion import history_values
+from activities.history_scan import copies_in, history_values, serialized
+from memory import offload
 from memory.deletion.fingerprints import WIDTH, Matcher, _hash, fingerprint, fingerprint_shingles, units
 from memory.deletion.index_fingerprints import _posting_windows, lexeme_fingerprints, run_shingles
 from memory.deletion.residue import Copy, scan_values
@@ -62,8 +63,22 @@ def test_the_history_walker_reaches_every_payload_of_a_real_history() -> None:
     place = Copy("temporal_history", "payloads", "task-history")
     found = {uuid.UUID(int=1): _matcher("Monthly report V1"),  # a payload field's value, re-cased
              uuid.UUID(int=2): _matcher("I live in Reykjavik since last spring")}
-    copies = scan_values(place, history_values(history), found)
+    copies = scan_values(place, history_values(history.events), found)
     assert copies == {uuid.UUID(int=1): [place], uuid.UUID(int=2): []}
+
+
+def test_histories_are_matched_in_the_pool_as_in_place() -> None:
+    """The history scan decodes and matches in the CPU pool, never on the worker's event loop: the serialized
+    history crosses into a pool process and gives the same answer there."""
+    raw = json.loads((Path(__file__).parent.parent / "tasks" / "histories" / "monthly-report-v1.json").read_text())
+    fetched = [("task-history", serialized(WorkflowHistory.from_json("task-history", raw)))]
+    pool = offload.CpuPool(1, 0)
+    try:
+        assert pool.run(copies_in, fetched, _matcher("Monthly report V1")) == [
+            Copy("temporal_history", "payloads", "task-history").label]
+        assert pool.run(copies_in, fetched, _matcher("I live in Reykjavik since last spring")) == []
+    finally:
+        pool.close()
 
 
 small_cjk = st.text(alphabet="我住在上海喜欢绿茶", min_size=0, max_size=40)
