@@ -142,7 +142,7 @@ async def accept(
             request = body(session) if callable(body) else body
             digest = request_digest(request.model_dump(mode="json"))
             return request_deletion(session, principal, request.deletion_request_id, scope_request(request),
-                                    digest).job
+                                    digest, alone=True).job
 
     started = time.perf_counter()
     job = await run_in_threadpool(barrier)

@@ -141,10 +141,16 @@ def _strings(value: object) -> list[str]:
 
 
 def request_deletion(
-    session: Session, principal: PrincipalContext, deletion_request_id: str, request: ScopeRequest, digest: str
+    session: Session, principal: PrincipalContext, deletion_request_id: str, request: ScopeRequest, digest: str,
+    *, alone: bool = False,
 ) -> Accepted:
     """Idempotent by (tenant, requester, deletion_request_id): a repeat returns the same job and never re-bumps the
     epoch; the same id of another request is a 409.
+
+    ``alone``: the barrier is its transaction's only write, so the subject's kept words may be read on another
+    connection (:func:`memory.deletion.deleted_texts.store_fingerprints`). A caller that wrote first (a message
+    saying "don't remember ...", stored in the same transaction) must leave it False: another connection cannot
+    see those uncommitted words, which would then be fingerprinted as deleted.
 
     Request ids are the requester's own (memory.deletion.ownership): another user's equal id is another id.
     Concurrent first requests with one id queue on an advisory lock.
@@ -213,7 +219,7 @@ def request_deletion(
     )
     session.execute(update(Memory).where(covered).values(status=Status.DELETED.value))
     derived = hide_orphans(session, job, linked_refs(session, scope, tenant, revision), revision)
-    fingerprints = store_fingerprints(session, job, scope, derived)
+    fingerprints = store_fingerprints(session, job, scope, derived, read_apart=alone)
     outbox.enqueue(session, tenant, job_id)
     # A subject deletion forgets the person: their keys must not write new data about them afterwards.
     # A person deleting themselves keeps the key they asked with, to follow the job to its proof.

@@ -50,9 +50,11 @@ def _memory_texts(rows: Iterable[Memory]) -> list[str]:
     return [t for row in rows for t in (row.content, row.abstract) if t]
 
 
-def store_fingerprints(session: Session, job: DeletionJob, scope: Scope, hidden: list[uuid.UUID]) -> int:
+def store_fingerprints(session: Session, job: DeletionJob, scope: Scope, hidden: list[uuid.UUID], *,
+                       read_apart: bool = False) -> int:
     """Fingerprint what the job deletes (in the barrier's transaction), as text and as the search indexes hold
-    it (:mod:`.index_fingerprints`); how many hashes were stored."""
+    it (:mod:`.index_fingerprints`); how many hashes were stored. ``read_apart``: nothing of the subject's is
+    uncommitted in this transaction, so a large set of kept words may be read on the pool's own connection."""
     tenant, revision = job.tenant_id, job.barrier_revision
     memories = list(session.execute(select(Memory).where(memories_in(scope, tenant, revision))).scalars())
     memories += session.execute(
@@ -70,7 +72,7 @@ def store_fingerprints(session: Session, job: DeletionJob, scope: Scope, hidden:
     kept_ids = [uuid.UUID(e) for e in cited if _is_uuid(e) and uuid.UUID(e) not in deleted_events]
     kept = [t for payload in session.execute(select(MemoryEvent.payload).where(
         MemoryEvent.tenant_id == tenant, MemoryEvent.event_id.in_(kept_ids))).scalars() for t in payload_texts(payload)]
-    kind_of, numbers, shingles = _columns(session, job, scope, texts, kept, frozenset(deleted_events))
+    kind_of, numbers, shingles = _columns(session, job, scope, texts, kept, frozenset(deleted_events), read_apart)
     # Two arrays, one statement: a multi-row VALUES of 30,000 rows took SQLAlchemy seconds to compile.
     session.execute(text(
         "INSERT INTO deletion_fingerprints (tenant_id, job_id, kind, text_no, shingle) "
@@ -90,7 +92,7 @@ def fingerprint_columns(salt: bytes, texts: list[str], kept: list[str]) -> tuple
 
 
 def _columns(session: Session, job: DeletionJob, scope: Scope, texts: list[str], kept: list[str],
-             deleted_events: frozenset[uuid.UUID]) -> tuple[list[str], list[int], list[int]]:
+             deleted_events: frozenset[uuid.UUID], read_apart: bool) -> tuple[list[str], list[int], list[int]]:
     """The fingerprint columns, computed where their size says: in place when small, else in the CPU pool, which
     also reads the subject's other words itself (decoding thousands of payloads in the API's interpreter held it
     for every other tenant's request: issue 23, finding 7)."""
@@ -99,7 +101,11 @@ def _columns(session: Session, job: DeletionJob, scope: Scope, texts: list[str],
     if scope.type is ScopeType.SUBJECT:  # a subject deletion keeps nothing of the subject's
         return offload.run(fingerprint_columns, salt, texts, kept, inline=size < OFFLOAD_FROM_CHARS)
     others = _OthersKept(job.tenant_id, scope.subject, deleted_events, _covered_records(session, job))
-    if not offload.pooled() or size + others.size(session) < OFFLOAD_FROM_CHARS:
+    if not (read_apart and offload.pooled()):  # read here (this transaction may hold the subject's new words)
+        kept = kept + others.read(session)
+        small = sum(map(len, texts)) + sum(map(len, kept)) < OFFLOAD_FROM_CHARS
+        return offload.run(fingerprint_columns, salt, texts, kept, inline=small)
+    if size + others.size(session) < OFFLOAD_FROM_CHARS:
         return fingerprint_columns(salt, texts, kept + others.read(session))
     bind = session.get_bind()
     engine = bind if isinstance(bind, Engine) else bind.engine

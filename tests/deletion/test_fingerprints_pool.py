@@ -71,3 +71,35 @@ def test_a_memory_deletion_of_a_chatty_subject_reads_its_kept_words_in_the_pool_
     job = wait_for(api, key, deletion.json()["job_id"], completed, timeout=60)
     # The message saying the same words is the subject's own, kept: never reported as a copy of the memory.
     assert job["fully_deleted"] is True and job["remaining_copies"] == [], job
+
+
+LIKE = "我喜欢喝咖啡，尤其是早上在阳台上慢慢喝一杯手冲的埃塞俄比亚咖啡"
+
+
+def test_a_chatty_subjects_dont_remember_reads_its_kept_words_in_its_own_transaction_and_completes_clean(
+    api: TestClient, make_key: MakeKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The message saying "别记住 ..." is stored in the same transaction as the deletion it asks for: another
+    connection (the pool's) cannot see it, so its words would be fingerprinted as deleted and the scan would report
+    the instruction itself as a copy (found by a review of the pool read)."""
+    sent: list[str] = []
+    real = offload.in_tenant
+
+    def watched(engine: Engine, tenant_id: str, fn: Any, /, *args: object, inline: bool = False) -> Any:
+        sent.append(fn.__name__)
+        return real(engine, tenant_id, fn, *args, inline=inline)
+
+    monkeypatch.setattr(offload, "in_tenant", watched)
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key = make_key(tenant=tenant)
+    _chatty_subject(api, key)
+    made = api.post("/memory-candidates", json=candidate(LIKE, category="PREFERENCE"), headers=auth(key))
+    assert made.status_code == 201, made.text
+    answer = api.post("/sessions/chat/messages", headers=auth(key),
+                      json={"messages": [say("forget", "user", f"别记住{LIKE}。")]})
+    assert answer.status_code == 201, answer.text
+    [forgotten] = answer.json()["forgotten"]
+    assert "_fingerprints_keeping" not in sent
+    job_id = forgotten["job_id"] if isinstance(forgotten, dict) else forgotten
+    job = wait_for(api, key, job_id, completed, timeout=90)
+    assert job["fully_deleted"] is True and job["remaining_copies"] == [], job
