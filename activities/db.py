@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager, nullcontext
+from typing import TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 from temporalio import activity
 
 from memory.db import tenant_session
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -54,3 +58,15 @@ def heartbeating(every_seconds: float = 5.0) -> Iterator[None]:
     finally:
         stop.set()
         helper.join()
+
+
+async def heartbeat_while(waited: Awaitable[T], every_seconds: float = 5.0) -> T:
+    """``await waited``, heartbeating every ``every_seconds`` meanwhile: an async activity's wait on the CPU pool
+    (whose idle-class processes may be slow to answer) must not look like a dead worker."""
+    task = asyncio.ensure_future(waited)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=every_seconds)
+        if done:
+            return task.result()
+        if activity.in_activity():
+            activity.heartbeat()

@@ -19,7 +19,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.db import heartbeating, shielded_session
+from activities.db import heartbeat_while, heartbeating, shielded_session
 from activities.history_scan import HISTORIES_PER_MATCH, copies_in, serialized
 from memory import offload
 from memory.artifact_store import ArtifactStore
@@ -260,7 +260,7 @@ class DeletionActivities:
                 fetched.append((workflow, serialized(history)))
             # Decoding and matching is CPU work: in the pool, never on this worker's event loop, which runs every
             # tenant's workflow tasks (a deletion flood's history scans slowed another tenant's commits).
-            copies += await asyncio.to_thread(offload.run, copies_in, fetched, found[job_id])
+            copies += await heartbeat_while(asyncio.to_thread(offload.run, copies_in, fetched, found[job_id]))
             if len(copies) >= MAX_COPIES:
                 break
         return copies[:MAX_COPIES]

@@ -16,8 +16,9 @@ from temporalio.client import WorkflowHistory
 from memory.deletion.fingerprints import Matcher
 from memory.deletion.residue import MAX_COPIES, Copy, scan_values
 
-HISTORIES_PER_MATCH = 20
-"""Histories fetched, then matched in one call of the pool (the activity heartbeats between them)."""
+HISTORIES_PER_MATCH = 10
+"""Histories fetched, then matched in one call of the pool (held in memory together; the activity heartbeats
+while it waits)."""
 _JOB = uuid.UUID(int=0)
 """The one job :func:`copies_in` matches for (:func:`scan_values` answers by job)."""
 

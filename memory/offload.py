@@ -27,7 +27,7 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
@@ -40,6 +40,11 @@ T = TypeVar("T")
 
 IDLE_CLASS = getattr(os, "SCHED_IDLE", None)
 """The kernel's idle scheduling class, where the platform has one (Linux)."""
+
+
+class PoolBusy(TimeoutError):
+    """The pool did not answer within the caller's patience: its processes are busy, or starved by the work of
+    every other process (they run in the idle class). A caller holding locks does the work itself instead."""
 
 
 class PoolPriorityRefused(RuntimeError):
@@ -88,18 +93,27 @@ class CpuPool:
             )
         return {pid for pid, _ in ready}
 
-    def run(self, fn: Callable[..., T], /, *args: object) -> T:
+    def run(self, fn: Callable[..., T], /, *args: object, patience: float | None = None) -> T:
         """``fn(*args)`` in a pool process; its exception is raised here. A pool whose process died (killed,
-        out of memory) is replaced once: the work is retried in a fresh one."""
+        out of memory) is replaced once: the work is retried in a fresh one. No answer within ``patience``
+        seconds: :class:`PoolBusy` (the work still runs there; its answer is dropped)."""
         executor = self._executor
         try:
-            return executor.submit(fn, *args).result()
+            return self._wait(executor.submit(fn, *args), patience)
         except BrokenProcessPool:
             with self._lock:
                 if self._executor is executor:
                     self._executor = self._new()
                 executor = self._executor
-            return executor.submit(fn, *args).result()
+            return self._wait(executor.submit(fn, *args), patience)
+
+    @staticmethod
+    def _wait(future: Future[T], patience: float | None) -> T:
+        try:
+            return future.result(timeout=patience)
+        except TimeoutError as exc:
+            future.cancel()  # still queued: it never starts
+            raise PoolBusy(f"the CPU pool gave no answer within {patience} s") from exc
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
@@ -135,7 +149,8 @@ def stop() -> None:
         pool.close()
 
 
-def in_tenant(engine: Engine, tenant_id: str, fn: Callable[..., T], /, *args: object, inline: bool = False) -> T:
+def in_tenant(engine: Engine, tenant_id: str, fn: Callable[..., T], /, *args: object, inline: bool = False,
+              patience: float | None = None) -> T:
     """``fn(session, *args)`` in a transaction of ``tenant_id``: in this process's pool on a connection of its own,
     made as ``engine``'s is (same database, role and statement timeout), when it has a pool and the work is not
     ``inline``; else on ``engine``, in place."""
@@ -144,7 +159,7 @@ def in_tenant(engine: Engine, tenant_id: str, fn: Callable[..., T], /, *args: ob
         with tenant_session(engine, tenant_id) as session:
             return fn(session, *args)
     url, timeout = engine_recipe(engine)
-    result: T = pool.run(_in_tenant, url, timeout, tenant_id, fn, *args)
+    result: T = pool.run(_in_tenant, url, timeout, tenant_id, fn, *args, patience=patience)
     return result
 
 
@@ -159,11 +174,11 @@ def pooled() -> bool:
     return _pool is not None
 
 
-def run(fn: Callable[..., T], /, *args: object, inline: bool = False) -> T:
+def run(fn: Callable[..., T], /, *args: object, inline: bool = False, patience: float | None = None) -> T:
     """``fn(*args)`` in this process's pool when it has one, else (or when ``inline``: small work, which would
     wait behind large work in the pool) in place."""
     pool = _pool
-    return fn(*args) if pool is None or inline else pool.run(fn, *args)
+    return fn(*args) if pool is None or inline else pool.run(fn, *args, patience=patience)
 
 
-__all__ = ["CpuPool", "PoolPriorityRefused", "in_tenant", "pooled", "run", "start", "stop"]
+__all__ = ["CpuPool", "PoolBusy", "PoolPriorityRefused", "in_tenant", "pooled", "run", "start", "stop"]

@@ -82,6 +82,19 @@ def test_a_pool_whose_processes_cannot_enter_the_idle_class_fails_its_start_with
         assert not offload.pooled() and offload._users == users
 
 
+def _slow(seconds: float) -> float:
+    import time
+
+    time.sleep(seconds)
+    return seconds
+
+
+def test_work_the_pool_does_not_answer_within_the_callers_patience_is_pool_busy(pool: offload.CpuPool) -> None:
+    with pytest.raises(offload.PoolBusy, match=r"no answer within 0\.2 s"):
+        pool.run(_slow, 2.0, patience=0.2)
+    assert pool.run(_slow, 0.0, patience=30) == 0.0  # the pool itself is fine: a patient caller gets the answer
+
+
 def test_a_dead_pool_process_is_replaced_and_the_work_retried(pool: offload.CpuPool) -> None:
     before, _ = pool.run(_where)
     with pytest.raises(BrokenProcessPool):  # the work itself kills its process: retried once, and it dies again

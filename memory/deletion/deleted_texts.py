@@ -32,6 +32,10 @@ OFFLOAD_FROM_CHARS = 20_000
 """Deleted and kept texts of at least this many characters are fingerprinted in the CPU pool (:mod:`memory.offload`):
 for a subject with 2,000 messages it is ~0.3 s of CPU that slowed every request of the API process (issue 23,
 finding 7); less is done in place, rather than wait behind the large ones."""
+BARRIER_PATIENCE_SECONDS = 5.0
+"""How long a barrier waits for the CPU pool before it hashes in place. The pool runs in the idle class: on a core
+every other process keeps busy it could wait without end, while the barrier holds the subject's epoch (the
+subject's writes wait) and a connection of the API's pool."""
 MAX_KEPT_ROWS = 20_000
 """The subject's most recent kept messages and records read for what to leave out of the fingerprints."""
 
@@ -99,17 +103,29 @@ def _columns(session: Session, job: DeletionJob, scope: Scope, texts: list[str],
     salt = salt_of(job.job_id)
     size = sum(map(len, texts)) + sum(map(len, kept))
     if scope.type is ScopeType.SUBJECT:  # a subject deletion keeps nothing of the subject's
-        return offload.run(fingerprint_columns, salt, texts, kept, inline=size < OFFLOAD_FROM_CHARS)
+        return _hashed(salt, texts, kept)
     others = _OthersKept(job.tenant_id, scope.subject, deleted_events, _covered_records(session, job))
     if not (read_apart and offload.pooled()):  # read here (this transaction may hold the subject's new words)
-        kept = kept + others.read(session)
-        small = sum(map(len, texts)) + sum(map(len, kept)) < OFFLOAD_FROM_CHARS
-        return offload.run(fingerprint_columns, salt, texts, kept, inline=small)
+        return _hashed(salt, texts, kept + others.read(session))
     if size + others.size(session) < OFFLOAD_FROM_CHARS:
         return fingerprint_columns(salt, texts, kept + others.read(session))
     bind = session.get_bind()
     engine = bind if isinstance(bind, Engine) else bind.engine
-    return offload.in_tenant(engine, job.tenant_id, _fingerprints_keeping, salt, texts, kept, others)
+    try:
+        return offload.in_tenant(engine, job.tenant_id, _fingerprints_keeping, salt, texts, kept, others,
+                                 patience=BARRIER_PATIENCE_SECONDS)
+    except offload.PoolBusy:
+        return fingerprint_columns(salt, texts, kept + others.read(session))
+
+
+def _hashed(salt: bytes, texts: list[str], kept: list[str]) -> tuple[list[str], list[int], list[int]]:
+    """:func:`fingerprint_columns` in the pool when large, in place when small or when the pool keeps the barrier
+    (which holds the subject's epoch and its connection) waiting past its patience."""
+    small = sum(map(len, texts)) + sum(map(len, kept)) < OFFLOAD_FROM_CHARS
+    try:
+        return offload.run(fingerprint_columns, salt, texts, kept, inline=small, patience=BARRIER_PATIENCE_SECONDS)
+    except offload.PoolBusy:
+        return fingerprint_columns(salt, texts, kept)
 
 
 def _covered_records(session: Session, job: DeletionJob) -> frozenset[tuple[str, str]]:
