@@ -8,6 +8,7 @@ its own temporary directory.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -71,12 +72,38 @@ def s3_standin() -> Iterator[S3Location]:
         server.stop()
 
 
-def start_s3_standin(port: int) -> tuple[Any, S3Location]:
-    """The stand-in of :func:`s3_standin` on ``port``, started, with its empty bucket: (server, location)."""
-    from moto.server import ThreadedMotoServer
+class S3Standin:
+    """moto's S3 application served on a loopback port from a thread. Bound here, in the caller's thread, so that
+    a port still taken is an error at once (moto's own ThreadedMotoServer binds in its thread and then waits for a
+    ready event that never comes: a restart on the same port hung a CI run); :meth:`stop` closes the socket too,
+    so the port can be bound again."""
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
+    def __init__(self, port: int) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.server = make_server("127.0.0.1", port, DomainDispatcherApplication(create_backend_app), True,
+                                          request_handler=MotoRequestHandler)
+                break
+            except OSError:
+                if time.monotonic() > deadline:  # still taken after 10 s: the test fails, it does not hang
+                    raise
+                time.sleep(0.1)
+        self.thread = threading.Thread(target=self.server.serve_forever, name="s3-standin", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+def start_s3_standin(port: int) -> tuple[S3Standin, S3Location]:
+    """The stand-in of :func:`s3_standin` on ``port``, started, with its empty bucket: (server, location)."""
+    server = S3Standin(port)
     location = S3Location(bucket="mnemo-artifacts", endpoint_url=f"http://127.0.0.1:{port}",
                           access_key="standin-access", secret_key="standin-secret", prefix="mnemo/")
     location.client().create_bucket(Bucket=location.bucket)
