@@ -105,17 +105,16 @@ def _columns(session: Session, job: DeletionJob, scope: Scope, texts: list[str],
     if scope.type is ScopeType.SUBJECT:  # a subject deletion keeps nothing of the subject's
         return _hashed(salt, texts, kept)
     others = _OthersKept(job.tenant_id, scope.subject, deleted_events, _covered_records(session, job))
-    if not (read_apart and offload.pooled()):  # read here (this transaction may hold the subject's new words)
-        return _hashed(salt, texts, kept + others.read(session))
-    if size + others.size(session) < OFFLOAD_FROM_CHARS:
-        return fingerprint_columns(salt, texts, kept + others.read(session))
-    bind = session.get_bind()
-    engine = bind if isinstance(bind, Engine) else bind.engine
-    try:
-        return offload.in_tenant(engine, job.tenant_id, _fingerprints_keeping, salt, texts, kept, others,
-                                 patience=BARRIER_PATIENCE_SECONDS)
-    except offload.PoolBusy:
-        return fingerprint_columns(salt, texts, kept + others.read(session))
+    # Read on the pool's connection only when nothing of the subject's is uncommitted here (``read_apart``).
+    if read_apart and offload.pooled() and size + others.size(session) >= OFFLOAD_FROM_CHARS:
+        bind = session.get_bind()
+        engine = bind if isinstance(bind, Engine) else bind.engine
+        try:
+            return offload.in_tenant(engine, job.tenant_id, _fingerprints_keeping, salt, texts, kept, others,
+                                     patience=BARRIER_PATIENCE_SECONDS)
+        except offload.PoolBusy:
+            return fingerprint_columns(salt, texts, kept + others.read(session))
+    return _hashed(salt, texts, kept + others.read(session))
 
 
 def _hashed(salt: bytes, texts: list[str], kept: list[str]) -> tuple[list[str], list[int], list[int]]:
@@ -137,8 +136,9 @@ def _covered_records(session: Session, job: DeletionJob) -> frozenset[tuple[str,
 class _OthersKept:
     """The subject's own words the deletion keeps (other messages, other records): the same sentence said again
     elsewhere is not a copy of the deleted one. Plain data, so that a pool process can read them on a connection
-    of its own: the barrier holds the subject's epoch, so no write of the subject commits meanwhile and that
-    connection sees what the barrier's transaction sees, the deletion's own rows left out by id."""
+    of its own when the barrier is its transaction's only write: the barrier holds the subject's epoch, so no
+    write of the subject commits meanwhile and that connection sees what the barrier's transaction sees, the
+    deletion's own rows left out by id."""
 
     tenant_id: str
     subject: str

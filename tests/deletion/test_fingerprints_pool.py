@@ -23,6 +23,20 @@ from tests.sessions.conftest import post, say
 SPARE_KEY = "I keep the spare key of the flat under the blue flowerpot by the door"
 
 
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions sent to the CPU pool with a transaction of their own, in order."""
+    names: list[str] = []
+    real = offload.in_tenant
+
+    def watched(engine: Engine, tenant_id: str, fn: Any, /, *args: object, **options: Any) -> Any:
+        names.append(fn.__name__)
+        return real(engine, tenant_id, fn, *args, **options)
+
+    monkeypatch.setattr(offload, "in_tenant", watched)
+    return names
+
+
 def _chatty_subject(api: TestClient, key: str) -> None:
     """300 messages of the subject's (well over OFFLOAD_FROM_CHARS), one of them repeating the memory's words."""
     post(api, key, "chat", *(say(f"m{n}", "user", f"第{n}条：下周去上海出差，预算八千，住在外滩附近的酒店 {n}" * 3)
@@ -51,16 +65,8 @@ def test_a_subjects_kept_words_read_in_the_pool_give_the_fingerprints_made_in_pl
 
 
 def test_a_memory_deletion_of_a_chatty_subject_reads_its_kept_words_in_the_pool_and_completes_clean(
-    api: TestClient, make_key: MakeKey, monkeypatch: pytest.MonkeyPatch
+    api: TestClient, make_key: MakeKey, sent: list[str]
 ) -> None:
-    sent: list[str] = []
-    real = offload.in_tenant
-
-    def watched(engine: Engine, tenant_id: str, fn: Any, /, *args: object, **options: Any) -> Any:
-        sent.append(fn.__name__)
-        return real(engine, tenant_id, fn, *args, **options)
-
-    monkeypatch.setattr(offload, "in_tenant", watched)
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     key = make_key(tenant=tenant)
     _chatty_subject(api, key)
@@ -78,19 +84,11 @@ LIKE = "我喜欢喝咖啡，尤其是早上在阳台上慢慢喝一杯手冲的
 
 
 def test_a_chatty_subjects_dont_remember_reads_its_kept_words_in_its_own_transaction_and_completes_clean(
-    api: TestClient, make_key: MakeKey, monkeypatch: pytest.MonkeyPatch
+    api: TestClient, make_key: MakeKey, sent: list[str]
 ) -> None:
     """The message saying "别记住 ..." is stored in the same transaction as the deletion it asks for: another
     connection (the pool's) cannot see it, so its words would be fingerprinted as deleted and the scan would report
     the instruction itself as a copy (found by a review of the pool read)."""
-    sent: list[str] = []
-    real = offload.in_tenant
-
-    def watched(engine: Engine, tenant_id: str, fn: Any, /, *args: object, **options: Any) -> Any:
-        sent.append(fn.__name__)
-        return real(engine, tenant_id, fn, *args, **options)
-
-    monkeypatch.setattr(offload, "in_tenant", watched)
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     key = make_key(tenant=tenant)
     _chatty_subject(api, key)
