@@ -10,6 +10,7 @@ import asyncio
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -17,13 +18,11 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
 
-from activities.db import heartbeat_while, heartbeating, shielded_session
-from activities.history_scan import HISTORIES_PER_MATCH, copies_in, serialized
+from activities.db import heartbeat_while, shielded_session
+from activities.history_scan import Fetch, fetcher, history_copies
 from memory import offload
 from memory.artifact_store import ArtifactStore
-from memory.deletion.fingerprints import Matcher
 from memory.deletion.jobs import (
     PURGE_LAYERS,
     JobStatus,
@@ -36,15 +35,24 @@ from memory.deletion.jobs import (
     view_job,
 )
 from memory.deletion.layers import PURGERS
-from memory.deletion.record_layer import forget_known_bodies
 from memory.deletion.residue import MAX_COPIES, claim_scan, matchers, scan, workflow_ids
-from memory.deletion.verify import verify
+from memory.deletion.rounds import (
+    Decision,
+    ScanBudget,
+    decide,
+    mark_purged,
+    settled,
+    spend,
+    wait_for_budget,
+    waiting_jobs,
+)
 from memory.models import RetentionHold
 from memory.resources.bodies import record_store
 from memory.resources.body_store import bind_store
 
 SCAN_BUSY_RETRY = timedelta(seconds=2)
-"""When the tenant's residue scan is taken, a verification is tried again after this long (not holding a slot)."""
+"""When the tenant's round is running, a verification is tried again after this long (not holding a slot): by then
+the round has usually decided it too."""
 
 
 @dataclass(frozen=True)
@@ -131,13 +139,15 @@ class FaultPlan:
 
 class DeletionActivities:
     """Three activities on the happy path (begin, purge, finish): the per-layer, per-batch
-    checkpoints live in the database, so one purge activity can resume wherever a crash left it."""
+    checkpoints live in the database, so one purge activity can resume wherever a crash left it; ``finish``
+    verifies in a round with the tenant's other purged jobs, within the tenant's ``scan_budget``."""
 
     def __init__(self, engine: Engine, *, artifacts: ArtifactStore, batch_size: int = 500,
-                 faults: FaultPlan | None = None) -> None:
+                 faults: FaultPlan | None = None, scan_budget: ScanBudget | None = None) -> None:
         self.engine = engine
         self.batch_size = batch_size
         self.faults = faults or FaultPlan()
+        self.scan_budget = scan_budget or ScanBudget()
         self.artifacts = artifacts
         """Where the record bodies and task artifacts are (the API's artifact store). Required: without it a job
         could not purge or verify record bodies, and would fail only midway."""
@@ -203,6 +213,8 @@ class DeletionActivities:
                     type="PurgeBlocked" if isinstance(exc, ApplicationError) and exc.non_retryable else "PurgeFailed",
                     non_retryable=isinstance(exc, ApplicationError) and exc.non_retryable,
                 ) from exc
+        with shielded_session(self.engine, request.job.tenant_id) as session:
+            mark_purged(session, request.job.tenant_id, job_id)  # its verification waits for the tenant's next round
         return removed
 
     def _purge_layer(self, tenant_id: str, job_id: uuid.UUID, layer: Layer) -> int:
@@ -231,76 +243,74 @@ class DeletionActivities:
 
     @activity.defn(name="deletion_scan_histories")
     async def scan_histories(self, ref: JobRef) -> list[str]:
-        """The residue scan of mnemo's own workflow histories of the tenant: their payloads, decoded, matched
-        against the job's fingerprints. The tenant's workflow ids come from its rows (every ``workflow_id``
-        column); the deletion's own run is skipped (it carries ids and counts only)."""
-        job_id = uuid.UUID(ref.job_id)
+        """The residue scan of the tenant's workflow histories for one job. Only workflows started before
+        verification rounds call it (before ``finish``); a round scans the histories for all its jobs itself."""
+        job_id, fetch = uuid.UUID(ref.job_id), fetcher()
 
-        def load() -> tuple[dict[uuid.UUID, Matcher], list[str], str]:
+        def scan_one() -> list[str]:
             with shielded_session(self.engine, ref.tenant_id) as session:
                 job = get_job(session, ref.tenant_id, job_id)
-                return matchers(session, ref.tenant_id, [job_id]), workflow_ids(session, ref.tenant_id), job.workflow_id
+                found, ids = matchers(session, ref.tenant_id, [job_id]), workflow_ids(session, ref.tenant_id)
+            return history_copies(fetch, ids, found, {job_id: job.workflow_id})[job_id] if found else []
 
-        found, ids, own = await asyncio.to_thread(load)
-        if not found:
-            return []
-        client = activity.client()
-        copies: list[str] = []
-        others = [workflow for workflow in ids if workflow != own]
-        for start in range(0, len(others), HISTORIES_PER_MATCH):
-            fetched: list[tuple[str, bytes]] = []
-            for workflow in others[start : start + HISTORIES_PER_MATCH]:
-                activity.heartbeat(workflow)
-                try:
-                    history = await client.get_workflow_handle(workflow).fetch_history()
-                except RPCError as exc:
-                    if exc.status is RPCStatusCode.NOT_FOUND:  # retention removed it, or it never started
-                        continue
-                    raise
-                fetched.append((workflow, serialized(history)))
-            # Decoding and matching is CPU work: in the pool, never on this worker's event loop, which runs every
-            # tenant's workflow tasks (a deletion flood's history scans slowed another tenant's commits).
-            copies += await heartbeat_while(asyncio.to_thread(offload.run, copies_in, fetched, found[job_id]))
-            if len(copies) >= MAX_COPIES:
-                break
-        return copies[:MAX_COPIES]
+        return await heartbeat_while(asyncio.get_running_loop().run_in_executor(round_threads(), scan_one))
 
     @activity.defn(name="deletion_finish")
-    def finish(self, request: FinishRequest) -> VerifyOutcome:
-        """Verify: the residue scan (rows, artifact files, and the histories' copies the workflow passes in)
-        decides; the older targeted checks must pass too. Only if nothing is found, drop the probes and the
-        deleted bodies' sha256s, and complete; otherwise list each copy and fail loudly."""
-        ref = JobRef(request.tenant_id, request.job_id)
-        job_id = uuid.UUID(ref.job_id)
-        with heartbeating(), shielded_session(self.engine, ref.tenant_id) as session:
-            if not claim_scan(session, ref.tenant_id):  # another of the tenant's scans runs: its slot is freed
-                raise ApplicationError(f"another residue scan of tenant {ref.tenant_id} is running; retried shortly",
+    async def finish(self, request: FinishRequest) -> VerifyOutcome:
+        """Verify the job in a round (:mod:`memory.deletion.rounds`): unless a round of another job of the tenant
+        decided it already, claim the tenant's scan, wait for its budget, and verify every job of the tenant whose
+        purge is done by one residue scan of the rows, files and histories, plus each job's targeted checks.
+
+        The round runs in a thread of its own pool (never the event loop's default executor, which the worker's
+        other activities share); only the histories' fetches come back to the event loop."""
+        fetch = fetcher()
+        decision = await heartbeat_while(
+            asyncio.get_running_loop().run_in_executor(round_threads(), self._round, request, fetch))
+        return VerifyOutcome(decision.clean, decision.probes, decision.hits, decision.remaining_copies)
+
+    def _round(self, request: FinishRequest, fetch: Fetch) -> Decision:
+        tenant, job_id = request.tenant_id, uuid.UUID(request.job_id)
+        with shielded_session(self.engine, tenant) as session:
+            if (decided := settled(session, tenant, job_id)) is not None:
+                return decided
+            if not claim_scan(session, tenant):  # another of the tenant's rounds runs: this slot is freed meanwhile
+                raise ApplicationError(f"another residue scan of tenant {tenant} is running; retried shortly",
                                        type="ResidueScanBusy", next_retry_delay=SCAN_BUSY_RETRY)
-            job = get_job(session, ref.tenant_id, job_id, lock=True)
-            self._bind(session, ref.tenant_id)
-            result = verify(session, job)
-            # The scan reads a snapshot of its own after the purge committed, in the CPU pool (~1 s of CPU for a
-            # subject with 2,000 messages, which in this interpreter slowed every other tenant's activities).
-            found = offload.in_tenant(self.engine, ref.tenant_id, scan, ref.tenant_id, self.artifacts,
-                                      {job_id: job.subject_user_id})
-            copies = [c.label for c in found.get(job_id, [])]
-            copies += request.history_copies
-            if result.clean and not copies:
-                probes = PURGERS[Layer.VERIFICATION_PROBES](session, job, self.batch_size)
-                record_layer(
-                    session, ref.tenant_id, job_id, Layer.VERIFICATION_PROBES, status="done",
-                    removed=probes.removed, remaining=0,
-                    evidence={**probes.evidence, "verified_probes": result.probes, "remaining_copies": []},
-                )
-                forget_known_bodies(session, job)
-                transition(session, job, JobStatus.COMPLETED)
-            else:
-                record_layer(session, ref.tenant_id, job_id, Layer.VERIFICATION_PROBES, status="failed",
-                             remaining=len(copies), evidence={"remaining_copies": copies})
-                transition(
-                    session,
-                    job,
-                    JobStatus.FAILED_REQUIRES_ACTION,
-                    error=f"verification found deleted data: {result.hits}; remaining copies: {len(copies)}",
-                )
-        return VerifyOutcome(result.clean and not copies, result.probes, result.hits, copies)
+            if (decided := settled(session, tenant, job_id)) is not None:  # by the round that just ended
+                return decided
+            if (wait := wait_for_budget(session, tenant, self.scan_budget)) > 0:
+                raise ApplicationError(
+                    f"tenant {tenant}'s verification rounds used their share of the worker; the next in {wait:.1f} s",
+                    type="ResidueScanBusy", next_retry_delay=timedelta(seconds=wait))
+            started = time.monotonic()
+            jobs = waiting_jobs(session, get_job(session, tenant, job_id, lock=True))
+            subjects = {job.job_id: job.subject_user_id for job in jobs}
+            self._bind(session, tenant)
+            # The scan reads a snapshot of its own, begun after every purge it verifies committed, in the CPU pool.
+            found = offload.in_tenant(self.engine, tenant, scan, tenant, self.artifacts, subjects)
+            texts = matchers(session, tenant, list(subjects))
+            seen = history_copies(fetch, workflow_ids(session, tenant), texts,
+                                  {job.job_id: job.workflow_id for job in jobs}) if texts else {}
+            decisions = {}
+            for job in jobs:
+                copies = [copy.label for copy in found.get(job.job_id, [])] + seen.get(job.job_id, [])
+                if job.job_id == job_id:
+                    copies += request.history_copies  # a workflow from before rounds scanned its histories first
+                decisions[job.job_id] = decide(session, job, copies[:MAX_COPIES], self.batch_size, len(jobs))
+            spend(session, tenant, time.monotonic() - started, len(jobs), self.scan_budget)
+        return decisions[job_id]
+
+
+
+_ROUND_THREADS: ThreadPoolExecutor | None = None
+ROUND_THREADS = 4
+"""Rounds (and old runs' history scans) of different tenants at once in one worker process; more wait their turn."""
+
+
+def round_threads() -> ThreadPoolExecutor:
+    """The process's threads for rounds: a round blocks its thread for seconds (the pool's scan, the histories'
+    fetches), and in the event loop's default executor six of them starved the fetches they waited for."""
+    global _ROUND_THREADS
+    if _ROUND_THREADS is None:
+        _ROUND_THREADS = ThreadPoolExecutor(ROUND_THREADS, thread_name_prefix="mnemo-round")
+    return _ROUND_THREADS

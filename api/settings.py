@@ -108,6 +108,14 @@ class Settings(ModelSettings):
         description="Deletion starts of one tenant in flight per API process (each fingerprints what it deletes "
         "against the subject's kept words); more get a 429",
     )
+    residue_scan_share: float = Field(
+        default=0.25, gt=0, le=1,
+        description="Seconds of deletion verification (residue scans) one tenant may take per second of a worker, in "
+        "the long run; jobs waiting meanwhile are verified together by the tenant's next scan",
+    )
+    residue_scan_burst_seconds: float = Field(
+        default=10.0, gt=0, le=86_400, description="... of which this many seconds may be taken at once"
+    )
     cpu_pool_workers: int = Field(
         default=2, ge=0, le=64,
         description="Processes per API or worker process for one request's heavy CPU work (large session windows, "

@@ -31,6 +31,7 @@ from api.temporal import connect, ensure_embedding_schedule, ensure_retention_sc
 from memory import offload
 from memory.artifact_store import ArtifactStore
 from memory.db import make_engine
+from memory.deletion.rounds import ScanBudget
 from memory.egress import AllowList
 from memory.embedders import TextEmbedder
 from memory.sessions.extraction.base import Extractor
@@ -68,11 +69,12 @@ def build_worker(
     commit_policy: CommitPolicy | None = None,
     embedder: TextEmbedder | None = None,
     webhook_allowed: AllowList | None = None,
+    scan_budget: ScanBudget | None = None,
 ) -> Worker:
     """A worker for every mnemo workflow and activity on ``task_queue``.
 
     ``activity_slots`` bounds the activities the worker accepts at once; by default it is the
-    executor's thread count. Every mnemo activity is synchronous, so one accepted beyond the
+    executor's thread count. Most mnemo activities are synchronous, so one accepted beyond the
     executor's threads waits in the executor's queue, where it cannot heartbeat: with the SDK's
     default of 100 slots and a handful of threads, 200 concurrent report tasks had steps time out
     on their heartbeat before they ever started (issue 12). Bounded, the surplus stays in
@@ -84,6 +86,8 @@ def build_worker(
 
     ``embedder`` fills the vector backlog (default: the ``MNEMO_EMBEDDINGS_*`` model, on first use).
 
+    ``scan_budget`` is each tenant's share of deletion verification (default: :class:`ScanBudget`'s).
+
     ``task_faults`` and ``publish_fault`` inject faults for drills (settings: MNEMO_TASK_SLOW_STEPS,
     MNEMO_PUBLISH_FAULT; :func:`run_worker` passes them); by default there are none.
     """
@@ -91,7 +95,8 @@ def build_worker(
     instrument_engine(engine)
     projection = ProjectionActivities(engine)
     artifacts = artifacts if artifacts is not None else Settings().artifact_root(engine)
-    deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults, artifacts=artifacts)
+    deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults, artifacts=artifacts,
+                                  scan_budget=scan_budget)
     retention = RetentionActivities(engine)
     tasks = TaskActivities(
         engine, artifacts, destinations=destinations or default_destinations(engine, artifacts, publish_fault),
@@ -179,6 +184,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 deletion_batch_size=settings.deletion_batch_size,
                 artifacts=settings.artifact_root(engine),
                 faults=FaultPlan.from_spec(settings.deletion_faults),
+                scan_budget=ScanBudget(settings.residue_scan_share, settings.residue_scan_burst_seconds),
                 task_faults=TaskFaultPlan.from_spec(settings.task_slow_steps),
                 publish_fault=settings.publish_fault,
                 activity_slots=settings.worker_activity_slots,

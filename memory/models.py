@@ -320,6 +320,21 @@ class DeletionFingerprint(Base):
     shingle: Mapped[int] = mapped_column(BigInteger, primary_key=True)
 
 
+class ResidueRound(Base):
+    """A tenant's budget of verification rounds (:mod:`memory.deletion.rounds`, migration 0025): the seconds of
+    rounds it may still take, and what its last round took."""
+
+    __tablename__ = "residue_rounds"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    tokens: Mapped[float] = mapped_column(Float)
+    """Seconds in the bucket at ``updated_at`` (below zero: the next round waits for the refill)."""
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_seconds: Mapped[float] = mapped_column(Float)
+    last_jobs: Mapped[int] = mapped_column(Integer)
+    rounds: Mapped[int] = mapped_column(BigInteger)
+
+
 class RebuildBlock(Base):
     """An event that must not be used to rebuild a deleted memory."""
 

@@ -42,8 +42,12 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
 class ThreadWorker:
     """A Temporal worker on its own event loop in a background thread."""
 
-    def __init__(self, settings: Settings, engine: Engine, task_queue: str, **options: Any) -> None:
+    def __init__(self, settings: Settings, engine: Engine, task_queue: str, *, default_threads: int | None = None,
+                 **options: Any) -> None:
+        """``default_threads``: the size of the event loop's default executor (``asyncio.to_thread``), to show that
+        no activity waits on it while holding one of its threads; ``options`` go to ``build_worker``."""
         self.settings, self.engine, self.task_queue, self.options = settings, engine, task_queue, options
+        self._default_threads = default_threads
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -59,6 +63,8 @@ class ThreadWorker:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
+        if self._default_threads is not None:
+            self._loop.set_default_executor(ThreadPoolExecutor(max_workers=self._default_threads))
         self._stop = asyncio.Event()
         client = await connect(self.settings)
         with ThreadPoolExecutor(max_workers=8) as executor:

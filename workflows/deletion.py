@@ -4,8 +4,8 @@ accepted → running → completed; a transient failure waits in retry_wait and 
 again; a retention or legal hold parks the job in blocked_by_retention until
 released; what cannot continue ends in failed_requires_action until an operator
 resumes it. Checkpoints live in the read model, so a resumed job continues
-where it stopped. Only a clean verification may reach completed: the residue scan of the
-histories, then of the rows and files, and the targeted checks (``finish``).
+where it stopped. Only a clean verification may reach completed: ``finish`` verifies the job in a round
+with the tenant's other purged jobs (the residue scan of the rows, files and histories, and the targeted checks).
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ class DeletionWorkflow:
                 removed[layer] = removed.get(layer, 0) + count
             self._resume = False  # a resume signalled once the job is failed_requires_action must count
             history_copies: list[str] = []
-            if workflow.patched("residue-scan-histories"):  # runs started before it replay without it
+            # A round (``finish``) scans the histories itself; runs started before rounds replay their own scan.
+            if not workflow.patched("residue-rounds") and workflow.patched("residue-scan-histories"):
                 history_copies = await workflow.execute_activity_method(
                     DeletionActivities.scan_histories,
                     self._ref,

@@ -95,7 +95,10 @@ class Matcher:
 
     def copies(self, value: str) -> bool:
         """Does ``value`` hold a copy of one of the texts?"""
-        parts = units(value)
+        return self.holds(units(value))
+
+    def holds(self, parts: list[str]) -> bool:
+        """Do these units (a value's :func:`units`, cut once for every job a scan matches) hold a copy?"""
         return self.sampled_run(lambda i: tuple(parts[i : i + WIDTH]), len(parts) - WIDTH + 1)
 
     def sampled_run(self, shingle: Callable[[int], tuple[str, ...]], count: int) -> bool:

@@ -14,14 +14,14 @@ the place, never the text.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from memory.artifact_store import ArtifactStore, ArtifactUnavailable
-from memory.deletion.fingerprints import Matcher, salt_of, strings
+from memory.deletion.fingerprints import Matcher, salt_of, strings, units
 from memory.deletion.index_fingerprints import IndexMatcher, Kind
 from memory.models import DeletionFingerprint
 
@@ -174,6 +174,21 @@ def _rows(session: Session, tenant_id: str, table: str, columns: list[str], as_t
         yield row_id, owned, {column: values[f"c{n}"] for n, column in enumerate(columns)}
 
 
+def holding(value: object, found: Mapping[uuid.UUID, Matcher]) -> set[uuid.UUID]:
+    """The jobs whose texts ``value`` (each string inside it) holds a copy of: each string is cut into units once,
+    whatever the number of jobs a round verifies together."""
+    left, held = dict(found), set()
+    for string in strings(value):
+        parts = units(string)
+        for job_id, matcher in list(left.items()):
+            if matcher.holds(parts):
+                held.add(job_id)
+                del left[job_id]
+        if not left:
+            break
+    return held
+
+
 def anothers(owned: set[str], subject: str, tenant_id: str) -> bool:
     """The row belongs to a user other than the subject (not to the tenant or the system as a whole)."""
     return bool(owned - {subject, tenant_id, "system"})
@@ -189,14 +204,14 @@ def scan_database(session: Session, tenant_id: str, found: dict[uuid.UUID, Match
         return copies
     for table, columns in text_columns(session).items():
         for row_id, owned, values in _rows(session, tenant_id, table, columns):
+            looking = {job_id: matcher for job_id, matcher in live.items()
+                       if not anothers(owned, subjects.get(job_id, ""), tenant_id) and len(copies[job_id]) < MAX_COPIES}
             for column, value in values.items():
-                if value is None:
-                    continue
-                for job_id, matcher in live.items():
-                    if anothers(owned, subjects.get(job_id, ""), tenant_id) or len(copies[job_id]) >= MAX_COPIES:
-                        continue
-                    if any(matcher.copies(s) for s in strings(value)):
+                if value is not None and looking:
+                    for job_id in holding(value, looking):
                         copies[job_id].append(Copy(table, column, row_id))
+                        if len(copies[job_id]) >= MAX_COPIES:
+                            del looking[job_id]
     return copies
 
 
@@ -252,10 +267,9 @@ def scan_files(files: Iterable[StoredFile], found: dict[uuid.UUID, Matcher]) -> 
         try:
             for chunk in file.store.open(file.sha256):
                 value = tail + chunk.decode("utf-8", errors="ignore")
-                for job_id, matcher in found.items():
-                    hit = Copy(file.label, "file", file.sha256)
-                    if hit not in copies[job_id] and matcher.copies(value):
-                        copies[job_id].append(hit)
+                hit = Copy(file.label, "file", file.sha256)
+                for job_id in holding(value, {j: m for j, m in found.items() if hit not in copies[j]}):
+                    copies[job_id].append(hit)
                 tail = value[-4_096:]
         except ArtifactUnavailable:  # gone (deleted meanwhile), or its digest did not match: what was read counts
             continue
@@ -341,9 +355,8 @@ def scan_values(place: Copy, values: Iterable[object], found: dict[uuid.UUID, Ma
     """Copies among decoded values (a workflow history's payloads), all reported at ``place``."""
     copies: dict[uuid.UUID, list[Copy]] = {job_id: [] for job_id in found}
     for value in values:
-        for job_id, matcher in found.items():
-            if not copies[job_id] and any(matcher.copies(s) for s in strings(value)):
-                copies[job_id].append(place)
+        for job_id in holding(value, {j: m for j, m in found.items() if not copies[j]}):
+            copies[job_id].append(place)
     return copies
 
 

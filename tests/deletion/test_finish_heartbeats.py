@@ -1,8 +1,9 @@
 """A deletion's verification heartbeats while it runs (found by bench/chaos.py).
 
 ``deletion_finish`` is one transaction and had only its 10-minute start-to-close timeout: after a
-worker was killed during it, the job stayed ``running`` for ten minutes. It now heartbeats from a
-helper thread (``activities.db.heartbeating``) and the workflow gives it a heartbeat timeout.
+worker was killed during it, the job stayed ``running`` for ten minutes. It heartbeated from a
+helper thread (``activities.db.heartbeating``, still used by the session commit's extraction); it now awaits its
+round with ``heartbeat_while`` (tests/test_heartbeat_while.py), and the workflow gives it a heartbeat timeout.
 """
 
 from __future__ import annotations
