@@ -7,12 +7,15 @@ production workers run with an empty plan.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
@@ -49,6 +52,9 @@ from memory.deletion.rounds import (
 from memory.models import RetentionHold
 from memory.resources.bodies import record_store
 from memory.resources.body_store import bind_store
+
+logger = logging.getLogger("mnemo.worker")
+T = TypeVar("T")
 
 SCAN_BUSY_RETRY = timedelta(seconds=2)
 """When the tenant's round is running, a verification is tried again after this long (not holding a slot): by then
@@ -282,23 +288,45 @@ class DeletionActivities:
                 raise ApplicationError(
                     f"tenant {tenant}'s verification rounds used their share of the worker; the next in {wait:.1f} s",
                     type="ResidueScanBusy", next_retry_delay=timedelta(seconds=wait))
-            started = time.monotonic()
+            clock = _Stopwatch()
             jobs = waiting_jobs(session, get_job(session, tenant, job_id, lock=True))
             subjects = {job.job_id: job.subject_user_id for job in jobs}
             self._bind(session, tenant)
             # The scan reads a snapshot of its own, begun after every purge it verifies committed, in the CPU pool.
-            found = offload.in_tenant(self.engine, tenant, scan, tenant, self.artifacts, subjects)
-            texts = matchers(session, tenant, list(subjects))
-            seen = history_copies(fetch, workflow_ids(session, tenant), texts,
-                                  {job.job_id: job.workflow_id for job in jobs}) if texts else {}
+            found = clock.lap("rows_ms", offload.in_tenant, self.engine, tenant, scan, tenant, self.artifacts, subjects)
+            texts, ids = matchers(session, tenant, list(subjects)), workflow_ids(session, tenant)
+            seen = clock.lap("histories_ms", history_copies, fetch, ids, texts,
+                             {job.job_id: job.workflow_id for job in jobs}) if texts else {}
             decisions = {}
             for job in jobs:
                 copies = [copy.label for copy in found.get(job.job_id, [])] + seen.get(job.job_id, [])
                 if job.job_id == job_id:
                     copies += request.history_copies  # a workflow from before rounds scanned its histories first
-                decisions[job.job_id] = decide(session, job, copies[:MAX_COPIES], self.batch_size, len(jobs))
-            spend(session, tenant, time.monotonic() - started, len(jobs), self.scan_budget)
+                decisions[job.job_id] = clock.lap("checks_ms", decide, session, job, copies[:MAX_COPIES],
+                                                  self.batch_size, len(jobs))
+            spend(session, tenant, clock.total(), len(jobs), self.scan_budget)
+        logger.info("verification round", extra={"tenant_id": tenant, "jobs": len(jobs), "histories": len(ids),
+                                                  "clean": sum(d.clean for d in decisions.values()),
+                                                  "duration_ms": round(clock.total() * 1000, 1), **clock.laps})
         return decisions[job_id]
+
+
+class _Stopwatch:
+    """A round's time, and where it went (milliseconds per part), for its log line."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.laps: dict[str, float] = dict.fromkeys(("rows_ms", "histories_ms", "checks_ms"), 0.0)
+
+    def lap(self, name: str, call: Callable[..., T], *args: Any) -> T:
+        began = time.monotonic()
+        try:
+            return call(*args)
+        finally:
+            self.laps[name] = round(self.laps.get(name, 0.0) + (time.monotonic() - began) * 1000, 1)
+
+    def total(self) -> float:
+        return time.monotonic() - self.started
 
 
 

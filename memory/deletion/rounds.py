@@ -41,9 +41,9 @@ ROUND_JOBS = 32
 class ScanBudget:
     """How much of the worker's time a tenant's verification rounds may take (settings ``MNEMO_RESIDUE_SCAN_*``)."""
 
-    share: float = 0.25
+    share: float = 0.1
     """Seconds of rounds a tenant earns per second: its long-run share of one core."""
-    burst_seconds: float = 10.0
+    burst_seconds: float = 2.0
     """Seconds of rounds a tenant may take at once before the share applies."""
 
     def __post_init__(self) -> None:
