@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from api.schemas.recall import RESUME_SECTIONS
 from memory.recall.bundle import NO_TASK, SEVERAL_TASKS, WAITING_FOR_APPROVAL
 from tests.conftest import MakeKey, auth
-from tests.mcp.conftest import data_of, mcp_session, mcp_url  # noqa: F401 - the served API, a fixture used by name
+from tests.mcp.conftest import data_of, error_of, mcp_session, mcp_url  # noqa: F401 - the served API, a fixture used by name
 from tests.recall.conftest import recall, write
 from tests.tasks.conftest import (
     Team,
@@ -125,4 +125,7 @@ async def test_mcp_search_memories_gives_the_same_resume_sections_as_rest(
     assert candidate_ids(rest) == [second["task_id"], first["task_id"]]
     async with mcp_session(mcp_url, team.other_user) as (session, _):
         colleague = data_of(await session.call_tool("search_memories", {"query": SEED, "intent": "RESUME_TASK"}))
+        named = error_of(await session.call_tool("search_memories", {"query": SEED, "intent": "RESUME_TASK",
+                                                                     "task_id": first["task_id"]}))
     assert colleague["task_candidates"] == [] and NO_TASK in colleague["warnings"]
+    assert named["code"] == "not_found"  # as REST answers a colleague's task: the same as a missing one
