@@ -60,9 +60,9 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     "POST /memory-candidates": {"category_space_mismatch", "session_id_required", "agent_credential_required",
                                 "content_or_message", "message_empty", "message_speaker_required", TIMESTAMP_EDGE},
     "PATCH /memories/{memory_id}": {"inference_cannot_correct", TIMESTAMP_EDGE},
-    # A query made only of characters no index can search (punctuation, spaces), RESUME_TASK without a task.
-    "POST /memory-query": {"empty_query", "task_id_required", TIMESTAMP_EDGE},
-    "POST /recall/render": {"empty_query", "task_id_required", TIMESTAMP_EDGE},
+    # A query made only of characters no index can search (punctuation, spaces).
+    "POST /memory-query": {"empty_query", TIMESTAMP_EDGE},
+    "POST /recall/render": {"empty_query", TIMESTAMP_EDGE},
     # The report definition's currencies (the schema says three capitals), and a rejection without a reason.
     "POST /tasks": {"unsupported_currency"},
     "POST /tasks/{task_id}/approvals": {"reason_required"},
