@@ -15,8 +15,8 @@ from memory.artifact_store.s3 import S3ArtifactStore, S3Location
 from memory.db import engine_recipe, shared_engine
 from memory.egress import AllowList
 from memory.embedders.settings import ModelSettings
+from memory.llm import LlmConfig
 from memory.resources.cursors import CursorKeys
-from memory.sessions.extraction.llm import LlmConfig
 from memory.sessions.policy import CommitPolicy
 
 ARTIFACT_POOL_SIZE = 5
