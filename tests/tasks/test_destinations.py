@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -28,6 +28,7 @@ from api.settings import Settings
 from memory.db import tenant_session
 from memory.tasks.reminders import signature
 from tests.conftest import MakeKey, auth
+from tests.observability.webhook_standin import serving
 from tests.tasks.conftest import Team, approve, publications, start_task, status_is, wait_for
 from tests.workers import ThreadWorker
 
@@ -44,11 +45,6 @@ class Receiver:
     lookups: list[str] = field(default_factory=list)
     stored: dict[str, dict[str, str]] = field(default_factory=dict)  # idempotency key -> the answer
     by_operation: dict[str, str] = field(default_factory=dict)  # operation id -> idempotency key
-
-
-class _QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """The stalled answer's connection was closed by mnemo's timeout: expected, not an error."""
 
 
 @pytest.fixture()
@@ -91,13 +87,9 @@ def receiver() -> Iterator[Receiver]:
         def log_message(self, format: str, *args: object) -> None:
             return
 
-    server = _QuietServer(("127.0.0.1", 0), Handler)
-    got.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/publish"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield got
-    server.shutdown()
-    thread.join(10)
+    with serving(Handler) as base:
+        got.url = f"{base}/hooks/publish"
+        yield got
 
 
 @pytest.fixture(scope="module")
