@@ -41,8 +41,10 @@ class Receiver:
 
     url: str = ""
     stall_first_post: float = 0.0
+    lose_first_post: bool = False  # with the stall: the first POST is dropped, never stored (a lost request)
     posts: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
     lookups: list[str] = field(default_factory=list)
+    lookups_signed: list[bool] = field(default_factory=list)  # each lookup's signature (over no body) verified
     stored: dict[str, dict[str, str]] = field(default_factory=dict)  # idempotency key -> the answer
     by_operation: dict[str, str] = field(default_factory=dict)  # operation id -> idempotency key
 
@@ -67,6 +69,10 @@ def receiver() -> Iterator[Receiver]:
             with lock:
                 got.posts.append(({k.lower(): v for k, v in self.headers.items()}, body))
                 first = len(got.posts) == 1
+            if first and got.lose_first_post:
+                time.sleep(got.stall_first_post)
+                return
+            with lock:
                 answer = got.stored.setdefault(key, {"publication_id": f"pub-{len(got.stored) + 1}",
                                                      "url": f"https://reports.example/{len(got.stored) + 1}"})
                 got.by_operation[operation] = key
@@ -78,6 +84,8 @@ def receiver() -> Iterator[Receiver]:
             operation = self.path.rsplit("/", 1)[-1]
             with lock:
                 got.lookups.append(operation)
+                stamp = int(self.headers["X-Mnemo-Timestamp"])
+                got.lookups_signed.append(self.headers["X-Mnemo-Signature"] == signature(SECRET, stamp, b""))
                 key = got.by_operation.get(operation)
             if key is None:
                 self._answer(404)
@@ -263,9 +271,23 @@ def test_a_timeout_after_the_receiver_got_the_post_is_reconciled_through_its_loo
     assert done["status"] == "SUCCEEDED", done
     [post] = receiver.posts  # one delivery: the unknown outcome was asked about, not sent again
     sent = _check_delivery(post, done["task_id"], done["draft_sha256"])
-    assert receiver.lookups == [sent["operation_id"]]
+    assert receiver.lookups == [sent["operation_id"]] and receiver.lookups_signed == [True]
     assert _operations(engine, team.tenant, done["task_id"]) == [("SUCCEEDED", 1)]
     timeline = api.get(f"/tasks/{done['task_id']}/timeline", headers=auth(team.owner)).json()["entries"]
     assert [e["reason"] for e in timeline if e["kind"] == "checkpoint"][-2:] == ["unknown_outcome", "published"]
     [item] = api.get(f"/tasks/{done['task_id']}/publications", headers=auth(team.owner)).json()["items"]
     assert (item["publication_id"], item["url"]) == ("pub-1", "https://reports.example/1")
+
+
+def test_a_post_the_receiver_never_stored_is_found_absent_and_sent_again_under_the_same_key(
+    api: TestClient, team: Team, admin: str, receiver: Receiver, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(WebhookDestination, "timeout_seconds", 1.0)
+    receiver.stall_first_post, receiver.lose_first_post = 3.0, True
+    assert _put(api, admin, "hook", kind="webhook", url=receiver.url, secret=SECRET).status_code == 201
+    done = _published(api, team, "hook")
+    assert done["status"] == "SUCCEEDED", done
+    first, second = (_check_delivery(post, done["task_id"], done["draft_sha256"]) for post in receiver.posts)
+    assert receiver.lookups == [first["operation_id"]]  # asked first; 404: definitely not there
+    assert first["operation_id"] != second["operation_id"] and len(receiver.stored) == 1
+    assert _operations(engine, team.tenant, done["task_id"]) == [("FAILED", 1), ("SUCCEEDED", 0)]
