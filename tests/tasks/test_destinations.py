@@ -291,3 +291,14 @@ def test_a_post_the_receiver_never_stored_is_found_absent_and_sent_again_under_t
     assert receiver.lookups == [first["operation_id"]]  # asked first; 404: definitely not there
     assert first["operation_id"] != second["operation_id"] and len(receiver.stored) == 1
     assert _operations(engine, team.tenant, done["task_id"]) == [("FAILED", 1), ("SUCCEEDED", 0)]
+
+
+def test_the_address_is_judged_again_at_delivery_and_nothing_is_sent_where_it_is_no_longer_allowed(
+    api: TestClient, client: TestClient, task_worker: ThreadWorker, team: Team, admin: str, receiver: Receiver
+) -> None:
+    """Set where loopback was allowed, delivered by a worker whose operator does not allow it (as after DNS
+    rebinding, or the allow-list shrinking): refused at the send, with the guard's code, and nothing sent."""
+    assert _put(api, admin, "hook", kind="webhook", url=receiver.url, secret=SECRET).status_code == 201
+    done = _published(client, team, "hook")  # the API and worker of the default settings: no allow-list
+    assert done["status"] == "FAILED" and done["error"]["code"] == "webhook_address_not_public", done
+    assert receiver.posts == [] and receiver.lookups == []
