@@ -29,6 +29,7 @@ from api.routers import (
     health,
     memories,
     policies,
+    publish_destinations,
     recall,
     resources,
     root,
@@ -115,6 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     mcp = McpEndpoint(settings, app.state, catalog)
     app.router.routes.append(Route(MCP_PATH, mcp.asgi, include_in_schema=False))
     app.include_router(webhooks.router)
+    app.include_router(publish_destinations.router)
     mount_console(app, cursor_keys)
     return app
 

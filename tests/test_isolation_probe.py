@@ -66,6 +66,12 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     ),
     ("GET", "/tasks/{task_id}/artifacts/{sha256}"): ("artifact", None),
     ("GET", "/tasks/{task_id}/timeline"): ("task", None),
+    ("GET", "/tasks/{task_id}/publications"): ("task", None),
+    ("GET", "/publish-destinations/{name}"): ("destination", None),
+    ("DELETE", "/publish-destinations/{name}"): ("destination", None),
+    # Named by the caller like a policy: a stranger's valid PUT would write its own tenant's, so the probe sends
+    # one the rules refuse (a webhook without its url and secret).
+    ("PUT", "/publish-destinations/{name}"): ("destination", {"kind": "webhook"}),
     ("GET", "/sessions/{session_id}"): ("session", None),
     ("POST", "/sessions/{session_id}/messages"): ("session", {"messages": [
         {"idempotency_key": "probe-message", "role": "user", "content": "probe", "created_at": "2026-07-14T14:00:00Z"},
@@ -101,17 +107,24 @@ ROLE_FIRST = {
     ("GET", "/policies/{agent_id}/{resource}"),
     ("DELETE", "/policies/{agent_id}/{resource}"),
     ("PUT", "/policies/{agent_id}/{resource}"),
+    ("DELETE", "/publish-destinations/{name}"),
+    ("PUT", "/publish-destinations/{name}"),
 }
 NOT_404 = {
     # What a stranger's own tenant answers for an agent it has no policy for, real name or random alike.
     ("GET", "/policies/{agent_id}"): 200,
     ("PUT", "/policies/{agent_id}/{resource}"): 422,
+    ("PUT", "/publish-destinations/{name}"): 422,
 }
 LISTINGS = {("GET", "/resources/{resource}")}
 """Paths that name a type, not an object: answered 200, with none of alice's records in them (checked below)."""
+TENANT_WIDE = {("GET", "/publish-destinations/{name}")}
+"""The tenant's configuration, which every key of the tenant reads: a colleague sees the real one (a random
+name is still a 404); another tenant's is a missing one."""
 EXPECTED = {
     "stranger": {route: 200 if route in LISTINGS else NOT_404.get(route, 404) for route in ROUTES},
-    "colleague": {route: 200 if route in LISTINGS else 403 if route in ROLE_FIRST else 404 for route in ROUTES},
+    "colleague": {route: 200 if route in LISTINGS | TENANT_WIDE else 403 if route in ROLE_FIRST else 404
+                  for route in ROUTES},
 }
 
 
@@ -178,6 +191,8 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     assert policy.status_code == 200, policy.text
     run = api.post("/runs", json={"thread_id": "th-1", "agent_id": "planner"}, headers=auth(runtime))
     assert run.status_code == 201, run.text
+    board = api.put("/publish-destinations/board", json={"kind": "archive"}, headers=auth(admin))
+    assert board.status_code == 201, board.text
     return World(
         ids={
             "memory": {"memory_id": memory.json()["memory_id"]},
@@ -192,6 +207,7 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
             "record": {"resource": "todo", "record_id": record_id},
             "run": {"run_id": run.json()["run_id"]},
             "policy": {"agent_id": "planner", "resource": "todo"},
+            "destination": {"name": "board"},
         },
         alice=alice,
         admin=admin,
@@ -235,7 +251,10 @@ def test_another_tenants_or_users_object_answers_like_a_random_id(
     real, random = world.ids[kind], _random_ids(world.ids[kind])
     theirs = _call(api, key, method, path, real, body)
     nothing = _call(api, key, method, path, random, body)
-    assert theirs == nothing, (caller, theirs, nothing)
+    if caller == "colleague" and (method, path) in TENANT_WIDE:
+        assert nothing[0] == 404, nothing
+    else:
+        assert theirs == nothing, (caller, theirs, nothing)
     assert theirs[0] == EXPECTED[caller][(method, path)], theirs
     if (method, path) in LISTINGS:
         assert "'items': []" in theirs[1], theirs
@@ -256,3 +275,4 @@ def test_the_probes_changed_nothing(api: TestClient, world: World) -> None:
     assert run["ended_at"] is None
     policy = api.get("/policies/planner/todo", headers=auth(world.admin)).json()
     assert (policy["operations"], policy["fields"]) == (["read"], ["/title"])
+    assert api.get("/publish-destinations/board", headers=auth(world.alice)).json()["kind"] == "archive"

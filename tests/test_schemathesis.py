@@ -84,6 +84,11 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     # A host or port the URL pattern lets through but no URL has ("http://[x", a port over 65535); a host that
     # does not resolve, or resolves to an address that is not public (memory.egress).
     "PUT /tenant-webhook": {"invalid_webhook_url", "webhook_host_unresolvable", "webhook_address_not_public"},
+    # The same guard for a webhook destination; a name's shape (a path string, see _negatable), and which fields
+    # go with which kind.
+    "PUT /publish-destinations/{name}": {"invalid_webhook_url", "webhook_host_unresolvable",
+                                         "webhook_address_not_public", "invalid_destination_name",
+                                         "webhook_fields_missing", "archive_fields_unexpected"},
 }
 """422s on schema-valid requests that are the product's rules, per operation, by error code."""
 

@@ -38,7 +38,7 @@ class StepActivities(TaskActivitiesBase):
         problem = None
         if req.task_type not in DEFINITIONS:
             problem = {"code": "unknown_task_type", "message": f"unknown task type {req.task_type!r}"}
-        elif req.destination not in self.destinations:
+        elif self._find_destination(req.tenant_id, req.destination) is None:
             problem = {"code": "unknown_destination", "message": f"unknown publication destination {req.destination!r}"}
         with self._tx(req.tenant_id) as session:
             task = insert_task(
