@@ -4,7 +4,7 @@
 (a signed POST to ``url`` with ``secret``, stored and never returned). Built-in names (``archive``, ``reports``)
 need no row.
 
-Revision ID: 0027
+Revision ID: 0026
 Revises: 0025
 """
 
@@ -12,7 +12,7 @@ from alembic import op
 
 from migrations.rls import isolate_by_tenant
 
-revision = "0027"
+revision = "0026"
 down_revision = "0025"
 branch_labels = None
 depends_on = None
