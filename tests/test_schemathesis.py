@@ -84,6 +84,9 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     # A host or port the URL pattern lets through but no URL has ("http://[x", a port over 65535); a host that
     # does not resolve, or resolves to an address that is not public (memory.egress).
     "PUT /tenant-webhook": {"invalid_webhook_url", "webhook_host_unresolvable", "webhook_address_not_public"},
+    # A definition's rules between its parts (a step's own keys by kind, references to earlier steps, a goal
+    # schema that is itself valid) and the deployment's (an llm step needs an LLM endpoint).
+    "PUT /task-definitions/{task_type}": {"invalid_definition", "llm_endpoint_not_configured"},
 }
 """422s on schema-valid requests that are the product's rules, per operation, by error code."""
 
