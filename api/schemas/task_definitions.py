@@ -15,7 +15,7 @@ DEFINITION_EXAMPLE: dict[str, Any] = {
                     "additionalProperties": False},
     "steps": [
         {"step_id": "collect", "kind": "agent", "description": "collect the week's incidents as incidents.json"},
-        {"step_id": "render", "kind": "agent", "description": "write digest.md from incidents.json"},
+        {"step_id": "render", "kind": "compute", "function": "incident_digest.render"},
         {"step_id": "review", "kind": "approval", "artifact_from": "render/digest.md"},
         {"step_id": "publish", "kind": "publish", "destination": "archive"},
     ],

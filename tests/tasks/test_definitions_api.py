@@ -18,24 +18,16 @@ from typer.testing import CliRunner, Result
 
 from api.cli.task import task_app
 from api.main import create_app
+from api.schemas.task_definitions import DEFINITION_EXAMPLE
 from api.settings import Settings
 from memory.db import tenant_session
 from memory.reports.definitions import MONTHLY_REPORT_BODY
+from memory.tasks.definition_store import latest
 from tests.conftest import MakeKey, auth
 from tests.workers import served
 
-DIGEST: dict[str, Any] = {
-    "version": "1",
-    "goal_schema": {"type": "object", "properties": {"service": {"type": "string"}}, "required": ["service"],
-                    "additionalProperties": False},
-    "steps": [
-        {"step_id": "collect", "kind": "agent", "description": "collect the week's incidents"},
-        {"step_id": "render", "kind": "compute", "function": "digest.render"},
-        {"step_id": "review", "kind": "approval", "artifact_from": "render/digest.md"},
-        {"step_id": "publish", "kind": "publish", "destination": "archive"},
-    ],
-    "redraft_step": "render",
-}
+DIGEST: dict[str, Any] = DEFINITION_EXAMPLE
+"""The OpenAPI's example of a definition: what a reader of the docs tries first registers."""
 WITH_LLM: dict[str, Any] = {
     **DIGEST, "steps": [*DIGEST["steps"][:1], {"step_id": "draft", "kind": "llm", "prompt": "Summarise {{goal}}"},
                         *DIGEST["steps"][1:]],
@@ -80,7 +72,11 @@ def test_a_version_is_registered_once_and_never_changes(client: TestClient, make
         audited = session.execute(text(
             "SELECT detail->>'version' FROM audit_log WHERE action = 'TASK_DEFINITION_REGISTERED' ORDER BY audit_id"
         )).scalars().all()
+        newest, none = latest(session, tenant, "incident-digest"), latest(session, tenant, "weekly")
     assert audited == ["1", "2"]  # the replay was not audited: it wrote nothing
+    # New tasks start on the version registered last.
+    assert newest is not None and (newest.version, newest.sha256) == ("2", shown["versions"][1]["sha256"])
+    assert none is None
 
 
 def test_only_an_admin_registers_and_every_key_of_the_tenant_reads(client: TestClient, make_key: MakeKey) -> None:
