@@ -85,8 +85,9 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     # does not resolve, or resolves to an address that is not public (memory.egress).
     "PUT /tenant-webhook": {"invalid_webhook_url", "webhook_host_unresolvable", "webhook_address_not_public"},
     # A definition's rules between its parts (a step's own keys by kind, references to earlier steps, a goal
-    # schema that is itself valid) and the deployment's (an llm step needs an LLM endpoint).
-    "PUT /task-definitions/{task_type}": {"invalid_definition", "llm_endpoint_not_configured"},
+    # schema that is itself valid) and the deployment's (an llm step needs an LLM endpoint); a NUL inside the
+    # goal schema or a step, both open objects.
+    "PUT /task-definitions/{task_type}": {"invalid_definition", "llm_endpoint_not_configured", "invalid_character"},
 }
 """422s on schema-valid requests that are the product's rules, per operation, by error code."""
 
