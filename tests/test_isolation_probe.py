@@ -88,6 +88,10 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     # A policy is named by its agent, not an object of tenant A: a stranger's valid PUT would write its own
     # tenant's, so the probe sends one the declaration refuses (nothing is written in either tenant).
     ("PUT", "/policies/{agent_id}/{resource}"): ("policy", {"operations": ["read"], "fields": ["/status"]}),
+    ("GET", "/task-definitions/{task_type}"): ("definition", None),
+    # Like a policy, a type is named, not made: a stranger's valid PUT would register its own tenant's, so the
+    # probe sends a body the parser refuses (nothing is written in either tenant).
+    ("PUT", "/task-definitions/{task_type}"): ("definition", {"version": "1"}),
 }
 
 ROLE_FIRST = {
@@ -101,12 +105,16 @@ ROLE_FIRST = {
     ("GET", "/policies/{agent_id}/{resource}"),
     ("DELETE", "/policies/{agent_id}/{resource}"),
     ("PUT", "/policies/{agent_id}/{resource}"),
+    ("PUT", "/task-definitions/{task_type}"),
 }
 NOT_404 = {
     # What a stranger's own tenant answers for an agent it has no policy for, real name or random alike.
     ("GET", "/policies/{agent_id}"): 200,
     ("PUT", "/policies/{agent_id}/{resource}"): 422,
+    ("PUT", "/task-definitions/{task_type}"): 422,
 }
+TENANT_WIDE = {("GET", "/task-definitions/{task_type}")}
+"""Objects every key of their tenant reads (a task type): a colleague reads it, and a random name is a 404."""
 LISTINGS = {("GET", "/resources/{resource}")}
 """Paths that name a type, not an object: answered 200, with none of alice's records in them (checked below)."""
 EXPECTED = {
@@ -178,6 +186,9 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     assert policy.status_code == 200, policy.text
     run = api.post("/runs", json={"thread_id": "th-1", "agent_id": "planner"}, headers=auth(runtime))
     assert run.status_code == 201, run.text
+    definition = {"version": "1", "goal_schema": {"type": "object"}, "steps": [{"step_id": "write", "kind": "agent"}]}
+    registered = api.put("/task-definitions/alice-digest", json=definition, headers=auth(admin))
+    assert registered.status_code == 201, registered.text
     return World(
         ids={
             "memory": {"memory_id": memory.json()["memory_id"]},
@@ -192,6 +203,7 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
             "record": {"resource": "todo", "record_id": record_id},
             "run": {"run_id": run.json()["run_id"]},
             "policy": {"agent_id": "planner", "resource": "todo"},
+            "definition": {"task_type": "alice-digest"},
         },
         alice=alice,
         admin=admin,
@@ -209,6 +221,8 @@ def _random_ids(ids: dict[str, str]) -> dict[str, str]:
         fresh["state_version"] = ids["state_version"]
     if "resource" in ids:  # a declared type, not an id: the record id is what is random
         fresh["resource"] = ids["resource"]
+    if "task_type" in ids:  # a name, which starts with a letter
+        fresh["task_type"] = f"t{uuid.uuid4().hex}"
     return fresh
 
 
@@ -235,6 +249,9 @@ def test_another_tenants_or_users_object_answers_like_a_random_id(
     real, random = world.ids[kind], _random_ids(world.ids[kind])
     theirs = _call(api, key, method, path, real, body)
     nothing = _call(api, key, method, path, random, body)
+    if caller == "colleague" and (method, path) in TENANT_WIDE:
+        assert (theirs[0], nothing[0]) == (200, 404), (theirs, nothing)
+        return
     assert theirs == nothing, (caller, theirs, nothing)
     assert theirs[0] == EXPECTED[caller][(method, path)], theirs
     if (method, path) in LISTINGS:
@@ -256,3 +273,5 @@ def test_the_probes_changed_nothing(api: TestClient, world: World) -> None:
     assert run["ended_at"] is None
     policy = api.get("/policies/planner/todo", headers=auth(world.admin)).json()
     assert (policy["operations"], policy["fields"]) == (["read"], ["/title"])
+    digest = api.get("/task-definitions/alice-digest", headers=auth(world.alice)).json()
+    assert [version["version"] for version in digest["versions"]] == ["1"]
