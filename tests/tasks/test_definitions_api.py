@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,10 @@ from api.main import create_app
 from api.schemas.task_definitions import DEFINITION_EXAMPLE
 from api.settings import Settings
 from memory.db import tenant_session
+from memory.errors import Conflict
 from memory.reports.definitions import MONTHLY_REPORT_BODY
-from memory.tasks.definition_store import latest
+from memory.tasks.definition_store import latest, put_definition, versions
+from memory.tasks.definitions import from_body
 from tests.conftest import MakeKey, auth
 from tests.workers import served
 
@@ -244,3 +248,29 @@ def test_the_cli_says_what_is_wrong_with_a_definition(api_url: str, admin: str, 
     assert forbidden.exit_code == 1 and "(forbidden, HTTP 403)" in forbidden.output
     missing = _cli(api_url, admin, "definition", "show", "nothing-here")
     assert missing.exit_code == 1 and "(task_type_not_found, HTTP 404)" in missing.output
+
+
+def test_racing_registrations_of_a_version_agree_on_one_body(engine: Engine, make_key: MakeKey) -> None:
+    """Eight admins register version 1 at once, half with another body: one body wins, the same body is a replay
+    of it, every other one is the 409 naming the winner."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    make_key(tenant=tenant, roles=("admin",))  # the tenant
+    bodies = [DIGEST if n % 2 else {**DIGEST, "redraft_step": "collect"} for n in range(8)]
+    start = threading.Barrier(len(bodies))
+
+    def register(body: dict[str, Any]) -> str:
+        definition = from_body("incident-digest", body)
+        start.wait()
+        try:
+            with tenant_session(engine, tenant) as session:
+                return "created" if put_definition(session, tenant, definition, "ada") else definition.sha256
+        except Conflict as conflict:
+            return f"conflict {conflict.details['registered_sha256']}"
+
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        answers = list(pool.map(register, bodies))
+    with tenant_session(engine, tenant) as session:
+        [winner] = versions(session, tenant, "incident-digest")
+    sha = winner.definition.sha256
+    assert answers.count("created") == 1
+    assert set(answers) - {"created"} == {f"conflict {sha}", sha}
