@@ -26,6 +26,7 @@ class StoredDefinition:
     definition: Definition
     created_at: datetime
     created_by: str
+    """The user id of the admin who registered it."""
 
 
 def _stored(row: TaskDefinitionRow) -> StoredDefinition:
