@@ -66,20 +66,24 @@ def test_a_version_is_registered_once_and_never_changes(client: TestClient, make
     assert error["code"] == "definition_version_conflict"
     assert error["details"] == {"task_type": "incident-digest", "version": "1", "registered_sha256": sha}
     assert "new version" in error["message"]
-    assert _put(client, admin, "incident-digest", {**changed, "version": "2"}).status_code == 201
+    # Registered after "1", though it sorts before it: versions are ordered by registration, not by name.
+    assert _put(client, admin, "incident-digest", {**changed, "version": "0.9"}).status_code == 201
     shown = client.get("/task-definitions/incident-digest", headers=auth(admin)).json()
     assert shown["source"] == "tenant"
     assert [(v["version"], v["body"], v["created_by"]) for v in shown["versions"]] == [
-        ("1", DIGEST, "ada"), ("2", {**changed, "version": "2"}, "ada")]
+        ("1", DIGEST, "ada"), ("0.9", {**changed, "version": "0.9"}, "ada")]
     assert shown["versions"][0]["sha256"] == sha and shown["versions"][0]["created_at"]
+    listed = client.get("/task-definitions", headers=auth(admin)).json()["items"]
+    assert [(i["task_type"], i["latest_version"], i["versions"]) for i in listed] == [
+        ("incident-digest", "0.9", ["1", "0.9"]), ("monthly-report", "monthly-report-v1", ["monthly-report-v1"])]
     with tenant_session(engine, tenant) as session:
         audited = session.execute(text(
             "SELECT detail->>'version' FROM audit_log WHERE action = 'TASK_DEFINITION_REGISTERED' ORDER BY audit_id"
         )).scalars().all()
         newest, none = latest(session, tenant, "incident-digest"), latest(session, tenant, "weekly")
-    assert audited == ["1", "2"]  # the replay was not audited: it wrote nothing
+    assert audited == ["1", "0.9"]  # the replay was not audited: it wrote nothing
     # New tasks start on the version registered last.
-    assert newest is not None and (newest.version, newest.sha256) == ("2", shown["versions"][1]["sha256"])
+    assert newest is not None and (newest.version, newest.sha256) == ("0.9", shown["versions"][1]["sha256"])
     assert none is None
 
 
