@@ -29,6 +29,7 @@ from tests.workers import api_with_worker
 ROLES = ("", "memory_writer", "approver", "operator", "auditor", "admin")
 R = ("approver", "operator", "auditor", "admin")  # read any task of the tenant
 SETTLED = {"completed", "blocked_by_retention", "failed_requires_action"}
+DEFINITION = {"version": "1", "goal_schema": {"type": "object"}, "steps": [{"step_id": "write", "kind": "agent"}]}
 
 # endpoint -> the status each role gets (403 refused; 404 a task the caller may not see; else let through)
 TABLE: dict[str, dict[str, int]] = {
@@ -64,6 +65,9 @@ TABLE: dict[str, dict[str, int]] = {
     "PUT /publish-destinations/{name}":     {**{r: 403 for r in ROLES}, "admin": 201},
     "GET /publish-destinations":            {r: 200 for r in ROLES},
     "DELETE /publish-destinations/{name} (none such)": {**{r: 403 for r in ROLES}, "admin": 404},
+    "PUT /task-definitions/{type}":         {**{r: 403 for r in ROLES}, "admin": 201},
+    "GET /task-definitions":                {r: 200 for r in ROLES},
+    "GET /task-definitions/{type}":         {r: 200 for r in ROLES},
 }
 
 
@@ -110,6 +114,7 @@ def _snapshot(engine: Engine, tenant: str) -> dict[str, Any]:
         "agent_policies": "SELECT agent_id, resource, operations, fields FROM resource_policies ORDER BY 1, 2",
         "runs": "SELECT run_id, ended_at FROM resource_runs ORDER BY run_id",
         "destinations": "SELECT name, kind, url FROM publish_destinations ORDER BY name",
+        "task_definitions": "SELECT task_type, version, body_sha256 FROM task_definitions ORDER BY 1, 2",
     }
     with tenant_session(engine, tenant) as session:
         return {name: [tuple(row) for row in session.execute(text(sql)).all()] for name, sql in queries.items()}
@@ -170,6 +175,11 @@ def _calls(t: Tenant, state: dict[str, str]) -> dict[str, Call]:
         "GET /publish-destinations": lambda api, t, key: api.get("/publish-destinations", headers=auth(key)),
         "DELETE /publish-destinations/{name} (none such)":
             lambda api, t, key: api.delete("/publish-destinations/nowhere", headers=auth(key)),
+        "PUT /task-definitions/{type}": lambda api, t, key: api.put("/task-definitions/digest", json=DEFINITION,
+                                                                    headers=auth(key)),
+        "GET /task-definitions": lambda api, t, key: api.get("/task-definitions", headers=auth(key)),
+        "GET /task-definitions/{type}":
+            lambda api, t, key: api.get("/task-definitions/monthly-report", headers=auth(key)),
     }
 
 

@@ -89,6 +89,10 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     "PUT /publish-destinations/{name}": {"invalid_webhook_url", "webhook_host_unresolvable",
                                          "webhook_address_not_public", "invalid_destination_name",
                                          "webhook_fields_missing", "archive_fields_unexpected"},
+    # A definition's rules between its parts (a step's own keys by kind, references to earlier steps, a goal
+    # schema that is itself valid) and the deployment's (an llm step needs an LLM endpoint); a NUL inside the
+    # goal schema or a step, both open objects.
+    "PUT /task-definitions/{task_type}": {"invalid_definition", "llm_endpoint_not_configured", "invalid_character"},
 }
 """422s on schema-valid requests that are the product's rules, per operation, by error code."""
 

@@ -2,7 +2,7 @@
 
 Unknown keys, missing fields, wrong JSON types, nulls, malformed refs and timestamps without a time zone
 (or outside the years every request may name) are refused with a 422 ``invalid_record``-family code;
-``details.problems`` lists each one (the first 20) with its path.
+``details.problems`` lists each one (the first 20) with its path, in :mod:`memory.schema_problems`' vocabulary.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 
+from memory import schema_problems
 from memory.errors import InvalidInput
 from memory.resources import pointers
 from memory.resources.declarations import Declaration
@@ -21,18 +22,6 @@ from memory.resources.declarations import Declaration
 EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 """The range every timestamp of a request lies in (the API's rule for its own bodies, README "Using the API")."""
-MAX_PROBLEMS = 20
-MAX_ECHO_CHARS = 80
-"""A refused value is quoted in its problem's message up to this many characters: the answer names the value, it
-does not send a megabyte back."""
-
-_CODES = {
-    "additionalProperties": "unknown_field",
-    "required": "missing_field",
-    "type": "invalid_type",
-    "format": "invalid_timestamp",
-    "enum": "invalid_value",
-}
 
 _formats = FormatChecker(formats=())
 
@@ -55,20 +44,14 @@ def _validator(declaration: Declaration) -> Draft202012Validator:
     return Draft202012Validator(declaration.schema, format_checker=_formats)
 
 
-def _problem(error: ValidationError, declaration: Declaration) -> dict[str, str]:
-    path = "".join(f"/{pointers.escape(str(part))}" for part in error.absolute_path)
-    code = _CODES.get(str(error.validator), "invalid_value")
-    if error.validator == "pattern" and _is_ref_field(declaration, [str(part) for part in error.absolute_path]):
-        code = "invalid_ref"
-    return {"path": path or "/", "code": code, "message": f"{path or '/'}: {_shortened(error)}"}
+def _ref_code(declaration: Declaration) -> schema_problems.CodeOf:
+    """A declared ref field's pattern refuses with ``invalid_ref`` (the rest keeps the shared codes)."""
 
+    def code_of(error: ValidationError) -> str | None:
+        tokens = [str(part) for part in error.absolute_path]
+        return "invalid_ref" if error.validator == "pattern" and _is_ref_field(declaration, tokens) else None
 
-def _shortened(error: ValidationError) -> str:
-    """The validator's sentence with the refused value (which it quotes whole) cut to :data:`MAX_ECHO_CHARS`."""
-    quoted = repr(error.instance)
-    if len(quoted) <= MAX_ECHO_CHARS or quoted not in error.message:
-        return error.message
-    return error.message.replace(quoted, quoted[:MAX_ECHO_CHARS] + "…")
+    return code_of
 
 
 def _is_ref_field(declaration: Declaration, tokens: list[str]) -> bool:
@@ -83,10 +66,10 @@ def _is_ref_field(declaration: Declaration, tokens: list[str]) -> bool:
 
 def check_record(declaration: Declaration, data: dict[str, Any]) -> None:
     """Raise :class:`InvalidInput` listing what in ``data`` the declaration's schema refuses."""
-    errors = sorted(_validator(declaration).iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    errors = schema_problems.ordered_errors(_validator(declaration), data)
     if not errors:
         return
-    problems = [_problem(error, declaration) for error in errors[:MAX_PROBLEMS]]
+    problems = schema_problems.problems(errors, code_of=_ref_code(declaration))
     first = problems[0]
     raise InvalidInput(
         f"the {declaration.type} record is refused: {first['message']}",
