@@ -34,6 +34,7 @@ from api.routers import (
     root,
     runs,
     sessions,
+    task_attempts,
     tasks,
     webhooks,
 )
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(memories.router)
     app.include_router(deletions.router)
     app.include_router(tasks.router)
+    app.include_router(task_attempts.router)
     app.include_router(recall.router)
     app.include_router(policies.router)
     app.include_router(sessions.router)
