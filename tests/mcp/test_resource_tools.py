@@ -19,7 +19,9 @@ INTERNAL_TOOLS = {"list", "search", "read", "browse_memory_categories", "search_
 PUBLIC_TYPES = {"episode", "calendar", "todo", "voice_memo", "contact"}
 
 
-async def test_an_internal_key_is_offered_the_internal_tools_with_their_schemas(mcp_url: str, make_key: MakeKey) -> None:
+async def test_an_internal_key_is_offered_the_internal_tools_with_their_schemas(
+    mcp_url: str, make_key: MakeKey
+) -> None:
     async with mcp_session(mcp_url, make_key()) as (session, _):
         listed = await session.list_tools()
     tools = {tool.name: tool for tool in listed.tools}
