@@ -16,17 +16,7 @@ from starlette.datastructures import State
 from api.deps import app_temporal
 from api.mcp.answers import answer
 from api.mcp.auth import principal_of, request_of
-from api.schemas.task_attempts import (
-    ArtifactIn,
-    ClaimIn,
-    ClaimOut,
-    CompleteIn,
-    CompleteOut,
-    FailIn,
-    FailOut,
-    HeartbeatOut,
-    StepId,
-)
+from api.schemas import task_attempts as bodies
 from api.schemas.tasks import Reason
 from api.services import task_attempts
 from api.services.client import ClientSource
@@ -48,10 +38,11 @@ def register(server: MCPServer[Any], state: State) -> None:
                  "/tasks/{task_id}/attempts): an attempt holding it for lease_seconds, with the goal, the task's "
                  "artifacts so far and, after a rejection, its reason.")
     async def claim_task_step(
-        ctx: Context[Any, Any], task_id: Id, step_id: StepId | None = None,
+        ctx: Context[Any, Any], task_id: Id, step_id: bodies.StepId | None = None,
         lease_seconds: Annotated[int, Field(ge=LEASE_MIN, le=LEASE_MAX)] = LEASE_DEFAULT,
-    ) -> Annotated[CallToolResult, ClaimOut]:
-        body = ClaimIn.model_validate({"lease_seconds": lease_seconds, **({"step_id": step_id} if step_id else {})})
+    ) -> Annotated[CallToolResult, bodies.ClaimOut]:
+        given = {"lease_seconds": lease_seconds, **({"step_id": step_id} if step_id else {})}
+        body = bodies.ClaimIn.model_validate(given)
         return await answer(lambda: run_in_threadpool(
             task_attempts.claim, state.engine, principal_of(request_of(ctx)), task_id, body))
 
@@ -59,17 +50,17 @@ def register(server: MCPServer[Any], state: State) -> None:
                  "claimed for (as POST /tasks/{task_id}/attempts/{attempt_id}/heartbeat).")
     async def heartbeat_task_attempt(
         ctx: Context[Any, Any], task_id: Id, attempt_id: Id,
-    ) -> Annotated[CallToolResult, HeartbeatOut]:
+    ) -> Annotated[CallToolResult, bodies.HeartbeatOut]:
         return await answer(lambda: run_in_threadpool(
             task_attempts.heartbeat, state.engine, principal_of(request_of(ctx)), task_id, attempt_id))
 
     @server.tool(name="complete_task_attempt", description="Deliver the step's artifacts (base64) and output (as "
                  "POST .../complete); the same call again is answered as before (replayed: true).")
     async def complete_task_attempt(
-        ctx: Context[Any, Any], task_id: Id, attempt_id: Id, artifacts: list[ArtifactIn],
+        ctx: Context[Any, Any], task_id: Id, attempt_id: Id, artifacts: list[bodies.ArtifactIn],
         output: dict[str, Any] | None = None,
-    ) -> Annotated[CallToolResult, CompleteOut]:
-        body = CompleteIn(artifacts=artifacts, output=output or {})
+    ) -> Annotated[CallToolResult, bodies.CompleteOut]:
+        body = bodies.CompleteIn(artifacts=artifacts, output=output or {})
         return await answer(lambda: task_attempts.complete(
             state.engine, temporal(), state.artifacts, principal_of(request_of(ctx)), task_id, attempt_id, body))
 
@@ -77,7 +68,7 @@ def register(server: MCPServer[Any], state: State) -> None:
                  "it may be claimed again (up to 5 failures); otherwise the task fails.")
     async def fail_task_attempt(
         ctx: Context[Any, Any], task_id: Id, attempt_id: Id, reason: Reason, retryable: bool,
-    ) -> Annotated[CallToolResult, FailOut]:
-        body = FailIn(reason=reason, retryable=retryable)
+    ) -> Annotated[CallToolResult, bodies.FailOut]:
+        body = bodies.FailIn(reason=reason, retryable=retryable)
         return await answer(lambda: task_attempts.fail(
             state.engine, temporal(), principal_of(request_of(ctx)), task_id, attempt_id, body))

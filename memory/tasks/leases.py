@@ -36,6 +36,7 @@ from memory.tasks.states import TaskStatus
 from memory.tasks.steps import (
     fails_the_task,
     finish_attempt,
+    of_step,
     record_step_failure,
     record_step_success,
     start_attempt,
@@ -48,22 +49,6 @@ WAITING_REASON = "AGENT"
 SETTLED_SIGNAL = "agent_step_settled"
 """The workflow's signal, payload ``{"step_id", "input_version"}``: an agent completed or failed the step."""
 AGENT_ARTIFACT_KIND = "agent"
-
-
-class NoStepReady(Conflict):
-    code = "no_step_ready"
-
-
-class StepClaimed(Conflict):
-    code = "step_claimed"
-
-
-class LeaseExpired(Conflict):
-    code = "lease_expired"
-
-
-class AttemptFinished(Conflict):
-    code = "attempt_finished"
 
 
 @dataclass(frozen=True)
@@ -144,7 +129,7 @@ def collect_agent_step(
     version = get_task(session, ref.tenant_id, ref.task_id).state_version
     if step.status == "GAVE_UP":
         last = session.execute(
-            select(TaskAttempt.error).where(*_rows_of(step, TaskAttempt), TaskAttempt.status == "FAILED")
+            select(TaskAttempt.error).where(*_rows(TaskAttempt, step), TaskAttempt.status == "FAILED")
             .order_by(TaskAttempt.attempt_number.desc()).limit(1)
         ).scalar_one()
         return AgentOutcome("GAVE_UP", version, error=last)
@@ -164,16 +149,16 @@ def claim(
         step = _waiting_step(session, task, step_id)
         now = _now(session)
         running = list(session.execute(
-            select(TaskAttempt).where(*_rows_of(step, TaskAttempt), TaskAttempt.status == "RUNNING").with_for_update()
+            select(TaskAttempt).where(*_rows(TaskAttempt, step), TaskAttempt.status == "RUNNING").with_for_update()
         ).scalars())
         live = [(a.attempt_id, a.lease_expires_at) for a in running
                 if a.lease_expires_at is not None and a.lease_expires_at > now]
         if live:
             holder, until = live[0]
-            raise StepClaimed(
+            raise Conflict(
                 f"step {step.step_id} is claimed by attempt {holder} until {until.isoformat()}; claim it again after "
-                "that if it is not completed by then", details={"attempt_id": str(holder),
-                                                                "lease_expires_at": until.isoformat()})
+                "that if it is not completed by then", code="step_claimed",
+                details={"attempt_id": str(holder), "lease_expires_at": until.isoformat()})
         for expired in running:
             _expire(session, expired)
         attempt = start_attempt(
@@ -243,8 +228,8 @@ def fail(
             failures = record_step_failure(session, ref.tenant_id, ref.task_id, step.step_id, step.input_version)
             settled: Literal["WAITING", "GAVE_UP"] = \
                 "GAVE_UP" if not retryable or fails_the_task(failures, outage=None) else "WAITING"
-            session.execute(update(TaskStep).where(*_rows_of(step, TaskStep)).values(status=settled,
-                                                                                       updated_at=func.now()))
+            session.execute(update(TaskStep).where(*_rows(TaskStep, step))
+                            .values(status=settled, updated_at=func.now()))
             return Failed(attempt.attempt_id, step.step_id, step.input_version, settled, replayed=False)
     raise _lease_expired(attempt)
 
@@ -286,10 +271,9 @@ def _step(session: Session, ref: TaskRef, step_id: str, input_version: str, *, l
     return step
 
 
-def _rows_of(step: TaskStep, row: type[TaskStep] | type[TaskAttempt]) -> list[ColumnElement[bool]]:
+def _rows(row: type[TaskStep] | type[TaskAttempt], step: TaskStep) -> list[ColumnElement[bool]]:
     """The step's own row, or its attempts."""
-    return [row.tenant_id == step.tenant_id, row.task_id == step.task_id, row.step_id == step.step_id,
-            row.input_version == step.input_version]
+    return of_step(row, step.tenant_id, step.task_id, step.step_id, step.input_version)
 
 
 def _waiting_step(session: Session, task: Task, step_id: str | None) -> TaskStep:
@@ -304,10 +288,10 @@ def _waiting_step(session: Session, task: Task, step_id: str | None) -> TaskStep
         if step is not None:
             return step
     asked = f"step {step_id}" if step_id else "a step"
-    raise NoStepReady(
+    raise Conflict(
         f"task {task.task_id} is not waiting for an agent to perform {asked} (it is {task.status}"
         + (f" at step {task.current_step_id}" if task.current_step_id else "") + "); read it with GET /tasks/{id} "
-        "and claim when it waits for an agent",
+        "and claim when it waits for an agent", code="no_step_ready",
         details={"status": task.status, "current_step_id": task.current_step_id})
 
 
@@ -349,11 +333,11 @@ def _check_live(session: Session, attempt: TaskAttempt) -> bool:
     return True
 
 
-def _finished(attempt: TaskAttempt) -> AttemptFinished:
+def _finished(attempt: TaskAttempt) -> Conflict:
     ended = {"SUCCEEDED": "was completed", "FAILED": "was failed"}.get(attempt.status, "was abandoned")
-    return AttemptFinished(
+    return Conflict(
         f"attempt {attempt.attempt_id} {ended} already; only the very call that ended it (the same body) is "
-        "answered again. Read the task (GET /tasks/{id}) for what happens next",
+        "answered again. Read the task (GET /tasks/{id}) for what happens next", code="attempt_finished",
         details={"attempt_status": attempt.status})
 
 
@@ -366,11 +350,12 @@ def _expire(session: Session, attempt: TaskAttempt) -> None:
     )
 
 
-def _lease_expired(attempt: TaskAttempt) -> LeaseExpired:
+def _lease_expired(attempt: TaskAttempt) -> Conflict:
     expired_at = attempt.lease_expires_at.isoformat() if attempt.lease_expires_at else None
-    return LeaseExpired(
+    return Conflict(
         f"the lease of attempt {attempt.attempt_id} ran out at {expired_at}: its result is not taken; claim the "
-        "step again (POST /tasks/{id}/attempts) and redo it", details={"lease_expires_at": expired_at})
+        "step again (POST /tasks/{id}/attempts) and redo it", code="lease_expired",
+        details={"lease_expires_at": expired_at})
 
 
 def _settled(status: str) -> Literal["WAITING", "GAVE_UP"]:

@@ -1,42 +1,34 @@
 """Tasks that wait for an agent, for the agent protocol's tests (REST and MCP).
 
 Until the generic workflow runs ``agent`` steps, a task is put where that workflow will put it by the same
-functions: ``POST /tasks`` starts a real workflow on a task queue no worker polls (so it waits, and receives the
-API's signal), the read model's row is inserted by :func:`memory.tasks.transitions.insert_task` (what the
-``task_create`` activity runs), moved to RUNNING, and the step opened by
-:func:`memory.tasks.leases.open_agent_step` (what the agent step's activity runs).
+functions: its workflow is started as ``POST /tasks`` starts it (:func:`api.services.tasks.start`), on a task queue
+no worker polls (so it waits, and receives the API's signal); the read model's row is inserted by
+:func:`memory.tasks.transitions.insert_task` (what the ``task_create`` activity runs), moved to RUNNING, and the
+step opened by :func:`memory.tasks.leases.open_agent_step` (what the agent step's activity runs).
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from api.main import create_app
+from api.services.tasks import start
 from api.settings import Settings
+from api.temporal import connect
 from memory.db import tenant_session
 from memory.tasks import keys, leases
 from memory.tasks.ref import TaskRef
 from memory.tasks.states import TaskStatus
 from memory.tasks.transitions import NewTask, Transition, get_task, insert_task, move
-from tests.tasks.conftest import start_task
+from tests.tasks.conftest import report_input
 
 STEP = "draft"
 NEXT = "review"
-
-
-@contextmanager
-def idle_api(settings: Settings) -> Iterator[TestClient]:
-    """The API on a task queue of its own that no worker polls: the workflows it starts wait."""
-    idle = settings.model_copy(update={"task_queue": f"agents-{uuid.uuid4().hex[:8]}"})
-    with TestClient(create_app(idle)) as client:
-        yield client
 
 
 @dataclass(frozen=True)
@@ -46,20 +38,26 @@ class Waiting:
     state_version: int
 
 
-def running_task(api: TestClient, engine: Engine, key: str, tenant: str, user: str = "alice") -> Waiting:
-    """A task (its workflow started and waiting) whose read model is RUNNING at the agent step."""
+def running_task(settings: Settings, engine: Engine, tenant: str) -> Waiting:
+    """Alice's task (its workflow started and waiting) whose read model is RUNNING at the agent step."""
     intent = f"intent-{uuid.uuid4().hex[:8]}"
-    created = start_task(api, key, intent)
-    ref = TaskRef(tenant, created["task_id"])
+    task = report_input(tenant, keys.task_id_for(tenant, "alice", intent), intent)
+
+    async def started() -> None:
+        await start(await connect(settings), f"nobody-{uuid.uuid4().hex[:8]}", task)
+
+    with ThreadPoolExecutor(max_workers=1) as thread:  # the MCP tests call this from their own event loop
+        thread.submit(asyncio.run, started()).result()
     with tenant_session(engine, tenant) as session:
         insert_task(session, NewTask(
-            ref=ref, owner_user_id=user, task_type="monthly-report", goal={"month": "2026-06", "currency": "CNY"},
-            request_intent_id=intent, create_key=keys.create_key(tenant, user, intent), destination="reports",
-            workflow_id=created["workflow_id"], run_id=None, workflow_version="monthly-report-v1",
-            transition_id=f"create:{ref.task_id}",
+            ref=task.ref, owner_user_id="alice", task_type=task.task_type, goal=task.goal, request_intent_id=intent,
+            create_key=keys.create_key(tenant, "alice", intent), destination="reports",
+            workflow_id=task.ref.workflow_id, run_id=None, workflow_version="monthly-report-v1",
+            transition_id=f"create:{task.task_id}",
         ))
-        moved = move(session, ref, Transition(1, f"{ref.task_id}:start", TaskStatus.RUNNING, current_step_id=STEP))
-    return Waiting(ref, created["workflow_id"], moved.state_version)
+        moved = move(session, task.ref, Transition(1, f"{task.task_id}:start", TaskStatus.RUNNING,
+                                                   current_step_id=STEP))
+    return Waiting(task.ref, task.ref.workflow_id, moved.state_version)
 
 
 def open_step(engine: Engine, task: Waiting, input_version: str = "1", extra: dict[str, Any] | None = None) -> int:
@@ -70,10 +68,9 @@ def open_step(engine: Engine, task: Waiting, input_version: str = "1", extra: di
                                       extra=extra or {}, expected_version=version).state_version
 
 
-def waiting_task(api: TestClient, engine: Engine, key: str, tenant: str, user: str = "alice",
-                 extra: dict[str, Any] | None = None) -> Waiting:
-    """A task waiting for an agent to perform its step ``draft``."""
-    task = running_task(api, engine, key, tenant, user)
+def waiting_task(settings: Settings, engine: Engine, tenant: str, extra: dict[str, Any] | None = None) -> Waiting:
+    """Alice's task waiting for an agent to perform its step ``draft``."""
+    task = running_task(settings, engine, tenant)
     return Waiting(task.ref, task.workflow_id, open_step(engine, task, extra=extra))
 
 

@@ -9,7 +9,6 @@ import base64
 import logging
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -27,16 +26,10 @@ from memory.tasks.ref import TaskRef
 from memory.tasks.steps import STEP_ATTEMPT_LIMIT
 from memory.tasks.transitions import get_task
 from tests.conftest import MakeKey, auth
-from tests.tasks.agent_steps import NEXT, STEP, Waiting, collect, idle_api, open_step, running_task, waiting_task
+from tests.tasks.agent_steps import NEXT, STEP, Waiting, collect, open_step, running_task, waiting_task
 
 DRAFT = b"# June digest\n\nThree incidents.\n"
 CHART = bytes(range(256)) * 4
-
-
-@pytest.fixture(scope="module")
-def api(settings: Settings) -> Iterator[TestClient]:
-    with idle_api(settings) as client:
-        yield client
 
 
 @pytest.fixture()
@@ -46,20 +39,28 @@ def owner(make_key: MakeKey) -> tuple[str, str]:
     return tenant, make_key(tenant=tenant, user="alice")
 
 
-def _claim(api: TestClient, key: str, task: Waiting, **body: Any) -> Any:
-    return api.post(f"/tasks/{task.ref.task_id}/attempts", json=body, headers=auth(key))
+def _claim(client: TestClient, key: str, task: Waiting, **body: Any) -> Any:
+    return client.post(f"/tasks/{task.ref.task_id}/attempts", json=body, headers=auth(key))
 
 
-def _call(api: TestClient, key: str, task: Waiting, attempt: str, action: str, body: Any = None) -> Any:
-    return api.post(f"/tasks/{task.ref.task_id}/attempts/{attempt}/{action}", json=body, headers=auth(key))
+def _claimed(client: TestClient, settings: Settings, engine: Engine, owner: tuple[str, str]
+             ) -> tuple[str, Waiting, str]:
+    """The owner's key, a task of theirs waiting for an agent, and the id of the attempt that claimed its step."""
+    tenant, key = owner
+    task = waiting_task(settings, engine, tenant)
+    return key, task, _claim(client, key, task).json()["attempt_id"]
+
+
+def _call(client: TestClient, key: str, task: Waiting, attempt: str, action: str, body: Any = None) -> Any:
+    return client.post(f"/tasks/{task.ref.task_id}/attempts/{attempt}/{action}", json=body, headers=auth(key))
 
 
 def _artifact(name: str, media_type: str, content: bytes) -> dict[str, str]:
     return {"name": name, "media_type": media_type, "content_base64": base64.b64encode(content).decode()}
 
 
-def _timeline_attempts(api: TestClient, key: str, task: Waiting) -> list[dict[str, Any]]:
-    entries = api.get(f"/tasks/{task.ref.task_id}/timeline", headers=auth(key)).json()["entries"]
+def _timeline_attempts(client: TestClient, key: str, task: Waiting) -> list[dict[str, Any]]:
+    entries = client.get(f"/tasks/{task.ref.task_id}/timeline", headers=auth(key)).json()["entries"]
     return [entry for entry in entries if entry["kind"] == "attempt"]
 
 
@@ -76,42 +77,42 @@ def _signals(settings: Settings, workflow_id: str) -> list[str]:
 
 
 def test_claim_heartbeat_complete_and_the_workflow_collects_the_result(
-    api: TestClient, engine: Engine, settings: Settings, owner: tuple[str, str]
+    client: TestClient, settings: Settings, engine: Engine, owner: tuple[str, str]
 ) -> None:
     tenant, key = owner
-    task = waiting_task(api, engine, key, tenant)
+    task = waiting_task(settings, engine, tenant)
     assert collect(engine, task).status == "WAITING"
-    claimed = _claim(api, key, task, lease_seconds=60)
+    claimed = _claim(client, key, task, lease_seconds=60)
     assert claimed.status_code == 201, claimed.text
     body = claimed.json()
     assert (body["step_id"], body["attempt_number"]) == (STEP, 1)
     assert body["input"] == {"goal": {"month": "2026-06", "currency": "CNY"}, "artifacts": []}
     attempt = body["attempt_id"]
     time.sleep(1.1)
-    renewed = _call(api, key, task, attempt, "heartbeat")
+    renewed = _call(client, key, task, attempt, "heartbeat")
     assert renewed.status_code == 200, renewed.text
     assert renewed.json()["lease_expires_at"] > body["lease_expires_at"]
 
     delivered = {"artifacts": [_artifact("digest.md", "text/markdown", DRAFT),
                                _artifact("chart.bin", "application/octet-stream", CHART)],
                  "output": {"incidents": 3}}
-    done = _call(api, key, task, attempt, "complete", delivered)
+    done = _call(client, key, task, attempt, "complete", delivered)
     assert done.status_code == 200, done.text
     answer = done.json()
     assert (answer["status"], answer["step_id"], answer["replayed"]) == ("SUCCEEDED", STEP, False)
     shas = [artifact["sha256"] for artifact in answer["artifacts"]]
     for sha, content in zip(shas, (DRAFT, CHART), strict=True):
-        got = api.get(f"/tasks/{task.ref.task_id}/artifacts/{sha}", headers=auth(key))
+        got = client.get(f"/tasks/{task.ref.task_id}/artifacts/{sha}", headers=auth(key))
         assert got.status_code == 200 and got.content == content
 
-    again = _call(api, key, task, attempt, "complete", delivered)
+    again = _call(client, key, task, attempt, "complete", delivered)
     assert again.status_code == 200 and again.json() == {**answer, "replayed": True}
-    other = _call(api, key, task, attempt, "complete", {**delivered, "output": {"incidents": 4}})
+    other = _call(client, key, task, attempt, "complete", {**delivered, "output": {"incidents": 4}})
     assert other.status_code == 409 and other.json()["error"]["code"] == "attempt_finished", other.text
-    late_beat = _call(api, key, task, attempt, "heartbeat")
+    late_beat = _call(client, key, task, attempt, "heartbeat")
     assert late_beat.status_code == 409 and late_beat.json()["error"]["code"] == "attempt_finished"
     # The step is done: nothing is left to claim, though the workflow has not collected it yet.
-    assert _claim(api, key, task).json()["error"]["code"] == "no_step_ready"
+    assert _claim(client, key, task).json()["error"]["code"] == "no_step_ready"
 
     outcome = collect(engine, task)
     assert (outcome.status, outcome.output) == ("SUCCEEDED", {"incidents": 3})
@@ -123,7 +124,7 @@ def test_claim_heartbeat_complete_and_the_workflow_collects_the_result(
         assert row.state_version == task.state_version + 1 == outcome.state_version
     assert collect(engine, task) == outcome  # a retried collect: the same answer, the move not made twice
 
-    [entry] = _timeline_attempts(api, key, task)
+    [entry] = _timeline_attempts(client, key, task)
     assert (entry["status"], entry["actor"], entry["attempt_number"]) == ("SUCCEEDED", "alice", 1)
     renewed_until = datetime.fromisoformat(renewed.json()["lease_expires_at"])
     assert datetime.fromisoformat(entry["lease_expires_at"]) == renewed_until
@@ -131,50 +132,50 @@ def test_claim_heartbeat_complete_and_the_workflow_collects_the_result(
 
 
 def test_an_expired_lease_refuses_the_result_and_the_step_is_claimed_again(
-    api: TestClient, engine: Engine, owner: tuple[str, str]
+    client: TestClient, settings: Settings, engine: Engine, owner: tuple[str, str]
 ) -> None:
     tenant, key = owner
-    task = waiting_task(api, engine, key, tenant)
-    first = _claim(api, key, task, lease_seconds=5).json()
-    held = _claim(api, key, task)
+    task = waiting_task(settings, engine, tenant)
+    first = _claim(client, key, task, lease_seconds=5).json()
+    held = _claim(client, key, task)
     assert held.status_code == 409, held.text
     assert held.json()["error"]["code"] == "step_claimed"
     assert held.json()["error"]["details"]["attempt_id"] == first["attempt_id"]
     time.sleep(5.5)
-    late = _call(api, key, task, first["attempt_id"], "complete",
+    late = _call(client, key, task, first["attempt_id"], "complete",
                  {"artifacts": [_artifact("a.md", "text/plain", b"a")]})
     assert late.status_code == 409 and late.json()["error"]["code"] == "lease_expired", late.text
-    assert _call(api, key, task, first["attempt_id"], "heartbeat").json()["error"]["code"] == "lease_expired"
-    second = _claim(api, key, task, lease_seconds=60)
+    assert _call(client, key, task, first["attempt_id"], "heartbeat").json()["error"]["code"] == "lease_expired"
+    second = _claim(client, key, task, lease_seconds=60)
     assert second.status_code == 201 and second.json()["attempt_number"] == 2, second.text
-    statuses = [(e["attempt_number"], e["status"]) for e in _timeline_attempts(api, key, task)]
+    statuses = [(e["attempt_number"], e["status"]) for e in _timeline_attempts(client, key, task)]
     assert sorted(statuses) == [(1, "LEASE_EXPIRED"), (2, "RUNNING")]
     assert collect(engine, task).status == "WAITING"
 
 
 def test_no_step_ready_before_the_step_opens_and_for_another_step(
-    api: TestClient, engine: Engine, owner: tuple[str, str]
+    client: TestClient, settings: Settings, engine: Engine, owner: tuple[str, str]
 ) -> None:
     tenant, key = owner
-    task = running_task(api, engine, key, tenant)
-    early = _claim(api, key, task)
+    task = running_task(settings, engine, tenant)
+    early = _claim(client, key, task)
     assert early.status_code == 409, early.text
     error = early.json()["error"]
     assert error["code"] == "no_step_ready" and error["details"] == {"status": "RUNNING", "current_step_id": STEP}
     open_step(engine, task)
-    assert _claim(api, key, task, step_id="publish").json()["error"]["code"] == "no_step_ready"
-    assert _claim(api, key, task, step_id=STEP).status_code == 201
+    assert _claim(client, key, task, step_id="publish").json()["error"]["code"] == "no_step_ready"
+    assert _claim(client, key, task, step_id=STEP).status_code == 201
 
 
 def test_failures_the_step_is_claimed_again_until_it_gives_up(
-    api: TestClient, engine: Engine, owner: tuple[str, str]
+    client: TestClient, settings: Settings, engine: Engine, owner: tuple[str, str]
 ) -> None:
     tenant, key = owner
-    task = waiting_task(api, engine, key, tenant)
+    task = waiting_task(settings, engine, tenant)
     for number in range(1, STEP_ATTEMPT_LIMIT + 1):
-        claimed = _claim(api, key, task, lease_seconds=60)
+        claimed = _claim(client, key, task, lease_seconds=60)
         assert claimed.status_code == 201 and claimed.json()["attempt_number"] == number, claimed.text
-        failed = _call(api, key, task, claimed.json()["attempt_id"], "fail",
+        failed = _call(client, key, task, claimed.json()["attempt_id"], "fail",
                        {"reason": f"upstream API down ({number})", "retryable": True})
         assert failed.status_code == 200, failed.text
         expected = "GAVE_UP" if number == STEP_ATTEMPT_LIMIT else "WAITING"
@@ -182,82 +183,81 @@ def test_failures_the_step_is_claimed_again_until_it_gives_up(
                                  "step_status": expected, "replayed": False}
         if number < STEP_ATTEMPT_LIMIT:
             assert collect(engine, task).status == "WAITING"
-    replay = _call(api, key, task, claimed.json()["attempt_id"], "fail",
+    replay = _call(client, key, task, claimed.json()["attempt_id"], "fail",
                    {"reason": f"upstream API down ({STEP_ATTEMPT_LIMIT})", "retryable": True})
     assert replay.status_code == 200 and replay.json()["replayed"] is True
-    assert _claim(api, key, task).json()["error"]["code"] == "no_step_ready"
+    assert _claim(client, key, task).json()["error"]["code"] == "no_step_ready"
     outcome = collect(engine, task)
     assert outcome.status == "GAVE_UP"
     assert outcome.error == {"code": "agent_failed", "message": "upstream API down (5)", "retryable": True}
 
-    once = waiting_task(api, engine, key, tenant)
-    attempt = _claim(api, key, once).json()["attempt_id"]
-    final = _call(api, key, once, attempt, "fail", {"reason": "the goal names no service", "retryable": False})
+    once = waiting_task(settings, engine, tenant)
+    attempt = _claim(client, key, once).json()["attempt_id"]
+    final = _call(client, key, once, attempt, "fail", {"reason": "the goal names no service", "retryable": False})
     assert final.json()["step_status"] == "GAVE_UP"
     assert collect(engine, once).error == {"code": "agent_failed", "message": "the goal names no service",
                                            "retryable": False}
 
 
 def test_a_rejections_reason_is_in_the_next_claims_input(
-    api: TestClient, engine: Engine, owner: tuple[str, str]
+    client: TestClient, settings: Settings, engine: Engine, owner: tuple[str, str]
 ) -> None:
-    tenant, key = owner
-    task = waiting_task(api, engine, key, tenant)
-    attempt = _claim(api, key, task).json()["attempt_id"]
-    draft = _call(api, key, task, attempt, "complete", {"artifacts": [_artifact("digest.md", "text/markdown", DRAFT)]})
+    key, task, attempt = _claimed(client, settings, engine, owner)
+    draft = _call(client, key, task, attempt, "complete",
+                  {"artifacts": [_artifact("digest.md", "text/markdown", DRAFT)]})
     collect(engine, task)
     # The approver rejected it: the workflow opens the redraft, input version r1, with the reviewer's note.
     open_step(engine, task, "r1", {"revision": 1, "reviewer_note": "name the on-call engineer"})
-    redraft = _claim(api, key, task).json()
+    redraft = _claim(client, key, task).json()
     assert redraft["attempt_number"] == 1
     assert redraft["input"]["rejection_reason"] == "name the on-call engineer"
     assert redraft["input"]["artifacts"] == [{"step_id": STEP, **{k: a[k] for k in ("name", "media_type", "sha256")}}
                                              for a in draft.json()["artifacts"]]
 
 
-def test_who_may_perform_a_step(api: TestClient, engine: Engine, make_key: MakeKey, owner: tuple[str, str]) -> None:
+def test_who_may_perform_a_step(
+    client: TestClient, settings: Settings, engine: Engine, make_key: MakeKey, owner: tuple[str, str]
+) -> None:
     tenant, key = owner
     runtime = make_key(tenant=tenant, user="alice", roles=("agent_runtime",), agent="digester")
     colleague = make_key(tenant=tenant, user="carol")
     approver = make_key(tenant=tenant, user="bob", roles=("approver",))
     stranger = make_key(user="alice", roles=("admin",))
-    task = waiting_task(api, engine, key, tenant)
+    task = waiting_task(settings, engine, tenant)
     missing = Waiting(TaskRef(tenant, str(uuid.uuid4())), "", 0)
     for caller in (colleague, stranger):  # another user's task, another tenant's: the 404 of a missing one
-        theirs, nothing = _claim(api, caller, task), _claim(api, caller, missing)
+        theirs, nothing = _claim(client, caller, task), _claim(client, caller, missing)
         assert theirs.status_code == nothing.status_code == 404
         assert theirs.json()["error"]["message"].replace(task.ref.task_id, "<id>") == \
             nothing.json()["error"]["message"].replace(missing.ref.task_id, "<id>")
-    refused = _claim(api, approver, task)
+    refused = _claim(client, approver, task)
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
-    claimed = _claim(api, runtime, task)
+    claimed = _claim(client, runtime, task)
     assert claimed.status_code == 201, claimed.text
     attempt = claimed.json()["attempt_id"]
-    assert _call(api, colleague, task, attempt, "heartbeat").status_code == 404
-    assert _call(api, key, task, str(uuid.uuid4()), "heartbeat").json()["error"]["code"] == "attempt_not_found"
-    assert _call(api, key, task, "not-an-id", "heartbeat").json()["error"]["code"] == "attempt_not_found"
-    assert _call(api, key, task, attempt, "heartbeat").status_code == 200  # the owner's own key, any of them
-    [entry] = _timeline_attempts(api, key, task)
+    assert _call(client, colleague, task, attempt, "heartbeat").status_code == 404
+    assert _call(client, key, task, str(uuid.uuid4()), "heartbeat").json()["error"]["code"] == "attempt_not_found"
+    assert _call(client, key, task, "not-an-id", "heartbeat").json()["error"]["code"] == "attempt_not_found"
+    assert _call(client, key, task, attempt, "heartbeat").status_code == 200  # the owner's own key, any of them
+    [entry] = _timeline_attempts(client, key, task)
     assert entry["actor"] == "digester"
 
 
 def test_bad_deliveries_are_refused_naming_the_artifact_and_change_nothing(
-    api: TestClient, engine: Engine, owner: tuple[str, str]
+    client: TestClient, settings: Settings, engine: Engine, owner: tuple[str, str]
 ) -> None:
-    tenant, key = owner
-    task = waiting_task(api, engine, key, tenant)
-    attempt = _claim(api, key, task).json()["attempt_id"]
+    key, task, attempt = _claimed(client, settings, engine, owner)
     good = _artifact("digest.md", "text/markdown", DRAFT)
-    bad = _call(api, key, task, attempt, "complete",
+    bad = _call(client, key, task, attempt, "complete",
                 {"artifacts": [good, {**good, "name": "b.md", "content_base64": "bm90IGJhc2U2NA=!"}]})
     assert bad.status_code == 422, bad.text
     assert bad.json()["error"]["code"] == "invalid_base64"
     assert bad.json()["error"]["details"] == {"field": "artifacts.1.content_base64"}
-    twice = _call(api, key, task, attempt, "complete", {"artifacts": [good, good]})
+    twice = _call(client, key, task, attempt, "complete", {"artifacts": [good, good]})
     assert twice.json()["error"]["code"] == "duplicate_artifact_name"
-    short = _claim(api, key, task, lease_seconds=4)
+    short = _claim(client, key, task, lease_seconds=4)
     assert short.status_code == 422 and short.json()["error"]["fields"][0]["field"] == "lease_seconds"
-    assert [e["status"] for e in _timeline_attempts(api, key, task)] == ["RUNNING"]
+    assert [e["status"] for e in _timeline_attempts(client, key, task)] == ["RUNNING"]
     assert collect(engine, task).status == "WAITING"
 
 
@@ -265,12 +265,11 @@ def test_the_result_is_recorded_when_temporal_cannot_be_reached(
     settings: Settings, engine: Engine, owner: tuple[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     tenant, key = owner
-    with idle_api(settings) as up:
-        task = waiting_task(up, engine, key, tenant)
+    task = waiting_task(settings, engine, tenant)
     down = settings.model_copy(update={"temporal_address": f"127.0.0.1:{free_port()}"})
-    with TestClient(create_app(down)) as api, caplog.at_level(logging.WARNING, logger="mnemo.tasks.agents"):
-        attempt = _claim(api, key, task).json()["attempt_id"]
-        done = _call(api, key, task, attempt, "complete", {"artifacts": [], "output": {"ok": True}})
+    with TestClient(create_app(down)) as client, caplog.at_level(logging.WARNING, logger="mnemo.tasks.agents"):
+        attempt = _claim(client, key, task).json()["attempt_id"]
+        done = _call(client, key, task, attempt, "complete", {"artifacts": [], "output": {"ok": True}})
         assert done.status_code == 200, done.text
     assert collect(engine, task).output == {"ok": True}
     assert any("agent_step_settled" in record.getMessage() for record in caplog.records)
