@@ -48,16 +48,22 @@ def running_task(settings: Settings, engine: Engine, tenant: str) -> Waiting:
 
     with ThreadPoolExecutor(max_workers=1) as thread:  # the MCP tests call this from their own event loop
         thread.submit(asyncio.run, started()).result()
+    return recorded_task(engine, tenant, intent)
+
+
+def recorded_task(engine: Engine, tenant: str, intent: str) -> Waiting:
+    """Alice's task of ``intent`` in the read model (as the task_create activity records it), RUNNING at the
+    agent step."""
+    ref = TaskRef(tenant, keys.task_id_for(tenant, "alice", intent))
     with tenant_session(engine, tenant) as session:
         insert_task(session, NewTask(
-            ref=task.ref, owner_user_id="alice", task_type=task.task_type, goal=task.goal, request_intent_id=intent,
-            create_key=keys.create_key(tenant, "alice", intent), destination="reports",
-            workflow_id=task.ref.workflow_id, run_id=None, workflow_version="monthly-report-v1",
-            transition_id=f"create:{task.task_id}",
+            ref=ref, owner_user_id="alice", task_type="monthly-report", goal={"month": "2026-06", "currency": "CNY"},
+            request_intent_id=intent, create_key=keys.create_key(tenant, "alice", intent), destination="reports",
+            workflow_id=ref.workflow_id, run_id=None, workflow_version="monthly-report-v1",
+            transition_id=f"create:{ref.task_id}",
         ))
-        moved = move(session, task.ref, Transition(1, f"{task.task_id}:start", TaskStatus.RUNNING,
-                                                   current_step_id=STEP))
-    return Waiting(task.ref, task.ref.workflow_id, moved.state_version)
+        moved = move(session, ref, Transition(1, f"{ref.task_id}:start", TaskStatus.RUNNING, current_step_id=STEP))
+    return Waiting(ref, ref.workflow_id, moved.state_version)
 
 
 def open_step(engine: Engine, task: Waiting, input_version: str = "1", extra: dict[str, Any] | None = None) -> int:
