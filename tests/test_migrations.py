@@ -157,7 +157,7 @@ def test_0026_goes_down_to_0025s_statuses_and_back_up(postgres: PostgresInfo) ->
         transaction = partial(tenant_session, engine, "acme")
         claim = partial(leases.claim, transaction, step_id=None, actor="alice", worker="key:k")
         failing = claim(gave_up.ref, lease_seconds=60)
-        leases.fail(transaction, gave_up.ref, failing.attempt_id, reason="no", retryable=False, body_digest="d")
+        leases.fail(transaction, gave_up.ref, failing.attempt.attempt_id, reason="no", retryable=False, body_digest="d")
         claim(waiting.ref, lease_seconds=5)
         time.sleep(5.2)
         claim(waiting.ref, lease_seconds=60)  # the first one's lease ran out

@@ -78,9 +78,9 @@ def claim(engine: Engine, principal: PrincipalContext, task_id: str, body: Claim
     ref = performer(engine, principal, task_id)
     claimed = leases.claim(_transaction(engine, ref), ref, step_id=body.step_id, lease_seconds=body.lease_seconds,
                            actor=principal.agent_id or principal.user_id, worker=f"key:{principal.key_id}")
-    return ClaimOut(attempt_id=str(claimed.attempt_id), step_id=claimed.step_id,
-                    attempt_number=claimed.attempt_number, lease_expires_at=claimed.lease_expires_at,
-                    input=StepInputOut.model_validate(claimed.input))
+    attempt = claimed.attempt
+    return ClaimOut(attempt_id=str(attempt.attempt_id), step_id=attempt.step_id, attempt_number=attempt.attempt_number,
+                    lease_expires_at=claimed.lease_expires_at, input=StepInputOut.model_validate(claimed.input))
 
 
 def heartbeat(engine: Engine, principal: PrincipalContext, task_id: str, attempt_id: str) -> HeartbeatOut:

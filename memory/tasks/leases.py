@@ -53,9 +53,8 @@ AGENT_ARTIFACT_KIND = "agent"
 
 @dataclass(frozen=True)
 class Claimed:
-    attempt_id: uuid.UUID
-    step_id: str
-    attempt_number: int
+    attempt: TaskAttempt
+    """The new attempt's row."""
     lease_expires_at: datetime
     input: dict[str, Any]
 
@@ -168,10 +167,9 @@ def claim(
             worker=worker,
         )
         attempt.lease_seconds, attempt.actor = lease_seconds, actor
-        attempt.lease_expires_at = now + timedelta(seconds=lease_seconds)
+        attempt.lease_expires_at = until = now + timedelta(seconds=lease_seconds)
         session.flush()
-        return Claimed(attempt.attempt_id, step.step_id, attempt.attempt_number, attempt.lease_expires_at,
-                       claim_input(session, task, step))
+        return Claimed(attempt, until, claim_input(session, task, step))
 
 
 def heartbeat(transaction: Transaction, ref: TaskRef, attempt_id: uuid.UUID) -> datetime:
