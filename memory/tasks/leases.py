@@ -32,7 +32,7 @@ from memory.tasks.artifacts import ArtifactMeta, add_artifacts
 from memory.tasks.attempts import Transaction
 from memory.tasks.models import Task, TaskArtifact, TaskAttempt, TaskStep
 from memory.tasks.ref import TaskRef
-from memory.tasks.states import TaskStatus
+from memory.tasks.states import TERMINAL, TaskStatus
 from memory.tasks.steps import (
     fails_the_task,
     finish_attempt,
@@ -320,7 +320,12 @@ def _replayed(attempt: TaskAttempt, status: str, body_digest: str) -> bool:
 
 
 def _check_live(session: Session, attempt: TaskAttempt) -> bool:
-    """Whether the attempt's lease ran out (then it is LEASE_EXPIRED, committed before the call is refused)."""
+    """Whether the attempt's lease ran out (then it is LEASE_EXPIRED, committed before the call is refused). A task
+    that has ended (cancelled while its agent worked) takes no more results."""
+    status = get_task(session, attempt.tenant_id, attempt.task_id).status
+    if TaskStatus(status) in TERMINAL:
+        raise Conflict(f"task {attempt.task_id} has ended ({status}): its steps take no more results",
+                       code="task_closed", details={"status": status})
     if attempt.status == "RUNNING" and attempt.lease_expires_at is not None \
             and attempt.lease_expires_at > _now(session):
         return False

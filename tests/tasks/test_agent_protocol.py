@@ -23,8 +23,9 @@ from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session
 from memory.tasks.ref import TaskRef
+from memory.tasks.states import TaskStatus
 from memory.tasks.steps import STEP_ATTEMPT_LIMIT
-from memory.tasks.transitions import get_task
+from memory.tasks.transitions import Transition, get_task, move
 from tests.conftest import MakeKey, auth
 from tests.tasks.agent_steps import NEXT, STEP, Waiting, collect, open_step, running_task, waiting_task
 
@@ -165,6 +166,20 @@ def test_no_step_ready_before_the_step_opens_and_for_another_step(
     open_step(engine, task)
     assert _claim(client, key, task, step_id="publish").json()["error"]["code"] == "no_step_ready"
     assert _claim(client, key, task, step_id=STEP).status_code == 201
+
+
+def test_a_task_cancelled_while_its_agent_works_takes_no_result(
+    client: TestClient, settings: Settings, engine: Engine, owner: tuple[str, str]
+) -> None:
+    key, task, attempt = _claimed(client, settings, engine, owner)
+    with tenant_session(engine, task.ref.tenant_id) as session:
+        move(session, task.ref, Transition(task.state_version, "cancel", TaskStatus.CANCELLED))
+    for action, body in (("heartbeat", None), ("complete", {"artifacts": []}),
+                         ("fail", {"reason": "r", "retryable": True})):
+        refused = _call(client, key, task, attempt, action, body)
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "task_closed", refused.text
+    assert _claim(client, key, task).json()["error"]["code"] == "no_step_ready"
+    assert collect(engine, task).status == "WAITING"  # nothing was recorded
 
 
 def test_failures_the_step_is_claimed_again_until_it_gives_up(
