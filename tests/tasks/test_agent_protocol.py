@@ -9,7 +9,9 @@ import base64
 import logging
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import pytest
@@ -22,6 +24,8 @@ from api.devstack.processes import free_port
 from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session
+from memory.errors import MnemoError
+from memory.tasks import leases
 from memory.tasks.ref import TaskRef
 from memory.tasks.states import TaskStatus
 from memory.tasks.steps import STEP_ATTEMPT_LIMIT
@@ -152,6 +156,24 @@ def test_an_expired_lease_refuses_the_result_and_the_step_is_claimed_again(
     statuses = [(e["attempt_number"], e["status"]) for e in _timeline_attempts(client, key, task)]
     assert sorted(statuses) == [(1, "LEASE_EXPIRED"), (2, "RUNNING")]
     assert collect(engine, task).status == "WAITING"
+
+
+def test_concurrent_claims_one_wins(settings: Settings, engine: Engine, owner: tuple[str, str]) -> None:
+    """The step row's lock serialises claims: of eight at once, one holds the step and seven hear step_claimed."""
+    tenant, _ = owner
+    task = waiting_task(settings, engine, tenant)
+
+    def claim(number: int) -> str:
+        try:
+            leases.claim(partial(tenant_session, engine, tenant), task.ref, step_id=None, lease_seconds=60,
+                         actor=f"agent-{number}", worker="key:k")
+        except MnemoError as error:
+            return error.code
+        return "claimed"
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        outcomes = sorted(pool.map(claim, range(8)))
+    assert outcomes == ["claimed"] + ["step_claimed"] * 7
 
 
 def test_no_step_ready_before_the_step_opens_and_for_another_step(
