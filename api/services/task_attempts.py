@@ -91,25 +91,23 @@ def heartbeat(engine: Engine, principal: PrincipalContext, task_id: str, attempt
 
 
 def _stored(store: ArtifactStore, body: CompleteIn) -> list[ArtifactMeta]:
-    """Each artifact decoded strictly and put in the task store (content-addressed, so a replay stores nothing
-    new); a problem names the artifact's path in the body."""
-    metas: list[ArtifactMeta] = []
-    names: set[str] = set()
+    """Each artifact decoded strictly, and only once all of them are valid put in the task store
+    (content-addressed: a replay stores nothing new); a problem names the artifact's path in the body."""
+    decoded: list[bytes] = []
     for number, artifact in enumerate(body.artifacts):
         where = f"artifacts.{number}"
-        if artifact.name in names:
+        if artifact.name in (earlier.name for earlier in body.artifacts[:number]):
             raise InvalidInput(f"{where}.name: {artifact.name!r} is named twice; give each artifact its own name",
                                code="duplicate_artifact_name", details={"field": f"{where}.name"})
-        names.add(artifact.name)
         try:
-            content = base64.b64decode(artifact.content_base64, validate=True)
+            decoded.append(base64.b64decode(artifact.content_base64, validate=True))
         except binascii.Error as exc:
             raise InvalidInput(f"{where}.content_base64: not standard base64 with padding ({exc}); encode the bytes "
                                "with RFC 4648 §4", code="invalid_base64",
                                details={"field": f"{where}.content_base64"}) from None
-        sha256 = task_store(store).put(content)
-        metas.append(ArtifactMeta(sha256, artifact.name, leases.AGENT_ARTIFACT_KIND, artifact.media_type, len(content)))
-    return metas
+    return [ArtifactMeta(task_store(store).put(content), artifact.name, leases.AGENT_ARTIFACT_KIND,
+                         artifact.media_type, len(content))
+            for artifact, content in zip(body.artifacts, decoded, strict=True)]
 
 
 async def complete(

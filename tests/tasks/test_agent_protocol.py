@@ -23,9 +23,11 @@ from temporalio.client import Client
 from api.devstack.processes import free_port
 from api.main import create_app
 from api.settings import Settings
+from memory.artifact_store import sha256_hex
 from memory.db import tenant_session
 from memory.errors import MnemoError
 from memory.tasks import leases
+from memory.tasks.artifacts import task_store
 from memory.tasks.ref import TaskRef
 from memory.tasks.states import TaskStatus
 from memory.tasks.steps import STEP_ATTEMPT_LIMIT
@@ -284,7 +286,8 @@ def test_bad_deliveries_are_refused_naming_the_artifact_and_change_nothing(
     client: TestClient, settings: Settings, engine: Engine, owner: tuple[str, str]
 ) -> None:
     key, task, attempt = _claimed(client, settings, engine, owner)
-    good = _artifact("digest.md", "text/markdown", DRAFT)
+    content = f"a draft of this test's own: {uuid.uuid4()}".encode()
+    good = _artifact("digest.md", "text/markdown", content)
     bad = _call(client, key, task, attempt, "complete",
                 {"artifacts": [good, {**good, "name": "b.md", "content_base64": "bm90IGJhc2U2NA=!"}]})
     assert bad.status_code == 422, bad.text
@@ -296,6 +299,7 @@ def test_bad_deliveries_are_refused_naming_the_artifact_and_change_nothing(
     assert short.status_code == 422 and short.json()["error"]["fields"][0]["field"] == "lease_seconds"
     assert [e["status"] for e in _timeline_attempts(client, key, task)] == ["RUNNING"]
     assert collect(engine, task).status == "WAITING"
+    assert not task_store(settings.artifact_root(engine)).exists(sha256_hex(content))  # none stored before a 422
 
 
 def test_the_result_is_recorded_when_temporal_cannot_be_reached(
