@@ -63,7 +63,7 @@ COST_CLASSES: dict[str, CostClass] = {
         CostClass("recall", "recalls", lambda s: s.tenant_recall_concurrency),
         CostClass("read", "expensive reads (windows, summaries, resource list/search/read, MCP calls)",
                   lambda s: s.tenant_read_concurrency),
-        CostClass("write", "long writes (message batches, events, records, sample data)",
+        CostClass("write", "long writes (message batches, events, records, sample data, agents' attempts)",
                   lambda s: s.tenant_write_concurrency),
         CostClass("workflow", "workflow starts (commits, tasks)", lambda s: s.tenant_write_concurrency,
                   per_minute=lambda s: s.tenant_workflow_starts_per_minute,
@@ -95,6 +95,10 @@ ROUTES: dict[tuple[str, str], str] = {
     ("DELETE", "/records/{resource}/{record_id}"): "deletion",
     ("POST", "/memory-deletions/{job_id}/resume"): "deletion",
     ("POST", "/tasks"): "workflow",
+    ("POST", "/tasks/{task_id}/attempts"): "write",
+    ("POST", "/tasks/{task_id}/attempts/{attempt_id}/heartbeat"): "write",
+    ("POST", "/tasks/{task_id}/attempts/{attempt_id}/complete"): "write",
+    ("POST", "/tasks/{task_id}/attempts/{attempt_id}/fail"): "write",
 }
 """(method, route path) -> cost class: the one place that says which requests are expensive."""
 

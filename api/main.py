@@ -35,6 +35,7 @@ from api.routers import (
     root,
     runs,
     sessions,
+    task_attempts,
     task_definitions,
     tasks,
     webhooks,
@@ -107,6 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(deletions.router)
     app.include_router(tasks.router)
     app.include_router(task_definitions.router)
+    app.include_router(task_attempts.router)
     app.include_router(recall.router)
     app.include_router(policies.router)
     app.include_router(sessions.router)

@@ -72,6 +72,11 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     # Named by the caller like a policy: a stranger's valid PUT would write its own tenant's, so the probe sends
     # one the rules refuse (a webhook without its url and secret).
     ("PUT", "/publish-destinations/{name}"): ("destination", {"kind": "webhook"}),
+    ("POST", "/tasks/{task_id}/attempts"): ("task", None),
+    # A real attempt id of alice's task (a worker's: an agent's would be refused the same way, by its task first).
+    ("POST", "/tasks/{task_id}/attempts/{attempt_id}/heartbeat"): ("attempt", None),
+    ("POST", "/tasks/{task_id}/attempts/{attempt_id}/complete"): ("attempt", {"artifacts": []}),
+    ("POST", "/tasks/{task_id}/attempts/{attempt_id}/fail"): ("attempt", {"reason": "probe", "retryable": True}),
     ("GET", "/sessions/{session_id}"): ("session", None),
     ("POST", "/sessions/{session_id}/messages"): ("session", {"messages": [
         {"idempotency_key": "probe-message", "role": "user", "content": "probe", "created_at": "2026-07-14T14:00:00Z"},
@@ -195,6 +200,8 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     assert record.status_code == 201, record.text
     policy = api.put("/policies/planner/todo", json={"operations": ["read"], "fields": ["/title"]}, headers=auth(admin))
     assert policy.status_code == 200, policy.text
+    entries = api.get(f"/tasks/{waiting['task_id']}/timeline", headers=auth(alice)).json()["entries"]
+    attempt_id = next(entry["id"] for entry in entries if entry["kind"] == "attempt")
     run = api.post("/runs", json={"thread_id": "th-1", "agent_id": "planner"}, headers=auth(runtime))
     assert run.status_code == 201, run.text
     board = api.put("/publish-destinations/board", json={"kind": "archive"}, headers=auth(admin))
@@ -210,6 +217,7 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
             "task": {"task_id": waiting["task_id"], "sha256": waiting["draft_sha256"],
                      "state_version": str(waiting["state_version"])},
             "artifact": {"task_id": waiting["task_id"], "sha256": waiting["draft_sha256"]},
+            "attempt": {"task_id": waiting["task_id"], "attempt_id": attempt_id},
             "operation": {"task_id": done["task_id"], "operation_id": done["operations"][0]["operation_id"]},
             "session": {"session_id": session_id},
             "commit": {"session_id": session_id, "commit_id": "c-1"},

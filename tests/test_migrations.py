@@ -1,6 +1,8 @@
 """The ORM models and the Alembic migrations describe the same tables and columns."""
 
+import time
 import uuid
+from functools import partial
 
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -10,12 +12,15 @@ from sqlalchemy import Engine, create_engine, select, text
 
 from api.devstack.postgres import PostgresInfo
 from memory.db import make_engine, tenant_session
+from memory.identity.auth import create_api_key
 from memory.tables import metadata
+from memory.tasks import leases
 from memory.tasks.definition_store import put_definition
 from memory.tasks.definitions import from_body
 from memory.tasks.models import TaskDefinitionRow
 from migrations import alembic_config, upgrade
 from tests.factories import alices_memory, scratch_database
+from tests.tasks.agent_steps import open_step, recorded_task
 
 # Indexes, RLS policies and partial unique constraints live only in the migrations.
 STRUCTURAL = {"add_table", "remove_table", "add_column", "remove_column"}
@@ -166,3 +171,34 @@ def test_0027_task_definitions_are_the_tenants_own_and_go_down_with_their_table(
         engine.dispose()
     assert [version for version, _ in acme] == ["1"] and others == []
     assert gone is None and again == []
+
+
+def test_0028_goes_down_to_0027s_statuses_and_back_up(postgres: PostgresInfo) -> None:
+    """Going down, an agent step's statuses become 0027's (WAITING a RUNNING step, GAVE_UP a FAILED one, a
+    LEASE_EXPIRED attempt an ABANDONED one) and the lease columns go; going up brings them back."""
+    with scratch_database(postgres, "mnemo_mig") as url:
+        engine = make_engine(url, pool_size=1)
+        with tenant_session(engine, "acme") as session:
+            create_api_key(session, tenant_id="acme", user_id="alice", roles=["memory_writer"])
+        gave_up, waiting = (recorded_task(engine, "acme", intent) for intent in ("gave-up", "waiting"))
+        for task in (gave_up, waiting):
+            open_step(engine, task)
+        transaction = partial(tenant_session, engine, "acme")
+        claim = partial(leases.claim, transaction, step_id=None, actor="alice", worker="key:k")
+        failing = claim(gave_up.ref, lease_seconds=60)
+        leases.fail(transaction, gave_up.ref, failing.attempt.attempt_id, reason="no", retryable=False, body_digest="d")
+        claim(waiting.ref, lease_seconds=5)
+        time.sleep(5.2)
+        claim(waiting.ref, lease_seconds=60)  # the first one's lease ran out
+        command.downgrade(alembic_config(url), "0027")
+        with tenant_session(engine, "acme") as session:
+            steps = session.execute(text("SELECT task_id, status FROM task_steps")).all()
+            attempts = session.execute(text("SELECT task_id, attempt_number, status FROM task_attempts")).all()
+        upgrade(url)
+        with tenant_session(engine, "acme") as session:
+            leased = session.execute(text("SELECT count(lease_expires_at) FROM task_attempts")).scalar_one()
+        engine.dispose()
+    assert sorted(steps) == sorted([(gave_up.ref.task_id, "FAILED"), (waiting.ref.task_id, "RUNNING")])
+    assert sorted(attempts) == sorted([(gave_up.ref.task_id, 1, "FAILED"), (waiting.ref.task_id, 1, "ABANDONED"),
+                                       (waiting.ref.task_id, 2, "RUNNING")])
+    assert leased == 0  # the columns are back, empty: what 0027 did not keep

@@ -45,6 +45,11 @@ TABLE: dict[str, dict[str, int]] = {
                                              "auditor": 403, "admin": 409},
     "POST /tasks/{id}/cancel":              {"": 404, "memory_writer": 404, "approver": 403, "operator": 200,
                                              "auditor": 403, "admin": 200},
+    # Performing another user's task's step: readers of every task see it (403), anyone else a missing task (404).
+    "POST /tasks/{id}/attempts (another's)": {"": 404, "memory_writer": 404, **{r: 403 for r in R}},
+    "POST /tasks/{id}/attempts/{a}/heartbeat (another's)": {"": 404, "memory_writer": 404, **{r: 403 for r in R}},
+    "POST /tasks/{id}/attempts/{a}/complete (another's)": {"": 404, "memory_writer": 404, **{r: 403 for r in R}},
+    "POST /tasks/{id}/attempts/{a}/fail (another's)": {"": 404, "memory_writer": 404, **{r: 403 for r in R}},
     "POST /tasks/{id}/operations/{op}/resolve": {"": 403, "memory_writer": 403, "approver": 403, "operator": 409,
                                                  "auditor": 403, "admin": 409},
     "POST /report-data/sample":             {"": 403, "memory_writer": 403, "approver": 403, "operator": 200,
@@ -145,6 +150,15 @@ def _calls(t: Tenant, state: dict[str, str]) -> dict[str, Call]:
         "POST /tasks/{id}/pause": lambda api, t, key: api.post(f"/tasks/{task['task_id']}/pause", headers=auth(key)),
         "POST /tasks/{id}/resume": lambda api, t, key: api.post(f"/tasks/{task['task_id']}/resume", headers=auth(key)),
         "POST /tasks/{id}/cancel": cancel,
+        "POST /tasks/{id}/attempts (another's)":
+            lambda api, t, key: api.post(f"/tasks/{task['task_id']}/attempts", json={}, headers=auth(key)),
+        "POST /tasks/{id}/attempts/{a}/heartbeat (another's)": lambda api, t, key: api.post(
+            f"/tasks/{task['task_id']}/attempts/{uuid.uuid4()}/heartbeat", headers=auth(key)),
+        "POST /tasks/{id}/attempts/{a}/complete (another's)": lambda api, t, key: api.post(
+            f"/tasks/{task['task_id']}/attempts/{uuid.uuid4()}/complete", json={"artifacts": []}, headers=auth(key)),
+        "POST /tasks/{id}/attempts/{a}/fail (another's)": lambda api, t, key: api.post(
+            f"/tasks/{task['task_id']}/attempts/{uuid.uuid4()}/fail", json={"reason": "r", "retryable": True},
+            headers=auth(key)),
         "POST /tasks/{id}/operations/{op}/resolve": lambda api, t, key: api.post(
             f"/tasks/{task['task_id']}/operations/{uuid.uuid4()}/resolve", json={"outcome": "published", "note": "n"},
             headers=auth(key)),

@@ -66,6 +66,8 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     # The report definition's currencies (the schema says three capitals), and a rejection without a reason.
     "POST /tasks": {"unsupported_currency"},
     "POST /tasks/{task_id}/approvals": {"reason_required"},
+    # An artifact's bytes are decoded strictly (the schema says "a string"), its name unique within the call.
+    "POST /tasks/{task_id}/attempts/{attempt_id}/complete": {"invalid_base64", "duplicate_artifact_name"},
     # A NUL inside a free-form payload: the schema cannot say "no NUL at any depth" of an open object.
     "POST /memory-events": {"invalid_character", TIMESTAMP_EDGE},
     # A thread named without its run; an agent id in a path (a plain string there, see _negatable) of another

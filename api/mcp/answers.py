@@ -6,7 +6,7 @@ result. Every call computes its access anew (:func:`api.mcp.auth.access_of`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.server.mcpserver import Context
@@ -40,6 +40,14 @@ def failure(code: str, message: str, details: dict[str, Any] | None = None) -> C
     body = error_body(code, message, **(details or {}))
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
                           structured_content=body, is_error=True)
+
+
+async def answer(produce: Callable[[], Awaitable[BaseModel]]) -> CallToolResult:
+    """``produce``'s result, or its mnemo error as a tool error (for tools that need no resource access)."""
+    try:
+        return success(await produce())
+    except MnemoError as error:
+        return failure(error.code, error.message, error.details)
 
 
 async def with_access(ctx: Context[Any, Any], state: State, produce: Callable[[Access], BaseModel]) -> CallToolResult:

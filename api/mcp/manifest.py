@@ -17,6 +17,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 
 from api.mcp.legacy import LEGACY_RESOURCES
+from api.mcp.task_tools import TASK_TOOLS
 from api.mcp.tools import MEMORY_TOOLS
 from memory.resources.catalog import Catalog
 from memory.resources.declarations import Audience, Operation
@@ -45,9 +46,9 @@ def canonical(value: Any) -> bytes:
 
 
 def offered(name: str, audience: Audience, visible: set[str]) -> bool:
-    """Whether ``audience`` is offered tool ``name``: the memory tools are internal; a legacy tool needs its
-    resource type in the audience's catalog."""
-    if name in MEMORY_TOOLS:
+    """Whether ``audience`` is offered tool ``name``: the memory and task tools are internal; a legacy tool needs
+    its resource type in the audience's catalog."""
+    if name in MEMORY_TOOLS | TASK_TOOLS:
         return audience is Audience.INTERNAL
     if name in LEGACY_RESOURCES:
         resource = LEGACY_RESOURCES[name]

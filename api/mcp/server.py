@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import REFUSED, Refused, error_body
-from api.mcp import legacy, tools
+from api.mcp import legacy, task_tools, tools
 from api.mcp.answers import failure
 from api.mcp.arguments import check_arguments
 from api.mcp.auth import AUTH_SETTINGS, KeyVerifier, principal_of
@@ -178,6 +178,7 @@ class McpEndpoint:
         # The instructions are each session's own (its catalog's hash): CatalogGate writes them at initialize.
         self.server: MCPServer[Any] = MCPServer("mnemo", version="0.1.0", token_verifier=verifier, auth=AUTH_SETTINGS)
         tools.register(self.server, state)
+        task_tools.register(self.server, state)
         if settings.mcp_legacy_tools:
             legacy.register(self.server, state, self.usage)
         self.catalogs = Catalogs(self.server, catalog, settings.mcp_legacy_tools)

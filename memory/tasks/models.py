@@ -60,6 +60,8 @@ class TaskStep(Base):
     attempts: Mapped[int] = mapped_column(Integer, server_default="0")
     output: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     output_digest: Mapped[str | None] = mapped_column(Text)
+    input_extra: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    """What the step was opened with besides the goal (an agent step's reviewer's reason after a rejection)."""
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
@@ -81,6 +83,12 @@ class TaskAttempt(Base):
     output_digest: Mapped[str | None] = mapped_column(Text)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     worker: Mapped[str | None] = mapped_column(Text)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    """An agent's attempt (memory.tasks.leases) is live until then, on the database clock; a worker's has none."""
+    lease_seconds: Mapped[int | None] = mapped_column(Integer)
+    completion_digest: Mapped[str | None] = mapped_column(Text)
+    """The digest of the agent's body that ended the attempt: the same body again is a replay."""
+    actor: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

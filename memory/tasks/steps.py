@@ -24,7 +24,7 @@ from memory.tasks.contract import StepFailed
 from memory.tasks.models import TaskAttempt, TaskStep
 
 
-def _of_step(
+def of_step(
     row: type[TaskStep] | type[TaskAttempt], tenant_id: str, task_id: str, step_id: str, input_version: str
 ) -> list[ColumnElement[bool]]:
     """The rows of one step at one input version: its step row, or its attempts."""
@@ -76,7 +76,7 @@ def start_attempt(
     session.execute(
         update(TaskAttempt)
         .where(
-            *_of_step(TaskAttempt, tenant_id, task_id, step_id, input_version),
+            *of_step(TaskAttempt, tenant_id, task_id, step_id, input_version),
             TaskAttempt.status == "RUNNING",
         )
         .values(
@@ -87,7 +87,7 @@ def start_attempt(
     )
     number = session.execute(
         select(func.coalesce(func.max(TaskAttempt.attempt_number), 0)).where(
-            *_of_step(TaskAttempt, tenant_id, task_id, step_id, input_version),
+            *of_step(TaskAttempt, tenant_id, task_id, step_id, input_version),
         )
     ).scalar_one()
     attempt = TaskAttempt(
@@ -135,7 +135,7 @@ def record_step_success(
     session.execute(
         update(TaskStep)
         .where(
-            *_of_step(TaskStep, tenant_id, task_id, step_id, input_version),
+            *of_step(TaskStep, tenant_id, task_id, step_id, input_version),
         )
         .values(status="SUCCEEDED", output=output, output_digest=digest, updated_at=func.now())
     )
@@ -171,7 +171,7 @@ def record_step_failure(session: Session, tenant_id: str, task_id: str, step_id:
     session.execute(
         update(TaskStep)
         .where(
-            *_of_step(TaskStep, tenant_id, task_id, step_id, input_version),
+            *of_step(TaskStep, tenant_id, task_id, step_id, input_version),
             TaskStep.status != "SUCCEEDED",
         )
         .values(status="FAILED", updated_at=func.now())
@@ -179,7 +179,7 @@ def record_step_failure(session: Session, tenant_id: str, task_id: str, step_id:
     return int(
         session.execute(
             select(func.count()).where(
-                *_of_step(TaskAttempt, tenant_id, task_id, step_id, input_version),
+                *of_step(TaskAttempt, tenant_id, task_id, step_id, input_version),
                 TaskAttempt.status == "FAILED",
                 TaskAttempt.error["code"].astext.notin_(OUTAGES),
             )

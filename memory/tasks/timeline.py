@@ -33,7 +33,8 @@ def list_tasks(
 
 
 def timeline(session: Session, tenant_id: str, task_id: str) -> list[dict[str, Any]]:
-    """Attempts, checkpoints, approvals, reminders and operations of a task, in time order."""
+    """Attempts, checkpoints, approvals, reminders and operations of a task, in time order. An agent's attempt
+    (:mod:`memory.tasks.leases`) names who claimed it and until when it holds the step."""
     get_task(session, tenant_id, task_id)
     entries: list[dict[str, Any]] = []
     for a in session.execute(
@@ -51,6 +52,8 @@ def timeline(session: Session, tenant_id: str, task_id: str) -> list[dict[str, A
                 "output_digest": a.output_digest,
                 "error": a.error,
                 "finished_at": a.finished_at,
+                "actor": a.actor,
+                "lease_expires_at": a.lease_expires_at,
                 "id": str(a.attempt_id),
             }
         )

@@ -59,7 +59,9 @@ def test_the_manifest_hash_is_stable_and_changes_with_the_catalog(tmp_path: Path
     first, again = _manifest(), _manifest_run()  # two processes: the hash does not depend on the run
     assert first == again and len(first["sha256"]) == 64
     assert {tool["name"] for tool in first["tools"]} == {"list", "search", "read", "browse_memory_categories",
-                                                          "search_memories", "get_memory_detail"}
+                                                          "search_memories", "get_memory_detail", "claim_task_step",
+                                                          "heartbeat_task_attempt", "complete_task_attempt",
+                                                          "fail_task_attempt"}
     legacy = _manifest(MNEMO_MCP_LEGACY_TOOLS="true")
     public = _manifest("--audience", "public")
     assert {tool["name"] for tool in legacy["tools"]} == {tool["name"] for tool in first["tools"]} | LEGACY

@@ -14,11 +14,14 @@ from memory.identity.keys import key_id_of, revoke_key
 from tests.conftest import MakeKey, auth
 from tests.mcp.conftest import data_of, error_of, mcp_session
 
-INTERNAL_TOOLS = {"list", "search", "read", "browse_memory_categories", "search_memories", "get_memory_detail"}
+INTERNAL_TOOLS = {"list", "search", "read", "browse_memory_categories", "search_memories", "get_memory_detail",
+                  "claim_task_step", "heartbeat_task_attempt", "complete_task_attempt", "fail_task_attempt"}
 PUBLIC_TYPES = {"episode", "calendar", "todo", "voice_memo", "contact"}
 
 
-async def test_an_internal_key_is_offered_the_six_tools_with_their_schemas(mcp_url: str, make_key: MakeKey) -> None:
+async def test_an_internal_key_is_offered_the_internal_tools_with_their_schemas(
+    mcp_url: str, make_key: MakeKey
+) -> None:
     async with mcp_session(mcp_url, make_key()) as (session, _):
         listed = await session.list_tools()
     tools = {tool.name: tool for tool in listed.tools}
