@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from memory.schema_problems import escape as escape
+
 WILDCARD = "*"
 
 
@@ -25,10 +27,6 @@ def parse(path: str) -> tuple[str, ...]:
     if any(token == "" for token in tokens):
         raise PointerError(f"{path!r} has an empty segment")
     return tokens
-
-
-def escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
 
 
 def schema_at(schema: dict[str, Any], path: str) -> dict[str, Any]:

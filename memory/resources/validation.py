@@ -14,26 +14,15 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 
+from memory import schema_problems
 from memory.errors import InvalidInput
 from memory.resources import pointers
 from memory.resources.declarations import Declaration
+from memory.schema_problems import MAX_PROBLEMS
 
 EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 """The range every timestamp of a request lies in (the API's rule for its own bodies, README "Using the API")."""
-MAX_PROBLEMS = 20
-MAX_ECHO_CHARS = 80
-"""A refused value is quoted in its problem's message up to this many characters: the answer names the value, it
-does not send a megabyte back."""
-
-_CODES = {
-    "additionalProperties": "unknown_field",
-    "required": "missing_field",
-    "type": "invalid_type",
-    "format": "invalid_timestamp",
-    "enum": "invalid_value",
-}
-
 _formats = FormatChecker(formats=())
 
 
@@ -56,19 +45,10 @@ def _validator(declaration: Declaration) -> Draft202012Validator:
 
 
 def _problem(error: ValidationError, declaration: Declaration) -> dict[str, str]:
-    path = "".join(f"/{pointers.escape(str(part))}" for part in error.absolute_path)
-    code = _CODES.get(str(error.validator), "invalid_value")
+    code = schema_problems.CODES.get(str(error.validator), "invalid_value")
     if error.validator == "pattern" and _is_ref_field(declaration, [str(part) for part in error.absolute_path]):
         code = "invalid_ref"
-    return {"path": path or "/", "code": code, "message": f"{path or '/'}: {_shortened(error)}"}
-
-
-def _shortened(error: ValidationError) -> str:
-    """The validator's sentence with the refused value (which it quotes whole) cut to :data:`MAX_ECHO_CHARS`."""
-    quoted = repr(error.instance)
-    if len(quoted) <= MAX_ECHO_CHARS or quoted not in error.message:
-        return error.message
-    return error.message.replace(quoted, quoted[:MAX_ECHO_CHARS] + "…")
+    return schema_problems.problem(error, code)
 
 
 def _is_ref_field(declaration: Declaration, tokens: list[str]) -> bool:
@@ -83,7 +63,7 @@ def _is_ref_field(declaration: Declaration, tokens: list[str]) -> bool:
 
 def check_record(declaration: Declaration, data: dict[str, Any]) -> None:
     """Raise :class:`InvalidInput` listing what in ``data`` the declaration's schema refuses."""
-    errors = sorted(_validator(declaration).iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    errors = schema_problems.ordered(_validator(declaration), data)
     if not errors:
         return
     problems = [_problem(error, declaration) for error in errors[:MAX_PROBLEMS]]
