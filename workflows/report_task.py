@@ -1,26 +1,27 @@
-"""ReportTaskWorkflow: a report task as a durable state machine (definition ``monthly-report-v1``).
+"""ReportTaskWorkflow: a task as a durable state machine, running the definition pinned in its input.
 
-The workflow is the live truth of a task; the Postgres read model follows it,
-written only by activities with ``state_version`` checks. Human decisions
-(approve/reject, pause/resume/cancel, resolve) arrive as Updates whose
-validators refuse bad requests to the caller. Deterministic: time from
-``workflow.now()``, ids from ``workflow.uuid4()``, no I/O here.
+The workflow type keeps its first name, ``ReportTask``: the monthly report was its first definition, and
+running tasks, Updates and queries keep their names. A task runs the definition body it started with
+(``ReportTaskInput.definition``; none: the built-in ``monthly-report-v1``), never one read later.
 
-Later changes to this code must go through ``workflow.patched`` and keep
-``tests/tasks/test_replay.py`` green on the recorded history.
+The workflow is the live truth of a task; the Postgres read model follows it, written only by activities with
+``state_version`` checks. Human decisions (approve/reject, pause/resume/cancel, resolve) arrive as Updates whose
+validators refuse bad requests to the caller. Deterministic: time from ``workflow.now()``, ids from
+``workflow.uuid4()``, no I/O here.
+
+Later changes to this code must go through ``workflow.patched`` and keep ``tests/tasks/test_replay.py`` and
+``tests/tasks/test_replay_generic.py`` green on the recorded histories.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.tasks import TaskActivities
@@ -35,12 +36,11 @@ with workflow.unsafe.imports_passed_through():
         RequestApprovalInput,
         ResolveInput,
         RunStepInput,
-        TaskPayload,
         TransitionInput,
     )
-    from memory.errors import MnemoError
-    from memory.reports.definitions import DEFINITIONS, ReportDefinition
     from memory.tasks import approvals, controls, operations
+    from memory.tasks.builtin import MONTHLY_REPORT_V1
+    from memory.tasks.definitions import Definition, StepSpec, from_body
     from memory.tasks.keys import workflow_id
     from memory.tasks.live import (
         ApprovalDecision,
@@ -53,103 +53,41 @@ with workflow.unsafe.imports_passed_through():
     from memory.tasks.states import TERMINAL, TaskStatus
     from memory.tasks.transitions import KEEP, Snapshot
     from workflows import search_attributes
+    from workflows.task_support import (
+        DEFINITIONS_PATCH,
+        DELIVERY_RETRY,
+        MAX_REVISIONS,
+        REMINDER_DELIVERY_PATCH,
+        WRITE_OPTIONS,
+        ApprovalPolicy,
+        DecisionResult,
+        ReconcilePolicy,
+        ReportTaskInput,
+        TaskFailed,
+        judge,
+        refuse,
+        step_options,
+    )
+    from workflows.task_support import cause_code as _cause_code
 
 S = TaskStatus
 WORKFLOW_NAME = "ReportTask"
-MAX_REVISIONS = 5
-
-
-@dataclass(frozen=True)
-class ApprovalPolicy:
-    deadline_seconds: float = 3 * 24 * 3600
-    reminder_every_seconds: float = 24 * 3600
-
-
-@dataclass(frozen=True)
-class ReconcilePolicy:
-    max_reconciles: int = 3
-    interval_seconds: float = 2.0
-    max_publish_attempts: int = 3
-
-
-@dataclass(frozen=True)
-class ReportTaskInput(TaskPayload):
-    """The workflow's input (in every history: its JSON shape stays, the identity flat as in every payload)."""
-
-    owner_user_id: str
-    task_type: str
-    goal: dict[str, Any]
-    request_intent_id: str
-    destination: str = "reports"
-    approval: ApprovalPolicy = ApprovalPolicy()
-    reconcile: ReconcilePolicy = ReconcilePolicy()
-    step_heartbeat_seconds: float = 30.0
-    step_retry_max_interval_seconds: float = 10.0
-    """The longest wait between attempts of a step (tests shorten it); outages retry without limit."""
-
-
-@dataclass(frozen=True)
-class DecisionResult:
-    approval_id: str
-    decision: str
-    status: str
-    state_version: int
-    replayed: bool
-
-
-class TaskFailed(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def _refuse(code: str, message: str) -> ApplicationError:
-    """A validator refusal: the caller gets ``code`` back; the workflow is untouched."""
-    return ApplicationError(message, type=code, non_retryable=True)
-
-
-R = TypeVar("R")
-
-
-def _judge(rule: Callable[[TaskState | None, R], None], live: TaskState | None, request: R) -> None:
-    """Apply a ``memory.tasks`` rule to the live state; its refusal goes back to the caller as its code."""
-    try:
-        rule(live, request)
-    except MnemoError as refusal:
-        raise _refuse(refusal.code, refusal.message) from None
-
-
-def _cause_code(exc: ActivityError) -> tuple[str, str]:
-    """The task's ``error`` for a failed activity. A refusal the activity raised on purpose (non-retryable)
-    says what it means; anything else is an exception nobody expected, whose text may hold SQL, its
-    parameters or content: the task names only its type (the worker's log has the traceback)."""
-    cause = exc.cause
-    if isinstance(cause, ApplicationError):
-        if cause.non_retryable:
-            return cause.type or "activity_failed", cause.message
-        return "activity_failed", (
-            f"the {exc.activity_type or 'activity'} step failed unexpectedly ({cause.type or 'error'}) "
-            "and ran out of retries; the worker's log has the details"
-        )
-    return "activity_failed", str(cause or exc)
-
-
-WRITE_OPTIONS: dict[str, Any] = {
-    "start_to_close_timeout": timedelta(seconds=60),
-    "retry_policy": RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=10),
-}
-REMINDER_DELIVERY_PATCH = "deliver-reminders-to-webhook"
-"""Workflows that sent reminders before delivery existed replay without it (their history has no such activity)."""
-DELIVERY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                             maximum_interval=timedelta(minutes=5))
+__all__ = ["WORKFLOW_NAME", "ApprovalPolicy", "DecisionResult", "ReconcilePolicy", "ReportTaskInput",
+           "ReportTaskWorkflow", "TaskFailed", "_cause_code"]
 
 
 @workflow.defn(name=WORKFLOW_NAME)
 class ReportTaskWorkflow:
     def __init__(self) -> None:
         self._state: TaskState | None = None
+        self.definition: Definition = MONTHLY_REPORT_V1
         self.outputs: dict[str, dict[str, Any]] = {}
+        self.artifacts: dict[str, dict[str, str]] = {}
+        """Each producing step's artifacts: step id → name → sha256 (what ``artifact_from`` names)."""
+        self._pinned = False
+        """Started after definitions were pinned (:data:`DEFINITIONS_PATCH`): approvals bind by artifact name."""
+        self._approving: StepSpec | None = None
+        self._publishing = "publish_report"
         self._lock = asyncio.Lock()
         self._deliveries: list[asyncio.Task[Any]] = []
         self._decided = False
@@ -224,7 +162,8 @@ class ReportTaskWorkflow:
 
     @workflow.run
     async def run(self, inp: ReportTaskInput) -> TaskState:
-        definition = DEFINITIONS[inp.task_type]
+        definition = MONTHLY_REPORT_V1 if inp.definition is None else from_body(inp.task_type, inp.definition)
+        self.definition = definition
         info = workflow.info()
         self._state = TaskState(
             task_id=inp.task_id,
@@ -237,12 +176,15 @@ class ReportTaskWorkflow:
         )
         self.inp = inp
         self._set_status(S.CREATED)
+        self._pinned = workflow.patched(DEFINITIONS_PATCH)
+        destinations = [self._destination_of(step) for step in definition.steps if step.kind == "publish"]
         try:
             snapshot = await workflow.execute_activity_method(
                 TaskActivities.create_task,
                 CreateTaskInput(
                     inp.tenant_id, inp.task_id, inp.owner_user_id, inp.task_type, inp.goal, inp.request_intent_id,
-                    inp.destination, info.workflow_id, info.run_id, definition.version,
+                    destinations[0] if destinations else "", info.workflow_id, info.run_id, definition.version,
+                    destinations[1:],
                 ),
                 **WRITE_OPTIONS,
             )
@@ -255,17 +197,8 @@ class ReportTaskWorkflow:
         self._apply(snapshot)
         if snapshot.status == S.FAILED.value:
             return self.s
-        steps = definition.steps
-        self.s.current_step_id = steps[0].step_id
         try:
-            for index, step in enumerate(steps):
-                following = steps[index + 1].step_id if index + 1 < len(steps) else None
-                if not await self._boundary():
-                    return self.s
-                if step.kind == "compute":
-                    await self._compute(step.step_id, following)
-                elif not await self._human_or_side_effect_step(step.kind, definition):
-                    return self.s
+            await self._run_steps()
         except TaskFailed as failure:
             async with self._lock:
                 # Forced: an attempt that timed out may still have committed after the workflow gave up on it.
@@ -273,13 +206,38 @@ class ReportTaskWorkflow:
                 await self._transition(S.FAILED, "unrecoverable_error", error=error, force=True)
         return self.s
 
-    async def _human_or_side_effect_step(self, kind: str, definition: ReportDefinition) -> bool:
-        """An approval or a publish step. False when the task ended there."""
-        if kind == "approval":
-            return await self._approval(definition)
-        if kind == "publish":
-            return await self._publish()
+    async def _run_steps(self) -> None:
+        """Every step in order, each by its kind; stops where the task ended (cancelled, expired, published)."""
+        steps = self.definition.steps
+        self.s.current_step_id = steps[0].step_id
+        kinds: dict[str, Callable[[StepSpec, int], Awaitable[bool]]] = {
+            "compute": self._compute_step, "approval": self._approval, "publish": self._publish,
+            "agent": self._agent_step, "llm": self._llm_step,
+        }
+        for index, step in enumerate(steps):
+            if not await self._boundary() or not await kinds[step.kind](step, index):
+                return
+            if self.s.status == S.SUCCEEDED.value:  # published: a task's result is final (states.py's guard)
+                return
+        if self._pinned and self.s.status != S.SUCCEEDED.value:
+            raise TaskFailed("no_publication", f"the definition {self.definition.version} ends without publishing: "
+                             "a task succeeds once a destination confirmed its result, so its last step is a publish")
+
+    def _following(self, index: int) -> str | None:
+        steps = self.definition.steps
+        return steps[index + 1].step_id if index + 1 < len(steps) else None
+
+    async def _compute_step(self, step: StepSpec, index: int) -> bool:
+        await self._compute(step, self._following(index))
         return True
+
+    async def _agent_step(self, step: StepSpec, index: int) -> bool:
+        """Where agent-performed steps (claimed and completed over the API) plug in."""
+        raise TaskFailed("step_kind_unavailable", f"this mnemo version cannot run agent steps yet ({step.step_id})")
+
+    async def _llm_step(self, step: StepSpec, index: int) -> bool:
+        """Where LLM steps (a prompt run against the configured endpoint) plug in."""
+        raise TaskFailed("step_kind_unavailable", f"this mnemo version cannot run llm steps yet ({step.step_id})")
 
     async def _boundary(self) -> bool:
         """Between steps: honour a cancel or a pause. False when the task ended here."""
@@ -306,8 +264,9 @@ class ReportTaskWorkflow:
             await self._transition(S.CANCELLED, "cancelled", cancel_pending_approvals=True)
 
     async def _compute(
-        self, step_id: str, following: str | None, input_version: str = "v1", extra: dict[str, Any] | None = None
+        self, step: StepSpec, following: str | None, input_version: str = "v1", extra: dict[str, Any] | None = None
     ) -> None:
+        step_id = step.step_id
         self.s.current_step_id = step_id
         if self.s.status != S.RUNNING.value:
             self._set_status(S.RUNNING)
@@ -316,21 +275,15 @@ class ReportTaskWorkflow:
                 TaskActivities.run_step,
                 RunStepInput(
                     self.s.tenant_id, self.s.task_id, self.s.task_type, step_id, following, input_version,
-                    self.s.goal, self.outputs, extra or {}, self.s.state_version,
+                    self.s.goal, self.outputs, extra or {}, self.s.state_version, str(step.spec["function"]),
+                    self.artifacts,
                 ),
-                start_to_close_timeout=timedelta(minutes=10),
-                heartbeat_timeout=timedelta(seconds=self.inp.step_heartbeat_seconds),
-                # No attempt limit here: run_step fails for good after STEP_ATTEMPT_LIMIT failures of the
-                # step itself, while attempts that met an unreachable database go on until it is back.
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(milliseconds=500),
-                    maximum_interval=timedelta(seconds=max(0.5, self.inp.step_retry_max_interval_seconds)),
-                    maximum_attempts=0,
-                ),
+                **step_options(self.inp),
             )
         except ActivityError as exc:
             raise TaskFailed(*_cause_code(exc)) from exc
         self.outputs[step_id] = result.output
+        self.artifacts[step_id] = result.artifacts
         self.s.state_version = result.state_version
         if step_id not in self.s.completed_step_ids:
             self.s.completed_step_ids.append(step_id)
@@ -338,13 +291,15 @@ class ReportTaskWorkflow:
 
     # --- approval -----------------------------------------------------------------------------------
 
-    async def _approval(self, definition: ReportDefinition) -> bool:
-        """Request approval of the current draft and wait; a rejection regenerates the draft."""
+    async def _approval(self, step: StepSpec, index: int) -> bool:
+        """Request approval of the step's artifact and wait; a rejection runs the steps from the redraft step again
+        (with the reviewer's reason), then asks again."""
         policy = self.inp.approval
+        redraft = self.definition.redraft_step
+        assert redraft is not None  # a definition with an approval names one (memory.tasks.definitions)
+        self._approving = step
         while True:
-            draft = self.outputs[definition.redraft_step]
-            self.s.draft_sha256 = draft["draft_sha256"]
-            self.s.draft_revision = int(draft.get("revision", 1))
+            self.s.draft_sha256 = self._bound_artifact(step, redraft)
             requested_at = workflow.now()
             deadline = requested_at + timedelta(seconds=policy.deadline_seconds)
             async with self._lock:
@@ -354,7 +309,8 @@ class ReportTaskWorkflow:
                     TaskActivities.request_approval,
                     RequestApprovalInput(
                         self.s.tenant_id, self.s.task_id, self.s.task_type, self.s.goal, self.outputs,
-                        self.s.draft_sha256, deadline.isoformat(), self.s.state_version,
+                        self.s.draft_sha256, deadline.isoformat(), self.s.state_version, step.step_id,
+                        str(step.spec.get("approval_type", "default")), self.definition.version,
                     ),
                     **WRITE_OPTIONS,
                 )
@@ -365,7 +321,7 @@ class ReportTaskWorkflow:
                     requested.summary,
                     deadline.isoformat(),
                 )
-                self.s.current_step_id = "request_approval"
+                self.s.current_step_id = step.step_id
                 self._decided = False
                 self.s.state_version = requested.state_version
                 self._set_status(S.WAITING_FOR_APPROVAL, "APPROVAL")
@@ -377,12 +333,27 @@ class ReportTaskWorkflow:
             if self.s.draft_revision >= MAX_REVISIONS:
                 raise TaskFailed("too_many_revisions", f"the draft was rejected {MAX_REVISIONS} times")
             revision = self.s.draft_revision + 1
-            await self._compute(
-                definition.redraft_step,
-                "request_approval",
-                input_version=f"r{revision}",
-                extra={"revision": revision, "reviewer_note": last.get("reason")},
-            )
+            extra = {"revision": revision, "reviewer_note": last.get("reason")}
+            first = self.definition.index(redraft)
+            for again in range(first, index):
+                await self._compute(self.definition.steps[again], self._following(again), f"r{revision}", extra)
+            self.s.draft_revision = revision
+
+    def _bound_artifact(self, step: StepSpec, redraft: str) -> str:
+        """The sha256 the approval binds: its ``artifact_from`` (runs from before that: the draft's own output)."""
+        if not self._pinned:
+            draft = self.outputs[redraft]
+            self.s.draft_revision = int(draft.get("revision", 1))
+            return str(draft["draft_sha256"])
+        self.s.draft_revision = max(self.s.draft_revision, 1)
+        source = step.artifact_from
+        assert source is not None  # an approval names its artifact (memory.tasks.definitions)
+        producer, name = source
+        sha = self.artifacts.get(producer, {}).get(name)
+        if sha is None:
+            raise TaskFailed("missing_artifact", f"the {step.step_id} step approves {producer}/{name}, "
+                             f"but the {producer} step produced no artifact named {name!r}")
+        return sha
 
     async def _await_decision(self, requested_at: Any, deadline: Any) -> bool:
         """Wait for a decision, sending reminders; False if the task was cancelled or the wait expired."""
@@ -447,15 +418,15 @@ class ReportTaskWorkflow:
         self._deciding = True
         try:
             async with self._lock:
-                _judge(approvals.check_decision, self._state, request)  # again, now no other write is in flight
-                pending = self.s.pending_approval
-                assert pending is not None
+                judge(approvals.check_decision, self._state, request)  # again, now no other write is in flight
+                pending, approving, redraft = self.s.pending_approval, self._approving, self.definition.redraft_step
+                assert pending is not None and approving is not None and redraft is not None
                 snapshot = await workflow.execute_activity_method(
                     TaskActivities.decide_approval,
                     DecideInput(
                         self.s.tenant_id, self.s.task_id, pending.approval_id, request.decision, request.user_id,
-                        list(request.roles), request.reason, self.s.state_version,
-                        DEFINITIONS[self.s.task_type].redraft_step,
+                        list(request.roles), request.reason, self.s.state_version, redraft, approving.step_id,
+                        self._after(approving),
                     ),
                     **WRITE_OPTIONS,
                 )
@@ -470,10 +441,10 @@ class ReportTaskWorkflow:
                     }
                 )
                 if request.decision == "approve":
-                    self.s.completed_step_ids.append("request_approval")
-                    self.s.current_step_id = "publish_report"
+                    self.s.completed_step_ids.append(approving.step_id)
+                    self.s.current_step_id = self._after(approving)
                 else:
-                    self.s.current_step_id = DEFINITIONS[self.s.task_type].redraft_step
+                    self.s.current_step_id = redraft
                 self.s.pending_approval = None
                 self._apply(snapshot)
                 result = DecisionResult(
@@ -488,26 +459,47 @@ class ReportTaskWorkflow:
 
     @decide.validator
     def validate_decide(self, request: ApprovalDecision) -> None:
-        _judge(approvals.check_decider, self._state, request)  # who may decide comes before any replay
+        judge(approvals.check_decider, self._state, request)  # who may decide comes before any replay
         key = (request.decision, request.artifact_sha256, request.state_version)
         if approvals.is_replay(self._decided_by.get(key), request):
             return  # the caller's own decision, already recorded: the handler replays its result
         if self._deciding:
-            raise _refuse(
+            raise refuse(
                 "decision_in_progress", "another decision on this draft is being recorded; read the task again"
             )
-        _judge(approvals.check_decision, self._state, request)
+        judge(approvals.check_decision, self._state, request)
 
     # --- publish ------------------------------------------------------------------------------------
 
-    async def _publish(self) -> bool:
-        """Publish the approved draft exactly once; an unknown outcome is reconciled, never blindly retried."""
+    def _destination_of(self, step: StepSpec) -> str:
+        """The task's own destination (given at ``POST /tasks``) overrides the step's."""
+        return self.inp.destination if self.inp.destination is not None else str(step.spec["destination"])
+
+    def _after(self, step: StepSpec) -> str | None:
+        return self._following(self.definition.index(step.step_id))
+
+    def _approved(self, step: StepSpec) -> str:
+        """The approval the publish step sends under: the last one, which bound the artifact it publishes."""
+        if not self.s.decisions:
+            raise TaskFailed("publish_without_approval", f"the {step.step_id} step publishes only an approved "
+                             "artifact: the definition needs an approval step before it")
+        source = step.artifact_from
+        if source is not None and self.artifacts.get(source[0], {}).get(source[1]) != self.s.draft_sha256:
+            raise TaskFailed("unapproved_artifact", f"the {step.step_id} step would publish {'/'.join(source)}, "
+                             "which is not the artifact the last approval bound")
+        return str(self.s.decisions[-1]["approval_id"])
+
+    async def _publish(self, step: StepSpec, index: int) -> bool:
+        """Publish the approved artifact exactly once; an unknown outcome is reconciled, never blindly retried.
+        False when the task ended without it (cancelled)."""
         policy = self.inp.reconcile
-        approval_id = self.s.decisions[-1]["approval_id"]
+        approval_id = self._approved(step)
+        destination = self._destination_of(step)
+        self._publishing = step.step_id
         for _attempt in range(policy.max_publish_attempts):
             if not controls.may_send_publication(cancel_requested=self._cancel_requested):
                 return False
-            operation = OperationRef(str(workflow.uuid4()), "publish", self.inp.destination, "PENDING")
+            operation = OperationRef(str(workflow.uuid4()), "publish", destination, "PENDING")
             self.s.operations.append(operation)
             if self.s.status != S.RUNNING.value:
                 self._set_status(S.RUNNING)
@@ -517,7 +509,7 @@ class ReportTaskWorkflow:
                         TaskActivities.publish,
                         PublishInput(
                             self.s.tenant_id, self.s.task_id, self.s.task_type, self.s.goal, operation.operation_id,
-                            self.s.draft_sha256 or "", approval_id, self.inp.destination, self.s.state_version,
+                            self.s.draft_sha256 or "", approval_id, destination, self.s.state_version, step.step_id,
                         ),
                         **WRITE_OPTIONS,
                     )
@@ -546,7 +538,7 @@ class ReportTaskWorkflow:
         operation.location = result.location
         self.s.state_version = result.state_version
         if result.status == "SUCCEEDED":
-            self.s.completed_step_ids.append("publish_report")
+            self.s.completed_step_ids.append(self._publishing)
             self.s.current_step_id = None
             self._set_status(S.SUCCEEDED)
         elif result.status == "UNKNOWN_OUTCOME":
@@ -568,6 +560,7 @@ class ReportTaskWorkflow:
                         operation.operation_id,
                         operation.destination,
                         self.s.state_version,
+                        self._publishing,
                     ),
                     **WRITE_OPTIONS,
                 )
@@ -594,13 +587,13 @@ class ReportTaskWorkflow:
     @workflow.update
     async def resolve_operation(self, request: ResolveRequest) -> OperationRef:
         async with self._lock:
-            _judge(operations.check_resolve, self._state, request)
+            judge(operations.check_resolve, self._state, request)
             operation = next(op for op in self.s.operations if op.operation_id == request.operation_id)
             result = await workflow.execute_activity_method(
                 TaskActivities.resolve_operation,
                 ResolveInput(
                     self.s.tenant_id, self.s.task_id, operation.operation_id, operation.destination, request.outcome,
-                    request.user_id, request.note, self.s.state_version,
+                    request.user_id, request.note, self.s.state_version, self._publishing,
                 ),
                 **WRITE_OPTIONS,
             )
@@ -610,7 +603,7 @@ class ReportTaskWorkflow:
 
     @resolve_operation.validator
     def validate_resolve(self, request: ResolveRequest) -> None:
-        _judge(operations.check_resolve, self._state, request)
+        judge(operations.check_resolve, self._state, request)
 
     # --- pause, resume, cancel ----------------------------------------------------------------------
 
@@ -621,7 +614,7 @@ class ReportTaskWorkflow:
 
     @pause.validator
     def validate_pause(self, request: ControlRequest) -> None:
-        _judge(controls.check_pause, self._state, request)
+        judge(controls.check_pause, self._state, request)
 
     @workflow.update
     async def resume(self, request: ControlRequest) -> TaskState:
@@ -634,7 +627,7 @@ class ReportTaskWorkflow:
 
     @resume.validator
     def validate_resume(self, request: ControlRequest) -> None:
-        _judge(controls.check_resume, self._state, request)
+        judge(controls.check_resume, self._state, request)
 
     @workflow.update
     async def cancel(self, request: ControlRequest) -> TaskState:
@@ -644,7 +637,7 @@ class ReportTaskWorkflow:
 
     @cancel.validator
     def validate_cancel(self, request: ControlRequest) -> None:
-        _judge(controls.check_cancel, self._state, request)
+        judge(controls.check_cancel, self._state, request)
 
     @workflow.query
     def state(self) -> TaskState | None:

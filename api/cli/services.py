@@ -48,17 +48,29 @@ def migrate() -> None:
     typer.echo("mnemo: database schema is up to date")
 
 
+TaskModules = Annotated[
+    str | None,
+    typer.Option("--tasks", help="Modules declaring your task types (mnemo's SDK), comma-separated: a.b,c.d "
+                 "(sets MNEMO_TASK_MODULES; the API and every worker load the same ones)."),
+]
+
+
+def _with_tasks(settings: Settings, tasks: str | None) -> Settings:
+    return settings if tasks is None else settings.model_copy(update={"task_modules": tasks})
+
+
 def worker(
     metrics_port: Annotated[
         int | None, typer.Option(help="Serve /metrics (mnemo's and the Temporal SDK's) on this port.")
     ] = None,
+    tasks: TaskModules = None,
 ) -> None:
     """Run the Temporal worker against MNEMO_DATABASE_URL and MNEMO_TEMPORAL_ADDRESS."""
     from api.observability.logging import configure_logging
     from api.observability.tracing import configure_tracing
     from api.worker import run_worker
 
-    settings = Settings()
+    settings = _with_tasks(Settings(), tasks)
     if metrics_port is not None:
         settings = settings.model_copy(update={"worker_metrics_port": metrics_port})
     settings.require_database_url()
@@ -80,7 +92,7 @@ def worker(
     os._exit(0)
 
 
-def api() -> None:
+def api(tasks: TaskModules = None) -> None:
     """Serve the HTTP API (uvicorn) on MNEMO_API_HOST:MNEMO_API_PORT."""
     import uvicorn
 
@@ -89,7 +101,7 @@ def api() -> None:
     from api.observability.logging import configure_logging
     from api.observability.tracing import configure_tracing
 
-    settings = Settings()
+    settings = _with_tasks(Settings(), tasks)
     settings.require_database_url()
     configure_logging(settings.log_level)
     configure_tracing("mnemo-api")

@@ -14,7 +14,8 @@ import typer
 
 from api.cli.options import Client, api_client
 from api.cli.output import fail, table
-from memory.reports.definitions import MONTHLY_REPORT
+from memory.reports import MONTHLY_REPORT
+from memory.reports.sales import RATES_TO_CNY
 
 task_app = typer.Typer(help="Durable report tasks.", no_args_is_help=True)
 
@@ -50,7 +51,7 @@ def _render_task(view: dict[str, Any]) -> str:
 @api_client
 def start(
     month: Annotated[str, typer.Option(help="Report month, YYYY-MM.")],
-    currency: Annotated[str, typer.Option(help=f"Report currency ({', '.join(MONTHLY_REPORT.currencies)}).")] = "CNY",
+    currency: Annotated[str, typer.Option(help=f"Report currency ({', '.join(RATES_TO_CNY)}).")] = "CNY",
     intent: Annotated[str | None, typer.Option(help="request_intent_id; the same one names the same task.")] = None,
     destination: Annotated[str, typer.Option(help="Publication destination.")] = "reports",
     *,
@@ -58,8 +59,8 @@ def start(
 ) -> None:
     """Start a monthly report task (idempotent: re-running it returns the same task)."""
     body = {
-        "task_type": MONTHLY_REPORT.task_type,
-        "request_intent_id": intent or f"cli-{MONTHLY_REPORT.task_type}-{month}-{currency}",
+        "task_type": MONTHLY_REPORT,
+        "request_intent_id": intent or f"cli-{MONTHLY_REPORT}-{month}-{currency}",
         "goal": {"month": month, "currency": currency},
         "destination": destination,
     }

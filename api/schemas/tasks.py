@@ -24,21 +24,14 @@ Reason = Annotated[str, Field(min_length=1, max_length=2_000)]
 # --- requests ------------------------------------------------------------------------------------
 
 
-class GoalIn(StrictRequest):
-    month: Annotated[
-        str,
-        Field(
-            pattern=r"^(19\d\d|2[01]\d\d)-(0[1-9]|1[0-2])$", description="YYYY-MM, years 1900 to 2199 (as timestamps)"
-        ),
-    ]
-    currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
-
-
 class TaskCreateIn(StrictRequest):
-    task_type: Literal["monthly-report"]
+    task_type: Annotated[str, Field(max_length=63, description="A registered task type, e.g. monthly-report",
+                                    examples=["monthly-report"])]
     request_intent_id: ShortText
-    goal: GoalIn
-    destination: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")] = "reports"
+    goal: dict[str, Any] = Field(description="Checked against the task type's goal schema, e.g. the monthly "
+                                 'report\'s {"month": "2026-06", "currency": "CNY"}')
+    destination: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")] | None = Field(
+        default=None, description="Publish here instead of the destination each publish step names")
     approval_deadline_seconds: Integer = Field(default=3 * 86_400, ge=60, le=90 * 86_400)
     approval_reminder_seconds: Integer = Field(default=86_400, ge=60, le=90 * 86_400)
 
