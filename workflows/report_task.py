@@ -1,22 +1,18 @@
-"""ReportTaskWorkflow: a task as a durable state machine, running the definition pinned in its input.
-
-The workflow type keeps its first name, ``ReportTask``: the monthly report was its first definition, and
-running tasks, Updates and queries keep their names. A task runs the definition body it started with
-(``ReportTaskInput.definition``; none: the built-in ``monthly-report-v1``), never one read later.
+"""ReportTaskWorkflow (type ``ReportTask``, its first name): a task as a durable state machine, running the
+definition body pinned in its input (none: the built-in ``monthly-report-v1``), never one read later.
 
 The workflow is the live truth of a task; the Postgres read model follows it, written only by activities with
 ``state_version`` checks. Human decisions (approve/reject, pause/resume/cancel, resolve) arrive as Updates whose
 validators refuse bad requests to the caller. Deterministic: time from ``workflow.now()``, ids from
-``workflow.uuid4()``, no I/O here.
-
-Later changes to this code must go through ``workflow.patched`` and keep ``tests/tasks/test_replay.py`` and
-``tests/tasks/test_replay_generic.py`` green on the recorded histories.
+``workflow.uuid4()``, no I/O here. Later changes go through ``workflow.patched`` and keep the recorded
+histories of ``tests/tasks/test_replay.py`` and ``test_replay_generic.py`` replaying.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -36,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         RequestApprovalInput,
         ResolveInput,
         RunStepInput,
+        TaskPayload,
         TransitionInput,
     )
     from memory.tasks import approvals, controls, operations
@@ -59,10 +56,6 @@ with workflow.unsafe.imports_passed_through():
         MAX_REVISIONS,
         REMINDER_DELIVERY_PATCH,
         WRITE_OPTIONS,
-        ApprovalPolicy,
-        DecisionResult,
-        ReconcilePolicy,
-        ReportTaskInput,
         TaskFailed,
         judge,
         refuse,
@@ -72,6 +65,47 @@ with workflow.unsafe.imports_passed_through():
 
 S = TaskStatus
 WORKFLOW_NAME = "ReportTask"
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    deadline_seconds: float = 3 * 24 * 3600
+    reminder_every_seconds: float = 24 * 3600
+
+
+@dataclass(frozen=True)
+class ReconcilePolicy:
+    max_reconciles: int = 3
+    interval_seconds: float = 2.0
+    max_publish_attempts: int = 3
+
+
+@dataclass(frozen=True)
+class ReportTaskInput(TaskPayload):
+    """The workflow's input (in every history: its JSON shape stays, the identity flat as in every payload)."""
+
+    owner_user_id: str
+    task_type: str
+    goal: dict[str, Any]
+    request_intent_id: str
+    destination: str | None = None
+    """Overrides every publish step's own destination when given (``POST /tasks``' ``destination``)."""
+    approval: ApprovalPolicy = ApprovalPolicy()
+    reconcile: ReconcilePolicy = ReconcilePolicy()
+    step_heartbeat_seconds: float = 30.0
+    step_retry_max_interval_seconds: float = 10.0
+    """The longest wait between attempts of a step (tests shorten it); outages retry without limit."""
+    definition: dict[str, Any] | None = None
+    """The definition's body, pinned when the task started; None: the built-in ``monthly-report-v1``."""
+
+
+@dataclass(frozen=True)
+class DecisionResult:
+    approval_id: str
+    decision: str
+    status: str
+    state_version: int
+    replayed: bool
 __all__ = ["WORKFLOW_NAME", "ApprovalPolicy", "DecisionResult", "ReconcilePolicy", "ReportTaskInput",
            "ReportTaskWorkflow", "TaskFailed", "_cause_code"]
 
@@ -109,14 +143,11 @@ class ReportTaskWorkflow:
     def _set_status(self, status: S, waiting_reason: str | None = None) -> None:
         self.s.status = status.value
         self.s.waiting_reason = waiting_reason
-        workflow.upsert_search_attributes(
-            [
-                search_attributes.STATUS.value_set(status.value),
-                search_attributes.WAITING_REASON.value_set(waiting_reason)
-                if waiting_reason
-                else search_attributes.WAITING_REASON.value_unset(),
-            ]
-        )
+        reason = search_attributes.WAITING_REASON
+        workflow.upsert_search_attributes([
+            search_attributes.STATUS.value_set(status.value),
+            reason.value_set(waiting_reason) if waiting_reason else reason.value_unset(),
+        ])
 
     def _apply(self, snapshot: Snapshot, waiting_reason: str | None = None) -> None:
         self.s.state_version = snapshot.state_version
@@ -137,17 +168,9 @@ class ReportTaskWorkflow:
         snapshot = await workflow.execute_activity_method(
             TaskActivities.transition,
             TransitionInput(
-                self.s.tenant_id,
-                self.s.task_id,
-                self.s.state_version,
-                str(workflow.uuid4()),
-                target.value,
-                reason,
-                current_step_id=current_step_id,
-                waiting_reason=waiting_reason,
-                error=error,
-                pending_conditions=pending or [],
-                cancel_pending_approvals=cancel_pending_approvals,
+                self.s.tenant_id, self.s.task_id, self.s.state_version, str(workflow.uuid4()), target.value, reason,
+                current_step_id=current_step_id, waiting_reason=waiting_reason, error=error,
+                pending_conditions=pending or [], cancel_pending_approvals=cancel_pending_approvals,
                 force_from_newer_version=force,
             ),
             **WRITE_OPTIONS,
@@ -166,13 +189,8 @@ class ReportTaskWorkflow:
         self.definition = definition
         info = workflow.info()
         self._state = TaskState(
-            task_id=inp.task_id,
-            tenant_id=inp.tenant_id,
-            owner_user_id=inp.owner_user_id,
-            task_type=inp.task_type,
-            goal=inp.goal,
-            workflow_id=workflow_id(inp.tenant_id, inp.task_id),
-            workflow_version=definition.version,
+            task_id=inp.task_id, tenant_id=inp.tenant_id, owner_user_id=inp.owner_user_id, task_type=inp.task_type,
+            goal=inp.goal, workflow_id=workflow_id(inp.tenant_id, inp.task_id), workflow_version=definition.version,
         )
         self.inp = inp
         self._set_status(S.CREATED)
@@ -278,7 +296,7 @@ class ReportTaskWorkflow:
                     self.s.goal, self.outputs, extra or {}, self.s.state_version, str(step.spec["function"]),
                     self.artifacts,
                 ),
-                **step_options(self.inp),
+                **step_options(self.inp.step_heartbeat_seconds, self.inp.step_retry_max_interval_seconds),
             )
         except ActivityError as exc:
             raise TaskFailed(*_cause_code(exc)) from exc
@@ -314,13 +332,9 @@ class ReportTaskWorkflow:
                     ),
                     **WRITE_OPTIONS,
                 )
-                self.s.pending_approval = PendingApproval(
-                    requested.approval_id,
-                    self.s.draft_sha256,
-                    requested.approval_type,
-                    requested.summary,
-                    deadline.isoformat(),
-                )
+                self.s.pending_approval = PendingApproval(requested.approval_id, self.s.draft_sha256,
+                                                          requested.approval_type, requested.summary,
+                                                          deadline.isoformat())
                 self.s.current_step_id = step.step_id
                 self._decided = False
                 self.s.state_version = requested.state_version
@@ -430,16 +444,11 @@ class ReportTaskWorkflow:
                     ),
                     **WRITE_OPTIONS,
                 )
-                self.s.decisions.append(
-                    {
-                        "approval_id": pending.approval_id,
-                        "decision": request.decision,
-                        "artifact_sha256": request.artifact_sha256,
-                        "by": request.user_id,
-                        "reason": request.reason,
-                        "at": workflow.now().isoformat(),
-                    }
-                )
+                self.s.decisions.append({
+                    "approval_id": pending.approval_id, "decision": request.decision,
+                    "artifact_sha256": request.artifact_sha256, "by": request.user_id, "reason": request.reason,
+                    "at": workflow.now().isoformat(),
+                })
                 if request.decision == "approve":
                     self.s.completed_step_ids.append(approving.step_id)
                     self.s.current_step_id = self._after(approving)
@@ -554,14 +563,8 @@ class ReportTaskWorkflow:
             async with self._lock:
                 result = await workflow.execute_activity_method(
                     TaskActivities.reconcile,
-                    ReconcileInput(
-                        self.s.tenant_id,
-                        self.s.task_id,
-                        operation.operation_id,
-                        operation.destination,
-                        self.s.state_version,
-                        self._publishing,
-                    ),
+                    ReconcileInput(self.s.tenant_id, self.s.task_id, operation.operation_id, operation.destination,
+                                   self.s.state_version, self._publishing),
                     **WRITE_OPTIONS,
                 )
             if result.status != "UNKNOWN_OUTCOME":

@@ -1,13 +1,11 @@
-"""What the task workflow is started with and the small rules it applies around its activities.
+"""The task workflow's policies and the small rules it applies around its activities.
 
-Kept apart from :mod:`workflows.report_task` (the state machine) so that the workflow reads as its steps. The input's
-JSON shape is in every history: fields are only ever appended, with defaults, so old inputs still decode.
+Kept apart from :mod:`workflows.report_task` (the state machine) so that the workflow reads as its steps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -16,7 +14,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.tasks.payloads import TaskPayload
     from memory.errors import MnemoError
     from memory.tasks.live import TaskState
 
@@ -26,47 +23,6 @@ other than the monthly report's, the end-of-steps check)."""
 REMINDER_DELIVERY_PATCH = "deliver-reminders-to-webhook"
 """Workflows that sent reminders before delivery existed replay without it (their history has no such activity)."""
 MAX_REVISIONS = 5
-
-
-@dataclass(frozen=True)
-class ApprovalPolicy:
-    deadline_seconds: float = 3 * 24 * 3600
-    reminder_every_seconds: float = 24 * 3600
-
-
-@dataclass(frozen=True)
-class ReconcilePolicy:
-    max_reconciles: int = 3
-    interval_seconds: float = 2.0
-    max_publish_attempts: int = 3
-
-
-@dataclass(frozen=True)
-class ReportTaskInput(TaskPayload):
-    """The workflow's input (in every history: its JSON shape stays, the identity flat as in every payload)."""
-
-    owner_user_id: str
-    task_type: str
-    goal: dict[str, Any]
-    request_intent_id: str
-    destination: str | None = None
-    """Overrides every publish step's own destination when given (``POST /tasks``' ``destination``)."""
-    approval: ApprovalPolicy = ApprovalPolicy()
-    reconcile: ReconcilePolicy = ReconcilePolicy()
-    step_heartbeat_seconds: float = 30.0
-    step_retry_max_interval_seconds: float = 10.0
-    """The longest wait between attempts of a step (tests shorten it); outages retry without limit."""
-    definition: dict[str, Any] | None = None
-    """The definition's body, pinned when the task started; None: the built-in ``monthly-report-v1``."""
-
-
-@dataclass(frozen=True)
-class DecisionResult:
-    approval_id: str
-    decision: str
-    status: str
-    state_version: int
-    replayed: bool
 
 
 class TaskFailed(Exception):
@@ -115,15 +71,15 @@ DELIVERY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coef
                              maximum_interval=timedelta(minutes=5))
 
 
-def step_options(inp: ReportTaskInput) -> dict[str, Any]:
+def step_options(heartbeat_seconds: float, retry_max_interval_seconds: float) -> dict[str, Any]:
     """A producing step's activity options. No attempt limit: run_step fails for good after STEP_ATTEMPT_LIMIT
     failures of the step itself, while attempts that met an unreachable database go on until it is back."""
     return {
         "start_to_close_timeout": timedelta(minutes=10),
-        "heartbeat_timeout": timedelta(seconds=inp.step_heartbeat_seconds),
+        "heartbeat_timeout": timedelta(seconds=heartbeat_seconds),
         "retry_policy": RetryPolicy(
             initial_interval=timedelta(milliseconds=500),
-            maximum_interval=timedelta(seconds=max(0.5, inp.step_retry_max_interval_seconds)),
+            maximum_interval=timedelta(seconds=max(0.5, retry_max_interval_seconds)),
             maximum_attempts=0,
         ),
     }

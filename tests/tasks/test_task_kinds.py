@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -27,19 +29,25 @@ def _body(*steps: dict[str, Any]) -> dict[str, Any]:
     return {"version": "1", "goal_schema": GOAL_SCHEMA, "steps": list(steps)}
 
 
-async def _run(settings: Settings, engine: Engine, make_key: MakeKey, body: dict[str, Any],
-               until: float = 60) -> tuple[WorkflowHandle[Any, Any], Any]:
+@asynccontextmanager
+async def _started(settings: Settings, engine: Engine, make_key: MakeKey,
+                   body: dict[str, Any]) -> AsyncIterator[WorkflowHandle[Any, Any]]:
+    """A task of a fresh tenant running ``body``, on a worker of the test's own while the block runs."""
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     make_key(tenant=tenant)
     task_id = f"task-{uuid.uuid4().hex[:8]}"
     async with own_worker(settings, engine, threads=2, faults=FaultPlan()) as (client, queue):
-        handle = await client.start_workflow(
+        yield await client.start_workflow(
             ReportTaskWorkflow.run,
             ReportTaskInput(tenant, task_id, "alice", "kinds", {}, "intent", definition=body,
                             step_retry_max_interval_seconds=0.5),
             id=workflow_id(tenant, task_id), task_queue=queue,
         )
-        return handle, await asyncio.wait_for(handle.result(), until)
+
+
+async def _run(settings: Settings, engine: Engine, make_key: MakeKey, body: dict[str, Any]) -> Any:
+    async with _started(settings, engine, make_key, body) as handle:
+        return await asyncio.wait_for(handle.result(), 60)
 
 
 @pytest.mark.parametrize("step", [{"step_id": "ask", "kind": "agent", "description": "summarise"},
@@ -47,7 +55,7 @@ async def _run(settings: Settings, engine: Engine, make_key: MakeKey, body: dict
 async def test_agent_and_llm_steps_fail_the_task_clearly(
     settings: Settings, engine: Engine, make_key: MakeKey, step: dict[str, Any]
 ) -> None:
-    _, state = await _run(settings, engine, make_key, _body(step, {"step_id": "send", "kind": "publish",
+    state = await _run(settings, engine, make_key, _body(step, {"step_id": "send", "kind": "publish",
                                                                    "destination": "reports"}))
     assert state.status == "FAILED"
     assert state.error["code"] == "step_kind_unavailable"
@@ -60,7 +68,7 @@ async def test_a_definition_that_never_publishes_fails_instead_of_succeeding(
     """A task succeeds only once a destination confirmed its result (the status machine's guard)."""
     name = f"kinds-{uuid.uuid4().hex[:6]}.only"
     registry.declare_function(name, lambda ctx: StepOutcome({"done": True}))
-    _, state = await _run(settings, engine, make_key, _body({"step_id": "only", "kind": "compute", "function": name}))
+    state = await _run(settings, engine, make_key, _body({"step_id": "only", "kind": "compute", "function": name}))
     assert (state.status, state.error["code"], state.completed_step_ids) == ("FAILED", "no_publication", ["only"])
 
 
@@ -77,16 +85,7 @@ async def test_a_step_whose_function_is_not_loaded_waits_for_a_worker_that_has_i
                     {"step_id": "review", "kind": "approval", "artifact_from": "draft/draft.txt"},
                     {"step_id": "send", "kind": "publish", "destination": "reports"}),
             "redraft_step": "draft"}
-    tenant = f"t-{uuid.uuid4().hex[:12]}"
-    make_key(tenant=tenant)
-    task_id = f"task-{uuid.uuid4().hex[:8]}"
-    async with own_worker(settings, engine, threads=2, faults=FaultPlan()) as (client, queue):
-        handle = await client.start_workflow(
-            ReportTaskWorkflow.run,
-            ReportTaskInput(tenant, task_id, "alice", "late", {}, "intent", definition=body,
-                            step_retry_max_interval_seconds=0.5),
-            id=workflow_id(tenant, task_id), task_queue=queue,
-        )
+    async with _started(settings, engine, make_key, body) as handle:
         for _ in range(100):
             pending = (await handle.describe()).raw_description.pending_activities
             if pending and pending[0].attempt >= 3:
