@@ -48,12 +48,15 @@ def parse_modules(value: str) -> tuple[str, ...]:
 
 
 def load(modules: Iterable[str] = ()) -> None:
-    """Import the built-in modules, the entry points' and ``modules``; a module that cannot be imported stops the
-    process here, naming it (a worker missing a type's steps would leave its tasks waiting)."""
+    """Import the built-in modules, the entry points' and ``modules``; a module that cannot be imported, or declares
+    a definition the API would refuse, stops the process here, naming it (a worker missing a type's steps would leave
+    its tasks waiting; an API could not start any)."""
     for name in (*BUILTIN_MODULES, *modules):
         _import(name, partial(importlib.import_module, name), "MNEMO_TASK_MODULES (--tasks)")
     for point in entry_points(group=ENTRY_POINT_GROUP):
         _import(point.value, point.load, f"the {ENTRY_POINT_GROUP!r} entry point {point.name!r}")
+    for task_type in _types:
+        definition(task_type)  # InvalidDefinition: every problem, by path
 
 
 def _import(name: str, load_it: Callable[[], object], where: str) -> None:
