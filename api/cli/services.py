@@ -12,7 +12,10 @@ import typer
 
 from api.cli.hints import DEFAULT_DATA_DIR
 from api.cli.options import StackDataDir
+from api.cli.output import fail
 from api.settings import Settings
+from memory.errors import MnemoError
+from memory.tasks import registry
 
 
 def dev(
@@ -56,7 +59,14 @@ TaskModules = Annotated[
 
 
 def _with_tasks(settings: Settings, tasks: str | None) -> Settings:
-    return settings if tasks is None else settings.model_copy(update={"task_modules": tasks})
+    """The settings with ``--tasks``, its modules loaded now: one that cannot be used ends the command with its
+    code and problem on one line (before anything starts), never a traceback."""
+    settings = settings if tasks is None else settings.model_copy(update={"task_modules": tasks})
+    try:
+        registry.load(settings.task_module_names())
+    except MnemoError as exc:
+        fail(f"{exc.code}: {exc.message}")
+    return settings
 
 
 def worker(

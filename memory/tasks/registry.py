@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from memory.errors import InvalidInput
 from memory.tasks.contract import StepFailed, StepFn
-from memory.tasks.definitions import Definition, from_body
+from memory.tasks.definitions import Definition, InvalidDefinition, from_body
 
 ENTRY_POINT_GROUP = "mnemo.tasks"
 BUILTIN_MODULES = ("memory.reports.monthly",)
@@ -55,11 +55,10 @@ def load(modules: Iterable[str] = ()) -> None:
         _import(name, partial(importlib.import_module, name), "MNEMO_TASK_MODULES (--tasks)")
     for point in entry_points(group=ENTRY_POINT_GROUP):
         _import(point.value, point.load, f"the {ENTRY_POINT_GROUP!r} entry point {point.name!r}")
-    for task_type in _types:
-        definition(task_type)  # InvalidDefinition: every problem, by path
 
 
 def _import(name: str, load_it: Callable[[], object], where: str) -> None:
+    before = dict(_types)
     try:
         load_it()
     except Exception as exc:
@@ -68,6 +67,12 @@ def _import(name: str, load_it: Callable[[], object], where: str) -> None:
             "check the name and that its package is installed where mnemo runs",
             code="unknown_task_module",
         ) from exc
+    for task_type in [key for key, declared in _types.items() if before.get(key) is not declared]:
+        try:
+            definition(task_type)
+        except InvalidDefinition as refused:
+            raise InvalidDefinition(f"the task module {name!r} named by {where} declares a definition mnemo "
+                                    f"refuses: {refused.message}", details=refused.details) from None
 
 
 def task_types() -> Mapping[str, CodeTaskType]:

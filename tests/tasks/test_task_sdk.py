@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
+import subprocess
 import sys
 import time
 import uuid
@@ -20,6 +22,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from activities.stores import default_destinations
+from api.devstack.processes import free_port
 from api.main import create_app
 from api.settings import Settings
 from memory.reports.monthly import MONTHLY
@@ -28,7 +31,7 @@ from memory.tasks.builtin import MONTHLY_REPORT_V1_BODY
 from tests.conftest import MakeKey, auth
 from tests.tasks.conftest import approve, publications, status_is, wait_for
 from tests.tasks.sdk_package import rewrite, write_package
-from tests.workers import ThreadWorker
+from tests.workers import ThreadWorker, worker_env
 
 
 @dataclass(frozen=True)
@@ -180,3 +183,27 @@ def test_the_readme_example_module_is_a_valid_task_type(tmp_path: Path) -> None:
     parsed = registry.definition("incident-digest")
     assert parsed is not None and [s.kind for s in parsed.steps] == ["compute", "approval", "publish"]
     assert registry.hook("incident-digest", "review") is not None
+
+
+MNEMO = str(Path(sys.executable).parent / "mnemo")
+
+
+@pytest.mark.parametrize("command", ["api", "worker"])
+def test_mnemo_refuses_to_start_with_a_task_module_it_cannot_use(
+    settings: Settings, tmp_path: Path, command: str
+) -> None:
+    """``--tasks`` names what the process loads; a missing module, or one whose definition the API would refuse
+    (an approval without a redraft step), stops it at start with the problem named, never a half-working server."""
+    (tmp_path / "half_done.py").write_text(
+        "from memory.tasks.sdk import TaskType\n"
+        "BAD = TaskType('half-done', '1', {'type': 'object'})\n"
+        "BAD.approval('review', artifact_from='nothing/draft.md')\n"
+    )
+    env = worker_env(settings, PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+                     MNEMO_API_PORT=str(free_port()))
+    for modules, expected in (("no_such_team.tasks", "unknown_task_module"), ("half_done", "invalid_definition")):
+        run = subprocess.run([MNEMO, command, "--tasks", modules], env=env, capture_output=True, text=True,
+                             timeout=60, check=False)
+        assert run.returncode != 0, run.stderr[-2000:]
+        assert run.stderr.startswith(f"mnemo: {expected}: the task module {modules!r}"), run.stderr[-2000:]
+        assert "Traceback" not in run.stderr
