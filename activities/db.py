@@ -64,9 +64,13 @@ async def heartbeat_while(waited: Awaitable[T], every_seconds: float = 5.0) -> T
     """``await waited``, heartbeating every ``every_seconds`` meanwhile: an async activity's wait on the CPU pool
     (whose idle-class processes may be slow to answer) must not look like a dead worker."""
     task = asyncio.ensure_future(waited)
-    while True:
-        done, _ = await asyncio.wait({task}, timeout=every_seconds)
-        if done:
-            return task.result()
-        if activity.in_activity():
-            activity.heartbeat()
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=every_seconds)
+            if done:
+                return task.result()
+            if activity.in_activity():
+                activity.heartbeat()
+    except asyncio.CancelledError:  # the activity is cancelled: so is what it waits for (not yet begun, or awaitable)
+        task.cancel()
+        raise

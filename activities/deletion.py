@@ -7,12 +7,15 @@ production workers run with an empty plan.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
@@ -39,6 +42,7 @@ from memory.deletion.residue import MAX_COPIES, claim_scan, matchers, scan, work
 from memory.deletion.rounds import (
     Decision,
     ScanBudget,
+    begin_purge,
     decide,
     mark_purged,
     settled,
@@ -46,9 +50,12 @@ from memory.deletion.rounds import (
     wait_for_budget,
     waiting_jobs,
 )
-from memory.models import RetentionHold
+from memory.models import DeletionJob, RetentionHold
 from memory.resources.bodies import record_store
 from memory.resources.body_store import bind_store
+
+logger = logging.getLogger("mnemo.worker")
+T = TypeVar("T")
 
 SCAN_BUSY_RETRY = timedelta(seconds=2)
 """When the tenant's round is running, a verification is tried again after this long (not holding a slot): by then
@@ -192,6 +199,8 @@ class DeletionActivities:
         """Purge every layer in order, batch by batch; layers already done are skipped unless ``again``."""
         job_id = uuid.UUID(request.job.job_id)
         with shielded_session(self.engine, request.job.tenant_id) as session:
+            if not begin_purge(session, request.job.tenant_id, job_id):
+                return {}  # a retry after a round decided the job: its finish reports that decision
             layers = view_job(session, request.job.tenant_id, job_id).layers
             done = {layer.layer for layer in layers if layer.status == "done"}
             known = {layer.layer for layer in layers}
@@ -263,42 +272,102 @@ class DeletionActivities:
 
         The round runs in a thread of its own pool (never the event loop's default executor, which the worker's
         other activities share); only the histories' fetches come back to the event loop."""
-        fetch = fetcher()
-        decision = await heartbeat_while(
-            asyncio.get_running_loop().run_in_executor(round_threads(), self._round, request, fetch))
+        decision = await asyncio.to_thread(self._settled, request)  # cheap: never queued behind rounds
+        if decision is None:
+            fetch = fetcher()
+            decision = await heartbeat_while(
+                asyncio.get_running_loop().run_in_executor(round_threads(), self._round, request, fetch))
         return VerifyOutcome(decision.clean, decision.probes, decision.hits, decision.remaining_copies)
 
+    def _settled(self, request: FinishRequest) -> Decision | None:
+        with shielded_session(self.engine, request.tenant_id) as session:
+            return settled(session, request.tenant_id, uuid.UUID(request.job_id))
+
     def _round(self, request: FinishRequest, fetch: Fetch) -> Decision:
+        """Claim the tenant's scan and its budget, then verify every purged job of the tenant in one transaction. A
+        job other than the caller's that cannot be decided stays purged for the next round (a savepoint), never
+        holding the others back; a round that fails is charged all the same (a transaction of its own)."""
         tenant, job_id = request.tenant_id, uuid.UUID(request.job_id)
-        with shielded_session(self.engine, tenant) as session:
-            if (decided := settled(session, tenant, job_id)) is not None:
-                return decided
-            if not claim_scan(session, tenant):  # another of the tenant's rounds runs: this slot is freed meanwhile
-                raise ApplicationError(f"another residue scan of tenant {tenant} is running; retried shortly",
-                                       type="ResidueScanBusy", next_retry_delay=SCAN_BUSY_RETRY)
-            if (decided := settled(session, tenant, job_id)) is not None:  # by the round that just ended
-                return decided
-            if (wait := wait_for_budget(session, tenant, self.scan_budget)) > 0:
-                raise ApplicationError(
-                    f"tenant {tenant}'s verification rounds used their share of the worker; the next in {wait:.1f} s",
-                    type="ResidueScanBusy", next_retry_delay=timedelta(seconds=wait))
-            started = time.monotonic()
-            jobs = waiting_jobs(session, get_job(session, tenant, job_id, lock=True))
-            subjects = {job.job_id: job.subject_user_id for job in jobs}
-            self._bind(session, tenant)
-            # The scan reads a snapshot of its own, begun after every purge it verifies committed, in the CPU pool.
-            found = offload.in_tenant(self.engine, tenant, scan, tenant, self.artifacts, subjects)
-            texts = matchers(session, tenant, list(subjects))
-            seen = history_copies(fetch, workflow_ids(session, tenant), texts,
-                                  {job.job_id: job.workflow_id for job in jobs}) if texts else {}
-            decisions = {}
-            for job in jobs:
-                copies = [copy.label for copy in found.get(job.job_id, [])] + seen.get(job.job_id, [])
-                if job.job_id == job_id:
-                    copies += request.history_copies  # a workflow from before rounds scanned its histories first
-                decisions[job.job_id] = decide(session, job, copies[:MAX_COPIES], self.batch_size, len(jobs))
-            spend(session, tenant, time.monotonic() - started, len(jobs), self.scan_budget)
+        clock: _Stopwatch | None = None
+        try:
+            with shielded_session(self.engine, tenant) as session:
+                if (decided := self._admitted(session, tenant, job_id)) is not None:
+                    return decided
+                clock = _Stopwatch()
+                jobs = waiting_jobs(session, get_job(session, tenant, job_id, lock=True))
+                decisions = self._verify(session, jobs, request, fetch, clock)
+                spend(session, tenant, clock.total(), len(jobs), self.scan_budget)
+        except Exception:
+            if clock is not None:
+                with shielded_session(self.engine, tenant) as charged:
+                    spend(charged, tenant, clock.total(), 1, self.scan_budget)
+            raise
+        logger.info("verification round", extra={"tenant_id": tenant, "jobs": len(jobs), "histories": clock.histories,
+                                                  "clean": sum(d.clean for d in decisions.values()),
+                                                  "duration_ms": round(clock.total() * 1000, 1), **clock.laps})
         return decisions[job_id]
+
+    def _admitted(self, session: Session, tenant: str, job_id: uuid.UUID) -> Decision | None:
+        """Hold the tenant's scan and check its budget (a :class:`ResidueScanBusy` refusal gives the slot back), or
+        the job's decision when the round that just ended made it."""
+        if not claim_scan(session, tenant):  # another of the tenant's rounds runs: this slot is freed meanwhile
+            raise ApplicationError(f"another residue scan of tenant {tenant} is running; retried shortly",
+                                   type="ResidueScanBusy", next_retry_delay=SCAN_BUSY_RETRY)
+        if (decided := settled(session, tenant, job_id)) is not None:
+            return decided
+        if (wait := wait_for_budget(session, tenant, self.scan_budget)) > 0:
+            raise ApplicationError(
+                f"tenant {tenant}'s verification rounds used their share of the worker; the next in {wait:.1f} s",
+                type="ResidueScanBusy", next_retry_delay=timedelta(seconds=wait))
+        return None
+
+    def _verify(self, session: Session, jobs: list[DeletionJob], request: FinishRequest, fetch: Fetch,
+                clock: _Stopwatch) -> dict[uuid.UUID, Decision]:
+        """One residue scan of the tenant's rows, files and histories for these jobs, then each job decided."""
+        tenant, job_id = request.tenant_id, uuid.UUID(request.job_id)
+        subjects = {job.job_id: job.subject_user_id for job in jobs}
+        self._bind(session, tenant)
+        # The scan reads a snapshot of its own, begun after every purge it verifies committed, in the CPU pool.
+        found = clock.lap("rows_ms", offload.in_tenant, self.engine, tenant, scan, tenant, self.artifacts, subjects)
+        texts, ids = matchers(session, tenant, list(subjects)), workflow_ids(session, tenant)
+        clock.histories = len(ids)
+        seen = clock.lap("histories_ms", history_copies, fetch, ids, texts,
+                         {job.job_id: job.workflow_id for job in jobs}) if texts else {}
+        decisions: dict[uuid.UUID, Decision] = {}
+        for job in jobs:
+            copies = [copy.label for copy in found.get(job.job_id, [])] + seen.get(job.job_id, [])
+            if job.job_id == job_id:
+                copies += request.history_copies  # a workflow from before rounds scanned its histories first
+                decisions[job_id] = clock.lap("checks_ms", decide, session, job, copies[:MAX_COPIES],
+                                              self.batch_size, len(jobs))
+                continue
+            try:
+                with session.begin_nested():
+                    decisions[job.job_id] = clock.lap("checks_ms", decide, session, job, copies[:MAX_COPIES],
+                                                      self.batch_size, len(jobs))
+            except Exception as exc:  # its own workflow's finish will meet it again, alone
+                logger.warning("verification round: a job waits for the next round", extra={
+                    "tenant_id": tenant, "reason": type(exc).__name__})  # the type: a message may quote content
+        return decisions
+
+
+class _Stopwatch:
+    """A round's time, and where it went (milliseconds per part), for its log line."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.laps: dict[str, float] = dict.fromkeys(("rows_ms", "histories_ms", "checks_ms"), 0.0)
+        self.histories = 0
+
+    def lap(self, name: str, call: Callable[..., T], *args: Any) -> T:
+        began = time.monotonic()
+        try:
+            return call(*args)
+        finally:
+            self.laps[name] = round(self.laps.get(name, 0.0) + (time.monotonic() - began) * 1000, 1)
+
+    def total(self) -> float:
+        return time.monotonic() - self.started
 
 
 

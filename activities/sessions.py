@@ -20,11 +20,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.db import heartbeating, shielded_session
+from memory.llm import LlmUnavailable
 from memory.sessions import commit_steps
 from memory.sessions.commit_steps import CommitFailure
 from memory.sessions.commits import CommitRef, ref_of
 from memory.sessions.extraction.base import Extractor
-from memory.sessions.extraction.llm import LlmUnavailable
 from memory.sessions.policy import CommitPolicy, sweep_tenant
 from memory.sessions.proposal import Proposal
 

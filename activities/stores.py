@@ -8,26 +8,35 @@ API replica and worker can read a published report, whichever process published 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import shutil
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import httpx
 from sqlalchemy import Engine, text
+from temporalio.exceptions import ApplicationError
 
-from memory.artifact_store import ArtifactStore, read
+from activities.pinned import DELIVERY_TIMEOUT_SECONDS, send_pinned
+from memory.artifact_store import ArtifactStore, read, sha256_hex
+from memory.egress import AllowList, HostUnresolvable, Target, checked_target
+from memory.errors import MnemoError
+from memory.tasks import reminders
+from memory.tasks.destinations import ARCHIVE_NAMESPACE
 
-NAMESPACE = "publications"
+NAMESPACE = ARCHIVE_NAMESPACE
 
 
 @dataclass(frozen=True)
 class Publication:
     publication_id: str
-    location: str
+    location: str | None
     operation_id: str
     created: bool
 
@@ -48,8 +57,6 @@ class PublicationDestination(Protocol):
     ) -> Publication: ...
 
     def lookup(self, operation_id: str) -> Publication | None: ...
-
-    def count(self, idempotency_key: str) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -206,7 +213,7 @@ class FaultyDestination:
 
 def default_destinations(engine: Engine, artifacts: ArtifactStore,
                          fault: str | None = None) -> dict[str, PublicationDestination]:
-    """``reports`` (in the artifact store); ``fault`` (MNEMO_PUBLISH_FAULT) adds fault-injecting ones.
+    """``archive`` and ``reports`` (in the artifact store); ``fault`` (MNEMO_PUBLISH_FAULT) adds fault-injecting ones.
 
     ``fault`` is a comma-separated list of ``timeout-after-store`` (adds ``reports-flaky``: the first
     send per report times out after storing), ``lost-request`` (adds ``reports-lossy``: the first send
@@ -216,7 +223,7 @@ def default_destinations(engine: Engine, artifacts: ArtifactStore,
     def stored(name: str) -> StoredDestination:
         return StoredDestination(name, engine, artifacts)
 
-    destinations: dict[str, PublicationDestination] = {"reports": stored("reports")}
+    destinations: dict[str, PublicationDestination] = {"archive": stored("archive"), "reports": stored("reports")}
     for item in filter(None, (part.strip() for part in (fault or "").split(","))):
         if item == "timeout-after-store":
             destinations["reports-flaky"] = FaultyDestination(
@@ -237,3 +244,81 @@ def default_destinations(engine: Engine, artifacts: ArtifactStore,
         else:
             raise ValueError(f"unknown publish fault {item!r}; known: timeout-after-store, lost-request, unreachable")
     return destinations
+
+
+OPERATION_HEADER = "X-Mnemo-Operation-Id"
+PUBLICATION_EVENT = "publication"
+
+
+class WebhookDestination:
+    """A tenant's receiver: each send is one signed POST of the files (JSON, base64) to ``url``; a lookup is a
+    signed ``GET {url}/operations/{operation_id}``. Both go to the address the guard checks right before the
+    request. A timeout or a 408/429/5xx after the request went out is an unknown outcome (the receiver may have
+    stored it): :class:`DestinationTimeout`, reconciled by lookup, never resent blindly."""
+
+    timeout_seconds = DELIVERY_TIMEOUT_SECONDS
+
+    def __init__(self, name: str, url: str, secret: str, allowed: AllowList) -> None:
+        self.name, self.url, self.secret, self.allowed = name, url, secret, allowed
+
+    def _target(self, url: str) -> Target:
+        """The url judged again now: a name that no longer resolves is unavailable (retried), a non-public
+        address is refused for good with the guard's code."""
+        try:
+            return checked_target(url, self.allowed)
+        except HostUnresolvable as exc:
+            raise DestinationUnavailable(exc.message) from None
+        except MnemoError as exc:
+            raise ApplicationError(exc.message, exc.details, type=exc.code, non_retryable=True) from None
+
+    def _headers(self, body: bytes, operation_id: str) -> dict[str, str]:
+        timestamp = int(time.time())
+        return {"Content-Type": "application/json", reminders.EVENT_HEADER: PUBLICATION_EVENT,
+                OPERATION_HEADER: operation_id, reminders.TIMESTAMP_HEADER: str(timestamp),
+                reminders.SIGNATURE_HEADER: reminders.signature(self.secret, timestamp, body)}
+
+    def put_if_absent(
+        self, idempotency_key: str, operation_id: str, files: dict[str, bytes], metadata: dict[str, Any]
+    ) -> Publication:
+        body = json.dumps({
+            **metadata, "type": PUBLICATION_EVENT, "operation_id": operation_id, "idempotency_key": idempotency_key,
+            "files": [{"name": name, "sha256": sha256_hex(content), "size": len(content),
+                       "content_base64": base64.b64encode(content).decode()} for name, content in files.items()],
+        }, sort_keys=True, separators=(",", ":")).encode()
+        headers = {**self._headers(body, operation_id), reminders.IDEMPOTENCY_HEADER: idempotency_key}
+        target = self._target(self.url)
+        try:
+            response = send_pinned(target, "POST", body, headers, self.timeout_seconds)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise DestinationUnavailable(f"{self.name} could not be reached: {type(exc).__name__}") from None
+        except httpx.HTTPError as exc:  # sent, no answer: it may have been stored
+            raise DestinationTimeout(f"destination {self.name} did not answer: {type(exc).__name__}") from None
+        if response.status_code in (408, 429) or response.status_code >= 500:
+            raise DestinationTimeout(f"destination {self.name} answered {response.status_code}")
+        if not response.is_success:
+            raise ApplicationError(f"destination {self.name} refused the publication with {response.status_code}",
+                                   type="destination_refused", non_retryable=True)
+        return self._publication(response, operation_id, created=True)
+
+    def lookup(self, operation_id: str) -> Publication | None:
+        target = self._target(f"{self.url.rstrip('/')}/operations/{operation_id}")
+        try:
+            response = send_pinned(target, "GET", b"", self._headers(b"", operation_id), self.timeout_seconds)
+        except httpx.HTTPError as exc:
+            raise DestinationUnavailable(f"destination {self.name}'s lookup failed: {type(exc).__name__}") from None
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise DestinationUnavailable(f"destination {self.name}'s lookup answered {response.status_code}")
+        return self._publication(response, operation_id, created=False)
+
+    def _publication(self, response: httpx.Response, operation_id: str, *, created: bool) -> Publication:
+        """The receiver's ``{"publication_id", "url"?}``; a body without an id names the publication by operation."""
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = {}
+        answer = answer if isinstance(answer, dict) else {}
+        location = answer.get("url")
+        return Publication(str(answer.get("publication_id") or operation_id),
+                           location if isinstance(location, str) else None, operation_id, created)

@@ -12,6 +12,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import State
 from temporalio.client import Client
 
 from api.limits import EmbeddingLanes
@@ -145,20 +146,25 @@ async def get_settings(request: Request) -> Settings:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
-async def get_temporal(request: Request) -> Client:
-    """The app's Temporal client, connected on first use (the API starts even while Temporal is down).
+async def app_temporal(state: State) -> Client:
+    """The app's Temporal client, connected on first use (the API starts even while Temporal is down); MCP's
+    tools, whose requests belong to the MCP sub-app, reach it through the API's ``state``.
 
-    Temporal that cannot be reached is a 503 ``temporal_unavailable`` saying so. A route that must
-    answer its 404s and 409s before it needs Temporal calls this when it does; others take
-    :data:`TemporalDep`.
+    Temporal that cannot be reached is a 503 ``temporal_unavailable`` saying so.
     """
-    if request.app.state.temporal is None:
+    if state.temporal is None:
         try:
-            request.app.state.temporal = await connect(request.app.state.settings)
+            state.temporal = await connect(state.settings)
         except Exception as exc:  # the SDK raises a plain RuntimeError when it cannot connect
             raise TemporalUnavailable(f"Temporal is not reachable: {exc}") from exc
-    client: Client = request.app.state.temporal
+    client: Client = state.temporal
     return client
+
+
+async def get_temporal(request: Request) -> Client:
+    """:func:`app_temporal` of the request's app. A route that must answer its 404s and 409s before it needs
+    Temporal calls this when it does; others take :data:`TemporalDep`."""
+    return await app_temporal(request.app.state)
 
 
 TemporalDep = Annotated[Client, Depends(get_temporal)]

@@ -29,11 +29,13 @@ from api.routers import (
     health,
     memories,
     policies,
+    publish_destinations,
     recall,
     resources,
     root,
     runs,
     sessions,
+    task_definitions,
     tasks,
     webhooks,
 )
@@ -106,6 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(memories.router)
     app.include_router(deletions.router)
     app.include_router(tasks.router)
+    app.include_router(task_definitions.router)
     app.include_router(recall.router)
     app.include_router(policies.router)
     app.include_router(sessions.router)
@@ -117,6 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     mcp = McpEndpoint(settings, app.state, catalog)
     app.router.routes.append(Route(MCP_PATH, mcp.asgi, include_in_schema=False))
     app.include_router(webhooks.router)
+    app.include_router(publish_destinations.router)
     mount_console(app, cursor_keys)
     return app
 

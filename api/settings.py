@@ -15,8 +15,8 @@ from memory.artifact_store.s3 import S3ArtifactStore, S3Location
 from memory.db import engine_recipe, shared_engine
 from memory.egress import AllowList
 from memory.embedders.settings import ModelSettings
+from memory.llm import LlmConfig
 from memory.resources.cursors import CursorKeys
-from memory.sessions.extraction.llm import LlmConfig
 from memory.sessions.policy import CommitPolicy
 from memory.tasks import registry
 
@@ -115,12 +115,12 @@ class Settings(ModelSettings):
         "against the subject's kept words); more get a 429",
     )
     residue_scan_share: float = Field(
-        default=0.25, gt=0, le=1,
+        default=0.1, gt=0, le=1,
         description="Seconds of deletion verification (residue scans) one tenant may take per second of a worker, in "
         "the long run; jobs waiting meanwhile are verified together by the tenant's next scan",
     )
     residue_scan_burst_seconds: float = Field(
-        default=10.0, gt=0, le=86_400, description="... of which this many seconds may be taken at once"
+        default=2.0, gt=0, le=86_400, description="... of which this many seconds may be taken at once"
     )
     cpu_pool_workers: int = Field(
         default=2, ge=0, le=64,

@@ -1,12 +1,13 @@
-"""JSON Schema refusals as mnemo's problems: ``{"path", "code", "message"}``, each named by its JSON Pointer.
+"""What a JSON Schema refuses in a document, as problems a caller can act on: ``{"path", "code", "message"}``.
 
-One vocabulary for every body checked against a JSON Schema (a resource's record, a task's goal), so a client
-reads the same codes wherever it is refused.
+One vocabulary for every schema mnemo checks data against (a record's declaration, a task's goal), so a client
+handles ``unknown_field`` or ``missing_field`` the same way wherever it meets one. The callers decide the refinements
+their schemas need (a ref field's pattern, a node's own code) through ``code_of``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
@@ -23,17 +24,20 @@ CODES = {
     "format": "invalid_timestamp",
     "enum": "invalid_value",
 }
-CODE_KEYWORD = "x-mnemo-code"
-"""A schema node may name the code of every problem at it (e.g. ``unsupported_currency``): data, not a special case."""
+"""The code of a problem by the schema keyword that refused it; any other keyword is ``invalid_value``."""
+
+CodeOf = Callable[[ValidationError], str | None]
+"""A caller's own code for an error, or None for the default of :data:`CODES`."""
 
 
 def escape(token: str) -> str:
-    """A JSON Pointer token (RFC 6901)."""
+    """A JSON Pointer token (RFC 6901): ``~`` and ``/`` escaped."""
     return token.replace("~", "~0").replace("/", "~1")
 
 
-def pointer(error: ValidationError, prefix: str = "") -> str:
-    return prefix + "".join(f"/{escape(str(part))}" for part in error.absolute_path) or "/"
+def pointer(parts: Iterable[object], prefix: str = "") -> str:
+    """The JSON Pointer of a path of keys and indexes, under ``prefix`` (``/`` for the root itself)."""
+    return prefix + "".join(f"/{escape(str(part))}" for part in parts) or "/"
 
 
 def shortened(error: ValidationError) -> str:
@@ -44,23 +48,18 @@ def shortened(error: ValidationError) -> str:
     return error.message.replace(quoted, quoted[:MAX_ECHO_CHARS] + "…")
 
 
-def code_of(error: ValidationError) -> str:
-    """The node's own ``x-mnemo-code`` when it has one, else the keyword's code (``invalid_value`` by default)."""
-    schema = error.schema if isinstance(error.schema, dict) else {}
-    own = schema.get(CODE_KEYWORD)
-    return own if isinstance(own, str) else CODES.get(str(error.validator), "invalid_value")
-
-
-def ordered(validator: Draft202012Validator, data: Any) -> list[ValidationError]:
-    """Every error, in path order (the first is the one a 422 names)."""
+def ordered_errors(validator: Draft202012Validator, data: object) -> list[ValidationError]:
+    """Every error of ``data``, in the order of their paths (a stable answer for the same document)."""
     return sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
 
 
-def problem(error: ValidationError, code: str, prefix: str = "") -> dict[str, str]:
-    path = pointer(error, prefix)
+def problem(error: ValidationError, *, prefix: str = "", code_of: CodeOf | None = None) -> dict[str, str]:
+    """One error as a problem: its path (under ``prefix``), its code and a sentence that starts with the path."""
+    path = pointer(error.absolute_path, prefix)
+    code = (code_of(error) if code_of else None) or CODES.get(str(error.validator), "invalid_value")
     return {"path": path, "code": code, "message": f"{path}: {shortened(error)}"}
 
 
-def problems(validator: Draft202012Validator, data: Any, prefix: str = "") -> list[dict[str, str]]:
-    """The first :data:`MAX_PROBLEMS` problems of ``data``, paths under ``prefix`` (e.g. ``/goal``)."""
-    return [problem(error, code_of(error), prefix) for error in ordered(validator, data)[:MAX_PROBLEMS]]
+def problems(errors: list[ValidationError], *, prefix: str = "", code_of: CodeOf | None = None) -> list[dict[str, str]]:
+    """The first :data:`MAX_PROBLEMS` errors as problems."""
+    return [problem(error, prefix=prefix, code_of=code_of) for error in errors[:MAX_PROBLEMS]]

@@ -13,6 +13,9 @@ from typer.testing import CliRunner
 from api.cli.app import app
 from api.devstack.processes import free_port
 
+A_JSON_FILE = str(Path(__file__).resolve().parents[1] / "memory" / "resources" / "builtin" / "task.json")
+"""Any JSON document will do: ``task definition put`` reads its file before it calls the API."""
+
 COMMANDS: list[tuple[str, ...]] = [
     ("task", "start", "--month", "2026-06"),
     ("task", "list"),
@@ -23,6 +26,9 @@ COMMANDS: list[tuple[str, ...]] = [
     ("task", "resume", "t-1"),
     ("task", "cancel", "t-1"),
     ("task", "resolve", "t-1", "op-1", "--outcome", "published", "--note", "checked"),
+    ("task", "types"),
+    ("task", "definition", "put", "incident-digest", "--file", A_JSON_FILE),
+    ("task", "definition", "show", "incident-digest"),
     ("session", "messages", "s-1", "--user", "hello"),
     ("session", "window", "s-1"),
     ("session", "commit", "s-1"),
@@ -43,21 +49,40 @@ CLIENT_OPTIONS = [
 ]
 
 
-def _command(group: str, name: str) -> Any:
-    root: Any = typer.main.get_command(app)
-    return root.commands[group].commands[name]
+def _name(words: tuple[str, ...]) -> tuple[str, ...]:
+    """The words that name the command (its groups' and its own), without its arguments."""
+    node: Any = typer.main.get_command(app)
+    named: tuple[str, ...] = ()
+    for word in words:
+        if not hasattr(node, "commands"):
+            break
+        node, named = node.commands[word], (*named, word)
+    return named
+
+
+def _command(words: tuple[str, ...]) -> Any:
+    node: Any = typer.main.get_command(app)
+    for word in _name(words):
+        node = node.commands[word]
+    return node
+
+
+def _leaves(node: Any, named: tuple[str, ...]) -> set[tuple[str, ...]]:
+    if not hasattr(node, "commands"):
+        return {named}
+    return {leaf for word, child in node.commands.items() for leaf in _leaves(child, (*named, word))}
 
 
 def test_the_table_names_every_api_client_command() -> None:
     root: Any = typer.main.get_command(app)
-    listed = {words[:2] for words in COMMANDS}
+    listed = {_name(words) for words in COMMANDS}
     groups = ("task", "session", "policy")
-    assert listed == {(group, name) for group in groups for name in root.commands[group].commands}
+    assert listed == {leaf for group in groups for leaf in _leaves(root.commands[group], (group,))}
 
 
-@pytest.mark.parametrize("words", COMMANDS, ids=lambda words: " ".join(words[:2]))
+@pytest.mark.parametrize("words", COMMANDS, ids=lambda words: " ".join(_name(words)))
 def test_the_five_options_close_every_command(words: tuple[str, ...]) -> None:
-    params = _command(*words[:2]).params
+    params = _command(words).params
     assert [p.name for p in params if p.name == "client"] == []  # the resolved Client is no option
     found = [(p.name, list(p.opts), p.envvar, p.default) for p in params[-len(CLIENT_OPTIONS):]]
     assert found == [(name, [option], envvar, default) for name, option, envvar, default in CLIENT_OPTIONS]
@@ -75,7 +100,7 @@ def _env() -> dict[str, str | None]:
                                      "MNEMO_API_PORT")}
 
 
-@pytest.mark.parametrize("words", COMMANDS, ids=lambda words: " ".join(words[:2]))
+@pytest.mark.parametrize("words", COMMANDS, ids=lambda words: " ".join(_name(words)))
 def test_the_options_after_the_subcommand_reach_the_connection(
     words: tuple[str, ...], closed_url: str, tmp_path: Path
 ) -> None:

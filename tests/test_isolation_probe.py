@@ -66,6 +66,12 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     ),
     ("GET", "/tasks/{task_id}/artifacts/{sha256}"): ("artifact", None),
     ("GET", "/tasks/{task_id}/timeline"): ("task", None),
+    ("GET", "/tasks/{task_id}/publications"): ("task", None),
+    ("GET", "/publish-destinations/{name}"): ("destination", None),
+    ("DELETE", "/publish-destinations/{name}"): ("destination", None),
+    # Named by the caller like a policy: a stranger's valid PUT would write its own tenant's, so the probe sends
+    # one the rules refuse (a webhook without its url and secret).
+    ("PUT", "/publish-destinations/{name}"): ("destination", {"kind": "webhook"}),
     ("GET", "/sessions/{session_id}"): ("session", None),
     ("POST", "/sessions/{session_id}/messages"): ("session", {"messages": [
         {"idempotency_key": "probe-message", "role": "user", "content": "probe", "created_at": "2026-07-14T14:00:00Z"},
@@ -88,6 +94,10 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     # A policy is named by its agent, not an object of tenant A: a stranger's valid PUT would write its own
     # tenant's, so the probe sends one the declaration refuses (nothing is written in either tenant).
     ("PUT", "/policies/{agent_id}/{resource}"): ("policy", {"operations": ["read"], "fields": ["/status"]}),
+    ("GET", "/task-definitions/{task_type}"): ("definition", None),
+    # Like a policy, a type is named, not made: a stranger's valid PUT would register its own tenant's, so the
+    # probe sends a body the parser refuses (nothing is written in either tenant).
+    ("PUT", "/task-definitions/{task_type}"): ("definition", {"version": "1"}),
 }
 
 ROLE_FIRST = {
@@ -101,17 +111,26 @@ ROLE_FIRST = {
     ("GET", "/policies/{agent_id}/{resource}"),
     ("DELETE", "/policies/{agent_id}/{resource}"),
     ("PUT", "/policies/{agent_id}/{resource}"),
+    ("DELETE", "/publish-destinations/{name}"),
+    ("PUT", "/publish-destinations/{name}"),
+    ("PUT", "/task-definitions/{task_type}"),
 }
 NOT_404 = {
     # What a stranger's own tenant answers for an agent it has no policy for, real name or random alike.
     ("GET", "/policies/{agent_id}"): 200,
     ("PUT", "/policies/{agent_id}/{resource}"): 422,
+    ("PUT", "/publish-destinations/{name}"): 422,
+    ("PUT", "/task-definitions/{task_type}"): 422,
 }
 LISTINGS = {("GET", "/resources/{resource}")}
 """Paths that name a type, not an object: answered 200, with none of alice's records in them (checked below)."""
+TENANT_WIDE = {("GET", "/publish-destinations/{name}"), ("GET", "/task-definitions/{task_type}")}
+"""The tenant's configuration, which every key of the tenant reads (a destination, a task type): a colleague sees
+the real one (a random name is still a 404); another tenant's is a missing one."""
 EXPECTED = {
     "stranger": {route: 200 if route in LISTINGS else NOT_404.get(route, 404) for route in ROUTES},
-    "colleague": {route: 200 if route in LISTINGS else 403 if route in ROLE_FIRST else 404 for route in ROUTES},
+    "colleague": {route: 200 if route in LISTINGS | TENANT_WIDE else 403 if route in ROLE_FIRST else 404
+                  for route in ROUTES},
 }
 
 
@@ -178,6 +197,11 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     assert policy.status_code == 200, policy.text
     run = api.post("/runs", json={"thread_id": "th-1", "agent_id": "planner"}, headers=auth(runtime))
     assert run.status_code == 201, run.text
+    board = api.put("/publish-destinations/board", json={"kind": "archive"}, headers=auth(admin))
+    assert board.status_code == 201, board.text
+    definition = {"version": "1", "goal_schema": {"type": "object"}, "steps": [{"step_id": "write", "kind": "agent"}]}
+    registered = api.put("/task-definitions/alice-digest", json=definition, headers=auth(admin))
+    assert registered.status_code == 201, registered.text
     return World(
         ids={
             "memory": {"memory_id": memory.json()["memory_id"]},
@@ -192,6 +216,8 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
             "record": {"resource": "todo", "record_id": record_id},
             "run": {"run_id": run.json()["run_id"]},
             "policy": {"agent_id": "planner", "resource": "todo"},
+            "destination": {"name": "board"},
+            "definition": {"task_type": "alice-digest"},
         },
         alice=alice,
         admin=admin,
@@ -209,6 +235,8 @@ def _random_ids(ids: dict[str, str]) -> dict[str, str]:
         fresh["state_version"] = ids["state_version"]
     if "resource" in ids:  # a declared type, not an id: the record id is what is random
         fresh["resource"] = ids["resource"]
+    if "task_type" in ids:  # a name, which starts with a letter
+        fresh["task_type"] = f"t{uuid.uuid4().hex}"
     return fresh
 
 
@@ -235,6 +263,9 @@ def test_another_tenants_or_users_object_answers_like_a_random_id(
     real, random = world.ids[kind], _random_ids(world.ids[kind])
     theirs = _call(api, key, method, path, real, body)
     nothing = _call(api, key, method, path, random, body)
+    if caller == "colleague" and (method, path) in TENANT_WIDE:
+        assert (theirs[0], nothing[0]) == (200, 404), (theirs, nothing)
+        return
     assert theirs == nothing, (caller, theirs, nothing)
     assert theirs[0] == EXPECTED[caller][(method, path)], theirs
     if (method, path) in LISTINGS:
@@ -256,3 +287,6 @@ def test_the_probes_changed_nothing(api: TestClient, world: World) -> None:
     assert run["ended_at"] is None
     policy = api.get("/policies/planner/todo", headers=auth(world.admin)).json()
     assert (policy["operations"], policy["fields"]) == (["read"], ["/title"])
+    assert api.get("/publish-destinations/board", headers=auth(world.alice)).json()["kind"] == "archive"
+    digest = api.get("/task-definitions/alice-digest", headers=auth(world.alice)).json()
+    assert [version["version"] for version in digest["versions"]] == ["1"]

@@ -6,11 +6,14 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, select, text
 
 from api.devstack.postgres import PostgresInfo
 from memory.db import make_engine, tenant_session
 from memory.tables import metadata
+from memory.tasks.definition_store import put_definition
+from memory.tasks.definitions import from_body
+from memory.tasks.models import TaskDefinitionRow
 from migrations import alembic_config, upgrade
 from tests.factories import alices_memory, scratch_database
 
@@ -137,3 +140,29 @@ def test_0020_puts_the_observed_day_into_the_lexical_projection_and_takes_it_out
     # 23:30 at UTC-5 is 9 May in UTC.
     assert up == ("'2023':7 '9':5 'landscap':4 'may':6 'paint':3 'she':1 'was':2",
                   ["2023", "9", "landscap", "may", "paint", "she", "was"])
+
+
+def test_0027_task_definitions_are_the_tenants_own_and_go_down_with_their_table(postgres: PostgresInfo) -> None:
+    """The application role registers a version (the ordering column needs no grant of its own), another tenant
+    sees none of it; down drops the table, up brings it back empty."""
+    definition = from_body("digest", {"version": "1", "goal_schema": {"type": "object"},
+                                      "steps": [{"step_id": "write", "kind": "agent"}]})
+
+    def registered(engine: Engine, tenant: str) -> list[tuple[str, int]]:
+        with tenant_session(engine, tenant) as session:
+            return [(row.version, row.seq) for row in session.scalars(select(TaskDefinitionRow))]
+
+    with scratch_database(postgres, "mnemo_mig") as url:
+        engine = make_engine(url, pool_size=1)
+        alices_memory(engine, "a tenant to register in")  # tenant acme
+        with tenant_session(engine, "acme") as session:
+            assert put_definition(session, "acme", definition, "ada") is True
+        acme, others = registered(engine, "acme"), registered(engine, "globex")
+        command.downgrade(alembic_config(url), "0026")
+        with engine.connect() as connection:
+            gone = connection.execute(text("SELECT to_regclass('task_definitions')")).scalar_one()
+        upgrade(url)
+        again = registered(engine, "acme")
+        engine.dispose()
+    assert [version for version, _ in acme] == ["1"] and others == []
+    assert gone is None and again == []

@@ -29,12 +29,14 @@ from tests.workers import api_with_worker
 ROLES = ("", "memory_writer", "approver", "operator", "auditor", "admin")
 R = ("approver", "operator", "auditor", "admin")  # read any task of the tenant
 SETTLED = {"completed", "blocked_by_retention", "failed_requires_action"}
+DEFINITION = {"version": "1", "goal_schema": {"type": "object"}, "steps": [{"step_id": "write", "kind": "agent"}]}
 
 # endpoint -> the status each role gets (403 refused; 404 a task the caller may not see; else let through)
 TABLE: dict[str, dict[str, int]] = {
     "GET /tasks?owner=all":                 {"": 403, "memory_writer": 403, **{r: 200 for r in R}},
     "GET /tasks/{id} (another's)":          {"": 404, "memory_writer": 404, **{r: 200 for r in R}},
     "GET /tasks/{id}/timeline (another's)": {"": 404, "memory_writer": 404, **{r: 200 for r in R}},
+    "GET /tasks/{id}/publications (another's)": {"": 404, "memory_writer": 404, **{r: 200 for r in R}},
     "POST /tasks/{id}/approvals":           {"": 403, "memory_writer": 403, "approver": 409, "operator": 403,
                                              "auditor": 403, "admin": 409},
     "POST /tasks/{id}/pause":               {"": 404, "memory_writer": 404, "approver": 403, "operator": 409,
@@ -60,6 +62,12 @@ TABLE: dict[str, dict[str, int]] = {
     "GET /policies/{agent}":                {**{r: 403 for r in ROLES}, "auditor": 200, "admin": 200},
     "POST /runs":                           {**{r: 403 for r in ROLES}, "admin": 201},
     "POST /runs/{id}/end (none such)":      {**{r: 403 for r in ROLES}, "admin": 404},
+    "PUT /publish-destinations/{name}":     {**{r: 403 for r in ROLES}, "admin": 201},
+    "GET /publish-destinations":            {r: 200 for r in ROLES},
+    "DELETE /publish-destinations/{name} (none such)": {**{r: 403 for r in ROLES}, "admin": 404},
+    "PUT /task-definitions/{type}":         {**{r: 403 for r in ROLES}, "admin": 201},
+    "GET /task-definitions":                {r: 200 for r in ROLES},
+    "GET /task-definitions/{type}":         {r: 200 for r in ROLES},
 }
 
 
@@ -105,6 +113,8 @@ def _snapshot(engine: Engine, tenant: str) -> dict[str, Any]:
         "sales": "SELECT count(*) FROM sales_order_lines",
         "agent_policies": "SELECT agent_id, resource, operations, fields FROM resource_policies ORDER BY 1, 2",
         "runs": "SELECT run_id, ended_at FROM resource_runs ORDER BY run_id",
+        "destinations": "SELECT name, kind, url FROM publish_destinations ORDER BY name",
+        "task_definitions": "SELECT task_type, version, body_sha256 FROM task_definitions ORDER BY 1, 2",
     }
     with tenant_session(engine, tenant) as session:
         return {name: [tuple(row) for row in session.execute(text(sql)).all()] for name, sql in queries.items()}
@@ -128,6 +138,8 @@ def _calls(t: Tenant, state: dict[str, str]) -> dict[str, Call]:
         "GET /tasks/{id} (another's)": lambda api, t, key: api.get(f"/tasks/{task['task_id']}", headers=auth(key)),
         "GET /tasks/{id}/timeline (another's)":
             lambda api, t, key: api.get(f"/tasks/{task['task_id']}/timeline", headers=auth(key)),
+        "GET /tasks/{id}/publications (another's)":
+            lambda api, t, key: api.get(f"/tasks/{task['task_id']}/publications", headers=auth(key)),
         "POST /tasks/{id}/approvals":
             lambda api, t, key: api.post(f"/tasks/{task['task_id']}/approvals", json=stale, headers=auth(key)),
         "POST /tasks/{id}/pause": lambda api, t, key: api.post(f"/tasks/{task['task_id']}/pause", headers=auth(key)),
@@ -158,6 +170,16 @@ def _calls(t: Tenant, state: dict[str, str]) -> dict[str, Call]:
         "POST /runs": lambda api, t, key: api.post("/runs", json={"thread_id": "th-1", "agent_id": "planner"},
                                                    headers=auth(key)),
         "POST /runs/{id}/end (none such)": lambda api, t, key: api.post(f"/runs/{uuid.uuid4()}/end", headers=auth(key)),
+        "PUT /publish-destinations/{name}": lambda api, t, key: api.put(
+            "/publish-destinations/board", json={"kind": "archive"}, headers=auth(key)),
+        "GET /publish-destinations": lambda api, t, key: api.get("/publish-destinations", headers=auth(key)),
+        "DELETE /publish-destinations/{name} (none such)":
+            lambda api, t, key: api.delete("/publish-destinations/nowhere", headers=auth(key)),
+        "PUT /task-definitions/{type}": lambda api, t, key: api.put("/task-definitions/digest", json=DEFINITION,
+                                                                    headers=auth(key)),
+        "GET /task-definitions": lambda api, t, key: api.get("/task-definitions", headers=auth(key)),
+        "GET /task-definitions/{type}":
+            lambda api, t, key: api.get("/task-definitions/monthly-report", headers=auth(key)),
     }
 
 

@@ -60,9 +60,9 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     "POST /memory-candidates": {"category_space_mismatch", "session_id_required", "agent_credential_required",
                                 "content_or_message", "message_empty", "message_speaker_required", TIMESTAMP_EDGE},
     "PATCH /memories/{memory_id}": {"inference_cannot_correct", TIMESTAMP_EDGE},
-    # A query made only of characters no index can search (punctuation, spaces), RESUME_TASK without a task.
-    "POST /memory-query": {"empty_query", "task_id_required", TIMESTAMP_EDGE},
-    "POST /recall/render": {"empty_query", "task_id_required", TIMESTAMP_EDGE},
+    # A query made only of characters no index can search (punctuation, spaces).
+    "POST /memory-query": {"empty_query", TIMESTAMP_EDGE},
+    "POST /recall/render": {"empty_query", TIMESTAMP_EDGE},
     # The report definition's currencies (the schema says three capitals), and a rejection without a reason.
     "POST /tasks": {"unsupported_currency"},
     "POST /tasks/{task_id}/approvals": {"reason_required"},
@@ -84,6 +84,15 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     # A host or port the URL pattern lets through but no URL has ("http://[x", a port over 65535); a host that
     # does not resolve, or resolves to an address that is not public (memory.egress).
     "PUT /tenant-webhook": {"invalid_webhook_url", "webhook_host_unresolvable", "webhook_address_not_public"},
+    # The same guard for a webhook destination; a name's shape (a path string, see _negatable), and which fields
+    # go with which kind.
+    "PUT /publish-destinations/{name}": {"invalid_webhook_url", "webhook_host_unresolvable",
+                                         "webhook_address_not_public", "invalid_destination_name",
+                                         "webhook_fields_missing", "archive_fields_unexpected"},
+    # A definition's rules between its parts (a step's own keys by kind, references to earlier steps, a goal
+    # schema that is itself valid) and the deployment's (an llm step needs an LLM endpoint); a NUL inside the
+    # goal schema or a step, both open objects.
+    "PUT /task-definitions/{task_type}": {"invalid_definition", "llm_endpoint_not_configured", "invalid_character"},
 }
 """422s on schema-valid requests that are the product's rules, per operation, by error code."""
 

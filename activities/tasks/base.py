@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from temporalio.exceptions import ApplicationError
 
 from activities.db import shielded_session
-from activities.stores import PublicationDestination, default_destinations
+from activities.stores import PublicationDestination, StoredDestination, WebhookDestination, default_destinations
 from activities.tasks.faults import FaultPlan, heartbeat
 from activities.tasks.payloads import RunStepInput
 from memory.artifact_store import ArtifactStore, read
@@ -24,6 +24,7 @@ from memory.egress import AllowList
 from memory.errors import MnemoError
 from memory.tasks.artifacts import task_store
 from memory.tasks.contract import StepContext
+from memory.tasks.destinations import destination as tenant_destination
 
 
 def refusal(exc: MnemoError) -> ApplicationError:
@@ -53,19 +54,34 @@ class TaskActivitiesBase:
         self.engine = engine
         self.webhook_allowed = webhook_allowed or AllowList()  # MNEMO_WEBHOOK_ALLOWED_HOSTS
         self.artifacts = task_store(artifacts)
+        self.artifact_root = artifacts
         self.destinations = destinations if destinations is not None else default_destinations(engine, artifacts)
         self.faults = faults or FaultPlan()
 
     def _tx(self, tenant_id: str) -> AbstractContextManager[Session]:
         return task_session(self.engine, tenant_id)
 
-    def _destination(self, name: str) -> PublicationDestination:
-        try:
+    def _find_destination(self, tenant_id: str, name: str) -> PublicationDestination | None:
+        """The worker's built-ins first, else the tenant's own (``publish_destinations``), read now: a webhook's
+        new url or secret applies from the next send."""
+        if name in self.destinations:
             return self.destinations[name]
-        except KeyError:
+        with self._tx(tenant_id) as session:
+            row = tenant_destination(session, tenant_id, name)
+        if row is None:
+            return None
+        if row.kind == "webhook" and row.url is not None and row.secret is not None:
+            return WebhookDestination(name, row.url, row.secret, self.webhook_allowed)
+        # The publications table is not tenant-keyed: the tenant in the name keeps tenants' archives apart.
+        return StoredDestination(f"{tenant_id}/{name}", self.engine, self.artifact_root)
+
+    def _destination(self, tenant_id: str, name: str) -> PublicationDestination:
+        found = self._find_destination(tenant_id, name)
+        if found is None:
             raise ApplicationError(
                 f"unknown publication destination {name!r}", type="unknown_destination", non_retryable=True
-            ) from None
+            )
+        return found
 
     def _context(self, req: RunStepInput) -> StepContext:
         return StepContext(

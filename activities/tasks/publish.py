@@ -36,7 +36,7 @@ def _answer(op: TaskOperation, state_version: int) -> OperationResult:
 class PublishActivities(TaskActivitiesBase):
     @activity.defn(name="task_publish")
     def publish(self, req: PublishInput) -> OperationResult:
-        destination = self._destination(req.destination)
+        destination = self._destination(req.tenant_id, req.destination)
         key = keys.publish_key(req.task_id, req.artifact_sha256, req.destination)
         op_id = uuid.UUID(req.operation_id)
         with self._tx(req.tenant_id) as session:
@@ -141,7 +141,7 @@ class PublishActivities(TaskActivitiesBase):
     @activity.defn(name="task_reconcile")
     def reconcile(self, req: ReconcileInput) -> OperationResult:
         """Ask the destination, by operation id, what happened. Never sends anything."""
-        destination = self._destination(req.destination)
+        destination = self._destination(req.tenant_id, req.destination)
         with self._tx(req.tenant_id) as session:
             op = operations.get_operation(session, req.tenant_id, uuid.UUID(req.operation_id), lock=True)
             task = get_task(session, req.tenant_id, req.task_id)
@@ -168,6 +168,6 @@ class PublishActivities(TaskActivitiesBase):
             return self._absent(req, "resolved", "operator_resolved", error="operator: not published", **verdict)
         found = None
         with suppress(DestinationUnavailable):  # the operator's word stands; the location is a courtesy
-            found = self._destination(req.destination).lookup(req.operation_id)
+            found = self._destination(req.tenant_id, req.destination).lookup(req.operation_id)
         publication_id, location = (found.publication_id, found.location) if found else (None, None)
         return self._succeeded(req, req.expected_version, publication_id, location, **verdict)

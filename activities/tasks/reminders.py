@@ -20,13 +20,13 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.pinned import send_pinned
 from activities.tasks.base import TaskActivitiesBase, refusal
 from activities.tasks.payloads import ReminderInput
-from memory.egress import Address, HostUnresolvable, Target, checked_target
+from memory.egress import HostUnresolvable, checked_target
 from memory.errors import MnemoError
 from memory.tasks.reminders import pending_reminder, signed_headers
 
-DELIVERY_TIMEOUT_SECONDS = 10.0
 RETRIED_STATUSES = frozenset({408, 429})
 
 
@@ -45,7 +45,7 @@ class ReminderActivities(TaskActivitiesBase):
         except MnemoError as exc:
             raise refusal(exc) from None
         try:
-            response = post_pinned(target, reminder.body, signed_headers(reminder, int(time.time())))
+            response = send_pinned(target, "POST", reminder.body, signed_headers(reminder, int(time.time())))
         except httpx.HTTPError as exc:
             raise RuntimeError(f"the webhook could not be reached: {type(exc).__name__}") from None
         if response.is_success:
@@ -56,21 +56,3 @@ class ReminderActivities(TaskActivitiesBase):
             f"the webhook refused the reminder with {response.status_code}", type="webhook_refused", non_retryable=True
         )
 
-
-def post_pinned(target: Target, body: bytes, headers: dict[str, str]) -> httpx.Response:
-    """POST to a checked address itself, trying each in the resolver's order as a client's connect would; the
-    Host header and the TLS name (SNI, certificate) stay the host's."""
-    extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
-    with httpx.Client(timeout=DELIVERY_TIMEOUT_SECONDS, follow_redirects=False) as client:
-        for address in target.addresses[:-1]:
-            try:
-                return client.send(_request(client, target, address, body, headers, extensions))
-            except httpx.ConnectError:
-                continue
-        return client.send(_request(client, target, target.addresses[-1], body, headers, extensions))
-
-
-def _request(client: httpx.Client, target: Target, address: Address, body: bytes, headers: dict[str, str],
-             extensions: dict[str, str]) -> httpx.Request:
-    return client.build_request("POST", target.pinned_url(address), content=body,
-                                headers={**headers, "Host": target.host_header()}, extensions=extensions)

@@ -36,7 +36,8 @@ class StepActivities(TaskActivitiesBase):
     def create_task(self, req: CreateTaskInput) -> Snapshot:
         """Insert the task (READY); a task that cannot run here (an unknown destination) fails at once, recorded."""
         problem = None
-        unknown = [name for name in (req.destination, *req.destinations) if name and name not in self.destinations]
+        unknown = [name for name in (req.destination, *req.destinations)
+                   if name and self._find_destination(req.tenant_id, name) is None]
         if unknown:
             problem = {"code": "unknown_destination", "message": f"unknown publication destination {unknown[0]!r}"}
         with self._tx(req.tenant_id) as session:

@@ -39,9 +39,12 @@ class Connection:
             try:
                 error = response.json()["error"]
                 message, code = error["message"], error["code"]
+                problems = [problem["message"] for problem in (error.get("details") or {}).get("problems", [])]
             except (ValueError, KeyError, TypeError):
                 fail(f"HTTP {response.status_code}: {response.text[:300]}")
-            fail(f"{message} ({code}, HTTP {response.status_code})")
+            # Every problem of a refused body, one a line: the fix is then one pass, not one run per problem.
+            fail(f"{message} ({code}, HTTP {response.status_code})"
+                 + "".join(f"\n  {line}" for line in problems if len(problems) > 1))
         return response.json()
 
 

@@ -1,4 +1,5 @@
-"""``mnemo task …``: start, list, show, approve, reject, pause, resume, cancel and resolve report tasks.
+"""``mnemo task …``: start, list, show, approve, reject, pause, resume, cancel and resolve report tasks; list the
+task types (``types``) and register or show a type's definition (``definition put|show``).
 
 It talks to the HTTP API with an API key, like any other client (:mod:`api.cli.http`: ``--api-url``, ``--key`` or
 ``--key-file``, else the running ``mnemo dev`` of ``--data-dir`` and its admin key). Tables for people, ``--json``
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -19,6 +21,9 @@ from memory.reports import MONTHLY_REPORT
 from memory.reports.sales import RATES_TO_CNY
 
 task_app = typer.Typer(help="Durable report tasks.", no_args_is_help=True)
+definition_app = typer.Typer(help="Task definitions: a task type's goal schema and steps, versioned.",
+                             no_args_is_help=True)
+task_app.add_typer(definition_app, name="definition")
 
 
 def _render_task(view: dict[str, Any]) -> str:
@@ -231,3 +236,54 @@ def resolve(
         "POST", f"/tasks/{task_id}/operations/{operation_id}/resolve", json={"outcome": outcome, "note": note}
     )
     client.answer(result, lambda r: table([r], ["operation_id", "status", "publication_id", "destination"]))
+
+
+@task_app.command("types")
+@api_client
+def types(*, client: Client) -> None:
+    """The task types you may start: mnemo's own (builtin) and your tenant's, each with its latest steps."""
+    listed = client.call("GET", "/task-definitions")
+
+    def render(d: dict[str, Any]) -> str:
+        rows = [{**item, "steps": " → ".join(f"{s['step_id']} ({s['kind']})" for s in item["steps"])}
+                for item in d["items"]]
+        return table(rows, ["task_type", "source", "latest_version", "steps"])
+
+    client.answer(listed, render)
+
+
+@definition_app.command("put")
+@api_client
+def put_definition(
+    task_type: str,
+    file: Annotated[Path, typer.Option("--file", help="The definition, a JSON file: version, goal_schema, steps, "
+                                       "redraft_step?", exists=True, dir_okay=False, readable=True)],
+    *,
+    client: Client,
+) -> None:
+    """Register a version of a task type (admin role); the same file again changes nothing."""
+    try:
+        body = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        fail(f"{file} is not a JSON document ({exc}): a definition is a JSON object")
+    registered = client.call("PUT", f"/task-definitions/{task_type}", json=body)
+    client.answer(
+        registered,
+        lambda r: f"{r['task_type']} version {r['version']} "
+                  + ("was already registered with this body" if r["replayed"] else "registered")
+                  + f" (sha256 {r['sha256']})",
+    )
+
+
+@definition_app.command("show")
+@api_client
+def show_definition(task_type: str, *, client: Client) -> None:
+    """A task type's versions, oldest first, and the latest one's definition."""
+    shown = client.call("GET", f"/task-definitions/{task_type}")
+
+    def render(d: dict[str, Any]) -> str:
+        versions = table(d["versions"], ["version", "sha256", "created_at", "created_by"])
+        latest = json.dumps(d["versions"][-1]["body"], indent=2, ensure_ascii=False)
+        return f"{d['task_type']} ({d['source']})\n{versions}\n\nlatest version:\n{latest}"
+
+    client.answer(shown, render)

@@ -11,21 +11,25 @@ agents' own, not part of the public catalog).
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
+from anyio import from_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from starlette.datastructures import State
 
+from api.deps import app_temporal
 from api.mcp.answers import failure, with_access, with_memories
 from api.schemas.memories import MemoryDetailOut
-from api.services.recall import Recaller
+from api.schemas.recall import RESUME_SECTIONS, ConstraintOut, TaskCandidateOut, TaskStateOut, bundle_body
+from api.services.recall import Recaller, task_found
 from memory.db import tenant_session
 from memory.enums import Category
 from memory.identity.auth import PrincipalContext
 from memory.identity.ids import parse_id
-from memory.recall.service import RecallOptions
+from memory.recall.plan import Intent
+from memory.recall.service import RecallOptions, plan_for
 from memory.resources.declarations import Operation
 from memory.resources.results import Directory, ListPage, ReadPage, SearchResult
 from memory.store import memories
@@ -71,8 +75,17 @@ class MemorySummary(BaseModel):
 
 
 class MemorySearchOut(BaseModel):
+    """The recall's hits as abstracts, and the bundle's sections an agent acts on, as POST /memory-query has them."""
+
     trace_id: str = Field(description="The recall's trace id (its MEMORY_BUNDLE_BUILT audit event)")
     items: list[MemorySummary] = Field(description="L1: abstracts, best first; get_memory_detail for the whole")
+    intent: Literal["RESUME_TASK", "ANSWER", "CHITCHAT"]
+    request_constraints: list[ConstraintOut] = Field(description="Constraints of this request only, never stored")
+    effective_preferences: dict[str, str]
+    task_state: TaskStateOut | None = Field(description="RESUME_TASK: the live task")
+    task_candidates: list[TaskCandidateOut] = Field(description="RESUME_TASK without task_id: your resumable tasks")
+    needs_task_choice: bool = Field(description="Several tasks could be resumed: ask the user which, never guess")
+    warnings: list[str]
 
 
 def register(server: MCPServer[Any], state: State) -> None:
@@ -111,13 +124,18 @@ def register(server: MCPServer[Any], state: State) -> None:
         return await with_memories(ctx, state, Operation.LIST, lambda principal: _overview(state, principal))
 
     @server.tool(name="search_memories", description="Memories relevant to a topic (mnemo's recall), as "
-                 "abstracts (L1), optionally of one category; get_memory_detail for the whole of one.")
+                 "abstracts (L1), optionally of one category; get_memory_detail for the whole of one. "
+                 "intent RESUME_TASK (a task_id, or none: your resumable tasks) adds the live task state.")
     async def search_memories(
         ctx: Context[Any, Any], query: Annotated[str, Field(min_length=1, max_length=2_000)],
         category: Category | None = None, top_k: TopK = 5,
+        intent: Literal["RESUME_TASK", "ANSWER", "CHITCHAT"] | None = None,
+        task_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None,
     ) -> Annotated[CallToolResult, MemorySearchOut]:
+        options = RecallOptions(limit=top_k, categories=(category,) if category else (),
+                                intent=Intent(intent) if intent else None, task_id=task_id)
         return await with_memories(ctx, state, Operation.SEARCH,
-                                   lambda principal: _search(state, principal, query, category, top_k))
+                                   lambda principal: _search(state, principal, query, options))
 
     @server.tool(name="get_memory_detail", description="One memory whole (L2): content, version, provenance "
                  "and evidence refs, and its version history.")
@@ -132,17 +150,19 @@ def _overview(state: State, principal: PrincipalContext) -> CategoryOverviewOut:
                                                          abstract=entry.abstract) for entry in overview])
 
 
-def _search(state: State, principal: PrincipalContext, query: str, category: Category | None,
-            top_k: int) -> MemorySearchOut:
-    """mnemo's recall, as REST runs it (:class:`api.services.recall.Recaller`), its hits as abstracts."""
-    options = RecallOptions(limit=top_k, categories=(category,) if category else ())
-    bundle = Recaller.of(state).as_principal(principal, query, options)
+def _search(state: State, principal: PrincipalContext, query: str, options: RecallOptions) -> MemorySearchOut:
+    """mnemo's recall, as REST runs it (:class:`api.services.recall.Recaller`, the same task source), its hits as
+    abstracts. Runs in a worker thread: the task source's Temporal query goes back to the event loop."""
+    task = from_thread.run(task_found, state.engine, lambda: app_temporal(state), principal,
+                           plan_for(query, options), options.task_id)
+    bundle = Recaller.of(state).as_principal(principal, query, options, task)
     hits = sorted(bundle.injected, key=lambda item: -item.score)
-    return MemorySearchOut(trace_id=bundle.trace_id, items=[
+    body = bundle_body(bundle)
+    return MemorySearchOut.model_validate({"trace_id": bundle.trace_id, "items": [
         MemorySummary(memory_id=uuid.UUID(item.memory_id), version=item.version, category=item.category,
                       abstract=item.abstract, score=item.score, source_refs=list(item.source_refs))
         for item in hits
-    ])
+    ], **{section: body[section] for section in RESUME_SECTIONS}})
 
 
 def _detail(state: State, principal: PrincipalContext, raw_id: str) -> MemoryDetailOut:

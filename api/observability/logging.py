@@ -47,7 +47,7 @@ def bind_tenant(tenant_id: str) -> None:
 
 FIELDS = ("status", "duration_ms", "workflow", "activity", "tenant_id", "task_queue", "namespace", "versions",
           "extractor", "activity_slots", "workflow_type", "workflow_id", "run_id", "activity_type", "activity_id",
-          "attempt", "reason")
+          "attempt", "reason", "queued_ms", "jobs", "histories", "clean", "rows_ms", "histories_ms", "checks_ms")
 """Fields a line carries when its record has them (``extra=``): a request's, and the worker's
 (:mod:`api.observability.worker_logging`). A request's tenant comes from its context."""
 

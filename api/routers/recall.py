@@ -18,8 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import CurrentPrincipal, EngineDep, PresentedKey, authenticated, temporal_source
 from api.schemas.recall import AuditEventOut, AuditEventsOut, BundleOut, RecallIn, RenderOut, bundle_body
-from api.services.recall import Recaller
-from api.services.tasks import live_task_state
+from api.services.recall import Recaller, task_found
 from memory.db import tenant_session
 from memory.enums import Role
 from memory.errors import MnemoError
@@ -53,16 +52,14 @@ async def _bundle(body: RecallIn, key: str, engine: EngineDep, request: Request)
     except MnemoError:
         await run_in_threadpool(authenticated, key, engine)  # a caller without a valid key hears 401 first
         raise
-    task_state = None
+    task = None
     if plan.reads(SourceType.TASK_STATE) or body.min_revision is not None:
         principal = await run_in_threadpool(authenticated, key, engine)
         only_internal(principal, "recall")
-        if plan.reads(SourceType.TASK_STATE):
-            assert body.task_id is not None
-            task_state = await live_task_state(engine, await temporal_source(request), principal, body.task_id)
+        task = await task_found(engine, await temporal_source(request), principal, plan, body.task_id)
         if body.min_revision is not None:
             await run_in_threadpool(wait_for_revision, engine, principal.tenant_id, body.min_revision)
-    return await run_in_threadpool(Recaller.of(request.app.state).with_key, key, body.query, options, task_state)
+    return await run_in_threadpool(Recaller.of(request.app.state).with_key, key, body.query, options, task)
 
 
 @router.post("/memory-query", response_model=BundleOut)

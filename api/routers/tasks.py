@@ -27,6 +27,7 @@ from api.schemas.tasks import (
     DecisionIn,
     DecisionOut,
     OperationOut,
+    PublicationListOut,
     ResolveIn,
     SampleDataIn,
     SampleDataOut,
@@ -150,6 +151,12 @@ def get_artifact(
 ) -> Response:
     """The artifact's bytes, if this task in the caller's tenant produced them, streamed from the artifact store."""
     return artifact_response(sha256, *task_reads.open_artifact(engine, store, principal, task_id, sha256))
+
+
+@router.get("/tasks/{task_id}/publications", response_model=PublicationListOut)
+def list_publications(task_id: str, principal: CurrentPrincipal, engine: EngineDep) -> PublicationListOut:
+    """Where the task's approved artifact was published; an archive's url serves it to whoever may read the task."""
+    return task_reads.publications(engine, principal, task_id)
 
 
 @router.get("/tasks/{task_id}/timeline", response_model=TimelineOut)

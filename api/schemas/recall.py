@@ -22,7 +22,8 @@ from memory.recall.bundle_types import (
     PreferenceSource,
     TaskState,
 )
-from memory.recall.plan import RecallPlan
+from memory.recall.plan import RESUME_CANDIDATES, RecallPlan
+from memory.tasks.resumable import ResumableTask
 
 
 class RecallIn(StrictRequest):
@@ -88,6 +89,18 @@ class TaskStateOut(BaseModel):
     current_step_id: str | None
     state_version: int
     waiting_reason: str | None
+    published: bool = Field(description="A publication of the result is confirmed (false: never say it was)")
+
+
+class TaskCandidateOut(BaseModel):
+    """One of the caller's resumable tasks (not terminal), listed when a RESUME_TASK recall names no task_id."""
+
+    task_id: str
+    task_type: str
+    status: str
+    waiting_reason: str | None
+    updated_at: str = Field(json_schema_extra={"format": "date-time"})
+    goal_summary: str = Field(description="The goal in one line, to tell tasks apart (`currency CNY, month 2026-06`)")
 
 
 class BundleItemOut(BaseModel):
@@ -147,6 +160,12 @@ class BundleOut(BaseModel):
     effective_preferences: dict[str, str]
     preference_sources: dict[str, PreferenceSourceOut]
     task_state: TaskStateOut | None
+    task_candidates: list[TaskCandidateOut] = Field(description=(
+        "RESUME_TASK without a task_id: the caller's resumable tasks, most recently changed first (at most "
+        f"{RESUME_CANDIDATES}). "
+        "One: task_state is its live state. Several: task_state is null and needs_task_choice is true: ask the "
+        "user which one, never guess. None: a warning says so. Empty when a task_id was given."))
+    needs_task_choice: bool
     knowledge: list[BundleItemOut]
     items: list[BundleItemOut]
     conflict_decisions: list[dict[str, Any]]
@@ -161,6 +180,11 @@ class BundleOut(BaseModel):
     explain: ExplainOut | None = None
 
 
+RESUME_SECTIONS = ("intent", "request_constraints", "effective_preferences", "task_state", "task_candidates",
+                   "needs_task_choice", "warnings")
+"""The bundle's sections an agent resuming a task acts on: MCP's ``search_memories`` answers them as REST does."""
+
+
 def bundle_body(bundle: Bundle) -> dict[str, object]:
     """The bundle's JSON body, exactly as :class:`BundleOut` names it (built by hand: validating the model for
     each request cost ~1 ms)."""
@@ -173,6 +197,8 @@ def bundle_body(bundle: Bundle) -> dict[str, object]:
         "effective_preferences": dict(bundle.effective_preferences),
         "preference_sources": {k: _preference_source(v) for k, v in bundle.preference_sources.items()},
         "task_state": _task_state(bundle.task_state),
+        "task_candidates": [_task_candidate(t) for t in bundle.task_candidates],
+        "needs_task_choice": bundle.needs_task_choice,
         "knowledge": [_item(i) for i in bundle.knowledge],
         "items": [_item(i) for i in bundle.items],
         "conflict_decisions": list(bundle.conflict_decisions),
@@ -207,7 +233,13 @@ def _task_state(task: TaskState | None) -> dict[str, object] | None:
     if task is None:
         return None
     return {"task_id": task.task_id, "status": task.status, "current_step_id": task.current_step_id,
-            "state_version": task.state_version, "waiting_reason": task.waiting_reason}
+            "state_version": task.state_version, "waiting_reason": task.waiting_reason, "published": task.published}
+
+
+def _task_candidate(task: ResumableTask) -> dict[str, object]:
+    return {"task_id": task.task_id, "task_type": task.task_type, "status": task.status,
+            "waiting_reason": task.waiting_reason, "updated_at": task.updated_at.isoformat(),
+            "goal_summary": task.goal_summary}
 
 
 def _item(item: BundleItem) -> dict[str, object]:

@@ -227,3 +227,15 @@ class TimelineOut(BaseModel):
 
 class SampleDataOut(BaseModel):
     tenant_lines: int
+
+
+class PublicationOut(BaseModel):
+    publication_id: str | None
+    destination: str
+    artifact_sha256: str
+    url: str | None = Field(description="archive: this API's URL of the published artifact (same access as the "
+                                        "task); webhook: the URL the receiver answered with, if any")
+
+
+class PublicationListOut(BaseModel):
+    items: list[PublicationOut]

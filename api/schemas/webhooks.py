@@ -6,10 +6,13 @@ from pydantic import BaseModel, Field
 
 from api.schemas.common import StrictRequest
 
+URL_PATTERN = r"^https?://[^\s/?#@]+(?:[/?#]\S*)?$"
+"""An absolute http(s) URL without credentials or spaces; the address guard judges the rest."""
+
 
 class WebhookIn(StrictRequest):
     url: str = Field(
-        min_length=1, max_length=2048, pattern=r"^https?://[^\s/?#@]+(?:[/?#]\S*)?$",
+        min_length=1, max_length=2048, pattern=URL_PATTERN,
         description="Absolute http(s) URL that receives signed reminders (no credentials, no spaces)",
     )
     secret: str = Field(min_length=16, max_length=256, description="HMAC-SHA256 key; stored, never returned")

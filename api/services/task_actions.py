@@ -32,8 +32,9 @@ from memory.errors import Conflict, Forbidden, IdempotencyConflict, NotFound
 from memory.identity.auth import PrincipalContext, may_operate, may_read_every_task
 from memory.tasks import keys
 from memory.tasks.approvals import check_request
+from memory.tasks.goals import check_goal
 from memory.tasks.live import ApprovalDecision, ControlRequest, ResolveRequest, TaskState
-from memory.tasks.resolve import check_goal, resolve_definition
+from memory.tasks.resolve import resolve_definition
 from workflows.report_task import ApprovalPolicy, ReportTaskInput, ReportTaskWorkflow
 
 Control = Literal["pause", "resume", "cancel"]

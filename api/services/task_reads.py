@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 from temporalio.client import WorkflowExecutionStatus
 
-from api.schemas.tasks import TaskView, TimelineOut
+from api.schemas.tasks import PublicationListOut, PublicationOut, TaskView, TimelineOut
 from api.services import tasks
 from api.services.client import ClientSource
 from memory.artifact_store import ArtifactStore
@@ -27,6 +27,7 @@ from memory.store.policies import Policy, tenant_policy
 from memory.tasks import artifacts, keys, transitions
 from memory.tasks.approvals import pending_approval
 from memory.tasks.artifacts import task_store
+from memory.tasks.destinations import archived
 from memory.tasks.models import TaskArtifact
 from memory.tasks.operations import operations
 from memory.tasks.timeline import timeline as read_timeline
@@ -140,6 +141,21 @@ def open_artifact(
         readable(principal, owner, task_id)
         artifact = artifacts.get_artifact(session, principal.tenant_id, task_id_of(task_id), sha256)
     return artifact, task_store(store).open(sha256)
+
+
+def publications(engine: Engine, principal: PrincipalContext, task_id: str) -> PublicationListOut:
+    """The task's confirmed publications, from its own operations (the tenant's rows, never the shared
+    ``publications`` table); an archived one's url is the published artifact here, under the task's access."""
+    task_id = task_id_of(task_id)
+    with tenant_session(engine, principal.tenant_id) as session:
+        readable(principal, transitions.get_task(session, principal.tenant_id, task_id).owner_user_id, task_id)
+        published = [op for op in operations(session, principal.tenant_id, task_id)
+                     if op.kind == "publish" and op.status == "SUCCEEDED"]
+    return PublicationListOut(items=[
+        PublicationOut(publication_id=op.publication_id, destination=op.destination, artifact_sha256=op.artifact_sha256,
+                       url=f"/tasks/{task_id}/artifacts/{op.artifact_sha256}" if archived(op.location) else op.location)
+        for op in published
+    ])
 
 
 def tenant_policy_of(engine: Engine, tenant_id: str) -> Policy:

@@ -31,6 +31,7 @@ from memory.recall import bundle_types
 from memory.recall.service import SourceUnavailable
 from memory.tasks.keys import workflow_id
 from memory.tasks.live import TaskState
+from memory.tasks.resumable import ResumableTask, resumable_tasks
 from memory.tasks.transitions import task_owner
 from workflows import search_attributes
 from workflows.fairness import tenant_priority
@@ -140,4 +141,21 @@ async def live_task_state(
     return bundle_types.TaskState(
         task_id=state.task_id, status=state.status, current_step_id=state.current_step_id,
         state_version=state.state_version, waiting_reason=state.waiting_reason,
+        published=any(op.kind == "publish" and op.status == "SUCCEEDED" for op in state.operations),
     )
+
+
+def resumable(engine: Engine, principal: PrincipalContext, limit: int) -> list[ResumableTask]:
+    """The caller's own non-terminal tasks in the read model, most recently changed first."""
+    with tenant_session(engine, principal.tenant_id) as session:
+        return resumable_tasks(session, principal.tenant_id, principal.user_id, limit)
+
+
+async def resumable_task_state(
+    engine: Engine, temporal: ClientSource, principal: PrincipalContext, limit: int
+) -> bundle_types.TaskFound:
+    """A RESUME_TASK recall that names no task (seed 003 §14.2): the caller's resumable tasks, and the live state
+    of the only one. Of several none is chosen: which one the user means is theirs to say, not a guess."""
+    tasks = tuple(await run_in_threadpool(resumable, engine, principal, limit))
+    state = await live_task_state(engine, temporal, principal, tasks[0].task_id) if len(tasks) == 1 else None
+    return bundle_types.TaskFound(state, tasks)

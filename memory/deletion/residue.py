@@ -336,10 +336,11 @@ def scan(session: Session, tenant_id: str, artifacts: ArtifactStore,
         copies[job_id] = [*copies.get(job_id, []), *more][:MAX_COPIES]
     named = _others_files(session, tenant_id)
     files = tenant_files(session, artifacts, tenant_id)
-    for job_id, matcher in found.items():
-        mine = [file for file in files if not anothers(named.get(file.sha256, set()), subjects[job_id], tenant_id)]
-        more = scan_files(mine, {job_id: matcher})[job_id]
-        copies[job_id] = [*copies[job_id], *more][:MAX_COPIES]
+    for subject in sorted({subjects[job_id] for job_id in found}):  # each file read once per subject, not per job
+        mine = [file for file in files if not anothers(named.get(file.sha256, set()), subject, tenant_id)]
+        theirs = {job_id: matcher for job_id, matcher in found.items() if subjects[job_id] == subject}
+        for job_id, more in scan_files(mine, theirs).items():
+            copies[job_id] = [*copies[job_id], *more][:MAX_COPIES]
     return copies
 
 

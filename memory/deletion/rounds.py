@@ -9,7 +9,8 @@ they cause runs at normal priority; issue 23, finding 7). So:
   :data:`PURGED`), not only the job whose workflow asked: one read of the tenant for all of them. The other jobs'
   workflows then find their job decided (:func:`settled`) and finish without scanning.
 - **A tenant's rounds spend a budget of seconds** (:class:`ScanBudget`): a bucket of ``burst_seconds`` refilled at
-  ``share`` seconds a second, from which each round takes its measured duration. A few deletions are verified at
+  ``share`` seconds a second, from which each round takes its measured duration, failed rounds included. One bucket
+  per tenant, in the database, whichever worker runs the round. A few deletions are verified at
   once; a flood is verified in fewer, larger rounds, using at most ``share`` of one core in the long run, and the
   jobs that wait meanwhile are verified together by the next. The barrier already holds at once: only the
   confirmation waits.
@@ -41,9 +42,9 @@ ROUND_JOBS = 32
 class ScanBudget:
     """How much of the worker's time a tenant's verification rounds may take (settings ``MNEMO_RESIDUE_SCAN_*``)."""
 
-    share: float = 0.25
+    share: float = 0.1
     """Seconds of rounds a tenant earns per second: its long-run share of one core."""
-    burst_seconds: float = 10.0
+    burst_seconds: float = 2.0
     """Seconds of rounds a tenant may take at once before the share applies."""
 
     def __post_init__(self) -> None:
@@ -59,6 +60,22 @@ class Decision:
     probes: int
     hits: dict[str, int]
     remaining_copies: list[str]
+
+
+def begin_purge(session: Session, tenant_id: str, job_id: uuid.UUID) -> bool:
+    """Whether the job is still to be purged: only a running job is (a purge retried after a round decided its job
+    changes nothing). Its verification goes back to waiting for the purge, under the job's lock, so no round takes
+    it in while its layers are purged again."""
+    job = get_job(session, tenant_id, job_id, lock=True)
+    if JobStatus(job.status) is not JobStatus.RUNNING:
+        return False
+    session.execute(
+        update(DeletionLayer)
+        .where(DeletionLayer.tenant_id == tenant_id, DeletionLayer.job_id == job_id,
+               DeletionLayer.layer == Layer.VERIFICATION_PROBES.value, DeletionLayer.status == PURGED)
+        .values(status="pending")
+    )
+    return True
 
 
 def mark_purged(session: Session, tenant_id: str, job_id: uuid.UUID) -> None:
@@ -121,17 +138,23 @@ def wait_for_budget(session: Session, tenant_id: str, budget: ScanBudget) -> flo
     return 0.0 if tokens is None or tokens > 0 else float(-tokens) / budget.share + 0.05
 
 
+MAX_WAIT_SECONDS = 600.0
+"""The longest a tenant waits for its next round, however long its last one took (a round of a huge tenant on a busy
+machine, measured in wall time, would otherwise leave its deletions unconfirmed for hours)."""
+
+
 def spend(session: Session, tenant_id: str, seconds: float, jobs: int, budget: ScanBudget) -> None:
-    """A round of ``jobs`` jobs took ``seconds``: taken from the tenant's bucket (which may go below zero: the
-    next round waits until it is refilled)."""
+    """A round of ``jobs`` jobs took ``seconds``: taken from the tenant's bucket (which may go below zero, down to
+    :data:`MAX_WAIT_SECONDS` of refill: the next round waits until it is refilled)."""
     session.execute(text(
         "INSERT INTO residue_rounds (tenant_id, tokens, updated_at, last_seconds, last_jobs, rounds) "
-        "VALUES (:t, :burst - :s, clock_timestamp(), :s, :jobs, 1) "
+        "VALUES (:t, GREATEST(-:debt, :burst - :s), clock_timestamp(), :s, :jobs, 1) "
         "ON CONFLICT (tenant_id) DO UPDATE SET "
-        "tokens = LEAST(:burst, residue_rounds.tokens + :share * EXTRACT(EPOCH FROM "
-        "(clock_timestamp() - residue_rounds.updated_at))) - :s, "
+        "tokens = GREATEST(-:debt, LEAST(:burst, residue_rounds.tokens + :share * EXTRACT(EPOCH FROM "
+        "(clock_timestamp() - residue_rounds.updated_at))) - :s), "
         "updated_at = clock_timestamp(), last_seconds = :s, last_jobs = :jobs, rounds = residue_rounds.rounds + 1"),
-        {"t": tenant_id, "s": seconds, "jobs": jobs, "burst": budget.burst_seconds, "share": budget.share})
+        {"t": tenant_id, "s": seconds, "jobs": jobs, "burst": budget.burst_seconds, "share": budget.share,
+         "debt": MAX_WAIT_SECONDS * budget.share})
 
 
 def decide(session: Session, job: DeletionJob, copies: Sequence[str], batch_size: int, round_jobs: int) -> Decision:
@@ -140,6 +163,10 @@ def decide(session: Session, job: DeletionJob, copies: Sequence[str], batch_size
     each copy and fail loudly (failed_requires_action, until an operator resumes it)."""
     result = verify(session, job)
     listed = list(copies)
+    # This verification's evidence replaces an earlier one's (after a resume): record_layer adds numbers up.
+    session.execute(update(DeletionLayer).where(
+        DeletionLayer.tenant_id == job.tenant_id, DeletionLayer.job_id == job.job_id,
+        DeletionLayer.layer == Layer.VERIFICATION_PROBES.value).values(evidence={}))
     if result.clean and not listed:
         probes = PURGERS[Layer.VERIFICATION_PROBES](session, job, batch_size)
         record_layer(session, job.tenant_id, job.job_id, Layer.VERIFICATION_PROBES, status="done",
@@ -157,5 +184,6 @@ def decide(session: Session, job: DeletionJob, copies: Sequence[str], batch_size
     return Decision(result.clean and not listed, result.probes, result.hits, listed)
 
 
-__all__ = ["PURGED", "ROUND_JOBS", "Decision", "ScanBudget", "decide", "mark_purged", "settled", "spend",
+__all__ = ["MAX_WAIT_SECONDS", "PURGED", "ROUND_JOBS", "Decision", "ScanBudget", "begin_purge", "decide",
+           "mark_purged", "settled", "spend",
            "wait_for_budget", "waiting_jobs"]

@@ -38,6 +38,9 @@ from memory.recall.selection import Packed, Settled, applicable, pack, settle
 from memory.recall.stages import Stage, StageClock
 
 WAITING_FOR_APPROVAL = "the task is waiting for approval: do not publish or act on its draft yet"
+SEVERAL_TASKS = ("several tasks can be resumed (task_candidates): ask the user which one they mean and resume "
+                 "it by its task_id; do not guess")
+NO_TASK = "no resumable task found for this user: none is running or waiting; say so rather than invent progress"
 
 
 @dataclass(frozen=True)
@@ -115,10 +118,21 @@ def version_vector(injected: list[Scored], prefs: Preferences, task: TaskState |
     return vector
 
 
+def task_warnings(request: RecallRequest) -> list[str]:
+    """What the agent must know about the task before it answers: a wait it must not act past, or that it has to
+    ask which task (or that there is none)."""
+    task, candidates = request.task_state, request.task_candidates
+    if task is not None:
+        return [WAITING_FOR_APPROVAL] if task.status == "WAITING_FOR_APPROVAL" else []
+    if candidates is None:
+        return []
+    return [SEVERAL_TASKS] if candidates else [NO_TASK]
+
+
 def assemble(request: RecallRequest, revision: int, prefs: Preferences, memories: Recalled) -> Bundle:
     """The bundle of the stages' answers, in the order a reader meets them."""
     packed, settled, task = memories.packed, memories.settled, request.task_state
-    waiting = [WAITING_FOR_APPROVAL] if task is not None and task.status == "WAITING_FOR_APPROVAL" else []
+    waiting = task_warnings(request)
     explain = (memories.explain or Explain((), {})) if request.explain else None
     return Bundle(
         trace_id=request.trace_id, plan=request.plan,
@@ -131,6 +145,7 @@ def assemble(request: RecallRequest, revision: int, prefs: Preferences, memories
         version_vector=version_vector(packed.injected, prefs, task), snapshot_revision=revision,
         truncated_by_budget=packed.truncated, not_applicable=tuple(memories.not_applicable),
         candidates_considered=memories.considered, dropped_on_reread=memories.dropped, explain=explain,
+        task_candidates=request.task_candidates or (),
     )
 
 

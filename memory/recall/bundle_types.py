@@ -13,6 +13,7 @@ from typing import TypeAlias
 
 from memory.recall.plan import RecallPlan
 from memory.recall.scoring import Scored
+from memory.tasks.resumable import ResumableTask
 
 JsonValue: TypeAlias = str | int | float | bool | Sequence["JsonValue"] | Mapping[str, "JsonValue"] | None
 JsonObject: TypeAlias = Mapping[str, JsonValue]
@@ -28,6 +29,17 @@ class TaskState:
     current_step_id: str | None
     state_version: int
     waiting_reason: str | None = None
+    published: bool = False
+    """A publication of the task's result is confirmed: until then the agent must not say it was published."""
+
+
+@dataclass(frozen=True)
+class TaskFound:
+    """What a RESUME_TASK recall's task source read: the live task (the named one, or the caller's only resumable
+    one) and, when the request named none, the caller's resumable tasks (None: it named one)."""
+
+    state: TaskState | None
+    candidates: tuple[ResumableTask, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +155,13 @@ class Bundle:
     candidates_considered: int
     dropped_on_reread: int
     explain: Explain | None = None
+    task_candidates: tuple[ResumableTask, ...] = ()
+    """The caller's resumable tasks, when a RESUME_TASK recall named none."""
+
+    @property
+    def needs_task_choice(self) -> bool:
+        """Several tasks could be resumed and none was chosen: the agent must ask the user which one."""
+        return self.task_state is None and len(self.task_candidates) > 1
 
     @property
     def injected(self) -> tuple[BundleItem, ...]:
@@ -152,4 +171,4 @@ class Bundle:
     def is_empty(self) -> bool:
         """Nothing to put in a prompt (preferences alone are defaults, not news)."""
         return not (self.items or self.knowledge or self.request_constraints or self.task_state
-                    or self.warnings or self.conflicts)
+                    or self.task_candidates or self.warnings or self.conflicts)

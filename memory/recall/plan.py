@@ -11,13 +11,14 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from memory.errors import InvalidInput
 from memory.text import normalize
 
 DEFAULT_CANDIDATES = 20
 DEFAULT_INJECT = 5
 DEFAULT_TOKEN_BUDGET = 1_500
 """Seed 001 §6.4: starting points for measurement, not universal optima."""
+RESUME_CANDIDATES = 10
+"""How many of the caller's resumable tasks a RESUME_TASK recall without a task id lists to choose from."""
 
 
 class Intent(StrEnum):
@@ -75,9 +76,8 @@ def make_plan(
     inject_limit: int = DEFAULT_INJECT,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
 ) -> RecallPlan:
-    """The sources per intent. CHITCHAT reads nothing but the request itself."""
-    if intent is Intent.RESUME_TASK and task_id is None:
-        raise InvalidInput("intent RESUME_TASK needs a task_id", code="task_id_required")
+    """The sources per intent. CHITCHAT reads nothing but the request itself. RESUME_TASK reads the named task,
+    or, without a task id, lists the caller's resumable tasks (seed 003 §14.2)."""
     if intent is Intent.CHITCHAT:
         sources: tuple[SourceSpec, ...] = (SourceSpec(SourceType.REQUEST_CONSTRAINTS, 0, required=True),)
     else:
@@ -87,5 +87,6 @@ def make_plan(
             SourceSpec(SourceType.MEMORY, inject_limit),
         )
         if intent is Intent.RESUME_TASK:
-            sources = (SourceSpec(SourceType.TASK_STATE, 1, required=True), *sources)
+            limit = 1 if task_id is not None else RESUME_CANDIDATES
+            sources = (SourceSpec(SourceType.TASK_STATE, limit, required=True), *sources)
     return RecallPlan(intent, sources, candidate_limit, inject_limit, token_budget)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from xml.sax.saxutils import escape, quoteattr
 
 from memory.recall.bundle_types import Bundle, BundleItem, Conflict
+from memory.tasks.resumable import ResumableTask
 
 
 def _attrs(**values: object) -> str:
@@ -29,8 +30,9 @@ def render(bundle: Bundle) -> str:
     task = bundle.task_state
     if task is not None:
         attrs = _attrs(task_id=task.task_id, status=task.status, current_step=task.current_step_id,
-                       state_version=task.state_version)
+                       state_version=task.state_version, published=str(task.published).lower())
         out.append(f"<task_state{attrs}/>")
+    out += _section("task_candidates", [_task(t) for t in bundle.task_candidates])
     out += _section("warnings", [f"<warning>{escape(w)}</warning>" for w in bundle.warnings])
     out += _section("knowledge", [_memory(item) for item in bundle.knowledge])
     out += _section("memories", [_memory(item) for item in bundle.items])
@@ -43,6 +45,12 @@ def render(bundle: Bundle) -> str:
 def _section(tag: str, lines: list[str]) -> list[str]:
     """``lines`` inside ``<tag>``; no section at all when there are none."""
     return [f"<{tag}>", *lines, f"</{tag}>"] if lines else []
+
+
+def _task(task: ResumableTask) -> str:
+    attrs = _attrs(task_id=task.task_id, task_type=task.task_type, status=task.status,
+                   waiting_reason=task.waiting_reason, updated_at=task.updated_at.isoformat())
+    return f"<task{attrs}>{escape(task.goal_summary)}</task>"
 
 
 def _memory(item: BundleItem) -> str:

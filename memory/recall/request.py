@@ -13,6 +13,7 @@ from memory.embedders.rerank import Reranker
 from memory.recall.bundle_types import TaskState
 from memory.recall.plan import RecallPlan
 from memory.store.visibility import QueryFilters
+from memory.tasks.resumable import ResumableTask
 
 EMBEDDING_WAIT_SECONDS = 30.0
 """How long a bundle waits for its query embedding (queued behind others on the one embedding thread)."""
@@ -26,6 +27,8 @@ class RecallRequest:
     request_constraints: Mapping[str, str] = field(default_factory=dict)
     keys: tuple[str, ...] = ()
     task_state: TaskState | None = None
+    task_candidates: tuple[ResumableTask, ...] | None = None
+    """The caller's resumable tasks when a RESUME_TASK recall named none (None: it named one, or reads no task)."""
     query_vector: list[float] | Future[list[float]] | None = None
     """The query's embedding, or its computation still running (awaited after the lexical sources)."""
     model: str | None = None

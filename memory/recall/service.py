@@ -7,8 +7,8 @@ scores, the rank, the conflicts and the budget (:func:`memory.recall.bundle.buil
 ``MEMORY_BUNDLE_BUILT`` audit event and the usage counters.
 
 What lies outside the database is handed in by the adapter: the live task state a RESUME_TASK
-recall needs (read from its workflow before the transaction, :func:`plan_for` says whether) and the
-place the query embedding is computed (:class:`QueryEmbedding`).
+recall needs, or the caller's resumable tasks when it names none (read before the transaction,
+:func:`plan_for` says whether) and the place the query embedding is computed (:class:`QueryEmbedding`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from memory.errors import Conflict, MnemoError
 from memory.identity.auth import PrincipalContext
 from memory.recall import audit
 from memory.recall.bundle import build_bundle
-from memory.recall.bundle_types import Bundle, TaskState
+from memory.recall.bundle_types import Bundle, TaskFound
 from memory.recall.plan import (
     DEFAULT_CANDIDATES,
     DEFAULT_INJECT,
@@ -44,6 +44,7 @@ from memory.recall.plan import (
 from memory.recall.request import RecallRequest
 from memory.recall.reread import snapshot_revision
 from memory.recall.stages import Stage, StageClock
+from memory.sessions.constraints import temporary_constraints
 from memory.store.usage import mark_used_ids
 from memory.store.visibility import QueryFilters
 
@@ -109,6 +110,16 @@ def plan_for(query: str, options: RecallOptions) -> RecallPlan:
                      inject_limit=options.limit, token_budget=options.token_budget)
 
 
+def request_constraints(query: str, plan: RecallPlan, asked: Mapping[str, str]) -> dict[str, str]:
+    """This request's constraints: those asked for in the body, over those a resume says in words ("继续上次报告，
+    这次不要 Markdown，直接用纯文本" → plain text for this answer only, never a stored preference).
+
+    Only a resume reads the query this way: there the query is the user's own request to the agent, where an
+    ANSWER query may merely be about formats ("what did I say about Markdown?")."""
+    spoken = temporary_constraints(query) if plan.intent is Intent.RESUME_TASK else {}
+    return {**spoken, **asked}
+
+
 def recall(
     session: Session,
     principal: PrincipalContext,
@@ -116,13 +127,13 @@ def recall(
     now: datetime,
     options: RecallOptions,
     *,
-    task_state: TaskState | None = None,
+    task: TaskFound | None = None,
     embedding: QueryEmbedding | None = None,
     reranker: Reranker | None = None,
 ) -> Bundle:
     """The memory bundle of ``query`` for ``principal`` at ``now``, audited and counted as used.
 
-    ``task_state``: the live task, when :func:`plan_for` reads :attr:`SourceType.TASK_STATE`.
+    ``task``: what the task source read, when :func:`plan_for` reads :attr:`SourceType.TASK_STATE`.
     ``embedding``: without one, recall is lexical only. The embedding starts at once and is awaited
     by the pipeline after its lexical sources, so the two overlap. ``reranker``: the rerank stage (None: off).
     """
@@ -132,8 +143,10 @@ def recall(
         vector = embedding.submit(principal.tenant_id, query)
     try:
         request = RecallRequest(
-            query=query, plan=plan, filters=options.filters, request_constraints=dict(options.request_constraints),
-            keys=options.keys, task_state=task_state, query_vector=vector,
+            query=query, plan=plan, filters=options.filters,
+            request_constraints=request_constraints(query, plan, options.request_constraints), keys=options.keys,
+            task_state=task.state if task else None, task_candidates=task.candidates if task else None,
+            query_vector=vector,
             model=embedding.model if embedding is not None and vector is not None else None,
             min_relevance=options.min_relevance, explain=options.explain, retrieval=options.retrieval,
             reranker=reranker, **({"trace_id": options.trace_id} if options.trace_id else {}),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from memory.schema_problems import escape as escape
+from memory.schema_problems import escape as escape  # one escape for every JSON Pointer mnemo writes
 
 WILDCARD = "*"
 

@@ -2,7 +2,7 @@
 
 Unknown keys, missing fields, wrong JSON types, nulls, malformed refs and timestamps without a time zone
 (or outside the years every request may name) are refused with a 422 ``invalid_record``-family code;
-``details.problems`` lists each one (the first 20) with its path.
+``details.problems`` lists each one (the first 20) with its path, in :mod:`memory.schema_problems`' vocabulary.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from memory import schema_problems
 from memory.errors import InvalidInput
 from memory.resources import pointers
 from memory.resources.declarations import Declaration
-from memory.schema_problems import MAX_PROBLEMS
 
 EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 """The range every timestamp of a request lies in (the API's rule for its own bodies, README "Using the API")."""
+
 _formats = FormatChecker(formats=())
 
 
@@ -44,11 +44,14 @@ def _validator(declaration: Declaration) -> Draft202012Validator:
     return Draft202012Validator(declaration.schema, format_checker=_formats)
 
 
-def _problem(error: ValidationError, declaration: Declaration) -> dict[str, str]:
-    code = schema_problems.CODES.get(str(error.validator), "invalid_value")
-    if error.validator == "pattern" and _is_ref_field(declaration, [str(part) for part in error.absolute_path]):
-        code = "invalid_ref"
-    return schema_problems.problem(error, code)
+def _ref_code(declaration: Declaration) -> schema_problems.CodeOf:
+    """A declared ref field's pattern refuses with ``invalid_ref`` (the rest keeps the shared codes)."""
+
+    def code_of(error: ValidationError) -> str | None:
+        tokens = [str(part) for part in error.absolute_path]
+        return "invalid_ref" if error.validator == "pattern" and _is_ref_field(declaration, tokens) else None
+
+    return code_of
 
 
 def _is_ref_field(declaration: Declaration, tokens: list[str]) -> bool:
@@ -63,10 +66,10 @@ def _is_ref_field(declaration: Declaration, tokens: list[str]) -> bool:
 
 def check_record(declaration: Declaration, data: dict[str, Any]) -> None:
     """Raise :class:`InvalidInput` listing what in ``data`` the declaration's schema refuses."""
-    errors = schema_problems.ordered(_validator(declaration), data)
+    errors = schema_problems.ordered_errors(_validator(declaration), data)
     if not errors:
         return
-    problems = [_problem(error, declaration) for error in errors[:MAX_PROBLEMS]]
+    problems = schema_problems.problems(errors, code_of=_ref_code(declaration))
     first = problems[0]
     raise InvalidInput(
         f"the {declaration.type} record is refused: {first['message']}",

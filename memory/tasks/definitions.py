@@ -28,6 +28,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from memory.errors import InvalidInput
+from memory.schema_problems import escape
 from memory.tasks.keys import digest
 
 TASK_TYPE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
@@ -52,6 +53,13 @@ _REQUIRED: dict[str, frozenset[str]] = {
     "publish": frozenset({"destination"}),
 }
 STEP_KINDS = tuple(_REQUIRED)
+CODE_KEYWORD = "x-mnemo-code"
+"""A goal schema node's own error code (:mod:`memory.tasks.goals`), e.g. ``unsupported_currency`` on an enum."""
+ERROR_CODE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_SCHEMA_VALUES = frozenset({"items", "additionalProperties", "contains", "propertyNames", "not", "if", "then",
+                            "else", "unevaluatedItems", "unevaluatedProperties"})
 
 
 class InvalidDefinition(InvalidInput):
@@ -157,6 +165,28 @@ def _check_goal_schema(schema: object, problems: _Problems) -> None:
         return
     if schema.get("type") != "object":
         problems.add("/goal_schema/type", "invalid_goal_schema", 'a goal is a JSON object: say "type": "object"')
+    for path, code in _own_codes(schema, "/goal_schema"):
+        if not isinstance(code, str) or not ERROR_CODE.match(code):
+            problems.add(f"{path}/{CODE_KEYWORD}", "invalid_goal_schema",
+                         "an error code is 1-63 lower-case letters, digits and '_', e.g. unsupported_currency")
+
+
+def _own_codes(schema: object, path: str) -> list[tuple[str, object]]:
+    """Every ``x-mnemo-code`` of a schema and its sub-schemas, with the JSON Pointer of the node that has it."""
+    if not isinstance(schema, dict):
+        return []
+    found: list[tuple[str, object]] = [(path, schema[CODE_KEYWORD])] if CODE_KEYWORD in schema else []
+    for key, value in schema.items():
+        where = f"{path}/{escape(key)}"
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            for name, child in value.items():
+                found += _own_codes(child, f"{where}/{escape(name)}")
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            for number, child in enumerate(value):
+                found += _own_codes(child, f"{where}/{number}")
+        elif key in _SCHEMA_VALUES:
+            found += _own_codes(value, where)
+    return found
 
 
 def _steps(raw: object, problems: _Problems) -> list[StepSpec]:
@@ -241,4 +271,19 @@ def _check_references(steps: list[StepSpec], redraft: object, problems: _Problem
         problems.add("/redraft_step", "invalid_value", "names an agent, llm or compute step before every approval")
 
 
-__all__ = ["PRODUCERS", "STEP_KINDS", "Definition", "InvalidDefinition", "StepSpec", "from_body"]
+def check_llm_endpoint(definition: Definition, *, configured: bool) -> None:
+    """A definition with an ``llm`` step is refused where no LLM endpoint is configured: at registration, never as a
+    task that fails later."""
+    steps = [step.step_id for step in definition.steps if step.kind == "llm"]
+    if steps and not configured:
+        raise InvalidInput(
+            f"step {steps[0]!r} of {definition.task_type!r} is an llm step, but this mnemo has no LLM endpoint: set "
+            "MNEMO_LLM_BASE_URL and MNEMO_LLM_MODEL (and MNEMO_LLM_API_KEY if it wants one) on the API and its "
+            "workers, or make the step an agent step",
+            code="llm_endpoint_not_configured",
+            details={"steps": steps},
+        )
+
+
+__all__ = ["CODE_KEYWORD", "PRODUCERS", "STEP_KINDS", "Definition", "InvalidDefinition", "StepSpec",
+           "check_llm_endpoint", "from_body"]

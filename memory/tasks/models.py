@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, ForeignKey, ForeignKeyConstraint, Integer, Text, func
+from sqlalchemy import BigInteger, DateTime, ForeignKey, ForeignKeyConstraint, Identity, Integer, Text, func
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -192,3 +192,32 @@ class TenantWebhook(Base):
     secret: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_by: Mapped[str] = mapped_column(Text)
+
+
+class PublishDestination(Base):
+    """A tenant's named publish destination (migration 0026); a webhook's secret signs and is never returned."""
+
+    __tablename__ = "publish_destinations"
+
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    kind: Mapped[str] = mapped_column(Text)
+    url: Mapped[str | None] = mapped_column(Text)
+    secret: Mapped[str | None] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class TaskDefinitionRow(Base):
+    """One registered version of a tenant's task type (migration 0027): immutable; ``seq`` orders the versions."""
+
+    __tablename__ = "task_definitions"
+
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    task_type: Mapped[str] = mapped_column(Text, primary_key=True)
+    version: Mapped[str] = mapped_column(Text, primary_key=True)
+    body: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    body_sha256: Mapped[str] = mapped_column(Text)
+    seq: Mapped[int] = mapped_column(BigInteger, Identity(always=True))
+    created_by: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

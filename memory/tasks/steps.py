@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from memory.artifact_store import ArtifactStoreUnavailable
 from memory.db import is_connection_failure
+from memory.llm import LlmUnavailable
 from memory.tasks.contract import StepFailed
 from memory.tasks.models import TaskAttempt, TaskStep
 
@@ -150,14 +151,18 @@ OUTAGE = "database_unavailable"
 """The error code of an attempt that met an unreachable database: it does not count towards the limit."""
 STORE_OUTAGE = ArtifactStoreUnavailable.code
 """... and of one that met an unreachable artifact store (an object store that is down): nor does it."""
-OUTAGES = (OUTAGE, STORE_OUTAGE)
+LLM_OUTAGE = "llm_unavailable"
+"""... and of one whose LLM endpoint could not answer now (a timeout, a 429, a 5xx): nor does it."""
+OUTAGES = (OUTAGE, STORE_OUTAGE, LLM_OUTAGE)
 
 
 def outage_code(exc: BaseException) -> str | None:
-    """The code of an outage (the database or the artifact store cannot be reached), or None: an outage says
-    nothing about the step, so it is retried without limit and never fails its task."""
+    """The code of an outage (the database, the artifact store or the LLM endpoint cannot answer now), or None: an
+    outage says nothing about the step, so it is retried without limit and never fails its task."""
     if is_connection_failure(exc):
         return OUTAGE
+    if isinstance(exc, LlmUnavailable) and exc.retryable:
+        return LLM_OUTAGE
     return STORE_OUTAGE if isinstance(exc, ArtifactStoreUnavailable) else None
 
 

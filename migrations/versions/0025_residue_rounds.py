@@ -11,7 +11,7 @@ Revises: 0024
 
 from alembic import op
 
-from migrations.rls import isolate_by_tenant
+from migrations.rls import isolate_by_tenant, per_tenant
 
 revision = "0025"
 down_revision = "0024"
@@ -40,7 +40,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute("UPDATE deletion_layers SET status = 'pending' WHERE status = 'purged'")
+    per_tenant("UPDATE deletion_layers SET status = 'pending' WHERE status = 'purged' AND tenant_id = :t")
     op.execute("ALTER TABLE deletion_layers DROP CONSTRAINT deletion_layers_status_check")
     op.execute("ALTER TABLE deletion_layers ADD CONSTRAINT deletion_layers_status_check "
                "CHECK (status IN ('pending', 'running', 'done', 'failed'))")

@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select, text
 
+from activities.deletion import DeletionActivities, JobRef, PurgeRequest
 from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session
@@ -65,6 +66,12 @@ def verification_status(engine: Engine, tenant: str, job_id: str) -> str:
             DeletionLayer.job_id == uuid.UUID(job_id), DeletionLayer.layer == "verification_probes")).scalar_one())
 
 
+def verification_evidence(engine: Engine, tenant: str, job_id: str) -> dict[str, Any]:
+    with tenant_session(engine, tenant) as session:
+        return dict(session.execute(select(DeletionLayer.evidence).where(
+            DeletionLayer.job_id == uuid.UUID(job_id), DeletionLayer.layer == "verification_probes")).scalar_one())
+
+
 def test_one_round_verifies_every_purged_job_each_on_its_own_copies(
     rounds_api: TestClient, make_key: MakeKey, engine: Engine
 ) -> None:
@@ -98,6 +105,42 @@ def test_one_round_verifies_every_purged_job_each_on_its_own_copies(
     assert [e["round_jobs"] for e in evidence] == [3, 3, 3]
 
 
+def test_a_job_failed_by_a_round_resumes_to_a_clean_verification_of_its_own(
+    rounds_api: TestClient, make_key: MakeKey, engine: Engine, settings: Settings
+) -> None:
+    """A round fails a job whose text survives elsewhere; once the copy is gone and an operator resumes it, the next
+    round completes it, with that verification's evidence alone (record_layer adds numbers up: 2 probes, 2 rounds
+    were reported after a resume); a purge retried after a round decided its job changes nothing."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key, admin = make_key(tenant=tenant), make_key(tenant=tenant, user="root", roles=("admin",))
+    secret = "我的保险柜密码提示是祖母老家门牌号"
+    memory = remember(rounds_api, key, secret)
+    copied = remember(rounds_api, key, f"备忘：{secret}，别告诉别人")
+    job_id = request_deletion(rounds_api, key, memory)
+    assert ended(rounds_api, key, job_id)["status"] == "failed_requires_action"
+    first = verification_evidence(engine, tenant, job_id)
+    assert ended(rounds_api, key, request_deletion(rounds_api, key, copied))["status"] == "completed"
+
+    resumed = rounds_api.post(f"/memory-deletions/{job_id}/resume", headers=auth(admin))
+    assert resumed.status_code == 200, resumed.text
+    job = poll(rounds_api, key, f"/memory-deletions/{job_id}", lambda body: body["status"] == "completed", 90)
+
+    assert job["fully_deleted"] is True and job["remaining_copies"] == [], job
+    evidence = verification_evidence(engine, tenant, job_id)
+    assert first["remaining_copies"] and first["verified_probes"] >= 1, first
+    assert (evidence["round_jobs"], evidence["remaining_copies"]) == (1, []), evidence
+    assert evidence["verified_probes"] == first["verified_probes"], (first, evidence)  # the same probes, once
+    with tenant_session(engine, tenant) as session:
+        layers = session.execute(select(DeletionLayer.layer, DeletionLayer.status, DeletionLayer.removed).where(
+            DeletionLayer.job_id == uuid.UUID(job_id)).order_by(DeletionLayer.position)).all()
+    late = DeletionActivities(engine, artifacts=settings.artifact_root(engine)).purge(
+        PurgeRequest(JobRef(tenant, job_id), again=True))
+    with tenant_session(engine, tenant) as session:
+        after = session.execute(select(DeletionLayer.layer, DeletionLayer.status, DeletionLayer.removed).where(
+            DeletionLayer.job_id == uuid.UUID(job_id)).order_by(DeletionLayer.position)).all()
+    assert late == {} and after == layers
+
+
 def test_a_tenant_in_debt_waits_for_its_budget_then_is_verified(
     rounds_api: TestClient, make_key: MakeKey, engine: Engine
 ) -> None:
@@ -106,21 +149,21 @@ def test_a_tenant_in_debt_waits_for_its_budget_then_is_verified(
     tenant = f"t-{uuid.uuid4().hex[:12]}"
     key = make_key(tenant=tenant)
     memory = remember(rounds_api, key, "我计划明年春天搬去成都工作")
-    with tenant_session(engine, tenant) as session:  # 1.5 s in debt at 0.5 s a second: 3 s to wait
-        session.execute(text("INSERT INTO residue_rounds VALUES (:t, -1.5, clock_timestamp(), 2.5, 1, 1)"),
+    with tenant_session(engine, tenant) as session:  # 2.5 s in debt at 0.5 s a second: 5 s to wait
+        session.execute(text("INSERT INTO residue_rounds VALUES (:t, -2.5, clock_timestamp(), 3.5, 1, 1)"),
                         {"t": tenant})
-    started = time.monotonic()
+    refilled = time.monotonic() + 5.0
     job_id = request_deletion(rounds_api, key, memory)
     while verification_status(engine, tenant, job_id) != PURGED:
-        assert time.monotonic() - started < 30, "the purge did not end"
+        assert time.monotonic() < refilled + 30, "the purge did not end"
         time.sleep(0.1)
     waited = rounds_api.get(f"/memory-deletions/{job_id}", headers=auth(key)).json()
-    assert time.monotonic() - started < 2.5 and waited["status"] == "running", waited
+    assert waited["status"] == "running" or time.monotonic() > refilled - 0.5, waited  # purged, not yet verified
 
     job = ended(rounds_api, key, job_id)
 
     assert job["status"] == "completed" and job["fully_deleted"] is True, job
-    assert time.monotonic() - started >= 2.9
+    assert time.monotonic() >= refilled - 0.2  # never before the bucket was refilled
     with tenant_session(engine, tenant) as session:
         assert session.execute(select(ResidueRound.rounds)).scalar_one() == 2
 
@@ -135,7 +178,7 @@ def test_the_budget_is_a_bucket_of_seconds(engine: Engine, make_key: MakeKey) ->
         spend(session, tenant, 0.4, 2, budget)  # 0.6 s left
         assert wait_for_budget(session, tenant, budget) == 0
         spend(session, tenant, 2.6, 5, budget)  # 2 s of debt: 4 s at half a second a second
-        assert 3.8 < wait_for_budget(session, tenant, budget) <= 4.1
+        assert 3.0 < wait_for_budget(session, tenant, budget) <= 4.1  # less what was refilled meanwhile
         assert session.execute(select(ResidueRound.rounds, ResidueRound.last_jobs)).one() == (2, 5)
     with pytest.raises(ValueError, match="share"):
         ScanBudget(share=0, burst_seconds=1)

@@ -27,7 +27,8 @@ async def test_an_internal_key_is_offered_the_six_tools_with_their_schemas(mcp_u
     assert set(tools["search"].input_schema["properties"]) == {"query", "resource", "top_k"}
     assert tools["search"].input_schema["required"] == ["query"]
     assert set(tools["read"].input_schema["properties"]) == {"ref", "cursor"}
-    assert set(tools["search_memories"].input_schema["properties"]) == {"query", "category", "top_k"}
+    assert set(tools["search_memories"].input_schema["properties"]) == {"query", "category", "top_k", "intent",
+                                                                         "task_id"}
     assert tools["get_memory_detail"].input_schema["required"] == ["memory_id"]
     assert tools["browse_memory_categories"].input_schema["properties"] == {}
     for tool in tools.values():

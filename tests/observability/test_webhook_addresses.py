@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine
 
-from activities.tasks.reminders import post_pinned
+from activities.pinned import send_pinned
 from api.main import create_app
 from api.settings import Settings
 from api.temporal import connect
@@ -208,7 +208,7 @@ def test_the_request_goes_to_the_checked_address_and_carries_the_hosts_name() ->
         target = checked_target(f"http://LocalHost:{port}/hooks/mnemo?tenant=a", AllowList.parse("localhost"))
         loopback = ipaddress.ip_address("127.0.0.1")
         assert target.pinned_url(loopback) == f"http://127.0.0.1:{port}/hooks/mnemo?tenant=a"
-        response = post_pinned(target, b'{"ok":true}', {"Content-Type": "application/json"})
+        response = send_pinned(target, "POST", b'{"ok":true}', {"Content-Type": "application/json"})
     assert response.status_code == 200
     (delivery,) = receiver.deliveries
     assert delivery.headers["host"] == f"localhost:{port}" and delivery.body == b'{"ok":true}'

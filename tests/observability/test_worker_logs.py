@@ -103,6 +103,9 @@ def test_the_worker_logs_each_outcome_as_json_and_never_content(
     done = [r for r in mine if r.get("activity_type") and r["status"] == "completed"]
     assert {r["workflow_type"] for r in done} >= {"SessionCommit", "Deletion"}
     assert all(isinstance(r["duration_ms"], float | int) for r in mine)
+    assert all(r["queued_ms"] >= 0 for r in mine if r.get("activity_type")), mine  # the wait for a worker slot
+    [verified] = [r for r in mine if r["message"] == "verification round"]  # where its time went, per part
+    assert (verified["jobs"], verified["clean"]) == (1, 1) and {"rows_ms", "histories_ms", "checks_ms"} <= set(verified)
     ours = [r for r in records if r.get("workflow_id") in {c["workflow_id"] for c in commit + deleted}]
     assert all(r.get("tenant_id") == tenant for r in ours), ours  # every line of their activities names it
 

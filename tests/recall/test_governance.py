@@ -12,12 +12,11 @@ from sqlalchemy import Engine
 
 from api.schemas.recall import bundle_body
 from memory.db import tenant_session
-from memory.errors import InvalidInput
 from memory.identity.auth import PrincipalContext
 from memory.models import Memory
 from memory.recall.bundle import build_bundle
 from memory.recall.bundle_types import TaskState
-from memory.recall.plan import Intent, SourceType, classify_intent, make_plan
+from memory.recall.plan import Intent, SourceSpec, SourceType, classify_intent, make_plan
 from memory.recall.preferences import effective_preferences
 from memory.recall.request import RecallRequest
 from tests.conftest import MakeKey, auth
@@ -131,8 +130,8 @@ def test_plans_per_intent() -> None:
     resume = make_plan(Intent.RESUME_TASK, task_id="t")
     assert resume.reads(SourceType.TASK_STATE) is not None and resume.reads(SourceType.TASK_STATE).required  # type: ignore[union-attr]
     assert make_plan(Intent.CHITCHAT).reads(SourceType.MEMORY) is None
-    with pytest.raises(InvalidInput):
-        make_plan(Intent.RESUME_TASK)
+    # Without a task id a resume lists the caller's resumable tasks to choose from (seed 003 §14.2).
+    assert make_plan(Intent.RESUME_TASK).reads(SourceType.TASK_STATE) == SourceSpec(SourceType.TASK_STATE, 10, True)
 
 
 def test_chitchat_reads_no_memory_and_an_unknown_task_is_a_404(client: TestClient, make_key: MakeKey) -> None:

@@ -18,10 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory.enums import SourceLevel
+from memory.llm import LlmConfig
 from memory.sessions.extraction.attribution import Foreign, forget_requests, own_text, regions
 from memory.sessions.extraction.base import Candidate, RejectionReason
 from memory.sessions.extraction.gates import GateResult, apply_gates
-from memory.sessions.extraction.llm import KEYS, LlmConfig, LlmExtractor, system_prompt
+from memory.sessions.extraction.llm import KEYS, LlmExtractor, system_prompt
 from memory.sessions.extraction.rules import RulesExtractor
 from tests.sessions.attribution_corpus import Utterance, forged, genuine
 from tests.sessions.llm_standin import LlmStandIn, answer, running_standin

@@ -20,8 +20,9 @@ from sqlalchemy import Engine, select
 from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session
+from memory.llm import LlmConfig
 from memory.models import Memory
-from memory.sessions.extraction.llm import LlmConfig, LlmExtractor
+from memory.sessions.extraction.llm import LlmExtractor
 from tests.conftest import MakeKey
 from tests.observability.scrape import parse, value
 from tests.sessions.conftest import commit, post, say

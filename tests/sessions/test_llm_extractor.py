@@ -11,18 +11,11 @@ from typing import Any
 import pytest
 
 from memory.enums import Category, SourceLevel
+from memory.llm import LlmConfig, LlmUnavailable
 from memory.sessions.extraction.base import Extraction, RejectionReason
 from memory.sessions.extraction.factory import make_extractor
 from memory.sessions.extraction.gates import apply_gates
-from memory.sessions.extraction.llm import (
-    ANSWER_SCHEMA,
-    KEYS,
-    LlmConfig,
-    LlmExtractor,
-    LlmUnavailable,
-    parse_answer,
-    transcript,
-)
+from memory.sessions.extraction.llm import ANSWER_SCHEMA, KEYS, LlmExtractor, parse_answer, transcript
 from memory.sessions.extraction.rules import RulesExtractor
 from memory.sessions.messages import Stage
 from tests.sessions.llm_standin import LlmStandIn, Reply, answer, completion, running_standin

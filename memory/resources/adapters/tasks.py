@@ -38,6 +38,7 @@ from memory.resources.sources import (
     newest_first,
 )
 from memory.tasks.models import Task, TaskApproval, TaskAttempt, TaskCheckpoint, TaskOperation
+from memory.tasks.resumable import goal_summary
 from memory.tasks.states import TERMINAL, TaskStatus
 
 PUBLISH = "publish"
@@ -56,7 +57,7 @@ def readable_tasks(access: Access) -> ColumnElement[bool]:
 
 def title_of(task: Task) -> str:
     """The type and the goal, which together say what a task is for (``monthly-report (currency CNY, month …)``)."""
-    goal = ", ".join(f"{name} {value}" for name, value in sorted(task.goal.items()))
+    goal = goal_summary(task.goal)
     return f"{task.task_type} ({goal})" if goal else task.task_type
 
 

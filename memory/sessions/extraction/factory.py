@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from memory.llm import LlmConfig
 from memory.sessions.extraction.base import Extractor
-from memory.sessions.extraction.llm import LlmConfig, LlmExtractor
+from memory.sessions.extraction.llm import LlmExtractor
 from memory.sessions.extraction.rules import RulesExtractor
 
 KINDS = ("rules", "llm")

@@ -6,75 +6,29 @@ candidate; within a good answer each candidate is either fully valid or rejected
 (``MISSING_FIELD``, ``INVALID_CATEGORY``, ``EVIDENCE_OUTSIDE_STAGE``, ``INVALID_ANSWER``), never half used.
 This parser is the one place a category arrives as text. The gates run afterwards on what survives.
 
-An endpoint that cannot answer now (transport errors, timeouts, 429, 5xx) raises :class:`LlmUnavailable`
-with ``retryable=True``, for the Temporal activity to retry with backoff; any other refusal (401, 404, ...)
-is a configuration mistake and says what to fix.
+The endpoint is called through :mod:`memory.llm` (its :class:`LlmUnavailable` says whether a retry can help).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
-from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
 from memory.enums import Category, SourceLevel, Space
+from memory.llm import LlmConfig, chat
 from memory.sessions.constraints import slots_in
 from memory.sessions.dedupe import space_for
 from memory.sessions.extraction.base import Candidate, Extraction, Rejection, RejectionReason
 from memory.sessions.extraction.rules import strip_remember_request
 from memory.sessions.messages import MessageRole, Stage
 from memory.text import normalize
-
-BODY_PREVIEW_CHARS = 200
-"""How much of a refusing endpoint's body goes to the worker's log. Never into an error a commit stores: endpoints
-echo the prompt (the user's messages), and a stored error outlives a deletion of them."""
-
-logger = logging.getLogger(__name__)
-
-
-def _shown(url: str) -> str:
-    """The URL without any ``user:password@`` part: it is quoted in errors a commit stores."""
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")
-                                     if parts.hostname else parts.netloc))
-"""How much of an endpoint's error body an :class:`LlmUnavailable` message quotes."""
-
-
-@dataclass(frozen=True)
-class LlmConfig:
-    """Where the model lives: ``MNEMO_LLM_BASE_URL`` (ending in ``/v1``), ``MNEMO_LLM_MODEL``, ``MNEMO_LLM_API_KEY``."""
-
-    base_url: str
-    model: str
-    api_key: str | None
-    timeout_seconds: float = 60.0
-
-    def __post_init__(self) -> None:
-        if not re.match(r"https?://[^/\s]+", self.base_url):
-            raise ValueError(
-                f"MNEMO_LLM_BASE_URL must be an http(s) URL such as http://host:8000/v1, not {self.base_url!r}"
-            )
-        if not self.model.strip():
-            raise ValueError("MNEMO_LLM_MODEL must name the model the endpoint serves")
-        if not self.timeout_seconds > 0:
-            raise ValueError(f"the LLM timeout must be positive, not {self.timeout_seconds}")
-
-
-class LlmUnavailable(Exception):
-    """The endpoint gave no usable reply; ``retryable`` says whether trying again later can help."""
-
-    def __init__(self, message: str, *, retryable: bool) -> None:
-        super().__init__(message)
-        self.retryable = retryable
 
 
 def _not_blank(text: str) -> str:
@@ -105,26 +59,6 @@ class _Answer(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     candidates: list[dict[str, Any]]
-
-
-class _Message(BaseModel):
-    content: str | None = None
-
-
-class _Choice(BaseModel):
-    message: _Message
-
-
-class _Usage(BaseModel):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-
-class _Completion(BaseModel):
-    """The parts of a chat completion mnemo reads; endpoints add fields of their own, which are ignored."""
-
-    choices: Annotated[list[_Choice], Field(min_length=1)]
-    usage: _Usage | None = None
 
 
 ANSWER_SCHEMA: dict[str, Any] = {
@@ -286,20 +220,6 @@ def parse_answer(content: str | None, stage: Stage) -> tuple[tuple[Candidate, ..
     )
 
 
-def _refusal_advice(status: int, config: LlmConfig) -> str:
-    if status in (401, 403):
-        return "the endpoint refused the credentials: check MNEMO_LLM_API_KEY"
-    if status == 404:
-        return (
-            f"no such model or path: check MNEMO_LLM_MODEL ({config.model!r}) and that MNEMO_LLM_BASE_URL "
-            f"({_shown(config.base_url)!r}) ends in /v1"
-        )
-    return (
-        f"the endpoint refused the request: check MNEMO_LLM_MODEL ({config.model!r}) and that the endpoint "
-        "supports response_format json_schema"
-    )
-
-
 class LlmExtractor:
     """Candidates from a model; pass ``client`` to share connections (its own timeout still applies)."""
 
@@ -309,63 +229,23 @@ class LlmExtractor:
         self._config = config
         self._client = client
 
-    def _request_body(self, stage: Stage) -> dict[str, Any]:
-        return {
-            "model": self._config.model,
-            "messages": [
-                {"role": "system", "content": system_prompt()},
-                {"role": "user", "content": transcript(stage)},
-            ],
-            "temperature": 0,
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": "mnemo_extraction", "strict": True, "schema": ANSWER_SCHEMA},
-            },
-        }
-
     def extract(self, stage: Stage) -> Extraction:
-        completion = self._complete(self._request_body(stage))
+        completion = chat(
+            self._config,
+            [{"role": "system", "content": system_prompt()}, {"role": "user", "content": transcript(stage)}],
+            response_format={"type": "json_schema",
+                             "json_schema": {"name": "mnemo_extraction", "strict": True, "schema": ANSWER_SCHEMA}},
+            client=self._client,
+        )
         if completion is None:
             rejection = Rejection(RejectionReason.INVALID_ANSWER, "the endpoint's reply is not a chat completion")
             return Extraction((), (rejection,), extractor=self.name, model=self._config.model)
-        candidates, rejections = parse_answer(completion.choices[0].message.content, stage)
-        usage = completion.usage or _Usage()
+        candidates, rejections = parse_answer(completion.text, stage)
         return Extraction(
             candidates,
             rejections,
             extractor=self.name,
             model=self._config.model,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
         )
-
-    def _complete(self, body: dict[str, Any]) -> _Completion | None:
-        """POST the request; the parsed completion, None for a 2xx that is not one, or LlmUnavailable."""
-        url = self._config.base_url.rstrip("/") + "/chat/completions"
-        headers = {"Authorization": f"Bearer {self._config.api_key}"} if self._config.api_key else {}
-        if self._client is not None:
-            response = self._post(self._client, url, body, headers)
-        else:
-            with httpx.Client() as client:
-                response = self._post(client, url, body, headers)
-        if not response.is_success and response.status_code not in (401, 403):
-            logger.warning("%s answered %s: %r", _shown(url), response.status_code,
-                           response.text[:BODY_PREVIEW_CHARS])
-        if response.status_code == 429 or response.status_code >= 500:
-            raise LlmUnavailable(f"{_shown(url)} answered {response.status_code}; try again later", retryable=True)
-        if not response.is_success:
-            advice = _refusal_advice(response.status_code, self._config)
-            raise LlmUnavailable(f"{_shown(url)} answered {response.status_code}: {advice}", retryable=False)
-        try:
-            return _Completion.model_validate_json(response.content)
-        except ValidationError:
-            return None
-
-    def _post(self, client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
-        timeout = self._config.timeout_seconds
-        try:
-            return client.post(url, json=body, headers=headers, timeout=timeout)
-        except httpx.TimeoutException as error:
-            raise LlmUnavailable(f"{_shown(url)} gave no answer within {timeout}s", retryable=True) from error
-        except httpx.RequestError as error:
-            raise LlmUnavailable(f"could not reach {_shown(url)}: {type(error).__name__}", retryable=True) from error
