@@ -23,7 +23,7 @@ from api.deps import refusal_of_key
 from api.observability.logging import current_request
 from api.services.client import TemporalUnavailable
 from memory.db import is_connection_failure
-from memory.errors import MnemoError
+from memory.errors import InvalidInput, MnemoError
 
 log = logging.getLogger("mnemo.api")
 
@@ -83,6 +83,8 @@ def mnemo_error_response(exc: MnemoError) -> JSONResponse:
     if retry_after is not None:  # a 429 or 503 that knows when to come back says so
         headers["Retry-After"] = str(max(1, round(retry_after)))
     extra: dict[str, Any] = {"fields": exc.fields} if isinstance(exc, Refused) else {"details": exc.details}
+    if isinstance(exc, Refused) and exc.details:
+        extra["details"] = exc.details
     content = error_body(exc.code, exc.message, **extra)
     return JSONResponse(status_code=exc.http_status, content=content, headers=headers)
 
@@ -208,6 +210,18 @@ class Refused(MnemoError):
     def __init__(self, code: str, message: str, field: str = "body") -> None:
         super().__init__(message, code=code)
         self.fields = [{"field": field, "code": code, "message": message}]
+
+    @classmethod
+    def of(cls, exc: InvalidInput) -> Refused:
+        """A domain refusal of body fields (``details.problems`` by JSON Pointer, or ``details.field``) in the
+        body-validation shape: ``fields`` named like pydantic's (``goal.month``), the domain's details kept."""
+        refused = cls(exc.code, exc.message, str(exc.details.get("field", "body")))
+        problems = exc.details.get("problems")
+        if problems:
+            refused.fields = [{"field": p["path"].strip("/").replace("/", ".") or "body", "code": p["code"],
+                               "message": p["message"]} for p in problems]
+        refused.details = exc.details
+        return refused
 
 
 # --- a dependency that is down: a typed 503 with Retry-After, never a 500 -------------------------

@@ -48,6 +48,7 @@ from memory.embedders.rerank import Reranker
 from memory.recall.stages import Stage, observe_stages
 from memory.resources.catalog import load_catalog
 from memory.resources.reader import Reader
+from memory.tasks import registry
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -55,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     database_url = settings.require_database_url()
     # Declarations are checked before anything starts: a bad one stops the process, naming the problem.
     catalog = load_catalog(settings.resource_declarations_dir)
+    registry.load(settings.task_module_names())  # a task module that cannot be imported stops the process too
     cursor_keys = settings.cursor_signing_keys()
 
     @asynccontextmanager

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from api.admission import ROUTES
 from api.request_guard import MAX_BODY_BYTES, MAX_HEADER_BYTES
 from api.schemas.common import without_nul, without_null
+from api.schemas.tasks import document_task_types
 
 _DESCRIPTIONS = {
     401: "No valid API key (always answered before any 422)",
@@ -70,6 +71,7 @@ def install_openapi(app: FastAPI, error_model: type[Any]) -> None:
                     }
         for unused in ("HTTPValidationError", "ValidationError"):
             schemas.pop(unused, None)
+        document_task_types(schemas)
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -18,6 +18,7 @@ from memory.embedders.settings import ModelSettings
 from memory.llm import LlmConfig
 from memory.resources.cursors import CursorKeys
 from memory.sessions.policy import CommitPolicy
+from memory.tasks import registry
 
 ARTIFACT_POOL_SIZE = 5
 """Connections (and as many more at a peak) of the PostgreSQL artifact store's own pool, per process."""
@@ -37,6 +38,11 @@ class Settings(ModelSettings):
     temporal_address: str = Field(default="127.0.0.1:7233", description="Temporal frontend host:port")
     temporal_namespace: str = Field(default="mnemo", description="Temporal namespace mnemo's workflows run in")
     task_queue: str = Field(default="mnemo", description="Temporal task queue of the mnemo worker")
+    task_modules: str = Field(
+        default="",
+        description="Python modules declaring task types with mnemo's SDK (memory.tasks.sdk), comma-separated, "
+        "e.g. acme.reports,acme.digest; the API and every worker must load the same ones (--tasks)",
+    )
     api_host: str = Field(default="127.0.0.1", description="Address `mnemo api` binds")
     api_port: int = Field(default=8000, ge=1, le=65535, description="Port `mnemo api` binds")
     data_dir: Path = Field(default=Path(".mnemo"), description="Data directory of `mnemo dev` (embedded mode)")
@@ -243,6 +249,9 @@ class Settings(ModelSettings):
             prefix=self.artifact_s3_prefix))
         store.check()
         return store
+
+    def task_module_names(self) -> tuple[str, ...]:
+        return registry.parse_modules(self.task_modules)
 
     @field_validator("webhook_allowed_hosts")
     @classmethod

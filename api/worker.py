@@ -38,6 +38,7 @@ from memory.sessions.extraction.base import Extractor
 from memory.sessions.extraction.factory import make_extractor
 from memory.sessions.extraction.rules import RulesExtractor
 from memory.sessions.policy import CommitPolicy
+from memory.tasks import registry
 from workflows.deletion import DeletionWorkflow
 from workflows.embedding import EmbedBacklogWorkflow, EmbeddingSweepWorkflow
 from workflows.projection import RebuildProjectionWorkflow
@@ -70,6 +71,7 @@ def build_worker(
     embedder: TextEmbedder | None = None,
     webhook_allowed: AllowList | None = None,
     scan_budget: ScanBudget | None = None,
+    task_modules: tuple[str, ...] = (),
 ) -> Worker:
     """A worker for every mnemo workflow and activity on ``task_queue``.
 
@@ -88,10 +90,13 @@ def build_worker(
 
     ``scan_budget`` is each tenant's share of deletion verification (default: :class:`ScanBudget`'s).
 
+    ``task_modules``: the SDK modules whose task types and step functions this worker runs (besides mnemo's own).
+
     ``task_faults`` and ``publish_fault`` inject faults for drills (settings: MNEMO_TASK_SLOW_STEPS,
     MNEMO_PUBLISH_FAULT; :func:`run_worker` passes them); by default there are none.
     """
     slots = activity_slots if activity_slots is not None else getattr(executor, "_max_workers", None)
+    registry.load(task_modules)
     instrument_engine(engine)
     projection = ProjectionActivities(engine)
     artifacts = artifacts if artifacts is not None else Settings().artifact_root(engine)
@@ -192,6 +197,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 extractor_slots=settings.llm_max_concurrency,
                 commit_policy=settings.commit_policy(),
                 webhook_allowed=settings.webhook_allow_list(),
+                task_modules=settings.task_module_names(),
             ):
                 log_started(settings.task_queue, settings.temporal_namespace, extractor=settings.extractor,
                             activity_slots=settings.worker_activity_slots)

@@ -53,7 +53,7 @@ from bench.harness import make_key, percentile, say, seed_sales_data
 from memory.artifact_store import read
 from memory.artifact_store.postgres import PostgresArtifactStore
 from memory.db import make_engine, tenant_session
-from memory.reports.registry import implementation
+from memory.tasks import registry
 from memory.tasks.artifacts import task_store
 from memory.tasks.contract import StepContext
 from memory.tasks.keys import task_id_for, workflow_id
@@ -189,7 +189,8 @@ def _direct_compute(s: Stack, task_id: str, repeats: int = 3) -> dict[str, float
             if step in COMPUTE_STEPS else {},
             {}, lambda: tenant_session(s.engine, s.tenant), lambda sha: read(store, sha), lambda: None,
         )
-        fn = implementation("monthly-report", step)
+        registry.load()
+        fn = registry.function(registry.hook_name("monthly-report", step))
         samples = []
         for _ in range(repeats):
             began = time.perf_counter()

@@ -1,26 +1,23 @@
-"""ReportTaskWorkflow: a report task as a durable state machine (definition ``monthly-report-v1``).
+"""ReportTaskWorkflow (type ``ReportTask``, its first name): a task as a durable state machine, running the
+definition body pinned in its input (none: the built-in ``monthly-report-v1``), never one read later.
 
-The workflow is the live truth of a task; the Postgres read model follows it,
-written only by activities with ``state_version`` checks. Human decisions
-(approve/reject, pause/resume/cancel, resolve) arrive as Updates whose
-validators refuse bad requests to the caller. Deterministic: time from
-``workflow.now()``, ids from ``workflow.uuid4()``, no I/O here.
-
-Later changes to this code must go through ``workflow.patched`` and keep
-``tests/tasks/test_replay.py`` green on the recorded history.
+The workflow is the live truth of a task; the Postgres read model follows it, written only by activities with
+``state_version`` checks. Human decisions (approve/reject, pause/resume/cancel, resolve) arrive as Updates whose
+validators refuse bad requests to the caller. Deterministic: time from ``workflow.now()``, ids from
+``workflow.uuid4()``, no I/O here. Later changes go through ``workflow.patched`` and keep the recorded
+histories of ``tests/tasks/test_replay.py`` and ``test_replay_generic.py`` replaying.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.tasks import TaskActivities
@@ -38,9 +35,9 @@ with workflow.unsafe.imports_passed_through():
         TaskPayload,
         TransitionInput,
     )
-    from memory.errors import MnemoError
-    from memory.reports.definitions import DEFINITIONS, ReportDefinition
     from memory.tasks import approvals, controls, operations
+    from memory.tasks.builtin import MONTHLY_REPORT_V1
+    from memory.tasks.definitions import Definition, StepSpec, from_body
     from memory.tasks.keys import workflow_id
     from memory.tasks.live import (
         ApprovalDecision,
@@ -53,10 +50,21 @@ with workflow.unsafe.imports_passed_through():
     from memory.tasks.states import TERMINAL, TaskStatus
     from memory.tasks.transitions import KEEP, Snapshot
     from workflows import search_attributes
+    from workflows.task_support import (
+        DEFINITIONS_PATCH,
+        DELIVERY_RETRY,
+        MAX_REVISIONS,
+        REMINDER_DELIVERY_PATCH,
+        WRITE_OPTIONS,
+        TaskFailed,
+        judge,
+        refuse,
+        step_options,
+    )
+    from workflows.task_support import cause_code as _cause_code
 
 S = TaskStatus
 WORKFLOW_NAME = "ReportTask"
-MAX_REVISIONS = 5
 
 
 @dataclass(frozen=True)
@@ -80,12 +88,15 @@ class ReportTaskInput(TaskPayload):
     task_type: str
     goal: dict[str, Any]
     request_intent_id: str
-    destination: str = "reports"
+    destination: str | None = None
+    """Overrides every publish step's own destination when given (``POST /tasks``' ``destination``)."""
     approval: ApprovalPolicy = ApprovalPolicy()
     reconcile: ReconcilePolicy = ReconcilePolicy()
     step_heartbeat_seconds: float = 30.0
     step_retry_max_interval_seconds: float = 10.0
     """The longest wait between attempts of a step (tests shorten it); outages retry without limit."""
+    definition: dict[str, Any] | None = None
+    """The definition's body, pinned when the task started; None: the built-in ``monthly-report-v1``."""
 
 
 @dataclass(frozen=True)
@@ -95,61 +106,22 @@ class DecisionResult:
     status: str
     state_version: int
     replayed: bool
-
-
-class TaskFailed(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def _refuse(code: str, message: str) -> ApplicationError:
-    """A validator refusal: the caller gets ``code`` back; the workflow is untouched."""
-    return ApplicationError(message, type=code, non_retryable=True)
-
-
-R = TypeVar("R")
-
-
-def _judge(rule: Callable[[TaskState | None, R], None], live: TaskState | None, request: R) -> None:
-    """Apply a ``memory.tasks`` rule to the live state; its refusal goes back to the caller as its code."""
-    try:
-        rule(live, request)
-    except MnemoError as refusal:
-        raise _refuse(refusal.code, refusal.message) from None
-
-
-def _cause_code(exc: ActivityError) -> tuple[str, str]:
-    """The task's ``error`` for a failed activity. A refusal the activity raised on purpose (non-retryable)
-    says what it means; anything else is an exception nobody expected, whose text may hold SQL, its
-    parameters or content: the task names only its type (the worker's log has the traceback)."""
-    cause = exc.cause
-    if isinstance(cause, ApplicationError):
-        if cause.non_retryable:
-            return cause.type or "activity_failed", cause.message
-        return "activity_failed", (
-            f"the {exc.activity_type or 'activity'} step failed unexpectedly ({cause.type or 'error'}) "
-            "and ran out of retries; the worker's log has the details"
-        )
-    return "activity_failed", str(cause or exc)
-
-
-WRITE_OPTIONS: dict[str, Any] = {
-    "start_to_close_timeout": timedelta(seconds=60),
-    "retry_policy": RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=10),
-}
-REMINDER_DELIVERY_PATCH = "deliver-reminders-to-webhook"
-"""Workflows that sent reminders before delivery existed replay without it (their history has no such activity)."""
-DELIVERY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                             maximum_interval=timedelta(minutes=5))
+__all__ = ["WORKFLOW_NAME", "ApprovalPolicy", "DecisionResult", "ReconcilePolicy", "ReportTaskInput",
+           "ReportTaskWorkflow", "TaskFailed", "_cause_code"]
 
 
 @workflow.defn(name=WORKFLOW_NAME)
 class ReportTaskWorkflow:
     def __init__(self) -> None:
         self._state: TaskState | None = None
+        self.definition: Definition = MONTHLY_REPORT_V1
         self.outputs: dict[str, dict[str, Any]] = {}
+        self.artifacts: dict[str, dict[str, str]] = {}
+        """Each producing step's artifacts: step id → name → sha256 (what ``artifact_from`` names)."""
+        self._pinned = False
+        """Started after definitions were pinned (:data:`DEFINITIONS_PATCH`): approvals bind by artifact name."""
+        self._approving: StepSpec | None = None
+        self._publishing = "publish_report"
         self._lock = asyncio.Lock()
         self._deliveries: list[asyncio.Task[Any]] = []
         self._decided = False
@@ -171,14 +143,11 @@ class ReportTaskWorkflow:
     def _set_status(self, status: S, waiting_reason: str | None = None) -> None:
         self.s.status = status.value
         self.s.waiting_reason = waiting_reason
-        workflow.upsert_search_attributes(
-            [
-                search_attributes.STATUS.value_set(status.value),
-                search_attributes.WAITING_REASON.value_set(waiting_reason)
-                if waiting_reason
-                else search_attributes.WAITING_REASON.value_unset(),
-            ]
-        )
+        reason = search_attributes.WAITING_REASON
+        workflow.upsert_search_attributes([
+            search_attributes.STATUS.value_set(status.value),
+            reason.value_set(waiting_reason) if waiting_reason else reason.value_unset(),
+        ])
 
     def _apply(self, snapshot: Snapshot, waiting_reason: str | None = None) -> None:
         self.s.state_version = snapshot.state_version
@@ -199,17 +168,9 @@ class ReportTaskWorkflow:
         snapshot = await workflow.execute_activity_method(
             TaskActivities.transition,
             TransitionInput(
-                self.s.tenant_id,
-                self.s.task_id,
-                self.s.state_version,
-                str(workflow.uuid4()),
-                target.value,
-                reason,
-                current_step_id=current_step_id,
-                waiting_reason=waiting_reason,
-                error=error,
-                pending_conditions=pending or [],
-                cancel_pending_approvals=cancel_pending_approvals,
+                self.s.tenant_id, self.s.task_id, self.s.state_version, str(workflow.uuid4()), target.value, reason,
+                current_step_id=current_step_id, waiting_reason=waiting_reason, error=error,
+                pending_conditions=pending or [], cancel_pending_approvals=cancel_pending_approvals,
                 force_from_newer_version=force,
             ),
             **WRITE_OPTIONS,
@@ -224,25 +185,24 @@ class ReportTaskWorkflow:
 
     @workflow.run
     async def run(self, inp: ReportTaskInput) -> TaskState:
-        definition = DEFINITIONS[inp.task_type]
+        definition = MONTHLY_REPORT_V1 if inp.definition is None else from_body(inp.task_type, inp.definition)
+        self.definition = definition
         info = workflow.info()
         self._state = TaskState(
-            task_id=inp.task_id,
-            tenant_id=inp.tenant_id,
-            owner_user_id=inp.owner_user_id,
-            task_type=inp.task_type,
-            goal=inp.goal,
-            workflow_id=workflow_id(inp.tenant_id, inp.task_id),
-            workflow_version=definition.version,
+            task_id=inp.task_id, tenant_id=inp.tenant_id, owner_user_id=inp.owner_user_id, task_type=inp.task_type,
+            goal=inp.goal, workflow_id=workflow_id(inp.tenant_id, inp.task_id), workflow_version=definition.version,
         )
         self.inp = inp
         self._set_status(S.CREATED)
+        self._pinned = workflow.patched(DEFINITIONS_PATCH)
+        destinations = [self._destination_of(step) for step in definition.steps if step.kind == "publish"]
         try:
             snapshot = await workflow.execute_activity_method(
                 TaskActivities.create_task,
                 CreateTaskInput(
                     inp.tenant_id, inp.task_id, inp.owner_user_id, inp.task_type, inp.goal, inp.request_intent_id,
-                    inp.destination, info.workflow_id, info.run_id, definition.version,
+                    destinations[0] if destinations else "", info.workflow_id, info.run_id, definition.version,
+                    destinations[1:],
                 ),
                 **WRITE_OPTIONS,
             )
@@ -255,17 +215,8 @@ class ReportTaskWorkflow:
         self._apply(snapshot)
         if snapshot.status == S.FAILED.value:
             return self.s
-        steps = definition.steps
-        self.s.current_step_id = steps[0].step_id
         try:
-            for index, step in enumerate(steps):
-                following = steps[index + 1].step_id if index + 1 < len(steps) else None
-                if not await self._boundary():
-                    return self.s
-                if step.kind == "compute":
-                    await self._compute(step.step_id, following)
-                elif not await self._human_or_side_effect_step(step.kind, definition):
-                    return self.s
+            await self._run_steps()
         except TaskFailed as failure:
             async with self._lock:
                 # Forced: an attempt that timed out may still have committed after the workflow gave up on it.
@@ -273,13 +224,38 @@ class ReportTaskWorkflow:
                 await self._transition(S.FAILED, "unrecoverable_error", error=error, force=True)
         return self.s
 
-    async def _human_or_side_effect_step(self, kind: str, definition: ReportDefinition) -> bool:
-        """An approval or a publish step. False when the task ended there."""
-        if kind == "approval":
-            return await self._approval(definition)
-        if kind == "publish":
-            return await self._publish()
+    async def _run_steps(self) -> None:
+        """Every step in order, each by its kind; stops where the task ended (cancelled, expired, published)."""
+        steps = self.definition.steps
+        self.s.current_step_id = steps[0].step_id
+        kinds: dict[str, Callable[[StepSpec, int], Awaitable[bool]]] = {
+            "compute": self._compute_step, "approval": self._approval, "publish": self._publish,
+            "agent": self._agent_step, "llm": self._llm_step,
+        }
+        for index, step in enumerate(steps):
+            if not await self._boundary() or not await kinds[step.kind](step, index):
+                return
+            if self.s.status == S.SUCCEEDED.value:  # published: a task's result is final (states.py's guard)
+                return
+        if self._pinned and self.s.status != S.SUCCEEDED.value:
+            raise TaskFailed("no_publication", f"the definition {self.definition.version} ends without publishing: "
+                             "a task succeeds once a destination confirmed its result, so its last step is a publish")
+
+    def _following(self, index: int) -> str | None:
+        steps = self.definition.steps
+        return steps[index + 1].step_id if index + 1 < len(steps) else None
+
+    async def _compute_step(self, step: StepSpec, index: int) -> bool:
+        await self._compute(step, self._following(index))
         return True
+
+    async def _agent_step(self, step: StepSpec, index: int) -> bool:
+        """Where agent-performed steps (claimed and completed over the API) plug in."""
+        raise TaskFailed("step_kind_unavailable", f"this mnemo version cannot run agent steps yet ({step.step_id})")
+
+    async def _llm_step(self, step: StepSpec, index: int) -> bool:
+        """Where LLM steps (a prompt run against the configured endpoint) plug in."""
+        raise TaskFailed("step_kind_unavailable", f"this mnemo version cannot run llm steps yet ({step.step_id})")
 
     async def _boundary(self) -> bool:
         """Between steps: honour a cancel or a pause. False when the task ended here."""
@@ -306,8 +282,9 @@ class ReportTaskWorkflow:
             await self._transition(S.CANCELLED, "cancelled", cancel_pending_approvals=True)
 
     async def _compute(
-        self, step_id: str, following: str | None, input_version: str = "v1", extra: dict[str, Any] | None = None
+        self, step: StepSpec, following: str | None, input_version: str = "v1", extra: dict[str, Any] | None = None
     ) -> None:
+        step_id = step.step_id
         self.s.current_step_id = step_id
         if self.s.status != S.RUNNING.value:
             self._set_status(S.RUNNING)
@@ -316,21 +293,15 @@ class ReportTaskWorkflow:
                 TaskActivities.run_step,
                 RunStepInput(
                     self.s.tenant_id, self.s.task_id, self.s.task_type, step_id, following, input_version,
-                    self.s.goal, self.outputs, extra or {}, self.s.state_version,
+                    self.s.goal, self.outputs, extra or {}, self.s.state_version, str(step.spec["function"]),
+                    self.artifacts,
                 ),
-                start_to_close_timeout=timedelta(minutes=10),
-                heartbeat_timeout=timedelta(seconds=self.inp.step_heartbeat_seconds),
-                # No attempt limit here: run_step fails for good after STEP_ATTEMPT_LIMIT failures of the
-                # step itself, while attempts that met an unreachable database go on until it is back.
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(milliseconds=500),
-                    maximum_interval=timedelta(seconds=max(0.5, self.inp.step_retry_max_interval_seconds)),
-                    maximum_attempts=0,
-                ),
+                **step_options(self.inp.step_heartbeat_seconds, self.inp.step_retry_max_interval_seconds),
             )
         except ActivityError as exc:
             raise TaskFailed(*_cause_code(exc)) from exc
         self.outputs[step_id] = result.output
+        self.artifacts[step_id] = result.artifacts
         self.s.state_version = result.state_version
         if step_id not in self.s.completed_step_ids:
             self.s.completed_step_ids.append(step_id)
@@ -338,13 +309,15 @@ class ReportTaskWorkflow:
 
     # --- approval -----------------------------------------------------------------------------------
 
-    async def _approval(self, definition: ReportDefinition) -> bool:
-        """Request approval of the current draft and wait; a rejection regenerates the draft."""
+    async def _approval(self, step: StepSpec, index: int) -> bool:
+        """Request approval of the step's artifact and wait; a rejection runs the steps from the redraft step again
+        (with the reviewer's reason), then asks again."""
         policy = self.inp.approval
+        redraft = self.definition.redraft_step
+        assert redraft is not None  # a definition with an approval names one (memory.tasks.definitions)
+        self._approving = step
         while True:
-            draft = self.outputs[definition.redraft_step]
-            self.s.draft_sha256 = draft["draft_sha256"]
-            self.s.draft_revision = int(draft.get("revision", 1))
+            self.s.draft_sha256 = self._bound_artifact(step, redraft)
             requested_at = workflow.now()
             deadline = requested_at + timedelta(seconds=policy.deadline_seconds)
             async with self._lock:
@@ -354,18 +327,15 @@ class ReportTaskWorkflow:
                     TaskActivities.request_approval,
                     RequestApprovalInput(
                         self.s.tenant_id, self.s.task_id, self.s.task_type, self.s.goal, self.outputs,
-                        self.s.draft_sha256, deadline.isoformat(), self.s.state_version,
+                        self.s.draft_sha256, deadline.isoformat(), self.s.state_version, step.step_id,
+                        str(step.spec.get("approval_type", "default")), self.definition.version,
                     ),
                     **WRITE_OPTIONS,
                 )
-                self.s.pending_approval = PendingApproval(
-                    requested.approval_id,
-                    self.s.draft_sha256,
-                    requested.approval_type,
-                    requested.summary,
-                    deadline.isoformat(),
-                )
-                self.s.current_step_id = "request_approval"
+                self.s.pending_approval = PendingApproval(requested.approval_id, self.s.draft_sha256,
+                                                          requested.approval_type, requested.summary,
+                                                          deadline.isoformat())
+                self.s.current_step_id = step.step_id
                 self._decided = False
                 self.s.state_version = requested.state_version
                 self._set_status(S.WAITING_FOR_APPROVAL, "APPROVAL")
@@ -377,12 +347,27 @@ class ReportTaskWorkflow:
             if self.s.draft_revision >= MAX_REVISIONS:
                 raise TaskFailed("too_many_revisions", f"the draft was rejected {MAX_REVISIONS} times")
             revision = self.s.draft_revision + 1
-            await self._compute(
-                definition.redraft_step,
-                "request_approval",
-                input_version=f"r{revision}",
-                extra={"revision": revision, "reviewer_note": last.get("reason")},
-            )
+            extra = {"revision": revision, "reviewer_note": last.get("reason")}
+            first = self.definition.index(redraft)
+            for again in range(first, index):
+                await self._compute(self.definition.steps[again], self._following(again), f"r{revision}", extra)
+            self.s.draft_revision = revision
+
+    def _bound_artifact(self, step: StepSpec, redraft: str) -> str:
+        """The sha256 the approval binds: its ``artifact_from`` (runs from before that: the draft's own output)."""
+        if not self._pinned:
+            draft = self.outputs[redraft]
+            self.s.draft_revision = int(draft.get("revision", 1))
+            return str(draft["draft_sha256"])
+        self.s.draft_revision = max(self.s.draft_revision, 1)
+        source = step.artifact_from
+        assert source is not None  # an approval names its artifact (memory.tasks.definitions)
+        producer, name = source
+        sha = self.artifacts.get(producer, {}).get(name)
+        if sha is None:
+            raise TaskFailed("missing_artifact", f"the {step.step_id} step approves {producer}/{name}, "
+                             f"but the {producer} step produced no artifact named {name!r}")
+        return sha
 
     async def _await_decision(self, requested_at: Any, deadline: Any) -> bool:
         """Wait for a decision, sending reminders; False if the task was cancelled or the wait expired."""
@@ -447,33 +432,28 @@ class ReportTaskWorkflow:
         self._deciding = True
         try:
             async with self._lock:
-                _judge(approvals.check_decision, self._state, request)  # again, now no other write is in flight
-                pending = self.s.pending_approval
-                assert pending is not None
+                judge(approvals.check_decision, self._state, request)  # again, now no other write is in flight
+                pending, approving, redraft = self.s.pending_approval, self._approving, self.definition.redraft_step
+                assert pending is not None and approving is not None and redraft is not None
                 snapshot = await workflow.execute_activity_method(
                     TaskActivities.decide_approval,
                     DecideInput(
                         self.s.tenant_id, self.s.task_id, pending.approval_id, request.decision, request.user_id,
-                        list(request.roles), request.reason, self.s.state_version,
-                        DEFINITIONS[self.s.task_type].redraft_step,
+                        list(request.roles), request.reason, self.s.state_version, redraft, approving.step_id,
+                        self._after(approving),
                     ),
                     **WRITE_OPTIONS,
                 )
-                self.s.decisions.append(
-                    {
-                        "approval_id": pending.approval_id,
-                        "decision": request.decision,
-                        "artifact_sha256": request.artifact_sha256,
-                        "by": request.user_id,
-                        "reason": request.reason,
-                        "at": workflow.now().isoformat(),
-                    }
-                )
+                self.s.decisions.append({
+                    "approval_id": pending.approval_id, "decision": request.decision,
+                    "artifact_sha256": request.artifact_sha256, "by": request.user_id, "reason": request.reason,
+                    "at": workflow.now().isoformat(),
+                })
                 if request.decision == "approve":
-                    self.s.completed_step_ids.append("request_approval")
-                    self.s.current_step_id = "publish_report"
+                    self.s.completed_step_ids.append(approving.step_id)
+                    self.s.current_step_id = self._after(approving)
                 else:
-                    self.s.current_step_id = DEFINITIONS[self.s.task_type].redraft_step
+                    self.s.current_step_id = redraft
                 self.s.pending_approval = None
                 self._apply(snapshot)
                 result = DecisionResult(
@@ -488,26 +468,47 @@ class ReportTaskWorkflow:
 
     @decide.validator
     def validate_decide(self, request: ApprovalDecision) -> None:
-        _judge(approvals.check_decider, self._state, request)  # who may decide comes before any replay
+        judge(approvals.check_decider, self._state, request)  # who may decide comes before any replay
         key = (request.decision, request.artifact_sha256, request.state_version)
         if approvals.is_replay(self._decided_by.get(key), request):
             return  # the caller's own decision, already recorded: the handler replays its result
         if self._deciding:
-            raise _refuse(
+            raise refuse(
                 "decision_in_progress", "another decision on this draft is being recorded; read the task again"
             )
-        _judge(approvals.check_decision, self._state, request)
+        judge(approvals.check_decision, self._state, request)
 
     # --- publish ------------------------------------------------------------------------------------
 
-    async def _publish(self) -> bool:
-        """Publish the approved draft exactly once; an unknown outcome is reconciled, never blindly retried."""
+    def _destination_of(self, step: StepSpec) -> str:
+        """The task's own destination (given at ``POST /tasks``) overrides the step's."""
+        return self.inp.destination if self.inp.destination is not None else str(step.spec["destination"])
+
+    def _after(self, step: StepSpec) -> str | None:
+        return self._following(self.definition.index(step.step_id))
+
+    def _approved(self, step: StepSpec) -> str:
+        """The approval the publish step sends under: the last one, which bound the artifact it publishes."""
+        if not self.s.decisions:
+            raise TaskFailed("publish_without_approval", f"the {step.step_id} step publishes only an approved "
+                             "artifact: the definition needs an approval step before it")
+        source = step.artifact_from
+        if source is not None and self.artifacts.get(source[0], {}).get(source[1]) != self.s.draft_sha256:
+            raise TaskFailed("unapproved_artifact", f"the {step.step_id} step would publish {'/'.join(source)}, "
+                             "which is not the artifact the last approval bound")
+        return str(self.s.decisions[-1]["approval_id"])
+
+    async def _publish(self, step: StepSpec, index: int) -> bool:
+        """Publish the approved artifact exactly once; an unknown outcome is reconciled, never blindly retried.
+        False when the task ended without it (cancelled)."""
         policy = self.inp.reconcile
-        approval_id = self.s.decisions[-1]["approval_id"]
+        approval_id = self._approved(step)
+        destination = self._destination_of(step)
+        self._publishing = step.step_id
         for _attempt in range(policy.max_publish_attempts):
             if not controls.may_send_publication(cancel_requested=self._cancel_requested):
                 return False
-            operation = OperationRef(str(workflow.uuid4()), "publish", self.inp.destination, "PENDING")
+            operation = OperationRef(str(workflow.uuid4()), "publish", destination, "PENDING")
             self.s.operations.append(operation)
             if self.s.status != S.RUNNING.value:
                 self._set_status(S.RUNNING)
@@ -517,7 +518,7 @@ class ReportTaskWorkflow:
                         TaskActivities.publish,
                         PublishInput(
                             self.s.tenant_id, self.s.task_id, self.s.task_type, self.s.goal, operation.operation_id,
-                            self.s.draft_sha256 or "", approval_id, self.inp.destination, self.s.state_version,
+                            self.s.draft_sha256 or "", approval_id, destination, self.s.state_version, step.step_id,
                         ),
                         **WRITE_OPTIONS,
                     )
@@ -546,7 +547,7 @@ class ReportTaskWorkflow:
         operation.location = result.location
         self.s.state_version = result.state_version
         if result.status == "SUCCEEDED":
-            self.s.completed_step_ids.append("publish_report")
+            self.s.completed_step_ids.append(self._publishing)
             self.s.current_step_id = None
             self._set_status(S.SUCCEEDED)
         elif result.status == "UNKNOWN_OUTCOME":
@@ -562,13 +563,8 @@ class ReportTaskWorkflow:
             async with self._lock:
                 result = await workflow.execute_activity_method(
                     TaskActivities.reconcile,
-                    ReconcileInput(
-                        self.s.tenant_id,
-                        self.s.task_id,
-                        operation.operation_id,
-                        operation.destination,
-                        self.s.state_version,
-                    ),
+                    ReconcileInput(self.s.tenant_id, self.s.task_id, operation.operation_id, operation.destination,
+                                   self.s.state_version, self._publishing),
                     **WRITE_OPTIONS,
                 )
             if result.status != "UNKNOWN_OUTCOME":
@@ -594,13 +590,13 @@ class ReportTaskWorkflow:
     @workflow.update
     async def resolve_operation(self, request: ResolveRequest) -> OperationRef:
         async with self._lock:
-            _judge(operations.check_resolve, self._state, request)
+            judge(operations.check_resolve, self._state, request)
             operation = next(op for op in self.s.operations if op.operation_id == request.operation_id)
             result = await workflow.execute_activity_method(
                 TaskActivities.resolve_operation,
                 ResolveInput(
                     self.s.tenant_id, self.s.task_id, operation.operation_id, operation.destination, request.outcome,
-                    request.user_id, request.note, self.s.state_version,
+                    request.user_id, request.note, self.s.state_version, self._publishing,
                 ),
                 **WRITE_OPTIONS,
             )
@@ -610,7 +606,7 @@ class ReportTaskWorkflow:
 
     @resolve_operation.validator
     def validate_resolve(self, request: ResolveRequest) -> None:
-        _judge(operations.check_resolve, self._state, request)
+        judge(operations.check_resolve, self._state, request)
 
     # --- pause, resume, cancel ----------------------------------------------------------------------
 
@@ -621,7 +617,7 @@ class ReportTaskWorkflow:
 
     @pause.validator
     def validate_pause(self, request: ControlRequest) -> None:
-        _judge(controls.check_pause, self._state, request)
+        judge(controls.check_pause, self._state, request)
 
     @workflow.update
     async def resume(self, request: ControlRequest) -> TaskState:
@@ -634,7 +630,7 @@ class ReportTaskWorkflow:
 
     @resume.validator
     def validate_resume(self, request: ControlRequest) -> None:
-        _judge(controls.check_resume, self._state, request)
+        judge(controls.check_resume, self._state, request)
 
     @workflow.update
     async def cancel(self, request: ControlRequest) -> TaskState:
@@ -644,7 +640,7 @@ class ReportTaskWorkflow:
 
     @cancel.validator
     def validate_cancel(self, request: ControlRequest) -> None:
-        _judge(controls.check_cancel, self._state, request)
+        judge(controls.check_cancel, self._state, request)
 
     @workflow.query
     def state(self) -> TaskState | None:

@@ -18,32 +18,34 @@ from activities.tasks.payloads import (
     RequestApprovalInput,
     RunStepInput,
 )
-from memory.reports.registry import implementation
-from memory.tasks import approvals
+from memory.tasks import approvals, registry
 from memory.tasks.transitions import Snapshot
 
 
 class ApprovalActivities(TaskActivitiesBase):
     @activity.defn(name="task_request_approval")
     def request_approval(self, req: RequestApprovalInput) -> ApprovalRequested:
-        """Create the approval request bound to the draft's hash, and wait (RUNNING → WAITING_FOR_APPROVAL)."""
-        step_input = RunStepInput(
-            req.tenant_id, req.task_id, req.task_type, "request_approval", None, "v1", req.goal, req.inputs, {},
-            req.expected_version,
-        )
-        request = implementation(req.task_type, "request_approval")(self._context(step_input)).output
-        approval_type = str(request["approval_type"])
+        """Create the approval request bound to the artifact's hash, and wait (RUNNING → WAITING_FOR_APPROVAL).
+        What the approver is asked: the type's ``summary`` hook, else the type, version and artifact."""
+        hook = registry.hook(req.task_type, req.step_id)
+        summary = f"{req.task_type} {req.version}: approve {req.draft_sha256}"
+        if hook is not None:
+            step_input = RunStepInput(
+                req.tenant_id, req.task_id, req.task_type, req.step_id, None, "v1", req.goal, req.inputs,
+                {"artifact_sha256": req.draft_sha256}, req.expected_version,
+            )
+            summary = str(hook(self._context(step_input)).output["summary"])
         with self._tx(req.tenant_id) as session:
             approval, snapshot = approvals.open_request(
                 session,
                 req.ref,
                 draft_sha256=req.draft_sha256,
-                approval_type=approval_type,
+                approval_type=req.approval_type,
                 deadline_at=req.deadline_at,
                 expected_version=req.expected_version,
+                step_id=req.step_id,
             )
-        summary = str(request["summary"])
-        return ApprovalRequested(str(approval.approval_id), approval_type, summary, snapshot.state_version)
+        return ApprovalRequested(str(approval.approval_id), req.approval_type, summary, snapshot.state_version)
 
     @activity.defn(name="task_decide_approval")
     def decide_approval(self, req: DecideInput) -> Snapshot:
@@ -59,6 +61,8 @@ class ApprovalActivities(TaskActivitiesBase):
                 reason=req.reason,
                 expected_version=req.expected_version,
                 redraft_step=req.redraft_step,
+                step_id=req.step_id,
+                next_step_id=req.next_step_id,
             )
 
     @activity.defn(name="task_remind_approval")

@@ -95,4 +95,5 @@ class TaskActivitiesBase:
             session=lambda: task_session(self.engine, req.tenant_id),
             read_artifact=lambda sha: read(self.artifacts, sha),
             heartbeat=heartbeat,
+            artifacts=req.artifacts,
         )

@@ -35,6 +35,8 @@ class CreateTaskInput(TaskPayload):
     workflow_id: str
     run_id: str
     workflow_version: str
+    destinations: list[str] = field(default_factory=list)
+    """Every publish step's destination besides ``destination`` (the first): all must exist for the task to run."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,10 @@ class RunStepInput(TaskPayload):
     inputs: dict[str, dict[str, Any]]
     extra: dict[str, Any]
     expected_version: int
+    function: str = ""
+    """The registered step function; empty in payloads from before definitions: ``<task_type>.<step_id>``."""
+    artifacts: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Earlier steps' artifacts: step id → artifact name → sha256."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,8 @@ class RunStepResult:
     output: dict[str, Any]
     state_version: int
     replayed: bool
+    artifacts: dict[str, str] = field(default_factory=dict)
+    """This step's artifacts, name → sha256 (what an approval's ``artifact_from`` names)."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,10 @@ class RequestApprovalInput(TaskPayload):
     deadline_at: str
     """ISO 8601, with a time zone."""
     expected_version: int
+    step_id: str = "request_approval"
+    """Defaults: what payloads from before definitions meant (the monthly report's approval)."""
+    approval_type: str = "publish"
+    version: str = "monthly-report-v1"
 
 
 @dataclass(frozen=True)
@@ -100,6 +112,9 @@ class DecideInput(TaskPayload):
     reason: str | None
     expected_version: int
     redraft_step: str
+    step_id: str = "request_approval"
+    next_step_id: str | None = "publish_report"
+    """Defaults: what payloads from before definitions meant (the monthly report's approval, then its publish)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +141,8 @@ class PublishInput(TaskPayload):
     approval_id: str
     destination: str
     expected_version: int
+    step_id: str = "publish_report"
+    """Default: what payloads from before definitions meant (the monthly report's publish)."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +160,7 @@ class ReconcileInput(TaskPayload):
     operation_id: str
     destination: str
     expected_version: int
+    step_id: str = "publish_report"
 
 
 @dataclass(frozen=True)
@@ -153,3 +171,4 @@ class ResolveInput(TaskPayload):
     user_id: str
     note: str
     expected_version: int
+    step_id: str = "publish_report"

@@ -16,8 +16,9 @@ from temporalio import activity
 from activities.stores import DestinationTimeout, DestinationUnavailable
 from activities.tasks.base import TaskActivitiesBase
 from activities.tasks.payloads import OperationResult, PublishInput, ReconcileInput, ResolveInput, RunStepInput
-from memory.reports.registry import implementation
-from memory.tasks import approvals, keys, operations
+from memory.artifact_store import read
+from memory.tasks import approvals, keys, operations, registry
+from memory.tasks.artifacts import get_artifact
 from memory.tasks.models import TaskOperation
 from memory.tasks.states import TaskStatus, TransitionFacts
 from memory.tasks.transitions import Transition, get_task, move
@@ -54,7 +55,7 @@ class PublishActivities(TaskActivitiesBase):
                 )
                 if task.status != S.RUNNING:
                     start = Transition(
-                        req.expected_version, f"{op_id}:start", S.RUNNING, current_step_id="publish_report"
+                        req.expected_version, f"{op_id}:start", S.RUNNING, current_step_id=req.step_id
                     )
                     version = move(session, req.ref, start).state_version
                 operations.begin_operation(
@@ -75,21 +76,29 @@ class PublishActivities(TaskActivitiesBase):
                 return self._unknown(req, version, "the previous try's outcome cannot be looked up")
             if found is not None:
                 return self._succeeded(req, version, found.publication_id, found.location)
-        step_input = RunStepInput(
-            req.tenant_id, req.task_id, req.task_type, "publish_report", None, "v1", req.goal, {},
-            {"artifact_sha256": req.artifact_sha256}, version,
-        )
-        produced = implementation(req.task_type, "publish_report")(self._context(step_input)).artifacts
         try:
             publication = destination.put_if_absent(
                 key,
                 req.operation_id,
-                {a.name: a.content for a in produced},
+                self._files(req, version),
                 {"tenant_id": req.tenant_id, "task_id": req.task_id, "artifact_sha256": req.artifact_sha256},
             )
         except DestinationTimeout as exc:
             return self._unknown(req, version, str(exc))
         return self._succeeded(req, version, publication.publication_id, publication.location)
+
+    def _files(self, req: PublishInput, version: int) -> dict[str, bytes]:
+        """What the destination receives: the type's ``files`` hook's artifacts, else the approved artifact."""
+        hook = registry.hook(req.task_type, req.step_id)
+        if hook is None:
+            with self._tx(req.tenant_id) as session:
+                name = get_artifact(session, req.tenant_id, req.task_id, req.artifact_sha256).name
+            return {name: read(self.artifacts, req.artifact_sha256)}
+        step_input = RunStepInput(
+            req.tenant_id, req.task_id, req.task_type, req.step_id, None, "v1", req.goal, {},
+            {"artifact_sha256": req.artifact_sha256}, version,
+        )
+        return {a.name: a.content for a in hook(self._context(step_input)).artifacts}
 
     def _settle(self, req: Settled, status: str, change: Transition, **values: Any) -> int:
         """Record the operation's outcome and move the task, in one transaction; the new state_version."""
@@ -116,7 +125,7 @@ class PublishActivities(TaskActivitiesBase):
             f"{req.operation_id}:succeeded",
             S.SUCCEEDED,
             current_step_id=None,
-            complete_step="publish_report",
+            complete_step=req.step_id,
             facts=TransitionFacts(publication_confirmed=True),
             checkpoint_reason="published",
         )

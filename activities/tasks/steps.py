@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 
 from temporalio import activity
@@ -10,16 +11,15 @@ from temporalio.exceptions import ApplicationError
 from activities.tasks.base import TaskActivitiesBase
 from activities.tasks.faults import connect_to_closed_port, stall
 from activities.tasks.payloads import CreateTaskInput, RunStepInput, RunStepResult, TransitionInput
-from memory.reports.definitions import DEFINITIONS
-from memory.reports.registry import implementation
-from memory.tasks import approvals, keys, steps
-from memory.tasks.artifacts import ArtifactMeta
+from memory.tasks import approvals, keys, registry, steps
+from memory.tasks.artifacts import ArtifactMeta, step_artifacts
 from memory.tasks.attempts import Performed, StepGaveUp, StepRun, run_attempt
 from memory.tasks.contract import StepFailed
 from memory.tasks.states import TaskStatus
 from memory.tasks.transitions import NewTask, Snapshot, Transition, get_task, insert_task, move
 
 S = TaskStatus
+log = logging.getLogger(__name__)
 
 
 def _unexpected(step_id: str, attempts: int, exc: Exception) -> ApplicationError:
@@ -34,12 +34,12 @@ def _unexpected(step_id: str, attempts: int, exc: Exception) -> ApplicationError
 class StepActivities(TaskActivitiesBase):
     @activity.defn(name="task_create")
     def create_task(self, req: CreateTaskInput) -> Snapshot:
-        """Insert the task (READY); a task that cannot run here (unknown destination) fails at once, recorded."""
+        """Insert the task (READY); a task that cannot run here (an unknown destination) fails at once, recorded."""
         problem = None
-        if req.task_type not in DEFINITIONS:
-            problem = {"code": "unknown_task_type", "message": f"unknown task type {req.task_type!r}"}
-        elif self._find_destination(req.tenant_id, req.destination) is None:
-            problem = {"code": "unknown_destination", "message": f"unknown publication destination {req.destination!r}"}
+        unknown = [name for name in (req.destination, *req.destinations)
+                   if name and self._find_destination(req.tenant_id, name) is None]
+        if unknown:
+            problem = {"code": "unknown_destination", "message": f"unknown publication destination {unknown[0]!r}"}
         with self._tx(req.tenant_id) as session:
             task = insert_task(
                 session,
@@ -88,6 +88,13 @@ class StepActivities(TaskActivitiesBase):
 
     def _run_step(self, req: RunStepInput) -> RunStepResult:
         attempt_number = activity.info().attempt
+        function = req.function or registry.hook_name(req.task_type, req.step_id)
+        if not registry.has_function(function):
+            # Retried (no attempt is recorded): a worker that loaded the function takes the step.
+            log.error("the step function %r of %s/%s is not loaded on this worker: load its module here too "
+                      "(MNEMO_TASK_MODULES, mnemo worker --tasks)", function, req.task_type, req.step_id)
+            raise ApplicationError(f"no step function {function!r} is loaded on this worker; every worker must "
+                                   "load the same task modules (mnemo worker --tasks)", type="unknown_step")
         if attempt_number <= self.faults.unreachable_database.get(req.step_id, 0):
             connect_to_closed_port(self.engine)
         run = StepRun(
@@ -96,19 +103,22 @@ class StepActivities(TaskActivitiesBase):
             temporal_attempt=attempt_number, worker=f"{socket.gethostname()}:{attempt_number}",
         )
         try:
-            done = run_attempt(lambda: self._tx(req.tenant_id), run, lambda: self._perform(req, attempt_number))
+            done = run_attempt(lambda: self._tx(req.tenant_id), run,
+                               lambda: self._perform(req, function, attempt_number))
         except StepFailed as exc:
             raise ApplicationError(exc.message, type=exc.code, non_retryable=True) from exc
         except StepGaveUp as exc:
             raise _unexpected(req.step_id, exc.failures, exc.cause) from exc.cause
-        return RunStepResult(done.output, done.state_version, done.replayed)
+        with self._tx(req.tenant_id) as session:
+            produced = step_artifacts(session, req.tenant_id, req.task_id, req.step_id)
+        return RunStepResult(done.output, done.state_version, done.replayed, produced)
 
-    def _perform(self, req: RunStepInput, attempt_number: int) -> Performed:
+    def _perform(self, req: RunStepInput, function: str, attempt_number: int) -> Performed:
         """The step itself (after the drills' stall and injected bug), its artifacts' bytes stored."""
         stall(self.faults.slow_steps.get(req.step_id, 0.0))
         if attempt_number <= self.faults.broken_steps.get(req.step_id, 0):
             raise RuntimeError(f"injected bug in {req.step_id}, attempt {attempt_number}")
-        outcome = implementation(req.task_type, req.step_id)(self._context(req))
+        outcome = registry.function(function)(self._context(req))
         metas = []
         for produced in outcome.artifacts:
             sha = self.artifacts.put(produced.content)

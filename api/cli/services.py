@@ -12,7 +12,10 @@ import typer
 
 from api.cli.hints import DEFAULT_DATA_DIR
 from api.cli.options import StackDataDir
+from api.cli.output import fail
 from api.settings import Settings
+from memory.errors import MnemoError
+from memory.tasks import registry
 
 
 def dev(
@@ -48,17 +51,36 @@ def migrate() -> None:
     typer.echo("mnemo: database schema is up to date")
 
 
+TaskModules = Annotated[
+    str | None,
+    typer.Option("--tasks", help="Modules declaring your task types (mnemo's SDK), comma-separated: a.b,c.d "
+                 "(sets MNEMO_TASK_MODULES; the API and every worker load the same ones)."),
+]
+
+
+def _with_tasks(settings: Settings, tasks: str | None) -> Settings:
+    """The settings with ``--tasks``, its modules loaded now: one that cannot be used ends the command with its
+    code and problem on one line (before anything starts), never a traceback."""
+    settings = settings if tasks is None else settings.model_copy(update={"task_modules": tasks})
+    try:
+        registry.load(settings.task_module_names())
+    except MnemoError as exc:
+        fail(f"{exc.code}: {exc.message}")
+    return settings
+
+
 def worker(
     metrics_port: Annotated[
         int | None, typer.Option(help="Serve /metrics (mnemo's and the Temporal SDK's) on this port.")
     ] = None,
+    tasks: TaskModules = None,
 ) -> None:
     """Run the Temporal worker against MNEMO_DATABASE_URL and MNEMO_TEMPORAL_ADDRESS."""
     from api.observability.logging import configure_logging
     from api.observability.tracing import configure_tracing
     from api.worker import run_worker
 
-    settings = Settings()
+    settings = _with_tasks(Settings(), tasks)
     if metrics_port is not None:
         settings = settings.model_copy(update={"worker_metrics_port": metrics_port})
     settings.require_database_url()
@@ -80,7 +102,7 @@ def worker(
     os._exit(0)
 
 
-def api() -> None:
+def api(tasks: TaskModules = None) -> None:
     """Serve the HTTP API (uvicorn) on MNEMO_API_HOST:MNEMO_API_PORT."""
     import uvicorn
 
@@ -89,7 +111,7 @@ def api() -> None:
     from api.observability.logging import configure_logging
     from api.observability.tracing import configure_tracing
 
-    settings = Settings()
+    settings = _with_tasks(Settings(), tasks)
     settings.require_database_url()
     configure_logging(settings.log_level)
     configure_tracing("mnemo-api")

@@ -8,6 +8,7 @@ for scripts.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,7 +17,8 @@ import typer
 
 from api.cli.options import Client, api_client
 from api.cli.output import fail, table
-from memory.reports.definitions import MONTHLY_REPORT
+from memory.reports import MONTHLY_REPORT
+from memory.reports.sales import RATES_TO_CNY
 
 task_app = typer.Typer(help="Durable report tasks.", no_args_is_help=True)
 definition_app = typer.Typer(help="Task definitions: a task type's goal schema and steps, versioned.",
@@ -54,19 +56,32 @@ def _render_task(view: dict[str, Any]) -> str:
 @task_app.command("start")
 @api_client
 def start(
-    month: Annotated[str, typer.Option(help="Report month, YYYY-MM.")],
-    currency: Annotated[str, typer.Option(help=f"Report currency ({', '.join(MONTHLY_REPORT.currencies)}).")] = "CNY",
+    month: Annotated[str | None, typer.Option(help="The monthly report's month, YYYY-MM.")] = None,
+    currency: Annotated[str, typer.Option(help=f"The monthly report's currency ({', '.join(RATES_TO_CNY)}).")] = "CNY",
+    task_type: Annotated[str, typer.Option("--type", help="Any registered task type.")] = MONTHLY_REPORT,
+    goal: Annotated[str | None, typer.Option(help='The goal as JSON, e.g. \'{"week": "2026-W23"}\'.')] = None,
     intent: Annotated[str | None, typer.Option(help="request_intent_id; the same one names the same task.")] = None,
-    destination: Annotated[str, typer.Option(help="Publication destination.")] = "reports",
+    destination: Annotated[str | None, typer.Option(help="Publish here instead of the type's destination.")] = None,
     *,
     client: Client,
 ) -> None:
-    """Start a monthly report task (idempotent: re-running it returns the same task)."""
+    """Start a task (idempotent: re-running it returns the same task): the monthly report of --month, or any
+    registered --type with its --goal (checked against the type's goal schema)."""
+    if goal is not None:
+        try:
+            parsed = json.loads(goal)
+        except ValueError as exc:
+            fail(f"--goal is not JSON ({exc}); e.g. --goal '{{\"month\": \"2026-06\", \"currency\": \"CNY\"}}'")
+        named = hashlib.sha256(json.dumps(parsed, sort_keys=True).encode()).hexdigest()[:16]
+    elif month is not None:
+        parsed, named = {"month": month, "currency": currency}, f"{month}-{currency}"
+    else:
+        fail("say what to do: --month YYYY-MM for the monthly report, or --type TYPE --goal JSON")
     body = {
-        "task_type": MONTHLY_REPORT.task_type,
-        "request_intent_id": intent or f"cli-{MONTHLY_REPORT.task_type}-{month}-{currency}",
-        "goal": {"month": month, "currency": currency},
-        "destination": destination,
+        "task_type": task_type,
+        "request_intent_id": intent or f"cli-{task_type}-{named}",
+        "goal": parsed,
+        **({"destination": destination} if destination is not None else {}),
     }
     created = client.call("POST", "/tasks", json=body)
     client.answer(

@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Response, status
 
 from api.deps import ArtifactsDep, CurrentPrincipal, EngineDep, SettingsDep, TemporalSource
+from api.errors import Refused
 from api.responses import artifact_response
 from api.schemas.tasks import (
     ControlIn,
@@ -38,7 +39,7 @@ from api.schemas.tasks import (
 )
 from api.services import task_actions, task_reads
 from memory.db import tenant_session
-from memory.errors import Forbidden
+from memory.errors import Forbidden, InvalidInput
 from memory.identity.auth import may_operate, may_read_every_task
 from memory.reports.sales import seed_sales
 from memory.tasks.timeline import list_tasks as read_task_list
@@ -60,8 +61,12 @@ async def create_task(
     body: TaskCreateIn, principal: CurrentPrincipal, engine: EngineDep, settings: SettingsDep,
     temporal: TemporalSource, response: Response,
 ) -> TaskCreatedOut:
-    """Start a report task. The same (user, request_intent_id) always names the same task (200 on replay)."""
-    created = await task_actions.create_task(temporal, engine, settings.task_queue, principal, body)
+    """Start a task of a registered type. The same (user, request_intent_id) always names the same task (200 on
+    replay). A goal its type's schema refuses is a 422 naming each problem (``fields``, ``details.problems``)."""
+    try:
+        created = await task_actions.create_task(temporal, engine, settings.task_queue, principal, body)
+    except InvalidInput as exc:
+        raise Refused.of(exc) from None
     if created.replayed:
         response.status_code = status.HTTP_200_OK
     return created

@@ -8,12 +8,14 @@ a body holds exactly the fields its source has.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from api.schemas.common import MAX_SAFE_INTEGER, Integer, ShortText, StrictRequest
+from memory.tasks import registry
 from memory.tasks.live import TaskState
 from memory.tasks.models import Task, TaskApproval, TaskOperation
 
@@ -24,23 +26,33 @@ Reason = Annotated[str, Field(min_length=1, max_length=2_000)]
 # --- requests ------------------------------------------------------------------------------------
 
 
-class GoalIn(StrictRequest):
-    month: Annotated[
-        str,
-        Field(
-            pattern=r"^(19\d\d|2[01]\d\d)-(0[1-9]|1[0-2])$", description="YYYY-MM, years 1900 to 2199 (as timestamps)"
-        ),
-    ]
-    currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
-
-
 class TaskCreateIn(StrictRequest):
-    task_type: Literal["monthly-report"]
+    task_type: Annotated[str, Field(max_length=63, description="A registered task type, e.g. monthly-report",
+                                    examples=["monthly-report"])]
     request_intent_id: ShortText
-    goal: GoalIn
-    destination: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")] = "reports"
+    goal: dict[str, Any] = Field(description="Checked against the task type's goal schema, e.g. the monthly "
+                                 'report\'s {"month": "2026-06", "currency": "CNY"}')
+    destination: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")] | None = Field(
+        default=None, description="Publish here instead of the destination each publish step names")
     approval_deadline_seconds: Integer = Field(default=3 * 86_400, ge=60, le=90 * 86_400)
     approval_reminder_seconds: Integer = Field(default=86_400, ge=60, le=90 * 86_400)
+
+
+def document_task_types(schemas: dict[str, Any]) -> None:
+    """``POST /tasks`` in the OpenAPI: one alternative per task type this process loaded, naming the type and its
+    goal schema (as registered), so a client sees which goal each type takes."""
+    base = schemas["TaskCreateIn"]
+    variants = []
+    for name in sorted(registry.task_types()):
+        definition = registry.definition(name)
+        assert definition is not None
+        variant = copy.deepcopy(base)
+        variant["title"] = f"TaskCreateIn ({name})"
+        variant["properties"]["task_type"] = {**variant["properties"]["task_type"], "const": name}
+        variant["properties"]["goal"] = {**definition.goal_schema,
+                                         "description": variant["properties"]["goal"].get("description", "")}
+        variants.append(variant)
+    schemas["TaskCreateIn"] = variants[0] if len(variants) == 1 else {"oneOf": variants, "title": "TaskCreateIn"}
 
 
 class DecisionIn(StrictRequest):

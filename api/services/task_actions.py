@@ -28,12 +28,13 @@ from api.schemas.tasks import (
 from api.services import tasks
 from api.services.client import ClientSource
 from api.services.task_reads import RUNNING, gate, read_task, task_id_of, task_view, tenant_policy_of
-from memory.errors import Conflict, Forbidden, IdempotencyConflict, InvalidInput, NotFound
+from memory.errors import Conflict, Forbidden, IdempotencyConflict, NotFound
 from memory.identity.auth import PrincipalContext, may_operate, may_read_every_task
-from memory.reports.definitions import DEFINITIONS
 from memory.tasks import keys
 from memory.tasks.approvals import check_request
+from memory.tasks.goals import check_goal
 from memory.tasks.live import ApprovalDecision, ControlRequest, ResolveRequest, TaskState
+from memory.tasks.resolve import resolve_definition
 from workflows.report_task import ApprovalPolicy, ReportTaskInput, ReportTaskWorkflow
 
 Control = Literal["pause", "resume", "cancel"]
@@ -61,14 +62,12 @@ async def open_handle(
 async def create_task(
     temporal: ClientSource, engine: Engine, task_queue: str, principal: PrincipalContext, body: TaskCreateIn
 ) -> TaskCreatedOut:
-    """Start a report task. The same (user, request_intent_id) always names the same task: a replay answers
-    it (``replayed``), and a replay with another goal is a 409."""
-    definition = DEFINITIONS[body.task_type]
-    if body.goal.currency not in definition.currencies:
-        raise InvalidInput(
-            f"goal.currency must be one of {', '.join(definition.currencies)}", code="unsupported_currency"
-        )
-    goal = body.goal.model_dump()
+    """Start a task of a registered type, pinning its current definition (a running task keeps it). The same
+    (user, request_intent_id) always names the same task: a replay answers it (``replayed``), and a replay with
+    another type or goal is a 409. An unknown type or a goal its schema refuses: :class:`InvalidInput`."""
+    definition = resolve_definition(body.task_type)
+    check_goal(definition, body.goal)
+    goal = body.goal
     task_id = keys.task_id_for(principal.tenant_id, principal.user_id, body.request_intent_id)
     workflow_id = keys.workflow_id(principal.tenant_id, task_id)
     client = await temporal()
@@ -78,6 +77,7 @@ async def create_task(
             task_type=body.task_type, goal=goal, request_intent_id=body.request_intent_id,
             destination=body.destination,
             approval=ApprovalPolicy(body.approval_deadline_seconds, body.approval_reminder_seconds),
+            definition=dict(definition.body),
         )
         try:
             await tasks.start(client, task_queue, task)

@@ -1,11 +1,11 @@
 """Report types: what a report is, apart from the task engine that runs it.
 
-- :mod:`memory.reports.definitions`: each type's step list (plain data the workflow reads).
-- :mod:`memory.tasks.contract`: what a step implementation receives and returns.
-- :mod:`memory.reports.registry`: (task type, step id) → implementation.
-- :mod:`memory.reports.monthly`: the monthly sales report's steps.
+- :mod:`memory.reports.monthly`: the monthly sales report, declared on the public SDK (:mod:`memory.tasks.sdk`)
+  like any team's own task type.
 - :mod:`memory.reports.sales`: the sales table it reads, the seeded sample dataset and its rates.
 
-The engine (``memory.tasks``, ``activities/tasks``, ``workflows/report_task.py``) knows only step
-kinds; a new report type adds a definition, its steps and one line in the registry.
+The engine (``memory.tasks``, ``activities/tasks``, ``workflows/report_task.py``) knows only step kinds.
 """
+
+MONTHLY_REPORT = "monthly-report"
+"""The monthly report's task type (named here so that clients need not import its steps and matplotlib)."""

@@ -111,7 +111,8 @@ def check_decision(live: TaskState | None, request: ApprovalDecision) -> None:
 
 
 def open_request(
-    session: Session, ref: TaskRef, *, draft_sha256: str, approval_type: str, deadline_at: str, expected_version: int
+    session: Session, ref: TaskRef, *, draft_sha256: str, approval_type: str, deadline_at: str, expected_version: int,
+    step_id: str,
 ) -> tuple[TaskApproval, Snapshot]:
     """Request approval of a stored draft and wait for it (RUNNING → WAITING_FOR_APPROVAL)."""
     key = approval_key(ref.task_id, draft_sha256, approval_type)
@@ -134,7 +135,7 @@ def open_request(
             expected_version=expected_version,
             transition_id=f"{key}:requested",
             target=S.WAITING_FOR_APPROVAL,
-            current_step_id="request_approval",
+            current_step_id=step_id,
             waiting_reason="APPROVAL",
             draft_sha256=draft_sha256,
             facts=TransitionFacts(draft_sha256=draft_sha256, approval_requested=True),
@@ -163,6 +164,8 @@ def decide(
     reason: str | None,
     expected_version: int,
     redraft_step: str,
+    step_id: str,
+    next_step_id: str | None,
 ) -> Snapshot:
     """Record a decision once; approval → READY (publish), rejection → RUNNING (redraft the draft)."""
     approval = get_approval(session, ref.tenant_id, approval_id, lock=True)
@@ -180,8 +183,8 @@ def decide(
             expected_version=expected_version,
             transition_id=f"decision:{approval_id}",
             target=S.READY if approved else S.RUNNING,
-            current_step_id="publish_report" if approved else redraft_step,
-            complete_step="request_approval" if approved else None,
+            current_step_id=next_step_id if approved else redraft_step,
+            complete_step=step_id if approved else None,
             facts=TransitionFacts(
                 draft_sha256=task.draft_sha256,
                 approval_status=approval.status,

@@ -61,3 +61,13 @@ def get_artifact(session: Session, tenant_id: str, task_id: str, sha256: str) ->
     if row is None:
         raise NotFound(f"artifact {sha256} does not exist in task {task_id}")
     return row
+
+
+def step_artifacts(session: Session, tenant_id: str, task_id: str, step_id: str) -> dict[str, str]:
+    """A step's artifacts by name, the latest of each (a redrafted step's newest revision): name → sha256."""
+    rows = session.execute(
+        select(TaskArtifact.name, TaskArtifact.sha256)
+        .where(TaskArtifact.tenant_id == tenant_id, TaskArtifact.task_id == task_id, TaskArtifact.step_id == step_id)
+        .order_by(TaskArtifact.created_at)
+    ).all()
+    return {name: sha for name, sha in rows}

@@ -52,6 +52,8 @@ class StepContext:
     """A tenant-scoped transaction (for steps that read source data)."""
     read_artifact: Callable[[str], bytes]
     heartbeat: Callable[[], None]
+    artifacts: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Earlier steps' artifacts: step id → artifact name → sha256 (read them with ``read_artifact``)."""
 
 
 StepFn = Callable[[StepContext], StepOutcome]

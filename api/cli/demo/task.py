@@ -8,10 +8,10 @@ from pathlib import Path
 import httpx
 
 from api.cli.hints import mnemo_hint, shown
-from memory.reports.definitions import MONTHLY_REPORT
+from memory.reports import MONTHLY_REPORT
 
 DEMO_TASK = {
-    "task_type": MONTHLY_REPORT.task_type,
+    "task_type": MONTHLY_REPORT,
     "request_intent_id": "mnemo-dev-demo-report-2026-06",
     "goal": {"month": "2026-06", "currency": "CNY"},
 }

@@ -1,0 +1,105 @@
+"""What the engine does with each step kind of a pinned definition that it cannot (or not yet) run: it fails the
+task with a code saying so, or waits for a worker that can, never hangs silently."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+from temporalio.client import WorkflowHandle
+
+from activities.tasks.faults import FaultPlan
+from api.settings import Settings
+from memory.tasks import registry
+from memory.tasks.contract import ProducedArtifact, StepContext, StepOutcome
+from memory.tasks.keys import workflow_id
+from tests.conftest import MakeKey
+from tests.tasks.conftest import own_worker
+from workflows.report_task import ReportTaskInput, ReportTaskWorkflow
+
+GOAL_SCHEMA = {"type": "object"}
+
+
+def _body(*steps: dict[str, Any]) -> dict[str, Any]:
+    return {"version": "1", "goal_schema": GOAL_SCHEMA, "steps": list(steps)}
+
+
+@asynccontextmanager
+async def _started(settings: Settings, engine: Engine, make_key: MakeKey,
+                   body: dict[str, Any]) -> AsyncIterator[WorkflowHandle[Any, Any]]:
+    """A task of a fresh tenant running ``body``, on a worker of the test's own while the block runs."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    make_key(tenant=tenant)
+    task_id = f"task-{uuid.uuid4().hex[:8]}"
+    async with own_worker(settings, engine, threads=2, faults=FaultPlan()) as (client, queue):
+        yield await client.start_workflow(
+            ReportTaskWorkflow.run,
+            ReportTaskInput(tenant, task_id, "alice", "kinds", {}, "intent", definition=body,
+                            step_retry_max_interval_seconds=0.5),
+            id=workflow_id(tenant, task_id), task_queue=queue,
+        )
+
+
+async def _run(settings: Settings, engine: Engine, make_key: MakeKey, body: dict[str, Any]) -> Any:
+    async with _started(settings, engine, make_key, body) as handle:
+        return await asyncio.wait_for(handle.result(), 60)
+
+
+@pytest.mark.parametrize("step", [{"step_id": "ask", "kind": "agent", "description": "summarise"},
+                                  {"step_id": "ask", "kind": "llm", "prompt": "Summarise {{goal.topic}}"}])
+async def test_agent_and_llm_steps_fail_the_task_clearly(
+    settings: Settings, engine: Engine, make_key: MakeKey, step: dict[str, Any]
+) -> None:
+    state = await _run(settings, engine, make_key, _body(step, {"step_id": "send", "kind": "publish",
+                                                                   "destination": "reports"}))
+    assert state.status == "FAILED"
+    assert state.error["code"] == "step_kind_unavailable"
+    assert f"cannot run {step['kind']} steps yet" in state.error["message"]
+
+
+async def test_a_definition_that_never_publishes_fails_instead_of_succeeding(
+    settings: Settings, engine: Engine, make_key: MakeKey
+) -> None:
+    """A task succeeds only once a destination confirmed its result (the status machine's guard)."""
+    name = f"kinds-{uuid.uuid4().hex[:6]}.only"
+    registry.declare_function(name, lambda ctx: StepOutcome({"done": True}))
+    state = await _run(settings, engine, make_key, _body({"step_id": "only", "kind": "compute", "function": name}))
+    assert (state.status, state.error["code"], state.completed_step_ids) == ("FAILED", "no_publication", ["only"])
+
+
+async def test_a_step_whose_function_is_not_loaded_waits_for_a_worker_that_has_it(
+    settings: Settings, engine: Engine, make_key: MakeKey
+) -> None:
+    """Retried, not failed: once a worker that loaded the function takes the step, the task goes on."""
+    name = f"late-{uuid.uuid4().hex[:6]}.draft"
+
+    def draft(ctx: StepContext) -> StepOutcome:
+        return StepOutcome({}, [ProducedArtifact("draft.txt", "draft", "text/plain", b"late but there")])
+
+    body = {**_body({"step_id": "draft", "kind": "compute", "function": name},
+                    {"step_id": "review", "kind": "approval", "artifact_from": "draft/draft.txt"},
+                    {"step_id": "send", "kind": "publish", "destination": "reports"}),
+            "redraft_step": "draft"}
+    async with _started(settings, engine, make_key, body) as handle:
+        for _ in range(100):
+            pending = (await handle.describe()).raw_description.pending_activities
+            if pending and pending[0].attempt >= 3:
+                break
+            await asyncio.sleep(0.1)
+        assert pending[0].last_failure.application_failure_info.type == "unknown_step"
+        state = await handle.query(ReportTaskWorkflow.state)
+        assert state is not None and state.status == "RUNNING"
+        registry.declare_function(name, draft)
+        for _ in range(200):
+            state = await handle.query(ReportTaskWorkflow.state)
+            if state is not None and state.status != "RUNNING":
+                break
+            await asyncio.sleep(0.1)
+        assert state is not None and state.status == "WAITING_FOR_APPROVAL", state
+        assert state.completed_step_ids == ["draft"] and state.current_step_id == "review"
+        await handle.terminate("test over")
