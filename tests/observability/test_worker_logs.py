@@ -80,8 +80,9 @@ def test_the_worker_logs_each_outcome_as_json_and_never_content(
             job = deletion.json()["job_id"]
             _wait("the deletion", lambda: api.get(f"/memory-deletions/{job}", headers=headers).json()[
                 "status"] == "completed")
-            _wait("the deletion's outcome line", lambda: any(
-                r.get("workflow_type") == "Deletion" and r.get("status") == "completed" for r in _records(log)))
+            _wait("the deletion's outcome line", lambda: any(  # the workflow's line: its activities' come before it
+                r.get("workflow_type") == "Deletion" and r.get("status") == "completed" and "activity_type" not in r
+                for r in _records(log)))
 
     text = log.read_text(encoding="utf-8")
     records: list[dict[str, Any]] = json_lines(log)  # every line is JSON
