@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, text, update
+from sqlalchemy import ColumnElement, select, text, update
 from sqlalchemy.orm import Session
 
 from memory.deletion.jobs import JobStatus, Layer, get_job, record_layer, transition
@@ -62,6 +62,12 @@ class Decision:
     remaining_copies: list[str]
 
 
+def _verification_of(tenant_id: str, job_id: uuid.UUID) -> tuple[ColumnElement[bool], ...]:
+    """The job's verification layer: the row every step of a round reads or moves."""
+    return (DeletionLayer.tenant_id == tenant_id, DeletionLayer.job_id == job_id,
+            DeletionLayer.layer == Layer.VERIFICATION_PROBES.value)
+
+
 def begin_purge(session: Session, tenant_id: str, job_id: uuid.UUID) -> bool:
     """Whether the job is still to be purged: only a running job is (a purge retried after a round decided its job
     changes nothing). Its verification goes back to waiting for the purge, under the job's lock, so no round takes
@@ -70,9 +76,7 @@ def begin_purge(session: Session, tenant_id: str, job_id: uuid.UUID) -> bool:
     if JobStatus(job.status) is not JobStatus.RUNNING:
         return False
     session.execute(
-        update(DeletionLayer)
-        .where(DeletionLayer.tenant_id == tenant_id, DeletionLayer.job_id == job_id,
-               DeletionLayer.layer == Layer.VERIFICATION_PROBES.value, DeletionLayer.status == PURGED)
+        update(DeletionLayer).where(*_verification_of(tenant_id, job_id), DeletionLayer.status == PURGED)
         .values(status="pending")
     )
     return True
@@ -85,9 +89,7 @@ def mark_purged(session: Session, tenant_id: str, job_id: uuid.UUID) -> None:
     if JobStatus(job.status) is JobStatus.RUNNING:
         session.execute(
             update(DeletionLayer)
-            .where(DeletionLayer.tenant_id == tenant_id, DeletionLayer.job_id == job_id,
-                   DeletionLayer.layer == Layer.VERIFICATION_PROBES.value,
-                   DeletionLayer.status.in_(("pending", "running")))
+            .where(*_verification_of(tenant_id, job_id), DeletionLayer.status.in_(("pending", "running")))
             .values(status=PURGED)
         )
 
@@ -102,8 +104,7 @@ def settled(session: Session, tenant_id: str, job_id: uuid.UUID) -> Decision | N
     if status not in (JobStatus.COMPLETED, JobStatus.FAILED_REQUIRES_ACTION):
         return None
     evidence: dict[str, Any] = session.execute(
-        select(DeletionLayer.evidence).where(DeletionLayer.tenant_id == tenant_id, DeletionLayer.job_id == job_id,
-                                             DeletionLayer.layer == Layer.VERIFICATION_PROBES.value)
+        select(DeletionLayer.evidence).where(*_verification_of(tenant_id, job_id))
     ).scalar_one_or_none() or {}
     if status is JobStatus.FAILED_REQUIRES_ACTION and "remaining_copies" not in evidence:
         return None  # failed in its purge, not by a round: its workflow handles that itself
@@ -164,9 +165,7 @@ def decide(session: Session, job: DeletionJob, copies: Sequence[str], batch_size
     result = verify(session, job)
     listed = list(copies)
     # This verification's evidence replaces an earlier one's (after a resume): record_layer adds numbers up.
-    session.execute(update(DeletionLayer).where(
-        DeletionLayer.tenant_id == job.tenant_id, DeletionLayer.job_id == job.job_id,
-        DeletionLayer.layer == Layer.VERIFICATION_PROBES.value).values(evidence={}))
+    session.execute(update(DeletionLayer).where(*_verification_of(job.tenant_id, job.job_id)).values(evidence={}))
     if result.clean and not listed:
         probes = PURGERS[Layer.VERIFICATION_PROBES](session, job, batch_size)
         record_layer(session, job.tenant_id, job.job_id, Layer.VERIFICATION_PROBES, status="done",
