@@ -64,7 +64,8 @@ class StepOut(BaseModel):
 
 class DefinitionSummaryOut(BaseModel):
     task_type: str
-    source: Literal["builtin", "tenant"] = Field(description="builtin: mnemo's own type, which no tenant may PUT")
+    source: Literal["builtin", "code", "tenant"] = Field(
+        description="builtin: mnemo's own type; code: a task module's (the SDK); neither may be PUT by a tenant")
     latest_version: str = Field(description="The version new tasks start on: the one registered last")
     versions: list[str] = Field(description="Oldest first")
     steps: list[StepOut] = Field(description="The latest version's steps, in order")
@@ -84,5 +85,5 @@ class DefinitionVersionOut(BaseModel):
 
 class DefinitionOut(BaseModel):
     task_type: str
-    source: Literal["builtin", "tenant"]
+    source: Literal["builtin", "code", "tenant"]
     versions: list[DefinitionVersionOut] = Field(description="Oldest first")

@@ -28,10 +28,12 @@ from api.schemas.tasks import (
 from api.services import tasks
 from api.services.client import ClientSource
 from api.services.task_reads import RUNNING, gate, read_task, task_id_of, task_view, tenant_policy_of
+from memory.db import tenant_session
 from memory.errors import Conflict, Forbidden, IdempotencyConflict, NotFound
 from memory.identity.auth import PrincipalContext, may_operate, may_read_every_task
 from memory.tasks import keys
 from memory.tasks.approvals import check_request
+from memory.tasks.definitions import Definition
 from memory.tasks.goals import check_goal
 from memory.tasks.live import ApprovalDecision, ControlRequest, ResolveRequest, TaskState
 from memory.tasks.resolve import resolve_definition
@@ -59,13 +61,19 @@ async def open_handle(
     return handle
 
 
+def definition_for(engine: Engine, tenant_id: str, task_type: str) -> Definition:
+    """The definition a new task of the type pins now (:func:`memory.tasks.resolve.resolve_definition`)."""
+    with tenant_session(engine, tenant_id) as session:
+        return resolve_definition(session, tenant_id, task_type)
+
+
 async def create_task(
     temporal: ClientSource, engine: Engine, task_queue: str, principal: PrincipalContext, body: TaskCreateIn
 ) -> TaskCreatedOut:
     """Start a task of a registered type, pinning its current definition (a running task keeps it). The same
     (user, request_intent_id) always names the same task: a replay answers it (``replayed``), and a replay with
     another type or goal is a 409. An unknown type or a goal its schema refuses: :class:`InvalidInput`."""
-    definition = resolve_definition(body.task_type)
+    definition = await run_in_threadpool(definition_for, engine, principal.tenant_id, body.task_type)
     check_goal(definition, body.goal)
     goal = body.goal
     task_id = keys.task_id_for(principal.tenant_id, principal.user_id, body.request_intent_id)

@@ -18,21 +18,21 @@ from api.schemas.task_definitions import (
 )
 from memory.db import tenant_session
 from memory.enums import Role
-from memory.errors import Conflict
 from memory.identity.auth import PrincipalContext, require_role
 from memory.reports.definitions import BUILTIN
-from memory.tasks import definition_store
+from memory.tasks import definition_store, registry
 from memory.tasks.definition_store import StoredDefinition
 from memory.tasks.definitions import Definition, check_llm_endpoint, from_body
+from memory.tasks.resolve import check_registrable
+
+Source = Literal["builtin", "code", "tenant"]
 
 
 def register(engine: Engine, principal: PrincipalContext, task_type: str, body: object, *,
              llm_configured: bool) -> DefinitionPutOut:
     """Register a version of the tenant's type (admin): ``replayed`` when this very body was registered already."""
     require_role(principal, Role.ADMIN, to="registering a task definition")
-    if task_type in BUILTIN:
-        raise Conflict(f"{task_type!r} is one of mnemo's own task types: register yours under another name",
-                       code="task_type_reserved", details={"task_type": task_type})
+    check_registrable(task_type)
     definition = from_body(task_type, body)
     check_llm_endpoint(definition, configured=llm_configured)
     with tenant_session(engine, principal.tenant_id) as session:
@@ -41,7 +41,17 @@ def register(engine: Engine, principal: PrincipalContext, task_type: str, body: 
                             replayed=not created)
 
 
-def _summary(source: Literal["builtin", "tenant"], versions: list[Definition]) -> DefinitionSummaryOut:
+def _code_types() -> dict[str, tuple[Source, Definition]]:
+    """The types the modules loaded here declare: mnemo's own (``builtin``) and SDK modules' (``code``)."""
+    found: dict[str, tuple[Source, Definition]] = {}
+    for task_type in registry.task_types():
+        definition = registry.definition(task_type)
+        if definition is not None:
+            found[task_type] = ("builtin" if task_type in BUILTIN else "code", definition)
+    return found
+
+
+def _summary(source: Source, versions: list[Definition]) -> DefinitionSummaryOut:
     latest = versions[-1]
     return DefinitionSummaryOut(
         task_type=latest.task_type, source=source, latest_version=latest.version,
@@ -51,11 +61,14 @@ def _summary(source: Literal["builtin", "tenant"], versions: list[Definition]) -
 
 
 def listing(engine: Engine, principal: PrincipalContext) -> DefinitionsOut:
-    """Every type a task of the tenant may be started with, by name: mnemo's and the tenant's."""
+    """Every type a task of the tenant may be started with, by name: the code types and the tenant's (a tenant's
+    type a code module declared since is shadowed by it, as :func:`memory.tasks.resolve.resolve_definition` does)."""
     with tenant_session(engine, principal.tenant_id) as session:
         own = definition_store.listing(session, principal.tenant_id)
-    items = [_summary("builtin", [definition]) for definition in BUILTIN.values()]
-    items += [_summary("tenant", [stored.definition for stored in versions]) for versions in own.values()]
+    code = _code_types()
+    items = [_summary(source, [definition]) for source, definition in code.values()]
+    items += [_summary("tenant", [stored.definition for stored in versions])
+              for task_type, versions in own.items() if task_type not in code]
     return DefinitionsOut(items=sorted(items, key=lambda item: item.task_type))
 
 
@@ -68,8 +81,9 @@ def _version(definition: Definition, stored: StoredDefinition | None) -> Definit
 
 def show(engine: Engine, principal: PrincipalContext, task_type: str) -> DefinitionOut:
     """A type with every version, oldest first; a type the tenant cannot start is a 404."""
-    if task_type in BUILTIN:
-        return DefinitionOut(task_type=task_type, source="builtin", versions=[_version(BUILTIN[task_type], None)])
+    code = _code_types().get(task_type)
+    if code is not None:
+        return DefinitionOut(task_type=task_type, source=code[0], versions=[_version(code[1], None)])
     with tenant_session(engine, principal.tenant_id) as session:
         versions = definition_store.versions(session, principal.tenant_id, task_type)
     return DefinitionOut(task_type=task_type, source="tenant",

@@ -1,24 +1,41 @@
 """Which definition a new task of a type runs: the one place a task type is looked up when a task starts.
 
-Today the code types of :mod:`memory.tasks.registry` (SDK modules); a tenant's own definitions
-(:mod:`memory.tasks.definition_store`, ``PUT /task-definitions``) join here. The goal is then checked by
-:func:`memory.tasks.goals.check_goal`.
+A type has one source. Code types (:mod:`memory.tasks.registry`: mnemo's own and the SDK modules this process
+loaded) are the same for every tenant and may not be registered by one (409 ``task_type_reserved``); every other
+type is a tenant's own (:mod:`memory.tasks.definition_store`, ``PUT /task-definitions``), its latest version. The
+goal is then checked by :func:`memory.tasks.goals.check_goal`.
 """
 
 from __future__ import annotations
 
-from memory.errors import InvalidInput
-from memory.tasks import registry
+from sqlalchemy.orm import Session
+
+from memory.errors import Conflict, InvalidInput
+from memory.tasks import definition_store, registry
 from memory.tasks.definitions import Definition
 
 
-def resolve_definition(task_type: str) -> Definition:
-    """The definition a new task of ``task_type`` pins; an unregistered type is a 422 ``invalid_value``."""
-    found = registry.definition(task_type)
+def is_code_type(task_type: str) -> bool:
+    """Whether a module loaded here declares the type (then no tenant may register it)."""
+    return task_type in registry.task_types()
+
+
+def check_registrable(task_type: str) -> None:
+    """A tenant may register any type no code module owns: one type, one source."""
+    if is_code_type(task_type):
+        raise Conflict(f"{task_type!r} is declared by a task module loaded on this server (mnemo's own or an SDK "
+                       "module): register yours under another name", code="task_type_reserved",
+                       details={"task_type": task_type})
+
+
+def resolve_definition(session: Session, tenant_id: str, task_type: str) -> Definition:
+    """The definition a new task of ``task_type`` pins: the code type's, else the tenant's latest version; a type
+    neither knows is a 422 ``invalid_value`` listing the ones there are."""
+    found = registry.definition(task_type) or definition_store.latest(session, tenant_id, task_type)
     if found is None:
-        known = ", ".join(sorted(registry.task_types())) or "none"
+        known = sorted({*registry.task_types(), *definition_store.listing(session, tenant_id)})
         raise InvalidInput(
-            f"unknown task type {task_type!r}; the registered types are: {known}",
+            f"unknown task type {task_type!r}; the registered types are: {', '.join(known) or 'none'}",
             code="invalid_value", details={"field": "task_type"},
         )
     return found
