@@ -34,6 +34,7 @@ from memory.db import make_engine
 from memory.deletion.rounds import ScanBudget
 from memory.egress import AllowList
 from memory.embedders import TextEmbedder
+from memory.llm import LlmConfig
 from memory.sessions.extraction.base import Extractor
 from memory.sessions.extraction.factory import make_extractor
 from memory.sessions.extraction.rules import RulesExtractor
@@ -72,6 +73,7 @@ def build_worker(
     webhook_allowed: AllowList | None = None,
     scan_budget: ScanBudget | None = None,
     task_modules: tuple[str, ...] = (),
+    llm: LlmConfig | None = None,
 ) -> Worker:
     """A worker for every mnemo workflow and activity on ``task_queue``.
 
@@ -92,6 +94,8 @@ def build_worker(
 
     ``task_modules``: the SDK modules whose task types and step functions this worker runs (besides mnemo's own).
 
+    ``llm``: the endpoint task definitions' ``llm`` steps ask (MNEMO_LLM_*); without one such a step fails its task.
+
     ``task_faults`` and ``publish_fault`` inject faults for drills (settings: MNEMO_TASK_SLOW_STEPS,
     MNEMO_PUBLISH_FAULT; :func:`run_worker` passes them); by default there are none.
     """
@@ -105,7 +109,7 @@ def build_worker(
     retention = RetentionActivities(engine)
     tasks = TaskActivities(
         engine, artifacts, destinations=destinations or default_destinations(engine, artifacts, publish_fault),
-        faults=task_faults, webhook_allowed=webhook_allowed,
+        faults=task_faults, webhook_allowed=webhook_allowed, llm=llm,
     )
     return Worker(
         client,
@@ -198,6 +202,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 commit_policy=settings.commit_policy(),
                 webhook_allowed=settings.webhook_allow_list(),
                 task_modules=settings.task_module_names(),
+                llm=settings.llm_config(),
             ):
                 log_started(settings.task_queue, settings.temporal_namespace, extractor=settings.extractor,
                             activity_slots=settings.worker_activity_slots)

@@ -11,6 +11,7 @@ histories of ``tests/tasks/test_replay.py`` and ``test_replay_generic.py`` repla
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,9 +23,11 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from activities.tasks import TaskActivities
     from activities.tasks.payloads import (
+        CollectAgentStepInput,
         CreateTaskInput,
         DecideInput,
         ExpireInput,
+        OpenAgentStepInput,
         OperationResult,
         PublishInput,
         ReconcileInput,
@@ -39,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from memory.tasks.builtin import MONTHLY_REPORT_V1
     from memory.tasks.definitions import Definition, StepSpec, from_body
     from memory.tasks.keys import workflow_id
+    from memory.tasks.leases import SETTLED_SIGNAL
     from memory.tasks.live import (
         ApprovalDecision,
         ControlRequest,
@@ -97,6 +101,8 @@ class ReportTaskInput(TaskPayload):
     """The longest wait between attempts of a step (tests shorten it); outages retry without limit."""
     definition: dict[str, Any] | None = None
     """The definition's body, pinned when the task started; None: the built-in ``monthly-report-v1``."""
+    agent_poll_seconds: float = 600.0
+    """How often a task waiting for an agent reads its step should the API's signal be lost (hourly after a day)."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,8 @@ class ReportTaskWorkflow:
         self._decision_results: dict[tuple[str, str, int], DecisionResult] = {}
         self._decided_by: dict[tuple[str, str, int], str] = {}
         """Who recorded each decision: only they may replay it (:func:`memory.tasks.approvals.is_replay`)."""
+        self._settled: set[tuple[str, str]] = set()
+        """Agent steps (step id, input version) the API said were completed or failed since they were last read."""
 
     # --- helpers ------------------------------------------------------------------------------------
 
@@ -229,8 +237,8 @@ class ReportTaskWorkflow:
         steps = self.definition.steps
         self.s.current_step_id = steps[0].step_id
         kinds: dict[str, Callable[[StepSpec, int], Awaitable[bool]]] = {
-            "compute": self._compute_step, "approval": self._approval, "publish": self._publish,
-            "agent": self._agent_step, "llm": self._llm_step,
+            "compute": self._compute_step, "llm": self._compute_step, "agent": self._agent_step,
+            "approval": self._approval, "publish": self._publish,
         }
         for index, step in enumerate(steps):
             if not await self._boundary() or not await kinds[step.kind](step, index):
@@ -246,16 +254,19 @@ class ReportTaskWorkflow:
         return steps[index + 1].step_id if index + 1 < len(steps) else None
 
     async def _compute_step(self, step: StepSpec, index: int) -> bool:
+        """A compute or llm step: one activity on a worker."""
         await self._compute(step, self._following(index))
         return True
 
     async def _agent_step(self, step: StepSpec, index: int) -> bool:
-        """Where agent-performed steps (claimed and completed over the API) plug in."""
-        raise TaskFailed("step_kind_unavailable", f"this mnemo version cannot run agent steps yet ({step.step_id})")
+        return await self._agent(step, self._following(index))
 
-    async def _llm_step(self, step: StepSpec, index: int) -> bool:
-        """Where LLM steps (a prompt run against the configured endpoint) plug in."""
-        raise TaskFailed("step_kind_unavailable", f"this mnemo version cannot run llm steps yet ({step.step_id})")
+    async def _produce(self, step: StepSpec, index: int, input_version: str, extra: dict[str, Any]) -> bool:
+        """Run a producing step again (after a rejection, with the reviewer's reason); False if the task ended."""
+        if step.kind == "agent":
+            return await self._agent(step, self._following(index), input_version, extra)
+        await self._compute(step, self._following(index), input_version, extra)
+        return True
 
     async def _boundary(self) -> bool:
         """Between steps: honour a cancel or a pause. False when the task ended here."""
@@ -293,19 +304,80 @@ class ReportTaskWorkflow:
                 TaskActivities.run_step,
                 RunStepInput(
                     self.s.tenant_id, self.s.task_id, self.s.task_type, step_id, following, input_version,
-                    self.s.goal, self.outputs, extra or {}, self.s.state_version, str(step.spec["function"]),
-                    self.artifacts,
+                    self.s.goal, self.outputs, extra or {}, self.s.state_version, str(step.spec.get("function", "")),
+                    self.artifacts, step.kind, dict(step.spec), self.s.owner_user_id,
                 ),
                 **step_options(self.inp.step_heartbeat_seconds, self.inp.step_retry_max_interval_seconds),
             )
         except ActivityError as exc:
             raise TaskFailed(*_cause_code(exc)) from exc
-        self.outputs[step_id] = result.output
-        self.artifacts[step_id] = result.artifacts
-        self.s.state_version = result.state_version
+        self._produced(step_id, following, result.output, result.artifacts, result.state_version)
+
+    def _produced(self, step_id: str, following: str | None, output: dict[str, Any], artifacts: dict[str, str],
+                  state_version: int) -> None:
+        self.outputs[step_id] = output
+        self.artifacts[step_id] = artifacts
+        self.s.state_version = state_version
         if step_id not in self.s.completed_step_ids:
             self.s.completed_step_ids.append(step_id)
         self.s.current_step_id = following
+
+    # --- agent-performed steps ----------------------------------------------------------------------
+
+    async def _agent(
+        self, step: StepSpec, following: str | None, input_version: str = "v1", extra: dict[str, Any] | None = None
+    ) -> bool:
+        """Open the step for an agent (its claims, leases and results are the API's: :mod:`memory.tasks.leases`)
+        and wait until its result is recorded. Woken by :meth:`agent_step_settled`, or by its own poll should that
+        signal be lost. False when the task was cancelled while it waited."""
+        step_id, key = step.step_id, (step.step_id, input_version)
+        self.s.current_step_id = step_id
+        async with self._lock:
+            snapshot = await workflow.execute_activity_method(
+                TaskActivities.open_agent_step,
+                OpenAgentStepInput(self.s.tenant_id, self.s.task_id, step_id, input_version, extra or {},
+                                   self.s.state_version),
+                **WRITE_OPTIONS,
+            )
+            self._apply(snapshot, "AGENT")
+        opened = workflow.now()
+        limit = step.spec.get("timeout_seconds")
+        deadline = opened + timedelta(seconds=float(limit)) if limit is not None else None
+        while True:
+            poll = self.inp.agent_poll_seconds
+            if workflow.now() - opened > timedelta(days=1):
+                poll = max(poll, 3600.0)
+            if deadline is not None:
+                poll = min(poll, (deadline - workflow.now()).total_seconds())
+            with contextlib.suppress(TimeoutError):  # the poll: read the step even without the signal
+                await workflow.wait_condition(lambda: key in self._settled or self._cancel_requested,
+                                              timeout=max(poll, 0.001))
+            if self._cancel_requested:
+                await self._cancel()
+                return False
+            self._settled.discard(key)
+            async with self._lock:
+                found = await workflow.execute_activity_method(
+                    TaskActivities.collect_agent_step,
+                    CollectAgentStepInput(self.s.tenant_id, self.s.task_id, step_id, input_version, following,
+                                          self.s.state_version),
+                    **WRITE_OPTIONS,
+                )
+                if found.status == "SUCCEEDED":
+                    self._produced(step_id, following, found.output, found.artifacts, found.state_version)
+                    self._set_status(S.RUNNING)
+                    return True
+            if found.status == "GAVE_UP":
+                reason = (found.error or {}).get("message", "no reason given")
+                raise TaskFailed("agent_step_failed", f"the agent performing the {step_id} step gave up: {reason}")
+            if deadline is not None and workflow.now() >= deadline:
+                raise TaskFailed("agent_step_timeout", f"no agent completed the {step_id} step within {limit} seconds "
+                                 "(the definition's timeout_seconds)")
+
+    @workflow.signal(name=SETTLED_SIGNAL)
+    def agent_step_settled(self, settled: dict[str, Any]) -> None:
+        """The API recorded an agent's complete or fail of a step: read it now rather than at the next poll."""
+        self._settled.add((str(settled.get("step_id")), str(settled.get("input_version"))))
 
     # --- approval -----------------------------------------------------------------------------------
 
@@ -350,7 +422,8 @@ class ReportTaskWorkflow:
             extra = {"revision": revision, "reviewer_note": last.get("reason")}
             first = self.definition.index(redraft)
             for again in range(first, index):
-                await self._compute(self.definition.steps[again], self._following(again), f"r{revision}", extra)
+                if not await self._produce(self.definition.steps[again], again, f"r{revision}", extra):
+                    return False
             self.s.draft_revision = revision
 
     def _bound_artifact(self, step: StepSpec, redraft: str) -> str:

@@ -8,8 +8,9 @@ apply live in ``memory.tasks``. Business failures are non-retryable ``Applicatio
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -22,6 +23,7 @@ from activities.tasks.payloads import RunStepInput
 from memory.artifact_store import ArtifactStore, read
 from memory.egress import AllowList
 from memory.errors import MnemoError
+from memory.llm import LlmConfig
 from memory.tasks.artifacts import task_store
 from memory.tasks.contract import StepContext
 from memory.tasks.destinations import destination as tenant_destination
@@ -50,6 +52,7 @@ class TaskActivitiesBase:
         destinations: dict[str, PublicationDestination] | None = None,
         faults: FaultPlan | None = None,
         webhook_allowed: AllowList | None = None,
+        llm: LlmConfig | None = None,
     ) -> None:
         self.engine = engine
         self.webhook_allowed = webhook_allowed or AllowList()  # MNEMO_WEBHOOK_ALLOWED_HOSTS
@@ -57,6 +60,8 @@ class TaskActivitiesBase:
         self.artifact_root = artifacts
         self.destinations = destinations if destinations is not None else default_destinations(engine, artifacts)
         self.faults = faults or FaultPlan()
+        self.llm = llm
+        """The endpoint ``llm`` steps ask (MNEMO_LLM_*), None when there is none."""
 
     def _tx(self, tenant_id: str) -> AbstractContextManager[Session]:
         return task_session(self.engine, tenant_id)
@@ -83,7 +88,7 @@ class TaskActivitiesBase:
             )
         return found
 
-    def _context(self, req: RunStepInput) -> StepContext:
+    def _context(self, req: RunStepInput, bundle: Mapping[str, Any] | None = None) -> StepContext:
         return StepContext(
             tenant_id=req.tenant_id,
             task_id=req.task_id,
@@ -96,4 +101,5 @@ class TaskActivitiesBase:
             read_artifact=lambda sha: read(self.artifacts, sha),
             heartbeat=heartbeat,
             artifacts=req.artifacts,
+            bundle=bundle,
         )

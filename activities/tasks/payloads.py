@@ -53,6 +53,39 @@ class RunStepInput(TaskPayload):
     """The registered step function; empty in payloads from before definitions: ``<task_type>.<step_id>``."""
     artifacts: dict[str, dict[str, str]] = field(default_factory=dict)
     """Earlier steps' artifacts: step id → artifact name → sha256."""
+    kind: str = "compute"
+    """``compute`` (the registered ``function``) or ``llm`` (the prompt in ``spec``)."""
+    spec: dict[str, Any] = field(default_factory=dict)
+    """The step's keys as its definition declares them (an llm step's prompt, a step's ``recall``)."""
+    owner_user_id: str = ""
+    """Whose memories a step's ``recall`` reads: the task's owner."""
+
+
+@dataclass(frozen=True)
+class OpenAgentStepInput(TaskPayload):
+    step_id: str
+    input_version: str
+    extra: dict[str, Any]
+    expected_version: int
+
+
+@dataclass(frozen=True)
+class CollectAgentStepInput(TaskPayload):
+    step_id: str
+    input_version: str
+    next_step_id: str | None
+    expected_version: int
+
+
+@dataclass(frozen=True)
+class AgentStepCollected:
+    """``status``: SUCCEEDED (``output``, ``artifacts`` name → sha256), GAVE_UP (``error``) or WAITING."""
+
+    status: str
+    state_version: int
+    output: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Creating a task, running its compute steps, and the workflow's own transitions (pause, cancel, fail)."""
+"""Creating a task, running its compute and llm steps, and the workflow's own transitions (pause, cancel, fail)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ from temporalio.exceptions import ApplicationError
 from activities.tasks.base import TaskActivitiesBase
 from activities.tasks.faults import connect_to_closed_port, stall
 from activities.tasks.payloads import CreateTaskInput, RunStepInput, RunStepResult, TransitionInput
+from activities.tasks.step_recall import step_bundle
+from memory.artifact_store import read
 from memory.tasks import approvals, keys, registry, steps
 from memory.tasks.artifacts import ArtifactMeta, step_artifacts
 from memory.tasks.attempts import Performed, StepGaveUp, StepRun, run_attempt
 from memory.tasks.contract import StepFailed
+from memory.tasks.llm_steps import LlmAnswerInvalid, placeholders, run_llm_step
 from memory.tasks.states import TaskStatus
 from memory.tasks.transitions import NewTask, Snapshot, Transition, get_task, insert_task, move
 
@@ -66,7 +69,8 @@ class StepActivities(TaskActivitiesBase):
 
     @activity.defn(name="task_run_step")
     def run_step(self, req: RunStepInput) -> RunStepResult:
-        """Run a compute step once per (task, step, input version); a retry after success returns the stored output.
+        """Run a compute or llm step once per (task, step, input version); a retry after success returns the stored
+        output.
 
         An unreachable database or artifact store is an outage, not a failure of the step: the attempt is retried
         (the workflow's step retry policy has no attempt limit) and does not count towards
@@ -77,7 +81,7 @@ class StepActivities(TaskActivitiesBase):
         except Exception as exc:
             outage = steps.outage_code(exc)
             if outage is not None:
-                what = "database" if outage == steps.OUTAGE else "artifact store"
+                what = {steps.OUTAGE: "database", steps.LLM_OUTAGE: "LLM endpoint"}.get(outage, "artifact store")
                 raise ApplicationError(
                     f"the {what} is unreachable during the {req.step_id} step; it is retried once the {what} is back",
                     type=outage,
@@ -89,7 +93,7 @@ class StepActivities(TaskActivitiesBase):
     def _run_step(self, req: RunStepInput) -> RunStepResult:
         attempt_number = activity.info().attempt
         function = req.function or registry.hook_name(req.task_type, req.step_id)
-        if not registry.has_function(function):
+        if req.kind == "compute" and not registry.has_function(function):
             # Retried (no attempt is recorded): a worker that loaded the function takes the step.
             log.error("the step function %r of %s/%s is not loaded on this worker: load its module here too "
                       "(MNEMO_TASK_MODULES, mnemo worker --tasks)", function, req.task_type, req.step_id)
@@ -108,6 +112,10 @@ class StepActivities(TaskActivitiesBase):
         except StepFailed as exc:
             raise ApplicationError(exc.message, type=exc.code, non_retryable=True) from exc
         except StepGaveUp as exc:
+            if isinstance(exc.cause, LlmAnswerInvalid):
+                raise ApplicationError(f"the model's answer to the {req.step_id} step was refused {exc.failures} "
+                                       f"times: {exc.cause}", type="llm_answer_invalid",
+                                       non_retryable=True) from exc.cause
             raise _unexpected(req.step_id, exc.failures, exc.cause) from exc.cause
         with self._tx(req.tenant_id) as session:
             produced = step_artifacts(session, req.tenant_id, req.task_id, req.step_id)
@@ -118,7 +126,14 @@ class StepActivities(TaskActivitiesBase):
         stall(self.faults.slow_steps.get(req.step_id, 0.0))
         if attempt_number <= self.faults.broken_steps.get(req.step_id, 0):
             raise RuntimeError(f"injected bug in {req.step_id}, attempt {attempt_number}")
-        outcome = registry.function(function)(self._context(req))
+        bundle = step_bundle(self.engine, req)
+        if req.kind == "llm":
+            texts = {f"{step}/{name}": read(self.artifacts, sha).decode("utf-8", errors="replace")
+                     for step, named in req.artifacts.items() for name, sha in named.items()
+                     if f"artifacts.{step}/{name}" in placeholders(str(req.spec["prompt"]))}
+            outcome = run_llm_step(req.spec, self.llm, goal=req.goal, artifacts=texts, bundle=bundle)
+        else:
+            outcome = registry.function(function)(self._context(req, bundle))
         metas = []
         for produced in outcome.artifacts:
             sha = self.artifacts.put(produced.content)

@@ -6,6 +6,7 @@ they sit in their own tagged section and their text is escaped.
 
 from __future__ import annotations
 
+from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from memory.recall.bundle_types import Bundle, BundleItem, Conflict
@@ -40,6 +41,20 @@ def render(bundle: Bundle) -> str:
         out += _conflict(conflict)
     out.append("</memory_bundle>")
     return "\n".join(out)
+
+
+def step_view(bundle: Bundle) -> dict[str, Any]:
+    """The bundle as a task step receives it (JSON, kept in the step's attempt history): ``text`` is what a prompt
+    quotes (:func:`render`), ``memories`` the injected ones for code to read, ``trace_id`` the audited recall."""
+    return {
+        "trace_id": bundle.trace_id,
+        "text": render(bundle),
+        "memories": [{"memory_id": item.memory_id, "version": item.version, "category": item.category,
+                      "key": item.key, "content": item.content, "score": item.score,
+                      "source_refs": list(item.source_refs)} for item in bundle.injected],
+        "effective_preferences": dict(bundle.effective_preferences),
+        "warnings": list(bundle.warnings),
+    }
 
 
 def _section(tag: str, lines: list[str]) -> list[str]:

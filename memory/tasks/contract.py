@@ -6,7 +6,7 @@ the task read model (the engine records attempts, artifacts and transitions).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +54,10 @@ class StepContext:
     heartbeat: Callable[[], None]
     artifacts: dict[str, dict[str, str]] = field(default_factory=dict)
     """Earlier steps' artifacts: step id → artifact name → sha256 (read them with ``read_artifact``)."""
+    bundle: Mapping[str, Any] | None = None
+    """The memory bundle the step's ``recall`` asked for (the task owner's memories), else None: ``text`` (the
+    bundle as a prompt quotes it), ``memories`` (``memory_id``, ``version``, ``key``, ``content``, ``score``, ...),
+    ``effective_preferences``, ``warnings`` and the audited recall's ``trace_id``."""
 
 
 StepFn = Callable[[StepContext], StepOutcome]

@@ -35,6 +35,10 @@ TASK_TYPE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 STEP_ID = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 MAX_STEPS = 50
+PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+"""A template's ``{{...}}`` (an llm prompt, a recall's query): one definition, used by :mod:`memory.tasks.llm_steps`."""
+RECALL_INTENTS = frozenset({"ANSWER", "CHITCHAT"})
+"""What a step's recall may ask for (a resume names a task: a step reads its own through its inputs)."""
 PRODUCERS = frozenset({"agent", "llm", "compute"})
 """The kinds whose steps produce artifacts (and may be re-run with a reviewer's reason)."""
 
@@ -145,7 +149,9 @@ def from_body(task_type: str, body: object) -> Definition:
     _check_goal_schema(goal_schema, problems)
     steps = _steps(body.get("steps"), problems)
     redraft = body.get("redraft_step")
-    _check_references(steps, redraft, problems)
+    if isinstance(body.get("steps"), list) and len(steps) == len(body["steps"]):
+        # Cross-step references are checked once every step parsed: a refused step would shift the paths.
+        _check_references(steps, redraft, problems)
     problems.raise_any(task_type)
     assert isinstance(version, str) and isinstance(goal_schema, dict)
     return Definition(task_type, version, goal_schema, tuple(steps), redraft if isinstance(redraft, str) else None,
@@ -243,14 +249,23 @@ def _check_values(path: str, spec: dict[str, Any], problems: _Problems) -> None:
             problems.add(f"{path}/output_schema", "invalid_value", f"not a valid JSON Schema: {error.message}")
     recall = spec.get("recall")
     if "recall" in spec and (not isinstance(recall, dict) or set(recall) - {"query", "intent"}
-                             or not isinstance(recall.get("query"), str) or not recall["query"].strip()):
-        problems.add(f"{path}/recall", "invalid_value", 'a recall is {"query": "...", "intent"?: "ANSWER"}')
+                             or not isinstance(recall.get("query"), str) or not recall["query"].strip()
+                             or recall.get("intent", "ANSWER") not in RECALL_INTENTS):
+        problems.add(f"{path}/recall", "invalid_value", 'a recall is {"query": "...", "intent"?: "ANSWER" or '
+                     '"CHITCHAT"}')
+    elif isinstance(recall, dict):
+        quoted = [name for name in PLACEHOLDER.findall(recall["query"]) if name != "goal"
+                  and not name.startswith("goal.")]
+        if quoted:
+            problems.add(f"{path}/recall/query", "invalid_value", f"{{{{{quoted[0]}}}}}: a recall's query may quote "
+                         "only the goal ({{goal}}, {{goal.<field>}})")
 
 
 def _check_references(steps: list[StepSpec], redraft: object, problems: _Problems) -> None:
     """``artifact_from`` names an earlier producing step; ``redraft_step`` a producing step before every approval."""
     position = {step.step_id: number for number, step in enumerate(steps)}
     for number, step in enumerate(steps):
+        _check_prompt(number, step, steps[:number], problems)
         source = step.artifact_from
         if source is None:
             continue
@@ -269,6 +284,25 @@ def _check_references(steps: list[StepSpec], redraft: object, problems: _Problem
         problems.add("/redraft_step", "invalid_value", "names one of the definition's steps")
     elif steps[position[redraft]].kind not in PRODUCERS or any(position[redraft] > a for a in approvals):
         problems.add("/redraft_step", "invalid_value", "names an agent, llm or compute step before every approval")
+
+
+def _check_prompt(number: int, step: StepSpec, earlier: list[StepSpec], problems: _Problems) -> None:
+    """An llm prompt's placeholders name something the step will have: a task is refused at PUT, not at run time."""
+    if step.kind != "llm" or not isinstance(step.spec.get("prompt"), str):
+        return
+    # A step whose kind is itself refused still counts: one mistake, one problem.
+    producers = {other.step_id for other in earlier if other.kind not in ("approval", "publish")}
+    for name in PLACEHOLDER.findall(step.spec["prompt"]):
+        if name == "goal" or name.startswith("goal."):
+            continue
+        if name == "bundle":
+            if "recall" not in step.spec:
+                problems.add(f"/steps/{number}/prompt", "invalid_value", "{{bundle}} needs the step's recall "
+                             '("recall": {"query": "..."})')
+        elif not name.startswith("artifacts.") or name.removeprefix("artifacts.").partition("/")[0] not in producers \
+                or not name.partition("/")[2]:
+            problems.add(f"/steps/{number}/prompt", "invalid_value", f"{{{{{name}}}}} names nothing: use {{{{goal}}}}, "
+                         "{{goal.<field>}}, {{artifacts.<earlier step_id>/<artifact name>}} or {{bundle}}")
 
 
 def check_llm_endpoint(definition: Definition, *, configured: bool) -> None:

@@ -95,9 +95,19 @@ class AgentOutcome:
 def open_agent_step(
     session: Session, ref: TaskRef, *, step_id: str, input_version: str, extra: dict[str, Any], expected_version: int
 ) -> Snapshot:
-    """Open the step for an agent and move the task to wait for one. A retry after the commit changes nothing:
-    the step row is kept as it is, and the move is the replay of the same transition."""
+    """Open the step for an agent and move the task to wait for one (a READY task, after an approval or a resume,
+    runs again first). A retry after the commit changes nothing: the step row is kept as it is, and the task, whose
+    last transition is this very one, is answered as it stands."""
     key = keys.step_key(ref.task_id, step_id, input_version)
+    opened = f"{key}:open"
+    task = get_task(session, ref.tenant_id, ref.task_id)
+    if task.last_transition_id == opened:
+        return Snapshot(task.state_version, task.status, task.error)
+    if task.status == TaskStatus.READY.value:
+        expected_version = move(session, ref, Transition(
+            expected_version=expected_version, transition_id=f"{key}:running", target=TaskStatus.RUNNING,
+            current_step_id=step_id, checkpoint_reason=f"running:{step_id}",
+        )).state_version
     session.execute(
         insert(TaskStep)
         .values(tenant_id=ref.tenant_id, task_id=ref.task_id, step_id=step_id, input_version=input_version,
@@ -105,7 +115,7 @@ def open_agent_step(
         .on_conflict_do_nothing()
     )
     return move(session, ref, Transition(
-        expected_version=expected_version, transition_id=f"{key}:open", target=TaskStatus.WAITING_FOR_EXTERNAL,
+        expected_version=expected_version, transition_id=opened, target=TaskStatus.WAITING_FOR_EXTERNAL,
         current_step_id=step_id, waiting_reason=WAITING_REASON, checkpoint_reason=f"waiting_for_agent:{step_id}",
         pending_conditions=[{"type": WAITING_REASON, "step_id": step_id}],
     ))

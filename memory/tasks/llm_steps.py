@@ -10,14 +10,14 @@ for counts as one of the step's own failures and is asked again, up to the step'
 
 Placeholders, each ``{{...}}`` with nothing else inside: ``{{goal}}`` (the goal as JSON), ``{{goal.a.b}}`` (one
 value of it), ``{{artifacts.<step_id>/<name>}}`` (an earlier artifact's text) and ``{{bundle}}`` (the memory
-bundle the step's ``recall`` asked for, as JSON). An unknown one is refused before anything is sent.
+bundle the step's ``recall`` asked for, as prompt text: recalled memories tagged and escaped as material, never
+instructions). An unknown one is refused before anything is sent.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,8 +25,8 @@ from jsonschema import Draft202012Validator
 
 from memory.llm import Completion, LlmConfig, LlmUnavailable, chat
 from memory.tasks.contract import ProducedArtifact, StepFailed, StepOutcome
+from memory.tasks.definitions import PLACEHOLDER
 
-PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 MAX_PROMPT_CHARS = 200_000
 """A rendered prompt longer than this is refused (``llm_prompt_too_long``): it would not fit any model's context."""
 
@@ -53,7 +53,7 @@ def render_prompt(template: str, goal: Mapping[str, Any], artifacts: Mapping[str
         if name == "bundle":
             if bundle is None:
                 raise StepFailed("llm_prompt_invalid", "{{bundle}} needs the step's recall (\"recall\": {\"query\"})")
-            return json.dumps(bundle, ensure_ascii=False, sort_keys=True)
+            return str(bundle["text"])
         if name.startswith("goal."):
             found: Any = goal
             for part in name.removeprefix("goal.").split("."):
@@ -125,7 +125,8 @@ def run_llm_step(spec: Mapping[str, Any], config: LlmConfig | None, *, goal: Map
                                  json.dumps(answer, ensure_ascii=False, sort_keys=True).encode())
                 if schema is not None else
                 ProducedArtifact("answer.txt", "llm-answer", "text/plain; charset=utf-8", str(answer).encode()))
-    call = {"prompt_sha256": _sha256(prompt), "model": completion.model, "prompt_tokens": completion.prompt_tokens,
+    call = {"prompt_sha256": _sha256(prompt), "recall_trace_id": bundle["trace_id"] if bundle else None,
+            "model": completion.model, "prompt_tokens": completion.prompt_tokens,
             "completion_tokens": completion.completion_tokens, "answer_sha256": hashlib.sha256(answered.content)
             .hexdigest(), "temperature": float(spec.get("temperature", 0.0)), "max_tokens": spec.get("max_tokens")}
     recorded = ProducedArtifact("llm-call.json", "llm-call", "application/json",

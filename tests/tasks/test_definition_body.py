@@ -16,7 +16,7 @@ DIGEST: dict[str, Any] = {
                     "additionalProperties": False},
     "steps": [
         {"step_id": "collect", "kind": "agent", "description": "collect the incidents"},
-        {"step_id": "draft", "kind": "llm", "prompt": "Summarise {{artifacts.collect}}",
+        {"step_id": "draft", "kind": "llm", "prompt": "Summarise {{artifacts.collect/incidents.json}} with {{bundle}}",
          "recall": {"query": "runbook"}, "output_schema": {"type": "object"}},
         {"step_id": "render", "kind": "compute", "function": "digest.render"},
         {"step_id": "review", "kind": "approval", "artifact_from": "render/digest.md", "deadline_seconds": 3600},
@@ -65,6 +65,15 @@ def test_a_valid_body_keeps_its_steps_and_hashes_canonically() -> None:
     (lambda b: b["steps"][3].update(deadline_seconds=0), [("/steps/3/deadline_seconds", "invalid_value")]),
     (lambda b: b.pop("redraft_step"), [("/redraft_step", "missing_field")]),
     (lambda b: b.update(redraft_step="publish"), [("/redraft_step", "invalid_value")]),
+    # An llm prompt and a recall query name only what the step will have: refused at PUT, not when a task runs.
+    (lambda b: b["steps"][1].pop("recall"), [("/steps/1/prompt", "invalid_value")]),
+    (lambda b: b["steps"][1].update(prompt="{{artifacts.render/digest.md}}"), [("/steps/1/prompt", "invalid_value")]),
+    (lambda b: b["steps"][1].update(prompt="{{artifacts.collect}}"), [("/steps/1/prompt", "invalid_value")]),
+    (lambda b: b["steps"][1].update(prompt="{{secrets.key}}"), [("/steps/1/prompt", "invalid_value")]),
+    (lambda b: b["steps"][1].update(recall={"query": "runbook", "intent": "RESUME_TASK"}),
+     [("/steps/1/recall", "invalid_value")]),
+    (lambda b: b["steps"][1].update(recall={"query": "runbook for {{artifacts.collect/x}}"}),
+     [("/steps/1/recall/query", "invalid_value")]),
 ])
 def test_each_problem_is_named_by_its_path_and_code(change: Any, expected: list[tuple[str, str]]) -> None:
     body = copy.deepcopy(DIGEST)

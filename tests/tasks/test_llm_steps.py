@@ -27,7 +27,8 @@ SPEC: dict[str, Any] = {
                                      "actions": {"type": "array", "items": {"type": "string"}}}},
     "recall": {"query": "checkout runbook"},
 }
-BUNDLE = {"memories": [{"content": "restart the payment proxy first"}]}
+BUNDLE = {"trace_id": "trace-1", "text": "<memory_bundle><memories><memory>restart the payment proxy first</memory>"
+           "</memories></memory_bundle>", "memories": [{"content": "restart the payment proxy first"}]}
 
 
 def config(base_url: str) -> LlmConfig:
@@ -42,7 +43,7 @@ def test_the_prompt_is_rendered_sent_and_recorded_by_hash() -> None:
     [sent] = standin.received
     prompt = sent.body["messages"][0]["content"]
     assert prompt == ('Service checkout from 2026-11-01.\nIncidents: [{"id": "INC-7", "title": "checkout 502s"}]\n'
-                      'Runbook notes: {"memories": [{"content": "restart the payment proxy first"}]}')
+                      "Runbook notes: " + BUNDLE["text"])  # the bundle as a prompt quotes it
     assert sent.body["model"] == "standin-model" and sent.body["temperature"] == 0.0
     assert sent.body["response_format"]["json_schema"]["schema"] == SPEC["output_schema"]
     assert sent.headers["authorization"] == "Bearer secret-key"
@@ -52,6 +53,7 @@ def test_the_prompt_is_rendered_sent_and_recorded_by_hash() -> None:
     assert call["prompt_sha256"] == hashlib.sha256(prompt.encode()).hexdigest()
     assert (call["model"], call["prompt_tokens"], call["completion_tokens"]) == ("standin", 321, 17)
     assert call["answer_sha256"] == hashlib.sha256(names["answer.json"].content).hexdigest()
+    assert call["recall_trace_id"] == "trace-1"  # which audited recall the prompt quoted
     assert "checkout" not in names["llm-call.json"].content.decode()  # the prompt is recorded by hash only
     assert outcome.output == {k: call[k] for k in ("prompt_sha256", "model", "prompt_tokens", "completion_tokens",
                                                    "answer_sha256")}

@@ -1,5 +1,5 @@
-"""What the engine does with each step kind of a pinned definition that it cannot (or not yet) run: it fails the
-task with a code saying so, or waits for a worker that can, never hangs silently."""
+"""What the engine does with a step of a pinned definition that this worker cannot run: it fails the task with a
+code saying so, or waits for a worker that can, never hangs silently."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine
 from temporalio.client import WorkflowHandle
 
@@ -50,16 +49,16 @@ async def _run(settings: Settings, engine: Engine, make_key: MakeKey, body: dict
         return await asyncio.wait_for(handle.result(), 60)
 
 
-@pytest.mark.parametrize("step", [{"step_id": "ask", "kind": "agent", "description": "summarise"},
-                                  {"step_id": "ask", "kind": "llm", "prompt": "Summarise {{goal.topic}}"}])
-async def test_agent_and_llm_steps_fail_the_task_clearly(
-    settings: Settings, engine: Engine, make_key: MakeKey, step: dict[str, Any]
+async def test_an_llm_step_on_a_worker_without_an_endpoint_fails_the_task_saying_what_to_set(
+    settings: Settings, engine: Engine, make_key: MakeKey
 ) -> None:
+    """The API refuses such a definition at PUT when it has no endpoint; a worker configured apart from its API
+    fails the task at once with the settings to give it, never retries a call it cannot make."""
+    step = {"step_id": "ask", "kind": "llm", "prompt": "Summarise {{goal.topic}}"}
     state = await _run(settings, engine, make_key, _body(step, {"step_id": "send", "kind": "publish",
-                                                                   "destination": "reports"}))
-    assert state.status == "FAILED"
-    assert state.error["code"] == "step_kind_unavailable"
-    assert f"cannot run {step['kind']} steps yet" in state.error["message"]
+                                                               "destination": "reports"}))
+    assert (state.status, state.error["code"]) == ("FAILED", "llm_endpoint_not_configured")
+    assert "MNEMO_LLM_BASE_URL" in state.error["message"]
 
 
 async def test_a_definition_that_never_publishes_fails_instead_of_succeeding(

@@ -1,0 +1,203 @@
+"""A tenant's own task type, registered over REST and run to SUCCEEDED by an agent speaking only REST: the engine
+opens the agent step, the agent claims, heartbeats and completes it, an approver rejects with a reason, the agent
+redoes the step with that reason in its input, the approved artifact is published once.
+
+The agent here is :class:`RestAgent`: plain HTTP calls with the owner's key, as any agent in any language makes them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.conftest import MakeKey, auth
+from tests.tasks.conftest import status_is, wait_for
+
+pytestmark = pytest.mark.usefixtures("task_worker")
+
+REVIEWED = {
+    "version": "1",
+    "goal_schema": {"type": "object", "required": ["service"], "additionalProperties": False,
+                    "properties": {"service": {"type": "string"}}},
+    "steps": [
+        {"step_id": "collect", "kind": "agent", "description": "collect the week's incidents as Markdown"},
+        {"step_id": "review", "kind": "approval", "artifact_from": "collect/digest.md"},
+        {"step_id": "send", "kind": "publish", "destination": "archive"},
+    ],
+    "redraft_step": "collect",
+}
+
+
+@dataclass(frozen=True)
+class RestAgent:
+    """An agent outside mnemo: it knows the task id and its key, nothing else."""
+
+    client: TestClient
+    key: str
+    task_id: str
+
+    def call(self, path: str, body: dict[str, Any], expected: int = 200) -> dict[str, Any]:
+        response = self.client.post(f"/tasks/{self.task_id}{path}", json=body, headers=auth(self.key))
+        assert response.status_code == expected, response.text
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    def claim(self, **body: Any) -> dict[str, Any]:
+        return self.call("/attempts", body, 201)
+
+    def complete(self, attempt_id: str, name: str, content: bytes, media_type: str = "text/markdown") -> Any:
+        artifact = {"name": name, "media_type": media_type, "content_base64": base64.b64encode(content).decode()}
+        return self.call(f"/attempts/{attempt_id}/complete", {"artifacts": [artifact], "output": {"lines": 2}})
+
+
+@dataclass(frozen=True)
+class Tenant:
+    admin: str
+    owner: str
+    approver: str
+
+
+@pytest.fixture()
+def tenant(make_key: MakeKey) -> Tenant:
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    return Tenant(make_key(tenant=name, user="root", roles=("admin",)),
+                  make_key(tenant=name, user="alice", roles=("memory_writer",)),
+                  make_key(tenant=name, user="bob", roles=("approver",)))
+
+
+def register(client: TestClient, admin: str, task_type: str, body: dict[str, Any]) -> None:
+    response = client.put(f"/task-definitions/{task_type}", json=body, headers=auth(admin))
+    assert response.status_code in (200, 201), response.text
+
+
+def start(client: TestClient, key: str, task_type: str, goal: dict[str, Any]) -> str:
+    body = {"task_type": task_type, "request_intent_id": f"intent-{uuid.uuid4().hex[:8]}", "goal": goal}
+    response = client.post("/tasks", json=body, headers=auth(key))
+    assert response.status_code == 201, response.text
+    return str(response.json()["task_id"])
+
+
+def waiting_for_agent(client: TestClient, key: str, task_id: str) -> dict[str, Any]:
+    return wait_for(client, key, task_id, lambda v: v["waiting_reason"] == "AGENT" or v["status"] == "FAILED")
+
+
+def decide(client: TestClient, key: str, view: dict[str, Any], decision: str, reason: str | None = None) -> None:
+    body = {"decision": decision, "artifact_sha256": view["pending_approval"]["artifact_sha256"],
+            "state_version": view["state_version"], **({"reason": reason} if reason else {})}
+    response = client.post(f"/tasks/{view['task_id']}/approvals", json=body, headers=auth(key))
+    assert response.status_code == 200, response.text
+
+
+def test_a_rest_defined_task_is_run_to_success_by_an_agent(client: TestClient, tenant: Tenant) -> None:
+    register(client, tenant.admin, "weekly-digest", REVIEWED)
+    task_id = start(client, tenant.owner, "weekly-digest", {"service": "checkout"})
+    view = waiting_for_agent(client, tenant.owner, task_id)
+    assert (view["status"], view["current_step_id"], view["workflow_version"]) == \
+        ("WAITING_FOR_EXTERNAL", "collect", "1")
+    agent = RestAgent(client, tenant.owner, task_id)
+
+    first = agent.claim(lease_seconds=60)
+    assert first["step_id"] == "collect" and first["input"]["goal"] == {"service": "checkout"}
+    assert "rejection_reason" not in first["input"]
+    agent.call(f"/attempts/{first['attempt_id']}/heartbeat", {})
+    draft = b"# checkout\n\n- INC-7: 502s\n"
+    agent.complete(first["attempt_id"], "digest.md", draft)
+
+    view = wait_for(client, tenant.owner, task_id, status_is("WAITING_FOR_APPROVAL"))
+    assert view["pending_approval"]["artifact_sha256"] == hashlib.sha256(draft).hexdigest()
+    decide(client, tenant.approver, view, "reject", "add the customer impact")
+
+    view = waiting_for_agent(client, tenant.owner, task_id)
+    again = agent.claim()
+    assert again["input"]["rejection_reason"] == "add the customer impact"
+    assert [(a["step_id"], a["name"]) for a in again["input"]["artifacts"]] == [("collect", "digest.md")]
+    redrafted = draft + b"\nImpact: 3% of checkouts failed for 20 minutes.\n"
+    agent.complete(again["attempt_id"], "digest.md", redrafted)
+
+    view = wait_for(client, tenant.owner, task_id, status_is("WAITING_FOR_APPROVAL"))
+    assert view["pending_approval"]["artifact_sha256"] == hashlib.sha256(redrafted).hexdigest()
+    decide(client, tenant.approver, view, "approve")
+    view = wait_for(client, tenant.owner, task_id, status_is("SUCCEEDED", "FAILED"))
+    assert view["status"] == "SUCCEEDED", view
+    assert view["completed_step_ids"] == ["collect", "review", "send"]
+
+    [published] = client.get(f"/tasks/{task_id}/publications", headers=auth(tenant.owner)).json()["items"]
+    assert (published["destination"], published["artifact_sha256"]) == \
+        ("archive", hashlib.sha256(redrafted).hexdigest())
+    assert client.get(published["url"], headers=auth(tenant.owner)).content == redrafted
+
+
+def test_an_agent_giving_up_fails_the_task_with_its_reason(client: TestClient, tenant: Tenant) -> None:
+    register(client, tenant.admin, "weekly-digest", REVIEWED)
+    task_id = start(client, tenant.owner, "weekly-digest", {"service": "search"})
+    waiting_for_agent(client, tenant.owner, task_id)
+    agent = RestAgent(client, tenant.owner, task_id)
+    claimed = agent.claim()
+    agent.call(f"/attempts/{claimed['attempt_id']}/fail", {"reason": "the pager API refused my token",
+                                                           "retryable": False})
+    view = wait_for(client, tenant.owner, task_id, status_is("FAILED", "SUCCEEDED"))
+    assert view["error"]["code"] == "agent_step_failed"
+    assert "the pager API refused my token" in view["error"]["message"]
+
+
+def test_a_retryable_failure_waits_for_the_next_claim(client: TestClient, tenant: Tenant) -> None:
+    register(client, tenant.admin, "weekly-digest", REVIEWED)
+    task_id = start(client, tenant.owner, "weekly-digest", {"service": "search"})
+    waiting_for_agent(client, tenant.owner, task_id)
+    agent = RestAgent(client, tenant.owner, task_id)
+    first = agent.claim()
+    agent.call(f"/attempts/{first['attempt_id']}/fail", {"reason": "rate limited", "retryable": True})
+    second = agent.claim()
+    assert second["attempt_number"] == first["attempt_number"] + 1
+    agent.complete(second["attempt_id"], "digest.md", b"# search\n")
+    view = wait_for(client, tenant.owner, task_id, status_is("WAITING_FOR_APPROVAL", "FAILED"))
+    assert view["status"] == "WAITING_FOR_APPROVAL"
+
+
+def test_a_running_task_keeps_its_version_when_the_definition_changes(client: TestClient, tenant: Tenant) -> None:
+    """Version 1's task finishes on version 1 (three steps) after version 2 (a second agent step) is registered;
+    a task started after that runs version 2."""
+    register(client, tenant.admin, "weekly-digest", REVIEWED)
+    old = start(client, tenant.owner, "weekly-digest", {"service": "checkout"})
+    waiting_for_agent(client, tenant.owner, old)
+    second = {**REVIEWED, "version": "2",
+              "steps": [REVIEWED["steps"][0], {"step_id": "polish", "kind": "agent"}, *REVIEWED["steps"][1:]]}
+    register(client, tenant.admin, "weekly-digest", second)
+
+    RestAgent(client, tenant.owner, old).complete(RestAgent(client, tenant.owner, old).claim()["attempt_id"],
+                                                  "digest.md", b"# v1\n")
+    view = wait_for(client, tenant.owner, old, lambda v: v["status"] == "WAITING_FOR_APPROVAL"
+                    or v["current_step_id"] != "collect")
+    assert (view["status"], view["current_step_id"], view["workflow_version"]) == ("WAITING_FOR_APPROVAL", "review",
+                                                                                   "1")
+    decide(client, tenant.approver, view, "approve")
+    assert wait_for(client, tenant.owner, old, status_is("SUCCEEDED", "FAILED"))["status"] == "SUCCEEDED"
+
+    new = start(client, tenant.owner, "weekly-digest", {"service": "checkout"})
+    agent = RestAgent(client, tenant.owner, new)
+    waiting_for_agent(client, tenant.owner, new)
+    agent.complete(agent.claim()["attempt_id"], "digest.md", b"# v2\n")
+    view = wait_for(client, tenant.owner, new, lambda v: v["current_step_id"] == "polish" and
+                    v["waiting_reason"] == "AGENT")
+    assert view["workflow_version"] == "2"
+
+
+def test_cancel_while_waiting_for_the_agent_ends_the_task(client: TestClient, tenant: Tenant) -> None:
+    register(client, tenant.admin, "weekly-digest", REVIEWED)
+    task_id = start(client, tenant.owner, "weekly-digest", {"service": "checkout"})
+    waiting_for_agent(client, tenant.owner, task_id)
+    agent = RestAgent(client, tenant.owner, task_id)
+    claimed = agent.claim()
+    response = client.post(f"/tasks/{task_id}/cancel", json={}, headers=auth(tenant.owner))
+    assert response.status_code == 200, response.text
+    assert wait_for(client, tenant.owner, task_id, status_is("CANCELLED"))["status"] == "CANCELLED"
+    late = {"artifacts": [{"name": "digest.md", "media_type": "text/markdown", "content_base64": "eA=="}]}
+    refused = agent.call(f"/attempts/{claimed['attempt_id']}/complete", late, 409)
+    assert refused["error"]["code"] == "task_closed"
+
