@@ -21,7 +21,7 @@ from tests.tasks.conftest import status_is, wait_for
 
 pytestmark = pytest.mark.usefixtures("task_worker")
 
-REVIEWED = {
+REVIEWED: dict[str, Any] = {
     "version": "1",
     "goal_schema": {"type": "object", "required": ["service"], "additionalProperties": False,
                     "properties": {"service": {"type": "string"}}},
