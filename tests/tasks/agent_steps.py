@@ -1,10 +1,11 @@
 """Tasks that wait for an agent, for the agent protocol's tests (REST and MCP).
 
 The protocol is tested apart from the engine (whose side is tests/tasks/test_agent_steps_run.py and
-test_agent_wait.py): a task is put where the engine puts it, by the same functions: its workflow is started as ``POST /tasks`` starts it (:func:`api.services.tasks.start`), on a task queue
-no worker polls (so it waits, and receives the API's signal); the read model's row is inserted by
-:func:`memory.tasks.transitions.insert_task` (what the ``task_create`` activity runs), moved to RUNNING, and the
-step opened by :func:`memory.tasks.leases.open_agent_step` (what the agent step's activity runs).
+test_agent_wait.py): a task is put where the engine puts it, by the same functions. Its workflow is started as
+``POST /tasks`` starts it (:func:`api.services.tasks.start`), on a task queue no worker polls (so it waits, and
+receives the API's signal); the read model's row is inserted by :func:`memory.tasks.transitions.insert_task` (what
+the ``task_create`` activity runs), moved to RUNNING, and the step opened by
+:func:`memory.tasks.leases.open_agent_step` (what the agent step's activity runs).
 """
 
 from __future__ import annotations

@@ -27,8 +27,10 @@ SPEC: dict[str, Any] = {
                                      "actions": {"type": "array", "items": {"type": "string"}}}},
     "recall": {"query": "checkout runbook"},
 }
-BUNDLE: dict[str, Any] = {"trace_id": "trace-1", "text": "<memory_bundle><memories><memory>restart the payment proxy first</memory>"
-           "</memories></memory_bundle>", "memories": [{"content": "restart the payment proxy first"}]}
+BUNDLE: dict[str, Any] = {
+    "trace_id": "trace-1",
+    "text": "<memory_bundle><memories><memory>restart the payment proxy first</memory></memories></memory_bundle>",
+    "memories": [{"content": "restart the payment proxy first"}]}
 
 
 def config(base_url: str) -> LlmConfig:
