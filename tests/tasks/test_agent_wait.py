@@ -89,5 +89,6 @@ async def test_a_wait_nobody_answers_ends_at_the_steps_timeout(
 ) -> None:
     async with _started(settings, engine, make_key, _body({"timeout_seconds": 2})) as (handle, _):
         state: TaskState = await asyncio.wait_for(handle.result(), 30)
+    assert state.error is not None
     assert (state.status, state.error["code"]) == ("FAILED", "agent_step_timeout")
     assert "first" in state.error["message"] and "timeout_seconds" in state.error["message"]
