@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from api.schemas.common import MAX_SAFE_INTEGER, Integer, ShortText, StrictRequest
-from memory.tasks import registry
+from memory.tasks import destinations, registry
 from memory.tasks.live import TaskState
 from memory.tasks.models import Task, TaskApproval, TaskOperation
 
@@ -32,7 +32,7 @@ class TaskCreateIn(StrictRequest):
     request_intent_id: ShortText
     goal: dict[str, Any] = Field(description="Checked against the task type's goal schema, e.g. the monthly "
                                  'report\'s {"month": "2026-06", "currency": "CNY"}')
-    destination: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")] | None = Field(
+    destination: Annotated[str, Field(pattern=destinations.NAME.pattern)] | None = Field(
         default=None, description="Publish here instead of the destination each publish step names")
     approval_deadline_seconds: Integer = Field(default=3 * 86_400, ge=60, le=90 * 86_400)
     approval_reminder_seconds: Integer = Field(default=86_400, ge=60, le=90 * 86_400)
