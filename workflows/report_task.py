@@ -307,7 +307,8 @@ class ReportTaskWorkflow:
                     self.s.goal, self.outputs, extra or {}, self.s.state_version, str(step.spec.get("function", "")),
                     self.artifacts, step.kind, dict(step.spec), self.s.owner_user_id,
                 ),
-                **step_options(self.inp.step_heartbeat_seconds, self.inp.step_retry_max_interval_seconds),
+                **step_options(self.inp.step_heartbeat_seconds, self.inp.step_retry_max_interval_seconds,
+                               step.spec.get("timeout_seconds")),
             )
         except ActivityError as exc:
             raise TaskFailed(*_cause_code(exc)) from exc

@@ -71,11 +71,13 @@ DELIVERY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coef
                              maximum_interval=timedelta(minutes=5))
 
 
-def step_options(heartbeat_seconds: float, retry_max_interval_seconds: float) -> dict[str, Any]:
+def step_options(heartbeat_seconds: float, retry_max_interval_seconds: float,
+                 timeout_seconds: float | None = None) -> dict[str, Any]:
     """A producing step's activity options. No attempt limit: run_step fails for good after STEP_ATTEMPT_LIMIT
-    failures of the step itself, while attempts that met an unreachable database go on until it is back."""
+    failures of the step itself, while attempts that met an unreachable database go on until it is back.
+    ``timeout_seconds``: the definition's limit on one attempt of the step (default 10 minutes)."""
     return {
-        "start_to_close_timeout": timedelta(minutes=10),
+        "start_to_close_timeout": timedelta(seconds=timeout_seconds) if timeout_seconds else timedelta(minutes=10),
         "heartbeat_timeout": timedelta(seconds=heartbeat_seconds),
         "retry_policy": RetryPolicy(
             initial_interval=timedelta(milliseconds=500),

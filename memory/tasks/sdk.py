@@ -31,12 +31,16 @@ class TaskType:
         self._steps: list[dict[str, Any]] = []
         registry.declare_type(self)
 
-    def compute(self, step_id: str, *, timeout_seconds: int | None = None) -> Callable[[StepFn], StepFn]:
-        """Declare a ``compute`` step run by the decorated function (``@reports.compute("load")``)."""
+    def compute(self, step_id: str, *, timeout_seconds: int | None = None,
+                recall: dict[str, str] | None = None) -> Callable[[StepFn], StepFn]:
+        """Declare a ``compute`` step run by the decorated function (``@reports.compute("load")``).
+        ``timeout_seconds``: the longest one attempt may run (default 10 minutes). ``recall``: ``{"query",
+        "intent"?}``, the task owner's memory bundle the function finds in ``ctx.bundle`` (the query may quote the
+        goal: ``"runbook for {{goal.service}}"``)."""
 
         def declare(function: StepFn) -> StepFn:
             self._add(step_id, "compute", function, function=registry.hook_name(self.task_type, step_id),
-                      timeout_seconds=timeout_seconds)
+                      timeout_seconds=timeout_seconds, recall=recall)
             return function
 
         return declare

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from temporalio.client import WorkflowHandle
 
@@ -17,7 +18,8 @@ from api.settings import Settings
 from memory.tasks import registry
 from memory.tasks.contract import ProducedArtifact, StepContext, StepOutcome
 from memory.tasks.keys import workflow_id
-from tests.conftest import MakeKey
+from tests.conftest import MakeKey, auth
+from tests.factories import candidate
 from tests.tasks.conftest import own_worker
 from workflows.report_task import ReportTaskInput, ReportTaskWorkflow
 
@@ -29,16 +31,19 @@ def _body(*steps: dict[str, Any]) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def _started(settings: Settings, engine: Engine, make_key: MakeKey,
-                   body: dict[str, Any]) -> AsyncIterator[WorkflowHandle[Any, Any]]:
-    """A task of a fresh tenant running ``body``, on a worker of the test's own while the block runs."""
-    tenant = f"t-{uuid.uuid4().hex[:12]}"
-    make_key(tenant=tenant)
+async def _started(settings: Settings, engine: Engine, make_key: MakeKey, body: dict[str, Any],
+                   tenant: str | None = None, goal: dict[str, Any] | None = None,
+                   ) -> AsyncIterator[WorkflowHandle[Any, Any]]:
+    """A task of alice's in ``tenant`` (default: a fresh one) running ``body``, on a worker of the test's own while
+    the block runs."""
+    if tenant is None:
+        tenant = f"t-{uuid.uuid4().hex[:12]}"
+        make_key(tenant=tenant)
     task_id = f"task-{uuid.uuid4().hex[:8]}"
     async with own_worker(settings, engine, threads=2, faults=FaultPlan()) as (client, queue):
         yield await client.start_workflow(
             ReportTaskWorkflow.run,
-            ReportTaskInput(tenant, task_id, "alice", "kinds", {}, "intent", definition=body,
+            ReportTaskInput(tenant, task_id, "alice", "kinds", goal or {}, "intent", definition=body,
                             step_retry_max_interval_seconds=0.5),
             id=workflow_id(tenant, task_id), task_queue=queue,
         )
@@ -102,3 +107,43 @@ async def test_a_step_whose_function_is_not_loaded_waits_for_a_worker_that_has_i
         assert state is not None and state.status == "WAITING_FOR_APPROVAL", state
         assert state.completed_step_ids == ["draft"] and state.current_step_id == "review"
         await handle.terminate("test over")
+
+
+async def test_a_compute_step_with_a_recall_gets_the_owners_bundle(
+    settings: Settings, engine: Engine, make_key: MakeKey, client: TestClient
+) -> None:
+    """The recall's query quotes the goal; the bundle is alice's (not another user's of the tenant), as prompt text
+    and as memories."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    alice, carol = make_key(tenant=tenant), make_key(tenant=tenant, user="carol")
+    for key, content in ((alice, "checkout runbook: restart the payment proxy first"),
+                         (carol, "checkout runbook: carol's private note")):
+        response = client.post("/memory-candidates", json=candidate(content), headers=auth(key))
+        assert response.status_code == 201, response.text
+    name = f"recall-{uuid.uuid4().hex[:6]}.gather"
+    seen: list[Mapping[str, Any] | None] = []
+
+    def gather(ctx: StepContext) -> StepOutcome:
+        seen.append(ctx.bundle)
+        return StepOutcome({}, [ProducedArtifact("notes.txt", "draft", "text/plain", b"notes")])
+
+    registry.declare_function(name, gather)
+    body = {**_body({"step_id": "gather", "kind": "compute", "function": name,
+                     "recall": {"query": "{{goal.service}} runbook"}},
+                    {"step_id": "review", "kind": "approval", "artifact_from": "gather/notes.txt"},
+                    {"step_id": "send", "kind": "publish", "destination": "reports"}),
+            "redraft_step": "gather"}
+    async with _started(settings, engine, make_key, body, tenant, {"service": "checkout"}) as handle:
+        for _ in range(200):
+            state = await handle.query(ReportTaskWorkflow.state)
+            if state is not None and state.status in ("WAITING_FOR_APPROVAL", "FAILED"):
+                break
+            await asyncio.sleep(0.1)
+        await handle.terminate("test over")
+    assert state is not None and state.status == "WAITING_FOR_APPROVAL", state
+    [bundle] = seen
+    assert bundle is not None
+    contents = [memory["content"] for memory in bundle["memories"]]
+    assert contents == ["checkout runbook: restart the payment proxy first"]
+    assert "<memory_bundle" in bundle["text"] and "restart the payment proxy first" in bundle["text"]
+    assert bundle["trace_id"]
