@@ -13,12 +13,12 @@ from activities.tasks.faults import connect_to_closed_port, stall
 from activities.tasks.payloads import CreateTaskInput, RunStepInput, RunStepResult, TransitionInput
 from activities.tasks.step_recall import step_bundle
 from memory.artifact_store import read
-from memory.tasks import approvals, keys, registry, steps
+from memory.tasks import approvals, keys, leases, registry, steps
 from memory.tasks.artifacts import ArtifactMeta, step_artifacts
 from memory.tasks.attempts import Performed, StepGaveUp, StepRun, run_attempt
 from memory.tasks.contract import StepFailed
 from memory.tasks.llm_steps import LlmAnswerInvalid, placeholders, run_llm_step
-from memory.tasks.states import TaskStatus
+from memory.tasks.states import TERMINAL, TaskStatus
 from memory.tasks.transitions import NewTask, Snapshot, Transition, get_task, insert_task, move
 
 S = TaskStatus
@@ -153,6 +153,8 @@ class StepActivities(TaskActivitiesBase):
         with self._tx(req.tenant_id) as session:
             if req.cancel_pending_approvals:
                 approvals.cancel_pending(session, req.tenant_id, req.task_id)
+            if S(req.target) in TERMINAL:
+                leases.abandon_agent_attempts(session, req.ref, req.target)
             return move(
                 session,
                 req.ref,

@@ -145,6 +145,18 @@ def collect_agent_step(
     return AgentOutcome("WAITING", version)
 
 
+def abandon_agent_attempts(session: Session, ref: TaskRef, status: str) -> None:
+    """The task ended (cancelled, failed) while agents held leases: their attempts are ABANDONED, so the timeline
+    shows no attempt running on a closed task; their complete or fail is then a 409 ``task_closed``."""
+    session.execute(
+        update(TaskAttempt)
+        .where(TaskAttempt.tenant_id == ref.tenant_id, TaskAttempt.task_id == ref.task_id,
+               TaskAttempt.status == "RUNNING", TaskAttempt.actor.is_not(None))
+        .values(status="ABANDONED", finished_at=func.now(),
+                error={"code": "task_closed", "message": f"the task ended ({status}) while the agent worked"})
+    )
+
+
 # --- the agent's side ----------------------------------------------------------------------------------------
 
 
@@ -347,6 +359,10 @@ def _check_live(session: Session, attempt: TaskAttempt) -> bool:
 
 
 def _finished(attempt: TaskAttempt) -> Conflict:
+    error = attempt.error or {}
+    if attempt.status == "ABANDONED" and error.get("code") == "task_closed":
+        return Conflict(f"task {attempt.task_id} has ended: its steps take no more results ({error['message']})",
+                        code="task_closed")
     ended = {"SUCCEEDED": "was completed", "FAILED": "was failed"}.get(attempt.status, "was abandoned")
     return Conflict(
         f"attempt {attempt.attempt_id} {ended} already; only the very call that ended it (the same body) is "

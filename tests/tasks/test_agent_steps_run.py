@@ -200,4 +200,7 @@ def test_cancel_while_waiting_for_the_agent_ends_the_task(client: TestClient, te
     late = {"artifacts": [{"name": "digest.md", "media_type": "text/markdown", "content_base64": "eA=="}]}
     refused = agent.call(f"/attempts/{claimed['attempt_id']}/complete", late, 409)
     assert refused["error"]["code"] == "task_closed"
+    attempts = [e for e in client.get(f"/tasks/{task_id}/timeline", headers=auth(tenant.owner)).json()["entries"]
+                if e["kind"] == "attempt"]
+    assert [a["status"] for a in attempts] == ["ABANDONED"]  # no attempt left running on a closed task
 
