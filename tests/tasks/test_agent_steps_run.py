@@ -204,3 +204,20 @@ def test_cancel_while_waiting_for_the_agent_ends_the_task(client: TestClient, te
                 if e["kind"] == "attempt"]
     assert [a["status"] for a in attempts] == ["ABANDONED"]  # no attempt left running on a closed task
 
+
+
+def test_a_tenant_type_checks_its_goal_and_is_the_tenants_alone(
+    client: TestClient, tenant: Tenant, make_key: MakeKey
+) -> None:
+    register(client, tenant.admin, "weekly-digest", REVIEWED)
+    body = {"task_type": "weekly-digest", "request_intent_id": "bad-goal", "goal": {"service": 5, "team": "sre"}}
+    refused = client.post("/tasks", json=body, headers=auth(tenant.owner))
+    assert refused.status_code == 422, refused.text
+    problems = {(p["path"], p["code"]) for p in refused.json()["error"]["details"]["problems"]}
+    assert problems == {("/goal/service", "invalid_type"), ("/goal", "unknown_field")}  # the object names it
+    stranger = make_key(roles=("memory_writer",))  # another tenant: the type is not there
+    elsewhere = client.post("/tasks", json={**body, "goal": {"service": "checkout"}}, headers=auth(stranger))
+    assert elsewhere.status_code == 422 and elsewhere.json()["error"]["code"] == "invalid_value", elsewhere.text
+    assert "weekly-digest" not in elsewhere.json()["error"]["message"].split("types are:")[1]
+    listed = client.get("/task-definitions", headers=auth(stranger)).json()["items"]
+    assert "weekly-digest" not in [item["task_type"] for item in listed]
