@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner, Result
 
+from api.cli.task import task_app
+from api.main import create_app
+from api.settings import Settings
 from tests.conftest import MakeKey, auth
 from tests.tasks.conftest import status_is, wait_for
+from tests.workers import served
 
 pytestmark = pytest.mark.usefixtures("task_worker")
 
@@ -221,3 +228,31 @@ def test_a_tenant_type_checks_its_goal_and_is_the_tenants_alone(
     assert "weekly-digest" not in elsewhere.json()["error"]["message"].split("types are:")[1]
     listed = client.get("/task-definitions", headers=auth(stranger)).json()["items"]
     assert "weekly-digest" not in [item["task_type"] for item in listed]
+
+
+def test_the_cli_performs_an_agent_step(client: TestClient, settings: Settings, tenant: Tenant,
+                                        tmp_path: Path) -> None:
+    """``mnemo task attempt claim|complete`` over real HTTP: what a shell-script agent runs."""
+    register(client, tenant.admin, "weekly-digest", REVIEWED)
+    task_id = start(client, tenant.owner, "weekly-digest", {"service": "checkout"})
+    waiting_for_agent(client, tenant.owner, task_id)
+    digest = tmp_path / "digest.md"
+    digest.write_bytes(b"# checkout\n")
+    with served(create_app(settings)) as port:
+        def cli(*args: str) -> Result:
+            return CliRunner().invoke(task_app, ["attempt", *args, "--api-url", f"http://127.0.0.1:{port}",
+                                                 "--key", tenant.owner])
+
+        claimed = cli("claim", task_id, "--lease", "60", "--json")
+        assert claimed.exit_code == 0, claimed.output
+        attempt = json.loads(claimed.output)["attempt_id"]
+        wrong = cli("complete", task_id, attempt, "--artifact", "digest.md")
+        assert wrong.exit_code == 1 and "say NAME=PATH" in wrong.output
+        done = cli("complete", task_id, attempt, "--artifact", f"digest.md={digest}", "--output", '{"items": 1}')
+        assert done.exit_code == 0, done.output
+        assert done.output.startswith("step collect completed\ndigest.md sha256 ")
+    view = wait_for(client, tenant.owner, task_id, status_is("WAITING_FOR_APPROVAL"))
+    assert view["pending_approval"]["artifact_sha256"] == hashlib.sha256(b"# checkout\n").hexdigest()
+    sha = hashlib.sha256(digest.read_bytes()).hexdigest()
+    served_back = client.get(f"/tasks/{task_id}/artifacts/{sha}", headers=auth(tenant.owner))
+    assert served_back.headers["content-type"].startswith("text/markdown")  # guessed from the file's name
