@@ -60,7 +60,8 @@ def manifest_view(
     validation = [a for a in task_artifacts(engine, principal.tenant_id, task_id) if a.kind == "validation"]
     rejected: list[dict[str, Any]] | None = None
     if validation:
-        rejected = json.loads(artifact_bytes(engine, store, principal, task_id, validation[0].sha256))
+        lines = json.loads(artifact_bytes(engine, store, principal, task_id, validation[0].sha256))
+        rejected = lines if isinstance(lines, list) else None  # another type's "validation" is not these lines
     title, revision = manifest.get("title"), manifest.get("revision")
     return Manifest(
         title=title if isinstance(title, str) else None,

@@ -23,7 +23,11 @@ from sqlalchemy import Engine
 from api.console.render_artifact import CSV_ROWS, INLINE_LIMIT
 from memory.db import tenant_session
 from memory.tasks import keys, leases, registry
+from memory.tasks.builtin import MONTHLY_REPORT_V1
 from memory.tasks.contract import ProducedArtifact, StepContext, StepOutcome
+from memory.tasks.definition_store import put_definition
+from memory.tasks.definitions import from_body
+from memory.tasks.pinned import pinned_definition
 from memory.tasks.ref import TaskRef
 from memory.tasks.states import TaskStatus
 from memory.tasks.transitions import NewTask, Transition, insert_task, move
@@ -60,13 +64,18 @@ ARTIFACTS = {  # name -> (media type, bytes)
     "page.html": ("text/html", PAGE),
     "blob.bin": ("application/octet-stream", b"\x00\x01binary"),
     "big.json": ("application/json", json.dumps(["x" * 1000] * (INLINE_LIMIT // 1000 + 1)).encode()),
+    "checks.json": ("application/json", b'{"passed": 3}'),  # kind "validation", not the monthly report's lines
 }
+ARTIFACTS["manifest.json"] = ("application/json", json.dumps({  # the manifest convention, outside the monthly report
+    "title": "Showcase page", "html_sha256": hashlib.sha256(PAGE).hexdigest(),
+    "charts": {"tiny": hashlib.sha256(ARTIFACTS["chart.png"][1]).hexdigest()}}).encode())
 
 
 def write(ctx: StepContext) -> StepOutcome:
     """The showcase's compute step: one artifact of each kind the console must show."""
     return StepOutcome({"artifacts": len(ARTIFACTS)}, [
-        ProducedArtifact(name, "output", media_type, content) for name, (media_type, content) in ARTIFACTS.items()])
+        ProducedArtifact(name, "validation" if name == "checks.json" else "output", media_type, content)
+        for name, (media_type, content) in ARTIFACTS.items()])
 
 
 DEFINITION = {
@@ -187,6 +196,13 @@ def test_json_csv_text_image_html_and_other_types_each_show_as_they_should(
     page_html = viewed(https_client, showcase, "page.html")
     assert re.search(r'<iframe class="draft" title="page.html" src="[^"]+" sandbox="allow-same-origin">', page_html)
     assert "<script" not in page_html
+    manifest = viewed(https_client, showcase, "manifest.json")
+    base = f"/console/tasks/{showcase.task_id}/artifacts"
+    assert "<h2>Showcase page</h2>" in manifest  # a manifest's title, no revision named
+    assert f'id="draft-frame" title="The report as it will be published" src="{base}/{showcase.shas["page.html"]}"' \
+        in manifest
+    assert f'<img class="chart" src="{base}/{showcase.shas["chart.png"]}" alt="tiny chart">' in manifest
+    assert "Rejected by validation" not in manifest  # its "validation" artifact is not a list of rejected lines
     blob = viewed(https_client, showcase, "blob.bin")
     assert 'download="blob.bin">Download blob.bin</a> (application/octet-stream, 8 B)' in blob
     assert "application/octet-stream is not shown here" in blob
@@ -277,6 +293,27 @@ def test_a_task_waiting_for_an_agent_says_which_step_and_who_holds_it_until_when
     assert f"Claimed by <strong>{attempt['actor']}</strong> (attempt 1) since" in claim.group(1)
     assert re.search(r"until <time[^>]*>\w{3} \d{1,2} \w{3} \d{4}, \d{2}:\d{2} UTC \(in (9|10) min\)</time>",
                      claim.group(1)), claim.group(1)
+
+
+def test_the_pinned_version_is_found_where_it_came_from(engine: Engine, make_key: MakeKey) -> None:
+    """A code type at the version its module declares now (and the frozen monthly-report-v1), a tenant's registered
+    version (not another tenant's), and nothing for a version no longer declared."""
+    tenant, other = f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}"
+    make_key(tenant=tenant)
+    make_key(tenant=other)
+    body = {"version": "1", "goal_schema": {"type": "object"}, "steps": [{"step_id": "collect", "kind": "agent"}]}
+    with tenant_session(engine, tenant) as session:
+        put_definition(session, tenant, from_body("weekly", body), "ada")
+    with tenant_session(engine, tenant) as session:
+        monthly = pinned_definition(session, tenant, "monthly-report", "monthly-report-v1")
+        assert monthly is not None and monthly.sha256 == MONTHLY_REPORT_V1.sha256
+        assert [step.kind for step in monthly.steps][-2:] == ["approval", "publish"]
+        assert pinned_definition(session, tenant, "monthly-report", "monthly-report-v0") is None
+        weekly = pinned_definition(session, tenant, "weekly", "1")
+        assert weekly is not None and [(s.step_id, s.kind) for s in weekly.steps] == [("collect", "agent")]
+        assert pinned_definition(session, tenant, "weekly", "2") is None
+    with tenant_session(engine, other) as session:
+        assert pinned_definition(session, other, "weekly", "1") is None
 
 
 def test_a_version_that_cannot_be_found_shows_the_steps_its_records_name(
