@@ -12,6 +12,7 @@ import struct
 import uuid
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -329,7 +330,9 @@ def test_a_version_that_cannot_be_found_shows_the_steps_its_records_name(
     assert "The definition version 7 this task started with is no longer known here" in text
 
 
-def test_in_a_browser_a_markdown_artifact_runs_nothing(page: Page, base_url: str, showcase: Showcase) -> None:
+def test_in_a_browser_a_markdown_artifact_runs_nothing(
+    page: Page, base_url: str, showcase: Showcase, tmp_path: Path
+) -> None:
     dialogs: list[str] = []
 
     def seen(dialog: Dialog) -> None:
@@ -346,3 +349,4 @@ def test_in_a_browser_a_markdown_artifact_runs_nothing(page: Page, base_url: str
     assert page.evaluate("window.pwned") is None and dialogs == []
     assert page.eval_on_selector_all(".markdown a", "links => links.map(a => a.protocol)") == ["https:", "https:"]
     assert page.eval_on_selector_all(".markdown img", "imgs => imgs.length") == 0
+    page.screenshot(path=str(tmp_path / "markdown.png"), full_page=True)  # kept with the test's tmp dir for a look
