@@ -88,6 +88,7 @@ class Panels:
 
 def panels(engine: Engine, store: ArtifactStore, principal: PrincipalContext, view: TaskView,
            timeline: list[dict[str, Any]], picked: str | None) -> Panels:
+    """The artifacts listed in the order of the steps that wrote them; the two shown, each through the gate."""
     pending = view.pending_approval
     sha = (pending.artifact_sha256 if pending else None) or view.draft_sha256
     tenant, task_id = principal.tenant_id, view.task_id
@@ -110,7 +111,7 @@ def panels(engine: Engine, store: ArtifactStore, principal: PrincipalContext, vi
 async def task_page(
     task_id: str, request: Request, signed: SignedIn, engine: EngineDep, settings: SettingsDep,
     temporal: TemporalSource, store: ArtifactsDep, done: Annotated[str | None, Query(max_length=200)] = None,
-    artifact: Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")] = None,
+    picked: Annotated[str | None, Query(alias="artifact", pattern=r"^[0-9a-f]{64}$")] = None,
 ) -> HTMLResponse:
     principal = signed.principal
     view = await task_reads.get_task(temporal, engine, principal, task_id)
@@ -118,7 +119,7 @@ async def task_page(
         timeline = (await task_reads.timeline(temporal, engine, principal, task_id)).entries
     except NotFound:  # started, its first step not recorded yet
         timeline = []
-    shown = await run_in_threadpool(panels, engine, store, principal, view, timeline, artifact)
+    shown = await run_in_threadpool(panels, engine, store, principal, view, timeline, picked)
     owner = view.owner_user_id or ""
     policy = await run_in_threadpool(task_reads.tenant_policy_of, engine, principal.tenant_id)
     refusal = decider_refusal(principal.user_id, principal.roles, owner,
