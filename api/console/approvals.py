@@ -18,6 +18,7 @@ from memory.db import tenant_session
 from memory.errors import Forbidden
 from memory.identity.auth import may_approve
 from memory.tasks.approvals import pending_approval
+from memory.tasks.artifacts import get_artifact
 from memory.tasks.states import TaskStatus
 from memory.tasks.timeline import list_tasks
 
@@ -26,7 +27,7 @@ router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schem
 
 @router.get("/approvals")
 def inbox(request: Request, signed: SignedIn, engine: EngineDep) -> HTMLResponse:
-    """Tasks waiting for approval, soonest deadline first."""
+    """Tasks of any type waiting for approval, soonest deadline first, each with the artifact it is asked about."""
     principal = signed.principal
     if not may_approve(principal.roles):
         raise Forbidden("the approvals inbox needs the approver role")
@@ -34,8 +35,10 @@ def inbox(request: Request, signed: SignedIn, engine: EngineDep) -> HTMLResponse
         waiting = list_tasks(session, principal.tenant_id, owner_user_id=None,
                              status=TaskStatus.WAITING_FOR_APPROVAL.value, limit=200)
         rows = [(task, pending_approval(session, principal.tenant_id, task.task_id)) for task in waiting]
+        asked = {pending.approval_id: get_artifact(session, principal.tenant_id, task.task_id, pending.artifact_sha256)
+                 for task, pending in rows if pending is not None}
     rows.sort(key=lambda row: (row[1] is None, row[1].deadline_at if row[1] else None, row[0].task_id))
-    return page(request, "approvals.html", rows=rows)
+    return page(request, "approvals.html", rows=rows, asked=asked)
 
 
 @router.post("/tasks/{task_id}/decision")

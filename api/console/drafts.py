@@ -1,32 +1,39 @@
-"""A task's draft as the approver sees it: the manifest it is bound to (its sha256), the HTML that will be
-published, the charts, and the order lines validation rejected. Read through the API's artifact gate."""
+"""A draft manifest as the approver sees it: the HTML that will be published, its charts, and the lines validation
+rejected. Read through the API's artifact gate.
+
+The manifest is a convention any task type may use (the README's SDK section): a JSON artifact whose object has
+``html_sha256`` (an HTML artifact of the same task) and optionally ``title``, ``revision`` and ``charts`` (name →
+sha256 of an image artifact). The monthly report's ``draft.json`` is one; its approval is bound to the manifest, so
+the page shows what the manifest names.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine
 
 from api.console.reads import task_artifacts
-from api.schemas.tasks import TaskView
 from api.services.task_reads import open_artifact
 from memory.artifact_store import ArtifactStore
 from memory.identity.auth import PrincipalContext
 
 REJECTED_SHOWN = 50
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
-class Draft:
-    sha256: str
-    """What an approval is bound to: the draft manifest's sha256."""
-    title: str
-    revision: int
+class Manifest:
+    title: str | None
+    revision: int | None
+    html_sha256: str
     html_url: str
     charts: list[tuple[str, str]]
-    rejected_total: int
+    rejected_total: int | None
+    """How many lines the task's ``validation`` artifact lists; None when the task has none."""
     rejected: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -38,25 +45,31 @@ def artifact_bytes(
     return b"".join(chunks)
 
 
-def draft_of(view: TaskView, engine: Engine, store: ArtifactStore, principal: PrincipalContext) -> Draft | None:
-    """The draft waiting for a decision, else the task's latest draft, else ``None``."""
-    pending = view.pending_approval
-    sha = (pending.artifact_sha256 if pending else None) or view.draft_sha256
-    if sha is None:
-        return None
-    task_id = view.task_id
-    manifest = json.loads(artifact_bytes(engine, store, principal, task_id, sha))
+def is_manifest(body: object) -> bool:
+    """Whether a JSON artifact's body follows the manifest convention (it names its HTML by sha256)."""
+    return isinstance(body, dict) and isinstance(body.get("html_sha256"), str) \
+        and bool(_SHA256.match(body["html_sha256"]))
+
+
+def manifest_view(
+    engine: Engine, store: ArtifactStore, principal: PrincipalContext, task_id: str, manifest: dict[str, Any]
+) -> Manifest:
+    """What a manifest names, as console URLs (each served through the artifact gate when the browser asks)."""
     base = f"/console/tasks/{task_id}/artifacts"
-    rejected: list[dict[str, Any]] = []
+    charts = manifest.get("charts")
     validation = [a for a in task_artifacts(engine, principal.tenant_id, task_id) if a.kind == "validation"]
+    rejected: list[dict[str, Any]] | None = None
     if validation:
-        rejected = json.loads(artifact_bytes(engine, store, principal, task_id, validation[0].sha256))
-    return Draft(
-        sha256=sha,
-        title=manifest["title"],
-        revision=manifest["revision"],
+        lines = json.loads(artifact_bytes(engine, store, principal, task_id, validation[0].sha256))
+        rejected = lines if isinstance(lines, list) else None  # another type's "validation" is not these lines
+    title, revision = manifest.get("title"), manifest.get("revision")
+    return Manifest(
+        title=title if isinstance(title, str) else None,
+        revision=revision if isinstance(revision, int) else None,
+        html_sha256=manifest["html_sha256"],
         html_url=f"{base}/{manifest['html_sha256']}",
-        charts=[(name, f"{base}/{chart}") for name, chart in manifest["charts"].items()],
-        rejected_total=len(rejected),
-        rejected=rejected[:REJECTED_SHOWN],
+        charts=[(str(name), f"{base}/{sha}") for name, sha in (charts.items() if isinstance(charts, dict) else ())
+                if isinstance(sha, str) and _SHA256.match(sha)],
+        rejected_total=None if rejected is None else len(rejected),
+        rejected=(rejected or [])[:REJECTED_SHOWN],
     )

@@ -6,6 +6,8 @@ already allowed, or ask the domain rule row by row (:func:`memory.deletion.jobs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlalchemy import Engine, select
 
 from memory.db import tenant_session
@@ -15,7 +17,8 @@ from memory.identity.auth import PrincipalContext
 from memory.models import AuditEntry, DeletionJob, Memory, RetentionHold
 from memory.recall import audit
 from memory.store.memories import memories_about
-from memory.tasks.models import TaskArtifact
+from memory.tasks.models import TaskArtifact, TaskAttempt
+from memory.tasks.pinned import pinned_definition
 
 
 def task_artifacts(engine: Engine, tenant_id: str, task_id: str) -> list[TaskArtifact]:
@@ -28,6 +31,41 @@ def task_artifacts(engine: Engine, tenant_id: str, task_id: str) -> list[TaskArt
                 .order_by(TaskArtifact.created_at.desc(), TaskArtifact.sha256)
             ).scalars()
         )
+
+
+@dataclass(frozen=True)
+class StepLine:
+    step_id: str
+    kind: str | None
+    """None when the task's definition version cannot be found (only its records name the step)."""
+    description: str | None = None
+
+
+def task_steps(
+    engine: Engine, tenant_id: str, task_type: str | None, version: str | None, recorded: list[str]
+) -> list[StepLine]:
+    """The steps of the definition version the task pinned, in order, with their kinds; when that version cannot
+    be found, the step ids its records name (``recorded``, in order), kinds unknown."""
+    definition = None
+    if task_type and version:
+        with tenant_session(engine, tenant_id) as session:
+            definition = pinned_definition(session, tenant_id, task_type, version)
+    if definition is None:
+        return [StepLine(step_id, None) for step_id in dict.fromkeys(recorded)]
+    return [StepLine(step.step_id, step.kind, step.spec.get("description")) for step in definition.steps]
+
+
+def agent_claim(engine: Engine, tenant_id: str, task_id: str, step_id: str) -> TaskAttempt | None:
+    """The agent's attempt holding the step, or the last one that held it while nobody completed, failed or
+    re-claimed it (its lease may have run out since: :mod:`memory.tasks.leases` marks that at the next call)."""
+    with tenant_session(engine, tenant_id) as session:
+        return session.execute(
+            select(TaskAttempt)
+            .where(TaskAttempt.tenant_id == tenant_id, TaskAttempt.task_id == task_id, TaskAttempt.step_id == step_id,
+                   TaskAttempt.status == "RUNNING", TaskAttempt.lease_expires_at.is_not(None))
+            .order_by(TaskAttempt.started_at.desc())
+            .limit(1)
+        ).scalar_one_or_none()
 
 
 def deletion_jobs(engine: Engine, principal: PrincipalContext, limit: int = 50) -> list[DeletionJob]:

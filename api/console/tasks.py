@@ -1,27 +1,35 @@
-"""Tasks: the list with filters, a task's page (timeline, Temporal link, operator actions behind a
-confirmation), its artifacts and its published report. Every read and action is the API's own service
+"""Tasks of any definition: the list with filters, a task's page (the artifact under approval, every artifact by
+step, the pinned definition's steps, the agent holding a step, timeline, Temporal link, operator actions behind a
+confirmation), its artifacts and its published artifact, each shown by media type
+(:mod:`api.console.render_artifact`). Every read and action is the API's own service
 (:mod:`api.services.task_reads`, :mod:`api.services.task_actions`)."""
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Literal
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Query, Request, Response
 from fastapi.responses import HTMLResponse
+from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
-from api.console import drafts
+from api.console.reads import StepLine, agent_claim, task_artifacts, task_steps
+from api.console.render_artifact import Shown, render
 from api.console.web import CheckedForm, ConsoleRoute, SignedIn, back_to, outcome, page
 from api.deps import ArtifactsDep, EngineDep, SettingsDep, TemporalSource
 from api.responses import artifact_response
-from api.schemas.tasks import ControlIn, ResolveIn
+from api.schemas.tasks import ControlIn, ResolveIn, TaskView
 from api.services import task_actions, task_reads
 from api.services.task_actions import Control
+from memory.artifact_store import ArtifactStore
 from memory.db import tenant_session
 from memory.errors import InvalidInput, NotFound
-from memory.identity.auth import may_control_task, may_operate, may_read_every_task
+from memory.identity.auth import PrincipalContext, may_control_task, may_operate, may_read_every_task
 from memory.tasks.approvals import decider_refusal
+from memory.tasks.leases import WAITING_REASON as AGENT
+from memory.tasks.models import TaskArtifact, TaskAttempt
 from memory.tasks.states import TERMINAL, TaskStatus
 from memory.tasks.timeline import list_tasks
 
@@ -65,10 +73,45 @@ def task_list(
                 statuses=[s.value for s in TaskStatus])
 
 
+@dataclass(frozen=True)
+class Panels:
+    """What a task page shows beside the task's view: each read through the API's gate or after it."""
+
+    under_approval: Shown | None
+    """The artifact waiting for a decision, else the latest draft (``draft_sha256``)."""
+    viewed: Shown | None
+    """The artifact the reader picked from the list (``?artifact=``)."""
+    artifacts: list[TaskArtifact]
+    steps: list[StepLine]
+    claim: TaskAttempt | None
+
+
+def panels(engine: Engine, store: ArtifactStore, principal: PrincipalContext, view: TaskView,
+           timeline: list[dict[str, Any]], picked: str | None) -> Panels:
+    """The artifacts listed in the order of the steps that wrote them; the two shown, each through the gate."""
+    pending = view.pending_approval
+    sha = (pending.artifact_sha256 if pending else None) or view.draft_sha256
+    tenant, task_id = principal.tenant_id, view.task_id
+    steps = task_steps(engine, tenant, view.task_type, view.workflow_version,
+                       [e["step_id"] for e in timeline if e.get("step_id")])
+    order = {step.step_id: index for index, step in enumerate(steps)}
+    artifacts = task_artifacts(engine, tenant, task_id)
+    artifacts.sort(key=lambda a: (order.get(a.step_id, len(order)), a.step_id, a.created_at, a.name))
+    waiting_step = view.current_step_id if view.waiting_reason == AGENT else None
+    return Panels(
+        under_approval=None if sha is None else render(engine, store, principal, task_id, sha),
+        viewed=None if picked is None else render(engine, store, principal, task_id, picked),
+        artifacts=artifacts,
+        steps=steps,
+        claim=None if waiting_step is None else agent_claim(engine, tenant, task_id, waiting_step),
+    )
+
+
 @router.get("/tasks/{task_id}")
 async def task_page(
     task_id: str, request: Request, signed: SignedIn, engine: EngineDep, settings: SettingsDep,
     temporal: TemporalSource, store: ArtifactsDep, done: Annotated[str | None, Query(max_length=200)] = None,
+    picked: Annotated[str | None, Query(alias="artifact", pattern=r"^[0-9a-f]{64}$")] = None,
 ) -> HTMLResponse:
     principal = signed.principal
     view = await task_reads.get_task(temporal, engine, principal, task_id)
@@ -76,13 +119,14 @@ async def task_page(
         timeline = (await task_reads.timeline(temporal, engine, principal, task_id)).entries
     except NotFound:  # started, its first step not recorded yet
         timeline = []
-    draft = await run_in_threadpool(drafts.draft_of, view, engine, store, principal)
+    shown = await run_in_threadpool(panels, engine, store, principal, view, timeline, picked)
     owner = view.owner_user_id or ""
     policy = await run_in_threadpool(task_reads.tenant_policy_of, engine, principal.tenant_id)
     refusal = decider_refusal(principal.user_id, principal.roles, owner,
                               owner_may_decide=not policy.separation_of_duties)
     return page(
-        request, "task.html", task=view, timeline=timeline, draft=draft, done=outcome(done),
+        request, "task.html", task=view, timeline=timeline, panels=shown, draft=shown.under_approval,
+        done=outcome(done), now=datetime.now(UTC),
         temporal_url=temporal_link(settings.temporal_ui_url, settings.temporal_namespace, view.workflow_id,
                                    view.run_id),
         may_control=view.status not in TERMINAL and may_control_task(principal.user_id, principal.roles, owner),
@@ -138,18 +182,18 @@ def artifact(task_id: str, sha256: str, signed: SignedIn, engine: EngineDep, sto
 
 @router.get("/tasks/{task_id}/report")
 async def published_report(
-    task_id: str, signed: SignedIn, engine: EngineDep, temporal: TemporalSource, store: ArtifactsDep
+    task_id: str, request: Request, signed: SignedIn, engine: EngineDep, temporal: TemporalSource,
+    store: ArtifactsDep,
 ) -> Response:
-    """The report as the destination received it: the HTML of the draft the approval was bound to."""
+    """What the destination received: the approved artifact the publication sent, shown by its media type (a
+    manifest's HTML, or HTML, as the document itself, under the artifact route's CSP)."""
     view = await task_reads.get_task(temporal, engine, signed.principal, task_id)
-    approved = [
-        entry["artifact_sha256"]
-        for entry in (await task_reads.timeline(temporal, engine, signed.principal, view.task_id)).entries
-        if entry["kind"] == "approval" and entry["status"] == "APPROVED"
-    ]
-    if not view.publications or not approved:
-        raise NotFound(f"task {task_id} has published no report yet (it is {view.status})")
-    manifest = await run_in_threadpool(drafts.artifact_bytes, engine, store, signed.principal, view.task_id,
-                                       approved[-1])
-    html_sha256 = json.loads(manifest)["html_sha256"]
-    return await run_in_threadpool(artifact, view.task_id, html_sha256, signed, engine, store)
+    published = await run_in_threadpool(task_reads.publications, engine, signed.principal, view.task_id)
+    if not published.items:
+        raise NotFound(f"task {task_id} has published nothing yet (it is {view.status})")
+    shown = await run_in_threadpool(render, engine, store, signed.principal, view.task_id,
+                                    published.items[-1].artifact_sha256)
+    if shown.view in ("manifest", "html"):
+        document = shown.manifest.html_sha256 if shown.manifest else shown.artifact.sha256
+        return await run_in_threadpool(artifact, view.task_id, document, signed, engine, store)
+    return page(request, "report.html", task=view, shown=shown)

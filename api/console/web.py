@@ -59,7 +59,15 @@ def when(value: datetime | str | None, relative: bool = False, now: datetime | N
     return text
 
 
+def human_size(size: int) -> str:
+    """Bytes as a person reads them: 812 B, 3.4 KiB, 1.2 MiB."""
+    if size < 1024:
+        return f"{size} B"
+    return f"{size / 1024:.1f} KiB" if size < 1024 * 1024 else f"{size / 1024 / 1024:.1f} MiB"
+
+
 templates.env.filters["when"] = when
+templates.env.filters["size"] = human_size
 
 _NEXT_STEP = {
     401: "Sign in again with a valid API key.",

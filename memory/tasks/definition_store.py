@@ -99,3 +99,12 @@ def listing(session: Session, tenant_id: str) -> dict[str, list[StoredDefinition
     for row in rows:
         types[row.task_type].append(_stored(row))
     return dict(types)
+
+
+def registered_version(session: Session, tenant_id: str, task_type: str, version: str) -> Definition | None:
+    """One registered version (what a task that pinned it runs), or None."""
+    row = session.execute(
+        select(TaskDefinitionRow).where(TaskDefinitionRow.tenant_id == tenant_id,
+                                        TaskDefinitionRow.task_type == task_type, TaskDefinitionRow.version == version)
+    ).scalar_one_or_none()
+    return None if row is None else _stored(row).definition
