@@ -9,6 +9,7 @@ do next.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
@@ -66,8 +67,16 @@ def human_size(size: int) -> str:
     return f"{size / 1024:.1f} KiB" if size < 1024 * 1024 else f"{size / 1024 / 1024:.1f} MiB"
 
 
+def goal_text(goal: dict[str, Any]) -> str:
+    """A goal of any definition as a line a person reads: each field named (``month 2026-06 · currency CNY``);
+    nested values as compact JSON."""
+    return " · ".join(f"{key} {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
+                      for key, value in goal.items())
+
+
 templates.env.filters["when"] = when
 templates.env.filters["size"] = human_size
+templates.env.filters["goal"] = goal_text
 
 _NEXT_STEP = {
     401: "Sign in again with a valid API key.",

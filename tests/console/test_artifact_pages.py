@@ -22,6 +22,7 @@ from playwright.sync_api import Dialog, Page
 from sqlalchemy import Engine
 
 from api.console.render_artifact import CSV_ROWS, INLINE_LIMIT
+from api.console.web import goal_text
 from memory.db import tenant_session
 from memory.tasks import keys, leases, registry
 from memory.tasks.builtin import MONTHLY_REPORT_V1
@@ -350,3 +351,9 @@ def test_in_a_browser_a_markdown_artifact_runs_nothing(
     assert page.eval_on_selector_all(".markdown a", "links => links.map(a => a.protocol)") == ["https:", "https:"]
     assert page.eval_on_selector_all(".markdown img", "imgs => imgs.length") == 0
     page.screenshot(path=str(tmp_path / "markdown.png"), full_page=True)  # kept with the test's tmp dir for a look
+
+
+def test_a_goal_of_any_definition_is_shown_with_its_field_names() -> None:
+    assert goal_text({"month": "2026-06", "currency": "CNY"}) == "month 2026-06 · currency CNY"
+    assert goal_text({"service": "checkout", "window": {"days": 7}, "urgent": True}) == \
+        'service checkout · window {"days": 7} · urgent true'
