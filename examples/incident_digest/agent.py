@@ -18,8 +18,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -167,25 +166,29 @@ def perform(api: Api, task_id: str, claimed: dict[str, Any],
                     retryable=False)
 
 
-@contextmanager
-def heartbeats(api: Api, task_id: str, attempt_id: str, every: float, log: Log) -> Iterator[None]:
-    """Renew the lease every ``every`` seconds while the block works, so a long step keeps its claim."""
-    stop = threading.Event()
+class Heartbeat(threading.Thread):
+    """Renews an attempt's lease every ``every`` seconds while a ``with`` block works, so a long step keeps its
+    claim; a failed renewal is logged, not fatal (the step's complete says whether the lease held)."""
 
-    def beat() -> None:
-        while not stop.wait(every):
+    def __init__(self, api: Api, attempt_path: str, every: float, log: Log) -> None:
+        super().__init__(name="heartbeat", daemon=True)
+        self.api, self.attempt_path, self.every, self.log = api, attempt_path, every, log
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every):
             try:
-                api.call("POST", f"/tasks/{task_id}/attempts/{attempt_id}/heartbeat", {})
+                self.api.call("POST", f"{self.attempt_path}/heartbeat", {})
             except (ApiError, OSError) as exc:
-                log(f"heartbeat failed ({exc}); the step goes on, its complete will tell")
+                self.log(f"heartbeat failed ({exc}); the step goes on, its complete will tell")
 
-    thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+    def __enter__(self) -> Heartbeat:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stopped.set()
+        self.join()
 
 
 def do_step(api: Api, task_id: str, claimed: dict[str, Any], incidents: list[dict[str, Any]],
@@ -196,7 +199,7 @@ def do_step(api: Api, task_id: str, claimed: dict[str, Any], incidents: list[dic
         f"{claimed['lease_expires_at']})" + (f"; the reviewer asked: {claimed['input']['rejection_reason']}"
                                              if claimed["input"].get("rejection_reason") else ""))
     try:
-        with heartbeats(api, task_id, claimed["attempt_id"], max(lease_seconds / 3, 1.0), log):
+        with Heartbeat(api, attempt, max(lease_seconds / 3, 1.0), log):
             try:
                 name, media_type, content = perform(api, task_id, claimed, incidents)
             except (ValueError, KeyError, TypeError) as exc:  # an earlier artifact is not what this agent reads

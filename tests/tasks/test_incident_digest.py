@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -182,3 +183,25 @@ async def test_a_goal_out_of_its_schema_is_refused_naming_the_field(
             assert (refused.status, refused.code) == (422, "invalid_value") and "/goal/since" in refused.message
         else:
             raise AssertionError("a goal whose since is not a date was accepted")
+
+
+def a_long_step_keeps_its_lease(digest: Digest) -> None:
+    agent.register(digest.admin)
+    task_id = agent.start(digest.owner, *GOAL)
+    deadline = time.monotonic() + 30
+    while digest.owner.call("GET", f"/tasks/{task_id}").get("waiting_reason") != "AGENT":
+        assert time.monotonic() < deadline, "the task never waited for its collect step"
+        time.sleep(0.2)
+    claimed = digest.owner.call("POST", f"/tasks/{task_id}/attempts", {"lease_seconds": 5})
+    logged: list[str] = []
+    with agent.Heartbeat(digest.owner, f"/tasks/{task_id}/attempts/{claimed['attempt_id']}", 1.0, logged.append):
+        time.sleep(7)  # longer than the 5 s lease: only the heartbeats keep it
+    agent.do_step(digest.owner, task_id, claimed, agent.SAMPLE_INCIDENTS, 5, logged.append)
+    assert logged[-1].startswith("completed collect: incidents.json") and len(logged) == 2, logged
+
+
+async def test_heartbeats_keep_the_lease_of_a_step_longer_than_it(
+    settings: Settings, engine: Engine, make_key: MakeKey
+) -> None:
+    async with running(settings, engine, make_key) as digest:
+        await asyncio.to_thread(a_long_step_keeps_its_lease, digest)
