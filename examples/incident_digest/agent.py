@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -248,10 +247,12 @@ def work(api: Api, task_id: str, *, incidents: list[dict[str, Any]] | None = Non
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--api", default=os.environ.get("MNEMO_API", "http://127.0.0.1:8000"),
-                        help="mnemo's URL (default $MNEMO_API or http://127.0.0.1:8000)")
-    parser.add_argument("--key", default=os.environ.get("MNEMO_KEY"),
-                        help="the API key (default $MNEMO_KEY): an admin's for register, the task owner's otherwise")
+    parser.add_argument("--api-url", default=os.environ.get("MNEMO_API_URL", "http://127.0.0.1:8000"),
+                        help="mnemo's URL (default $MNEMO_API_URL, else mnemo dev's http://127.0.0.1:8000)")
+    keys = parser.add_mutually_exclusive_group()
+    keys.add_argument("--key", default=os.environ.get("MNEMO_API_KEY"),
+                      help="the API key (default $MNEMO_API_KEY): an admin's to register, the task owner's after")
+    keys.add_argument("--key-file", type=Path, help="a file holding the key, such as mnemo dev's .mnemo/admin.key")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("register", help="register definition.json as the incident-digest type")
     started = commands.add_parser("start", help="start a digest; prints the task id")
@@ -267,10 +268,16 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if not args.key:
-        print("no API key: pass --key or set MNEMO_KEY (mnemo dev writes one to .mnemo/admin.key)", file=sys.stderr)
+    try:
+        key = args.key_file.read_text().strip() if args.key_file else args.key
+    except OSError as exc:
+        print(f"cannot read the key file: {exc}", file=sys.stderr)
         return 2
-    api = Api(args.api, args.key)
+    if not key:
+        print("no API key: pass --key-file .mnemo/admin.key (mnemo dev writes it), --key, or set MNEMO_API_KEY",
+              file=sys.stderr)
+        return 2
+    api = Api(args.api_url, key)
     try:
         if args.command == "register":
             answer = register(api)
@@ -284,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if view["status"] != "FAILED" else 1
     except ApiError as exc:
         print(f"mnemo refused: {exc}", file=sys.stderr)
+        return 1
+    except urllib.error.URLError as exc:
+        print(f"cannot reach mnemo at {args.api_url}: {exc.reason} (is `mnemo dev` running?)", file=sys.stderr)
         return 1
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -25,6 +25,7 @@ from sqlalchemy import Engine
 from activities.tasks.faults import FaultPlan
 from api.main import create_app
 from api.settings import Settings
+from bench.model_server import STAND_IN, ModelServer
 from examples.incident_digest import agent
 from tests.conftest import MakeKey
 from tests.factories import candidate
@@ -40,27 +41,25 @@ GOAL = ("checkout", "2026-11-01", "2026-11-30")
 
 @dataclass(frozen=True)
 class Digest:
-    """The API's URL and the example's three people: an admin, the task's owner, an approver."""
+    """The example's three people, each with the API at hand: an admin, the task's owner, an approver."""
 
     admin: agent.Api
     owner: agent.Api
     approver: agent.Api
-    standin: LlmStandIn
 
 
 @asynccontextmanager
-async def running(settings: Settings, engine: Engine, make_key: MakeKey) -> AsyncIterator[Digest]:
-    """The API served on a port with the stand-in as its LLM endpoint, and a worker with the same endpoint."""
-    with running_standin() as standin:
-        llm = {"llm_base_url": standin.base_url, "llm_model": "standin-model"}
-        config = settings.model_copy(update=llm).llm_config()
-        async with own_worker(settings, engine, threads=4, faults=FaultPlan(), llm=config) as (_, queue):
-            own = settings.model_copy(update={**llm, "task_queue": queue})
-            with served(create_app(own)) as port:
-                url, tenant = f"http://127.0.0.1:{port}", f"t-{uuid.uuid4().hex[:12]}"
-                yield Digest(agent.Api(url, make_key(tenant=tenant, user="root", roles=("admin",))),
-                             agent.Api(url, make_key(tenant=tenant, user="alice", roles=("memory_writer",))),
-                             agent.Api(url, make_key(tenant=tenant, user="bob", roles=("approver",))), standin)
+async def running(settings: Settings, engine: Engine, make_key: MakeKey, llm_url: str) -> AsyncIterator[Digest]:
+    """The API served on a port with ``llm_url`` as its LLM endpoint, and a worker with the same endpoint."""
+    llm = {"llm_base_url": llm_url, "llm_model": "standin-model"}
+    config = settings.model_copy(update=llm).llm_config()
+    async with own_worker(settings, engine, threads=4, faults=FaultPlan(), llm=config) as (_, queue):
+        own = settings.model_copy(update={**llm, "task_queue": queue})
+        with served(create_app(own)) as port:
+            url, tenant = f"http://127.0.0.1:{port}", f"t-{uuid.uuid4().hex[:12]}"
+            yield Digest(agent.Api(url, make_key(tenant=tenant, user="root", roles=("admin",))),
+                         agent.Api(url, make_key(tenant=tenant, user="alice", roles=("memory_writer",))),
+                         agent.Api(url, make_key(tenant=tenant, user="bob", roles=("approver",))))
 
 
 def work(api: agent.Api, task_id: str, logged: list[str]) -> dict[str, Any]:
@@ -87,17 +86,17 @@ def summarise_attempts(api: agent.Api, task_id: str) -> list[str]:
             if entry["kind"] == "attempt" and entry["step_id"] == "summarise"]
 
 
-def the_digest_is_reviewed_and_published(digest: Digest) -> None:
-    assert agent.main(["--api", digest.admin.base_url, "--key", digest.admin.key, "register"]) == 0
+def the_digest_is_reviewed_and_published(digest: Digest, standin: LlmStandIn) -> None:
+    assert agent.main(["--api-url", digest.admin.base_url, "--key", digest.admin.key, "register"]) == 0
     assert agent.register(digest.admin)["replayed"] is True  # the CLI registered it; the same body again replays
     digest.owner.call("POST", "/memory-candidates", candidate(RUNBOOK, category="ENTITY"))
-    digest.standin.script(completion(json.dumps(ANSWER), prompt_tokens=321, completion_tokens=17))
+    standin.script(completion(json.dumps(ANSWER), prompt_tokens=321, completion_tokens=17))
     task_id = agent.start(digest.owner, *GOAL)
     logged: list[str] = []
 
     view = work(digest.owner, task_id, logged)
     assert (view["status"], view["current_step_id"]) == ("WAITING_FOR_APPROVAL", "review"), (view, logged)
-    [asked] = digest.standin.received
+    [asked] = standin.received
     prompt = asked.body["messages"][0]["content"]
     assert "INC-101" in prompt and "INC-107" in prompt and "INC-112" not in prompt  # checkout's, in the window
     bundle = prompt[prompt.index("<memory_bundle"):prompt.index("</memory_bundle>")]
@@ -119,7 +118,7 @@ def the_digest_is_reviewed_and_published(digest: Digest) -> None:
     assert "## In answer to the review\n\n> say how long each incident lasted" in text
     assert "| INC-101 | SEV2 | 2026-11-03T09:12:00Z | 2026-11-03T09:41:00Z |" in text
     assert any("the reviewer asked: say how long each incident lasted" in line for line in logged)
-    assert len(digest.standin.received) == 1  # a rejection redoes render, not the model's step
+    assert len(standin.received) == 1  # a rejection redoes render, not the model's step
 
     decide(digest.approver, view, "approve")
     view = work(digest.owner, task_id, logged)
@@ -134,20 +133,21 @@ def the_digest_is_reviewed_and_published(digest: Digest) -> None:
 async def test_the_incident_digest_is_collected_summarised_reviewed_and_published(
     settings: Settings, engine: Engine, make_key: MakeKey
 ) -> None:
-    async with running(settings, engine, make_key) as digest:
-        await asyncio.to_thread(the_digest_is_reviewed_and_published, digest)
+    with running_standin() as standin:
+        async with running(settings, engine, make_key, standin.base_url) as digest:
+            await asyncio.to_thread(the_digest_is_reviewed_and_published, digest, standin)
 
 
-def a_bad_answer_is_asked_again(digest: Digest) -> None:
+def a_bad_answer_is_asked_again(digest: Digest, standin: LlmStandIn) -> None:
     agent.register(digest.admin)
-    digest.standin.script(completion("The digest: all fine."),  # not JSON
+    standin.script(completion("The digest: all fine."),  # not JSON
                           completion(json.dumps({"summary": "no actions"})),  # JSON, but no "actions"
                           completion(json.dumps(ANSWER)))
     task_id = agent.start(digest.owner, *GOAL)
     view = work(digest.owner, task_id, [])
     assert view["status"] == "WAITING_FOR_APPROVAL", view
-    prompts = {received.body["messages"][0]["content"] for received in digest.standin.received}
-    assert len(digest.standin.received) == 3 and len(prompts) == 1  # the same question, asked again
+    prompts = {received.body["messages"][0]["content"] for received in standin.received}
+    assert len(standin.received) == 3 and len(prompts) == 1  # the same question, asked again
     assert summarise_attempts(digest.owner, task_id) == ["FAILED", "FAILED", "SUCCEEDED"]
     assert json.loads(artifact(digest.owner, task_id, "answer.json")) == ANSWER
 
@@ -155,8 +155,9 @@ def a_bad_answer_is_asked_again(digest: Digest) -> None:
 async def test_an_answer_breaking_the_output_schema_is_asked_again(
     settings: Settings, engine: Engine, make_key: MakeKey
 ) -> None:
-    async with running(settings, engine, make_key) as digest:
-        await asyncio.to_thread(a_bad_answer_is_asked_again, digest)
+    with running_standin() as standin:
+        async with running(settings, engine, make_key, standin.base_url) as digest:
+            await asyncio.to_thread(a_bad_answer_is_asked_again, digest, standin)
 
 
 def test_the_agent_needs_nothing_but_the_standard_library() -> None:
@@ -173,16 +174,17 @@ async def test_a_goal_out_of_its_schema_is_refused_naming_the_field(
     settings: Settings, engine: Engine, make_key: MakeKey
 ) -> None:
     """The goal's dates are schema'd: a date that is not YYYY-MM-DD is a 422 at POST /tasks, naming its path."""
-    async with running(settings, engine, make_key) as digest:
-        await asyncio.to_thread(agent.register, digest.admin)
-        body = {"task_type": agent.TASK_TYPE, "request_intent_id": "bad-date",
-                "goal": {"service": "checkout", "since": "2026-11-31x", "until": "2026-11-30"}}
-        try:
-            await asyncio.to_thread(digest.owner.call, "POST", "/tasks", body)
-        except agent.ApiError as refused:
-            assert (refused.status, refused.code) == (422, "invalid_value") and "/goal/since" in refused.message
-        else:
-            raise AssertionError("a goal whose since is not a date was accepted")
+    with running_standin() as standin:
+        async with running(settings, engine, make_key, standin.base_url) as digest:
+            await asyncio.to_thread(agent.register, digest.admin)
+            body = {"task_type": agent.TASK_TYPE, "request_intent_id": "bad-date",
+                    "goal": {"service": "checkout", "since": "2026-11-31x", "until": "2026-11-30"}}
+            try:
+                await asyncio.to_thread(digest.owner.call, "POST", "/tasks", body)
+            except agent.ApiError as refused:
+                assert (refused.status, refused.code) == (422, "invalid_value") and "/goal/since" in refused.message
+            else:
+                raise AssertionError("a goal whose since is not a date was accepted")
 
 
 def a_long_step_keeps_its_lease(digest: Digest) -> None:
@@ -203,5 +205,28 @@ def a_long_step_keeps_its_lease(digest: Digest) -> None:
 async def test_heartbeats_keep_the_lease_of_a_step_longer_than_it(
     settings: Settings, engine: Engine, make_key: MakeKey
 ) -> None:
-    async with running(settings, engine, make_key) as digest:
-        await asyncio.to_thread(a_long_step_keeps_its_lease, digest)
+    with running_standin() as standin:
+        async with running(settings, engine, make_key, standin.base_url) as digest:
+            await asyncio.to_thread(a_long_step_keeps_its_lease, digest)
+
+
+def tried_without_a_model(digest: Digest) -> None:
+    agent.register(digest.admin)
+    task_id = agent.start(digest.owner, *GOAL)
+    view = work(digest.owner, task_id, [])
+    assert view["status"] == "WAITING_FOR_APPROVAL", view
+    text = digest.owner.bytes_of(f"/tasks/{task_id}/artifacts/{view['pending_approval']['artifact_sha256']}").decode()
+    assert f"## Summary\n\n({STAND_IN})" in text and f"## Actions\n\n- ({STAND_IN})" in text
+
+
+async def test_the_example_runs_on_the_stand_in_model_server_without_a_model(
+    settings: Settings, engine: Engine, make_key: MakeKey
+) -> None:
+    """README's way to try it: bench/model_server.py answers the llm step with a placeholder of its schema."""
+    server = ModelServer().start()
+    try:
+        async with running(settings, engine, make_key, f"{server.url}/v1") as digest:
+            await asyncio.to_thread(tried_without_a_model, digest)
+    finally:
+        server.stop()
+    assert server.requests["/v1/chat/completions"] == 1
