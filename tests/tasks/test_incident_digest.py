@@ -14,12 +14,13 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine
 
 from activities.tasks.faults import FaultPlan
@@ -62,6 +63,15 @@ async def running(settings: Settings, engine: Engine, make_key: MakeKey, llm_url
                          agent.Api(url, make_key(tenant=tenant, user="bob", roles=("approver",))))
 
 
+async def scripted(settings: Settings, engine: Engine, make_key: MakeKey,
+                   scenario: Callable[[Digest, LlmStandIn], None]) -> None:
+    """``scenario`` against the API and a worker whose model is the scripted stand-in; in a thread, since its HTTP
+    calls block and the worker runs on this event loop."""
+    with running_standin() as standin:
+        async with running(settings, engine, make_key, standin.base_url) as digest:
+            await asyncio.to_thread(scenario, digest, standin)
+
+
 def work(api: agent.Api, task_id: str, logged: list[str]) -> dict[str, Any]:
     return agent.work(api, task_id, poll_seconds=0.2, timeout_seconds=60, log=logged.append)
 
@@ -87,6 +97,8 @@ def summarise_attempts(api: agent.Api, task_id: str) -> list[str]:
 
 
 def the_digest_is_reviewed_and_published(digest: Digest, standin: LlmStandIn) -> None:
+    """README's walk-through: registered by the CLI, the model asked once with the incidents and the owner's runbook,
+    the digest rejected with a reason and redone answering it, the approved bytes published once to the archive."""
     assert agent.main(["--api-url", digest.admin.base_url, "--key", digest.admin.key, "register"]) == 0
     assert agent.register(digest.admin)["replayed"] is True  # the CLI registered it; the same body again replays
     digest.owner.call("POST", "/memory-candidates", candidate(RUNBOOK, category="ENTITY"))
@@ -130,19 +142,13 @@ def the_digest_is_reviewed_and_published(digest: Digest, standin: LlmStandIn) ->
     assert digest.owner.bytes_of(published["url"].removeprefix(digest.owner.base_url)) == approved
 
 
-async def test_the_incident_digest_is_collected_summarised_reviewed_and_published(
-    settings: Settings, engine: Engine, make_key: MakeKey
-) -> None:
-    with running_standin() as standin:
-        async with running(settings, engine, make_key, standin.base_url) as digest:
-            await asyncio.to_thread(the_digest_is_reviewed_and_published, digest, standin)
-
 
 def a_bad_answer_is_asked_again(digest: Digest, standin: LlmStandIn) -> None:
+    """Answers that break the output_schema are the step's own failures: asked again until one satisfies it."""
     agent.register(digest.admin)
     standin.script(completion("The digest: all fine."),  # not JSON
-                          completion(json.dumps({"summary": "no actions"})),  # JSON, but no "actions"
-                          completion(json.dumps(ANSWER)))
+                   completion(json.dumps({"summary": "no actions"})),  # JSON, but no "actions"
+                   completion(json.dumps(ANSWER)))
     task_id = agent.start(digest.owner, *GOAL)
     view = work(digest.owner, task_id, [])
     assert view["status"] == "WAITING_FOR_APPROVAL", view
@@ -151,13 +157,6 @@ def a_bad_answer_is_asked_again(digest: Digest, standin: LlmStandIn) -> None:
     assert summarise_attempts(digest.owner, task_id) == ["FAILED", "FAILED", "SUCCEEDED"]
     assert json.loads(artifact(digest.owner, task_id, "answer.json")) == ANSWER
 
-
-async def test_an_answer_breaking_the_output_schema_is_asked_again(
-    settings: Settings, engine: Engine, make_key: MakeKey
-) -> None:
-    with running_standin() as standin:
-        async with running(settings, engine, make_key, standin.base_url) as digest:
-            await asyncio.to_thread(a_bad_answer_is_asked_again, digest, standin)
 
 
 def test_the_agent_needs_nothing_but_the_standard_library() -> None:
@@ -170,24 +169,22 @@ def test_the_agent_needs_nothing_but_the_standard_library() -> None:
     assert imported - {"__future__"} <= sys.stdlib_module_names, imported - sys.stdlib_module_names
 
 
-async def test_a_goal_out_of_its_schema_is_refused_naming_the_field(
-    settings: Settings, engine: Engine, make_key: MakeKey
-) -> None:
-    """The goal's dates are schema'd: a date that is not YYYY-MM-DD is a 422 at POST /tasks, naming its path."""
-    with running_standin() as standin:
-        async with running(settings, engine, make_key, standin.base_url) as digest:
-            await asyncio.to_thread(agent.register, digest.admin)
-            body = {"task_type": agent.TASK_TYPE, "request_intent_id": "bad-date",
-                    "goal": {"service": "checkout", "since": "2026-11-31x", "until": "2026-11-30"}}
-            try:
-                await asyncio.to_thread(digest.owner.call, "POST", "/tasks", body)
-            except agent.ApiError as refused:
-                assert (refused.status, refused.code) == (422, "invalid_value") and "/goal/since" in refused.message
-            else:
-                raise AssertionError("a goal whose since is not a date was accepted")
+def a_date_that_is_not_one_is_refused(digest: Digest, _: LlmStandIn) -> None:
+    """The goal's dates are schema'd: one that is not YYYY-MM-DD is a 422 at POST /tasks, naming its path."""
+    agent.register(digest.admin)
+    body = {"task_type": agent.TASK_TYPE, "request_intent_id": "bad-date",
+            "goal": {"service": "checkout", "since": "2026-11-31x", "until": "2026-11-30"}}
+    try:
+        digest.owner.call("POST", "/tasks", body)
+    except agent.ApiError as refused:
+        assert (refused.status, refused.code) == (422, "invalid_value") and "/goal/since" in refused.message
+    else:
+        raise AssertionError("a goal whose since is not a date was accepted")
 
 
-def a_long_step_keeps_its_lease(digest: Digest) -> None:
+
+def a_long_step_keeps_its_lease(digest: Digest, _: LlmStandIn) -> None:
+    """A step that outlasts its lease keeps it by the agent's heartbeats (without them: 409 lease_expired)."""
     agent.register(digest.admin)
     task_id = agent.start(digest.owner, *GOAL)
     deadline = time.monotonic() + 30
@@ -202,12 +199,16 @@ def a_long_step_keeps_its_lease(digest: Digest) -> None:
     assert logged[-1].startswith("completed collect: incidents.json") and len(logged) == 2, logged
 
 
-async def test_heartbeats_keep_the_lease_of_a_step_longer_than_it(
-    settings: Settings, engine: Engine, make_key: MakeKey
-) -> None:
-    with running_standin() as standin:
-        async with running(settings, engine, make_key, standin.base_url) as digest:
-            await asyncio.to_thread(a_long_step_keeps_its_lease, digest)
+
+@pytest.mark.parametrize("scenario", [
+    pytest.param(the_digest_is_reviewed_and_published, id="collected-summarised-rejected-redone-published"),
+    pytest.param(a_bad_answer_is_asked_again, id="an-answer-breaking-the-output-schema-is-asked-again"),
+    pytest.param(a_date_that_is_not_one_is_refused, id="a-goal-out-of-its-schema-is-refused"),
+    pytest.param(a_long_step_keeps_its_lease, id="heartbeats-keep-the-lease-of-a-longer-step"),
+])
+async def test_the_incident_digest(settings: Settings, engine: Engine, make_key: MakeKey,
+                                   scenario: Callable[[Digest, LlmStandIn], None]) -> None:
+    await scripted(settings, engine, make_key, scenario)
 
 
 def tried_without_a_model(digest: Digest) -> None:
