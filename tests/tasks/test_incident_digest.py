@@ -26,7 +26,7 @@ from sqlalchemy import Engine
 from activities.tasks.faults import FaultPlan
 from api.main import create_app
 from api.settings import Settings
-from bench.model_server import STAND_IN, ModelServer
+from bench.model_server import WRITTEN_BY_NO_MODEL, ModelServer
 from examples.incident_digest import agent
 from tests.conftest import MakeKey
 from tests.factories import candidate
@@ -128,7 +128,8 @@ def the_digest_is_reviewed_and_published(digest: Digest, standin: LlmStandIn) ->
     approved = digest.owner.bytes_of(f"/tasks/{task_id}/artifacts/{view['pending_approval']['artifact_sha256']}")
     text = approved.decode()
     assert "## In answer to the review\n\n> say how long each incident lasted" in text
-    assert "| INC-101 | SEV2 | 2026-11-03T09:12:00Z | 2026-11-03T09:41:00Z |" in text
+    assert "| INC-101 | SEV2 | 2026-11-03T09:12:00Z | 2026-11-03T09:41:00Z | 29 min |" in text
+    assert "| INC-107 | SEV3 | 2026-11-12T14:00:00Z | 2026-11-12T16:30:00Z | 2 h 30 min |" in text
     assert any("the reviewer asked: say how long each incident lasted" in line for line in logged)
     assert len(standin.received) == 1  # a rejection redoes render, not the model's step
 
@@ -217,7 +218,7 @@ def tried_without_a_model(digest: Digest) -> None:
     view = work(digest.owner, task_id, [])
     assert view["status"] == "WAITING_FOR_APPROVAL", view
     text = digest.owner.bytes_of(f"/tasks/{task_id}/artifacts/{view['pending_approval']['artifact_sha256']}").decode()
-    assert f"## Summary\n\n({STAND_IN})" in text and f"## Actions\n\n- ({STAND_IN})" in text
+    assert f"## Summary\n\n({WRITTEN_BY_NO_MODEL})" in text and f"## Actions\n\n- ({WRITTEN_BY_NO_MODEL})" in text
 
 
 async def test_the_example_runs_on_the_stand_in_model_server_without_a_model(
