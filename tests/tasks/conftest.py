@@ -19,6 +19,7 @@ from activities.tasks.faults import FaultPlan
 from api.settings import Settings
 from api.worker import build_worker
 from memory.db import tenant_session
+from memory.llm import LlmConfig
 from memory.reports.sales import seed_sales
 from tests.conftest import MakeKey, auth, poll
 from tests.workers import ThreadWorker
@@ -85,9 +86,11 @@ def report_input(tenant: str, task_id: str, intent: str, **options: Any) -> Repo
 
 @asynccontextmanager
 async def own_worker(
-    settings: Settings, engine: Engine, *, threads: int, faults: FaultPlan, activity_slots: int | None = None
+    settings: Settings, engine: Engine, *, threads: int, faults: FaultPlan, activity_slots: int | None = None,
+    llm: LlmConfig | None = None,
 ) -> AsyncIterator[tuple[Client, str]]:
-    """A worker with ``faults`` on a task queue no other worker polls, so the test decides what runs: client, queue."""
+    """A worker with ``faults`` on a task queue no other worker polls, so the test decides what runs: client, queue.
+    ``llm``: the endpoint its ``llm`` steps ask (the API's must be the one its definitions were accepted with)."""
     client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
     queue = f"own-{uuid.uuid4().hex[:8]}"
     with ThreadPoolExecutor(max_workers=threads) as executor:
@@ -100,6 +103,7 @@ async def own_worker(
             destinations=default_destinations(engine, settings.artifact_root(engine)),
             task_faults=faults,
             activity_slots=activity_slots,
+            llm=llm,
         )
         async with worker:
             yield client, queue
