@@ -307,6 +307,11 @@ def _waiting_step(session: Session, task: Task, step_id: str | None) -> TaskStep
         ).scalar_one_or_none()
         if step is not None:
             return step
+        raise Conflict(
+            f"step {task.current_step_id} of task {task.task_id} was just completed (or given up) and the task is "
+            "about to move on: read it again (GET /tasks/{id}) in a moment and claim the next agent step then",
+            code="no_step_ready", details={"status": task.status, "current_step_id": task.current_step_id,
+                                           "step_settled": True})
     asked = f"step {step_id}" if step_id else "a step"
     raise Conflict(
         f"task {task.task_id} is not waiting for an agent to perform {asked} (it is {task.status}"

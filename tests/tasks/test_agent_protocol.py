@@ -119,7 +119,9 @@ def test_claim_heartbeat_complete_and_the_workflow_collects_the_result(
     late_beat = _call(client, key, task, attempt, "heartbeat")
     assert late_beat.status_code == 409 and late_beat.json()["error"]["code"] == "attempt_finished"
     # The step is done: nothing is left to claim, though the workflow has not collected it yet.
-    assert _claim(client, key, task).json()["error"]["code"] == "no_step_ready"
+    settled = _claim(client, key, task).json()["error"]
+    assert settled["code"] == "no_step_ready" and settled["details"]["step_settled"] is True
+    assert "about to move on" in settled["message"]  # not "it is WAITING_FOR_EXTERNAL", which reads as a riddle
 
     outcome = collect(engine, task)
     assert (outcome.status, outcome.output) == ("SUCCEEDED", {"incidents": 3})
