@@ -1,5 +1,6 @@
 """``mnemo task …``: start, list, show, approve, reject, pause, resume, cancel and resolve report tasks; list the
-task types (``types``) and register or show a type's definition (``definition put|show``).
+task types (``types``), register or show a type's definition (``definition put|show``) and schedule tasks
+(``schedule ...``, :mod:`api.cli.task_schedule`).
 
 It talks to the HTTP API with an API key, like any other client (:mod:`api.cli.http`: ``--api-url``, ``--key`` or
 ``--key-file``, else the running ``mnemo dev`` of ``--data-dir`` and its admin key). Tables for people, ``--json``
@@ -17,6 +18,7 @@ import typer
 
 from api.cli.options import Client, api_client
 from api.cli.output import fail, table
+from api.cli.task_schedule import schedule_app
 from memory.reports import MONTHLY_REPORT
 from memory.reports.sales import RATES_TO_CNY
 
@@ -24,6 +26,7 @@ task_app = typer.Typer(help="Durable report tasks.", no_args_is_help=True)
 definition_app = typer.Typer(help="Task definitions: a task type's goal schema and steps, versioned.",
                              no_args_is_help=True)
 task_app.add_typer(definition_app, name="definition")
+task_app.add_typer(schedule_app, name="schedule")
 
 
 def _render_task(view: dict[str, Any]) -> str:
