@@ -72,18 +72,18 @@ def show(name: str, *, client: Client) -> None:
     client.answer(client.call("GET", f"/task-schedules/{name}"), _render)
 
 
-@schedule_app.command("pause")
-@api_client
-def pause(name: str, *, client: Client) -> None:
-    """Start no task until unpaused."""
-    client.answer(client.call("POST", f"/task-schedules/{name}/pause"), _render)
+def _control(action: str, doc: str) -> None:
+    """``pause`` and ``unpause``: the same call, on the action's route."""
+
+    def command(name: str, *, client: Client) -> None:
+        client.answer(client.call("POST", f"/task-schedules/{name}/{action}"), _render)
+
+    command.__doc__ = doc
+    schedule_app.command(action)(api_client(command))
 
 
-@schedule_app.command("unpause")
-@api_client
-def unpause(name: str, *, client: Client) -> None:
-    """Fire again from the next fire time."""
-    client.answer(client.call("POST", f"/task-schedules/{name}/unpause"), _render)
+_control("pause", "Start no task until unpaused.")
+_control("unpause", "Fire again from the next fire time.")
 
 
 @schedule_app.command("delete")

@@ -7,8 +7,9 @@ window holding one fire time fires it with that nominal time; ``trigger`` fires 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -23,12 +24,15 @@ from temporalio.client import (
     WorkflowFailureError,
 )
 from temporalio.service import RPCError, RPCStatusCode
+from typer.testing import CliRunner, Result
 
+from api.cli.task import task_app
+from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session
 from tests.conftest import MakeKey, auth, poll
 from tests.tasks.conftest import Team
-from tests.workers import ThreadWorker
+from tests.workers import ThreadWorker, served
 from workflows.scheduled_task import schedule_id
 
 T = TypeVar("T")
@@ -184,6 +188,7 @@ def test_a_firing_pins_the_definition_of_its_fire_time_and_records_a_refusal(
     [
         ({"cron": "0 9 1 *"}, "invalid_cron"),
         ({"cron": "61 9 1 * *"}, "invalid_cron"),
+        ({"cron": "0 9 5-1 * *"}, "invalid_cron"),
         ({"cron": "@monthly"}, "invalid_cron"),
         ({"timezone": "Mars/Olympus"}, "invalid_timezone"),
         ({"goal": {"month": "{{fire.month}}", "currency": "CNY"}}, "unknown_placeholder"),
@@ -229,3 +234,31 @@ def test_owners_admins_colleagues_and_other_tenants(client: TestClient, team: Te
     assert client.get("/task-schedules/monthly", headers=auth(admin)).json()["owner_user_id"] == "alice"
     assert client.delete("/task-schedules/monthly", headers=auth(admin)).status_code == 204
     assert client.get("/task-schedules", headers=auth(team.owner)).json()["items"] == []
+
+
+@pytest.fixture(scope="module")
+def api_url(settings: Settings) -> Iterator[str]:
+    """The suite's API behind a real uvicorn: the CLI reaches it over HTTP like any client."""
+    with served(create_app(settings)) as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+def test_the_cli_puts_shows_pauses_and_deletes_a_schedule(api_url: str, team: Team) -> None:
+    def cli(*args: str) -> Result:
+        return CliRunner().invoke(task_app, ["schedule", *args, "--api-url", api_url, "--key", team.owner])
+
+    put = cli("put", "monthly", "--type", "monthly-report", "--cron", "0 9 1 * *", "--timezone", "Asia/Shanghai",
+              "--goal", '{"month": "{{fire.previous_month}}", "currency": "CNY"}')
+    assert put.exit_code == 0, put.output
+    assert put.output.split("\n")[0].split() == ["name", "monthly"]
+    shown = cli("show", "monthly", "--json")
+    assert shown.exit_code == 0 and len(json.loads(shown.output)["next_fire_times"]) == 3, shown.output
+    listed = cli("list")
+    assert listed.output.splitlines()[1].split()[:5] == ["monthly", "monthly-report", "0", "9", "1"], listed.output
+    assert "paused          True" in cli("pause", "monthly").output
+    assert "paused          False" in cli("unpause", "monthly").output
+    refused = cli("put", "bad", "--type", "monthly-report", "--cron", "0 9 1 *", "--goal", "{}")
+    assert refused.exit_code != 0 and "invalid_cron" in refused.output
+    deleted = cli("delete", "monthly")
+    assert (deleted.exit_code, deleted.output.strip()) == (0, "deleted schedule monthly")
+    assert cli("list").output.strip() == "no schedules"
