@@ -30,6 +30,7 @@ from api.schemas.task_schedules import ScheduleIn, ScheduleListOut, ScheduleOut
 from api.services.client import ClientSource, TemporalUnavailable
 from api.services.task_actions import definition_for
 from memory.db import tenant_session
+from memory.errors import InvalidInput
 from memory.identity.auth import PrincipalContext
 from memory.tasks import schedule_store, schedules
 from memory.tasks.goals import check_goal
@@ -86,6 +87,9 @@ async def _sync(client: Client, task_queue: str, row: TaskSchedule) -> None:
             await client.get_schedule_handle(schedule_id(row.tenant_id, row.name)).update(
                 lambda _: ScheduleUpdate(schedule=schedule))
     except RPCError as exc:
+        if exc.status == RPCStatusCode.INVALID_ARGUMENT:  # what our own checks let through and Temporal does not
+            raise InvalidInput(f"Temporal refused the schedule ({exc.message}); check its cron and timezone",
+                               code="schedule_refused", details={"field": "cron"}) from exc
         raise _unavailable(exc, "write") from exc
 
 

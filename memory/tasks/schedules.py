@@ -74,7 +74,8 @@ def _check_term(term: str, index: int) -> None:
         raise ValueError(f"{term!r} in the {label} field")
     span, step = matched.groups()
     bounds = [] if span == "*" else [_value(part, index) for part in span.split("-")]
-    if any(not low <= bound <= high for bound in bounds) or (step is not None and int(step) == 0):
+    if (any(not low <= bound <= high for bound in bounds) or bounds != sorted(bounds)
+            or (step is not None and int(step) == 0)):
         raise ValueError(f"{term!r} in the {label} field (allowed {low}-{high})")
 
 
