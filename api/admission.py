@@ -63,7 +63,8 @@ COST_CLASSES: dict[str, CostClass] = {
         CostClass("recall", "recalls", lambda s: s.tenant_recall_concurrency),
         CostClass("read", "expensive reads (windows, summaries, resource list/search/read, MCP calls)",
                   lambda s: s.tenant_read_concurrency),
-        CostClass("write", "long writes (message batches, events, records, sample data, agents' attempts)",
+        CostClass("write", "long writes (message batches, events, records, sample data, agents' attempts, "
+                  "schedules)",
                   lambda s: s.tenant_write_concurrency),
         CostClass("workflow", "workflow starts (commits, tasks)", lambda s: s.tenant_write_concurrency,
                   per_minute=lambda s: s.tenant_workflow_starts_per_minute,
@@ -99,6 +100,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/tasks/{task_id}/attempts/{attempt_id}/heartbeat"): "write",
     ("POST", "/tasks/{task_id}/attempts/{attempt_id}/complete"): "write",
     ("POST", "/tasks/{task_id}/attempts/{attempt_id}/fail"): "write",
+    ("PUT", "/task-schedules/{name}"): "write",  # checks the goal as POST /tasks does, then writes to Temporal
 }
 """(method, route path) -> cost class: the one place that says which requests are expensive."""
 

@@ -37,6 +37,7 @@ from api.routers import (
     sessions,
     task_attempts,
     task_definitions,
+    task_schedules,
     tasks,
     webhooks,
 )
@@ -111,6 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(tasks.router)
     app.include_router(task_definitions.router)
     app.include_router(task_attempts.router)
+    app.include_router(task_schedules.router)
     app.include_router(recall.router)
     app.include_router(policies.router)
     app.include_router(sessions.router)

@@ -21,6 +21,7 @@ from activities.sessions import SessionActivities
 from activities.stores import PublicationDestination, default_destinations
 from activities.tasks import TaskActivities
 from activities.tasks.faults import FaultPlan as TaskFaultPlan
+from activities.tasks.schedules import ScheduleActivities
 from activities.tenants import TenantActivities
 from api.observability.tracing import instrument_engine
 from api.observability.worker_logging import OutcomeLogging, log_started, log_stopped
@@ -45,12 +46,14 @@ from workflows.embedding import EmbedBacklogWorkflow, EmbeddingSweepWorkflow
 from workflows.projection import RebuildProjectionWorkflow
 from workflows.report_task import ReportTaskWorkflow
 from workflows.retention import RetentionSweepWorkflow
+from workflows.scheduled_task import ScheduledTaskWorkflow
 from workflows.session_commit import SessionCommitSweepWorkflow, SessionCommitWorkflow
 
 logger = logging.getLogger(__name__)
 
 WORKFLOWS = [RebuildProjectionWorkflow, DeletionWorkflow, RetentionSweepWorkflow, ReportTaskWorkflow]
 WORKFLOWS += [EmbedBacklogWorkflow, EmbeddingSweepWorkflow, SessionCommitWorkflow, SessionCommitSweepWorkflow]
+WORKFLOWS += [ScheduledTaskWorkflow]
 
 
 def build_worker(
@@ -125,6 +128,7 @@ def build_worker(
             retention.open_jobs,
             *TenantActivities(engine).all(),
             *tasks.all(),
+            *ScheduleActivities(engine).all(),
             *EmbeddingActivities(engine, embedder).all(),
             *SessionActivities(engine, extractor or RulesExtractor(), extractor_slots, commit_policy).all(),
         ],

@@ -103,6 +103,12 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     # Like a policy, a type is named, not made: a stranger's valid PUT would register its own tenant's, so the
     # probe sends a body the parser refuses (nothing is written in either tenant).
     ("PUT", "/task-definitions/{task_type}"): ("definition", {"version": "1"}),
+    ("GET", "/task-schedules/{name}"): ("schedule", None),
+    ("DELETE", "/task-schedules/{name}"): ("schedule", None),
+    ("POST", "/task-schedules/{name}/pause"): ("schedule", None),
+    ("POST", "/task-schedules/{name}/unpause"): ("schedule", None),
+    # Named by the caller: a valid PUT would put the caller's own, so the probe sends a body the parser refuses.
+    ("PUT", "/task-schedules/{name}"): ("schedule", {"cron": "0 9 1 1 *"}),
 }
 
 ROLE_FIRST = {
@@ -126,7 +132,10 @@ NOT_404 = {
     ("PUT", "/policies/{agent_id}/{resource}"): 422,
     ("PUT", "/publish-destinations/{name}"): 422,
     ("PUT", "/task-definitions/{task_type}"): 422,
+    ("PUT", "/task-schedules/{name}"): 422,
 }
+BODY_FIRST = {("PUT", "/task-schedules/{name}")}
+"""A body refused before any lookup or role check: every caller hears the same 422, real name or random."""
 LISTINGS = {("GET", "/resources/{resource}")}
 """Paths that name a type, not an object: answered 200, with none of alice's records in them (checked below)."""
 TENANT_WIDE = {("GET", "/publish-destinations/{name}"), ("GET", "/task-definitions/{task_type}")}
@@ -134,8 +143,8 @@ TENANT_WIDE = {("GET", "/publish-destinations/{name}"), ("GET", "/task-definitio
 the real one (a random name is still a 404); another tenant's is a missing one."""
 EXPECTED = {
     "stranger": {route: 200 if route in LISTINGS else NOT_404.get(route, 404) for route in ROUTES},
-    "colleague": {route: 200 if route in LISTINGS | TENANT_WIDE else 403 if route in ROLE_FIRST else 404
-                  for route in ROUTES},
+    "colleague": {route: 200 if route in LISTINGS | TENANT_WIDE else 403 if route in ROLE_FIRST
+                  else 422 if route in BODY_FIRST else 404 for route in ROUTES},
 }
 
 
@@ -209,6 +218,9 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     definition = {"version": "1", "goal_schema": {"type": "object"}, "steps": [{"step_id": "write", "kind": "agent"}]}
     registered = api.put("/task-definitions/alice-digest", json=definition, headers=auth(admin))
     assert registered.status_code == 201, registered.text
+    schedule = {"task_type": "monthly-report", "goal": {"month": "2026-06", "currency": "CNY"}, "cron": "0 9 1 1 *",
+                "timezone": "UTC"}
+    assert api.put("/task-schedules/alice-monthly", json=schedule, headers=auth(alice)).status_code == 201
     return World(
         ids={
             "memory": {"memory_id": memory.json()["memory_id"]},
@@ -226,6 +238,7 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
             "policy": {"agent_id": "planner", "resource": "todo"},
             "destination": {"name": "board"},
             "definition": {"task_type": "alice-digest"},
+            "schedule": {"name": "alice-monthly"},
         },
         alice=alice,
         admin=admin,
@@ -298,3 +311,5 @@ def test_the_probes_changed_nothing(api: TestClient, world: World) -> None:
     assert api.get("/publish-destinations/board", headers=auth(world.alice)).json()["kind"] == "archive"
     digest = api.get("/task-definitions/alice-digest", headers=auth(world.alice)).json()
     assert [version["version"] for version in digest["versions"]] == ["1"]
+    schedule = api.get("/task-schedules/alice-monthly", headers=auth(world.alice)).json()
+    assert schedule["paused"] is False and schedule["updated_at"] == schedule["created_at"]

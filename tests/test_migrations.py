@@ -17,7 +17,7 @@ from memory.tables import metadata
 from memory.tasks import leases
 from memory.tasks.definition_store import put_definition
 from memory.tasks.definitions import from_body
-from memory.tasks.models import TaskDefinitionRow
+from memory.tasks.models import TaskDefinitionRow, TaskSchedule
 from migrations import alembic_config, upgrade
 from tests.factories import alices_memory, scratch_database
 from tests.tasks.agent_steps import open_step, recorded_task
@@ -202,3 +202,29 @@ def test_0028_goes_down_to_0027s_statuses_and_back_up(postgres: PostgresInfo) ->
     assert sorted(attempts) == sorted([(gave_up.ref.task_id, 1, "FAILED"), (waiting.ref.task_id, 1, "ABANDONED"),
                                        (waiting.ref.task_id, 2, "RUNNING")])
     assert leased == 0  # the columns are back, empty: what 0027 did not keep
+
+
+def test_0029_task_schedules_are_the_tenants_own_and_go_down_with_their_table(postgres: PostgresInfo) -> None:
+    """The application role writes a schedule, another tenant sees none of it; down drops the table, up brings it
+    back empty."""
+
+    def names(engine: Engine, tenant: str) -> list[str]:
+        with tenant_session(engine, tenant) as session:
+            return list(session.scalars(select(TaskSchedule.name)))
+
+    with scratch_database(postgres, "mnemo_mig") as url:
+        engine = make_engine(url, pool_size=1)
+        alices_memory(engine, "a tenant to schedule in")  # tenant acme
+        with tenant_session(engine, "acme") as session:
+            session.add(TaskSchedule(tenant_id="acme", name="monthly", owner_user_id="alice",
+                                     task_type="monthly-report", goal={"month": "{{fire.previous_month}}"},
+                                     cron="0 9 1 * *", timezone="Asia/Shanghai"))
+        acme, others = names(engine, "acme"), names(engine, "globex")
+        command.downgrade(alembic_config(url), "0028")
+        with engine.connect() as connection:
+            gone = connection.execute(text("SELECT to_regclass('task_schedules')")).scalar_one()
+        upgrade(url)
+        again = names(engine, "acme")
+        engine.dispose()
+    assert acme == ["monthly"] and others == []
+    assert gone is None and again == []

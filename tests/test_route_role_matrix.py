@@ -73,7 +73,17 @@ TABLE: dict[str, dict[str, int]] = {
     "PUT /task-definitions/{type}":         {**{r: 403 for r in ROLES}, "admin": 201},
     "GET /task-definitions":                {r: 200 for r in ROLES},
     "GET /task-definitions/{type}":         {r: 200 for r in ROLES},
+    # Any key of the tenant owns schedules; another's is the owner's and an admin's alone (else a missing one).
+    "PUT /task-schedules/{name}":           {r: 201 for r in ROLES},
+    "GET /task-schedules":                  {r: 200 for r in ROLES},
+    "GET /task-schedules?owner=all":        {**{r: 403 for r in ROLES}, "admin": 200},
+    "GET /task-schedules/{name} (another's)": {**{r: 404 for r in ROLES}, "admin": 200},
+    "POST /task-schedules/{name}/pause (another's)": {**{r: 404 for r in ROLES}, "admin": 200},
+    "POST /task-schedules/{name}/unpause (another's)": {**{r: 404 for r in ROLES}, "admin": 200},
+    "DELETE /task-schedules/{name} (another's)": {**{r: 404 for r in ROLES}, "admin": 204},
 }
+SCHEDULE = {"task_type": "monthly-report", "goal": {"month": "{{fire.previous_month}}", "currency": "CNY"},
+            "cron": "0 9 1 1 *", "timezone": "UTC"}
 
 
 @dataclass
@@ -120,6 +130,7 @@ def _snapshot(engine: Engine, tenant: str) -> dict[str, Any]:
         "runs": "SELECT run_id, ended_at FROM resource_runs ORDER BY run_id",
         "destinations": "SELECT name, kind, url FROM publish_destinations ORDER BY name",
         "task_definitions": "SELECT task_type, version, body_sha256 FROM task_definitions ORDER BY 1, 2",
+        "task_schedules": "SELECT name, owner_user_id, paused, updated_at FROM task_schedules ORDER BY name",
     }
     with tenant_session(engine, tenant) as session:
         return {name: [tuple(row) for row in session.execute(text(sql)).all()] for name, sql in queries.items()}
@@ -194,6 +205,18 @@ def _calls(t: Tenant, state: dict[str, str]) -> dict[str, Call]:
         "GET /task-definitions": lambda api, t, key: api.get("/task-definitions", headers=auth(key)),
         "GET /task-definitions/{type}":
             lambda api, t, key: api.get("/task-definitions/monthly-report", headers=auth(key)),
+        "PUT /task-schedules/{name}": lambda api, t, key: api.put(
+            f"/task-schedules/s-{uuid.uuid4().hex[:8]}", json=SCHEDULE, headers=auth(key)),
+        "GET /task-schedules": lambda api, t, key: api.get("/task-schedules", headers=auth(key)),
+        "GET /task-schedules?owner=all": lambda api, t, key: api.get("/task-schedules?owner=all", headers=auth(key)),
+        "GET /task-schedules/{name} (another's)":
+            lambda api, t, key: api.get(f"/task-schedules/{state['schedule']}", headers=auth(key)),
+        "POST /task-schedules/{name}/pause (another's)":
+            lambda api, t, key: api.post(f"/task-schedules/{state['schedule']}/pause", headers=auth(key)),
+        "POST /task-schedules/{name}/unpause (another's)":
+            lambda api, t, key: api.post(f"/task-schedules/{state['schedule']}/unpause", headers=auth(key)),
+        "DELETE /task-schedules/{name} (another's)":
+            lambda api, t, key: api.delete(f"/task-schedules/{state['schedule']}", headers=auth(key)),
     }
 
 
@@ -201,6 +224,10 @@ def _calls(t: Tenant, state: dict[str, str]) -> dict[str, Call]:
 def test_route_role_table(api: TestClient, tenant: Tenant, engine: Engine, endpoint: str) -> None:
     state: dict[str, str] = {}
     call = _calls(tenant, state)[endpoint]
+    if endpoint.endswith("(another's)") and "/task-schedules/" in endpoint:  # a schedule of alice's
+        state["schedule"] = f"alice-{uuid.uuid4().hex[:8]}"
+        put = api.put(f"/task-schedules/{state['schedule']}", json=SCHEDULE, headers=auth(tenant.alice))
+        assert put.status_code == 201, put.text
     # The refused first, then the let-through (whose answers may change something): a 403 must change nothing.
     for role in sorted(ROLES, key=lambda r: TABLE[endpoint][r] != 403):
         expected = TABLE[endpoint][role]

@@ -95,6 +95,11 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     # schema that is itself valid) and the deployment's (an llm step needs an LLM endpoint); a NUL inside the
     # goal schema or a step, both open objects.
     "PUT /task-definitions/{task_type}": {"invalid_definition", "llm_endpoint_not_configured", "invalid_character"},
+    # A schedule's name, cron and zone (plain strings in the schema), its goal's placeholders, its type being
+    # registered and its goal satisfying the type's schema (as POST /tasks checks them).
+    "PUT /task-schedules/{name}": {"invalid_schedule_name", "invalid_cron", "invalid_timezone", "schedule_refused",
+                                   "unknown_placeholder", "invalid_value", "missing_field", "unknown_field",
+                                   "invalid_type", "unsupported_currency", "invalid_character"},
 }
 """422s on schema-valid requests that are the product's rules, per operation, by error code."""
 

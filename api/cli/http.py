@@ -45,7 +45,7 @@ class Connection:
             # Every problem of a refused body, one a line: the fix is then one pass, not one run per problem.
             fail(f"{message} ({code}, HTTP {response.status_code})"
                  + "".join(f"\n  {line}" for line in problems if len(problems) > 1))
-        return response.json()
+        return response.json() if response.content else None  # a 204 (a DELETE) has no body
 
 
 def api_url_of(data_dir: Path) -> str:

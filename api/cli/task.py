@@ -1,6 +1,7 @@
 """``mnemo task …``: start, list, show, approve, reject, pause, resume, cancel and resolve report tasks; list the
-task types (``types``) and register or show a type's definition (``definition put|show``); perform an agent step
-(``attempt claim|heartbeat|complete|fail``, :mod:`api.cli.task_attempt`).
+task types (``types``), register or show a type's definition (``definition put|show``), perform an agent step
+(``attempt claim|heartbeat|complete|fail``, :mod:`api.cli.task_attempt`) and schedule tasks (``schedule ...``,
+:mod:`api.cli.task_schedule`).
 
 It talks to the HTTP API with an API key, like any other client (:mod:`api.cli.http`: ``--api-url``, ``--key`` or
 ``--key-file``, else the running ``mnemo dev`` of ``--data-dir`` and its admin key). Tables for people, ``--json``
@@ -19,6 +20,7 @@ import typer
 from api.cli.options import Client, api_client
 from api.cli.output import fail, table
 from api.cli.task_attempt import attempt_app
+from api.cli.task_schedule import schedule_app
 from memory.reports import MONTHLY_REPORT
 from memory.reports.sales import RATES_TO_CNY
 
@@ -27,6 +29,7 @@ definition_app = typer.Typer(help="Task definitions: a task type's goal schema a
                              no_args_is_help=True)
 task_app.add_typer(definition_app, name="definition")
 task_app.add_typer(attempt_app, name="attempt")
+task_app.add_typer(schedule_app, name="schedule")
 
 
 def _render_task(view: dict[str, Any]) -> str:

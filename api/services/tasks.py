@@ -14,12 +14,7 @@ from typing import Any
 from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -58,13 +53,7 @@ async def start(client: Client, task_queue: str, task: ReportTaskInput) -> Workf
         priority=tenant_priority(task.tenant_id),
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-        search_attributes=TypedSearchAttributes(
-            [
-                SearchAttributePair(search_attributes.TENANT, task.tenant_id),
-                SearchAttributePair(search_attributes.TASK_TYPE, task.task_type),
-                SearchAttributePair(search_attributes.STATUS, "CREATED"),
-            ]
-        ),
+        search_attributes=search_attributes.new_task(task.tenant_id, task.task_type),
     )
 
 

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, ForeignKey, ForeignKeyConstraint, Identity, Integer, Text, func
+from sqlalchemy import BigInteger, Boolean, DateTime, ForeignKey, ForeignKeyConstraint, Identity, Integer, Text, func
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -229,3 +229,23 @@ class TaskDefinitionRow(Base):
     seq: Mapped[int] = mapped_column(BigInteger, Identity(always=True))
     created_by: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class TaskSchedule(Base):
+    """A tenant's named schedule (migration 0029): the registry of what fires; Temporal holds only the timer."""
+
+    __tablename__ = "task_schedules"
+
+    tenant_id: Mapped[str] = mapped_column(Text, ForeignKey("tenants.tenant_id"), primary_key=True)
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    owner_user_id: Mapped[str] = mapped_column(Text)
+    task_type: Mapped[str] = mapped_column(Text)
+    goal: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    cron: Mapped[str] = mapped_column(Text)
+    timezone: Mapped[str] = mapped_column(Text)
+    paused: Mapped[bool] = mapped_column(Boolean, server_default="false")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    last_fired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_task_id: Mapped[str | None] = mapped_column(Text)
+    last_error: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
