@@ -45,6 +45,20 @@ class TaskType:
 
         return declare
 
+    def agent(self, step_id: str, *, description: str | None = None, timeout_seconds: int | None = None) -> None:
+        """Declare an ``agent`` step: done by an agent outside the worker, in any language, over the API (claim,
+        heartbeat, complete; README "Agent-performed steps"). ``timeout_seconds``: how long the task waits for
+        one before it fails ``agent_step_timeout`` (default: until it is done or cancelled)."""
+        self._add(step_id, "agent", None, description=description, timeout_seconds=timeout_seconds)
+
+    def llm(self, step_id: str, *, prompt: str, recall: dict[str, str] | None = None,
+            output_schema: dict[str, Any] | None = None, max_tokens: int | None = None,
+            temperature: float | None = None, timeout_seconds: int | None = None) -> None:
+        """Declare an ``llm`` step: ``prompt`` (placeholders ``{{goal.x}}``, ``{{artifacts.<step>/<name>}}``,
+        ``{{bundle}}``) sent to the workers' configured endpoint; its answer checked against ``output_schema``."""
+        self._add(step_id, "llm", None, prompt=prompt, recall=recall, output_schema=output_schema,
+                  max_tokens=max_tokens, temperature=temperature, timeout_seconds=timeout_seconds)
+
     def approval(self, step_id: str, *, artifact_from: str, approval_type: str | None = None,
                  summary: StepFn | None = None) -> None:
         """Wait for an approver's decision on the artifact ``"<step_id>/<artifact name>"`` names. ``summary``:

@@ -28,6 +28,7 @@ from api.settings import Settings
 from memory.reports.monthly import MONTHLY
 from memory.tasks import registry
 from memory.tasks.builtin import MONTHLY_REPORT_V1_BODY
+from memory.tasks.sdk import StepOutcome, TaskType
 from tests.conftest import MakeKey, auth
 from tests.tasks.conftest import approve, publications, status_is, wait_for
 from tests.tasks.sdk_package import rewrite, write_package
@@ -85,6 +86,29 @@ def test_the_monthly_report_module_declares_the_frozen_v1_body() -> None:
     """Older tasks run the frozen copy; new ones pin what the SDK module declares: the two are the same data."""
     assert MONTHLY.definition() == MONTHLY_REPORT_V1_BODY
     assert MONTHLY.parsed().version == "monthly-report-v1"
+
+
+def test_the_sdk_declares_every_step_kind_as_the_api_would_take_it() -> None:
+    """agent and llm steps too: the body is the one ``PUT /task-definitions`` checks, refused the same way."""
+    name = f"sdk-kinds-{uuid.uuid4().hex[:6]}"
+    kinds = TaskType(name, "1", {"type": "object"}, redraft_step="render")
+    kinds.agent("collect", description="collect the incidents", timeout_seconds=3600)
+    kinds.llm("summarise", prompt="Summarise {{artifacts.collect/incidents.json}} with {{bundle}}",
+              recall={"query": "runbook for {{goal.service}}"}, output_schema={"type": "object"})
+    kinds.compute("render", recall={"query": "house style"})(lambda ctx: StepOutcome({}))
+    kinds.approval("review", artifact_from="render/digest.md")
+    kinds.publish("send", destination="archive")
+    parsed = kinds.parsed()
+    assert [(step.step_id, step.kind) for step in parsed.steps] == [
+        ("collect", "agent"), ("summarise", "llm"), ("render", "compute"), ("review", "approval"),
+        ("send", "publish")]
+    assert dict(parsed.step("collect").spec) == {"description": "collect the incidents", "timeout_seconds": 3600}
+    assert parsed.step("render").spec["recall"] == {"query": "house style"}
+    broken = TaskType(f"{name}-broken", "1", {"type": "object"})
+    broken.llm("summarise", prompt="{{bundle}}")  # no recall: nothing to quote
+    with pytest.raises(Exception) as refused:
+        broken.parsed()
+    assert getattr(refused.value, "code", None) == "invalid_definition"
 
 
 def test_a_module_that_cannot_be_imported_is_named() -> None:
