@@ -320,7 +320,11 @@ def main() -> None:
     parser.add_argument("--poll-ms", type=float, default=5.0, help="the agent's pause between claims of a step "
                         "that is not open yet (bounds (c)'s resolution)")
     parser.add_argument("--data-tasks", type=int, default=200, help="data-only tasks (0: skip)")
+    parser.add_argument("--starts-per-minute", type=int, help="the stack's MNEMO_TENANT_WORKFLOW_STARTS_PER_MINUTE "
+                        "(default: the API's own, 120: then starting 200 tasks takes ~90 s by design)")
     args = parser.parse_args()
+    if args.starts_per_minute:
+        os.environ["MNEMO_TENANT_WORKFLOW_STARTS_PER_MINUTE"] = str(args.starts_per_minute)
     # The stack's worker (and API) load the compute functions the definitions name; the bench runs from the
     # repository root, which is on their path too.
     os.environ["MNEMO_TASK_MODULES"] = "bench.task_steps"
