@@ -297,7 +297,8 @@ async def measure(svc: Services, keys: Keys, args: argparse.Namespace) -> None:
         say(f"bare activity round trip (no-op activity, sequential, same run): before {before * 1000:.1f} ms, "
             f"after {after * 1000:.1f} ms, mean {round_trip * 1000:.1f} ms (the ratios' unit)")
         say(f"{args.tasks} tasks SUCCEEDED in {elapsed:.1f} s; load average {load:.2f}; "
-            f"claims refused while the next step was not open yet: {figures.polls}")
+            f"claims refused while the next step was not open yet: {figures.polls}; "
+            f"answers waited out (429/503) so far: {api.waits}")
         say(f"{'per agent step, ms':<48} {'p50':>8} {'p95':>8} {'p50/rt':>9} {'p95/rt':>9}")
         say(_row("(a) claim (POST .../attempts)", figures.claim, round_trip))
         say(_row("(b) complete (POST .../complete)", figures.complete, round_trip))
