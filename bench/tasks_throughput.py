@@ -34,12 +34,13 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, text
 from temporalio import activity, workflow
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -77,6 +78,29 @@ class RoundTrips:
         for n in range(count):
             total += await workflow.execute_activity(noop, n, start_to_close_timeout=timedelta(seconds=30))
         return total
+
+
+def round_trip_worker(client: Client, queue: str, executor: ThreadPoolExecutor) -> Worker:
+    """The worker of the baseline: :class:`RoundTrips` and its no-op activity, nothing else, on ``queue``."""
+    return Worker(client, task_queue=queue, workflows=[RoundTrips], activities=[noop], activity_executor=executor,
+                  workflow_runner=UnsandboxedWorkflowRunner())
+
+
+async def bare_round_trip(client: Client, queue: str, rounds: int = 50) -> float:
+    """Seconds per bare activity round trip (the engine's floor every step pays), on ``queue`` served by
+    :func:`round_trip_worker`; after a warm-up. Checked to be what it claims, or it raises: the measured workflow's
+    history holds exactly ``rounds`` activities scheduled and completed, one at a time, and their results add up."""
+    await client.execute_workflow(RoundTrips.run, 5, id=f"warm-{uuid.uuid4()}", task_queue=queue)
+    handle = await client.start_workflow(RoundTrips.run, rounds, id=f"rt-{uuid.uuid4()}", task_queue=queue)
+    began = time.perf_counter()
+    total = await handle.result()
+    elapsed = time.perf_counter() - began
+    pair = [EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
+    seen = [event.event_type for event in (await handle.fetch_history()).events if event.event_type in pair]
+    if total != rounds * (rounds - 1) // 2 or seen != pair * rounds:
+        raise RuntimeError(f"the baseline did not run {rounds} no-op activities one after another: result {total}, "
+                           f"activity events {[EventType.Name(kind) for kind in seen][:6]}…")
+    return elapsed / rounds
 
 
 @dataclass
@@ -157,15 +181,20 @@ async def _run_tasks(
     return elapsed, results
 
 
-def _step_cycles(s: Stack, task_id: str) -> dict[str, float]:
-    """Seconds from the previous checkpoint to each step's success checkpoint (the engine's full cycle)."""
-    with tenant_session(s.engine, s.tenant) as session:
+def checkpoint_times(engine: Engine, tenant: str, task_id: str) -> list[tuple[str, datetime]]:
+    """The task's checkpoints in order, each its reason (``step_succeeded:<step>``, …) and the database's time."""
+    with tenant_session(engine, tenant) as session:
         rows = session.execute(
             text("SELECT reason, created_at FROM task_checkpoints WHERE task_id = :t ORDER BY state_version"),
             {"t": task_id},
         ).all()
+    return [(str(reason), at) for reason, at in rows]
+
+
+def _step_cycles(s: Stack, task_id: str) -> dict[str, float]:
+    """Seconds from the previous checkpoint to each step's success checkpoint (the engine's full cycle)."""
     cycles = {}
-    for (_, before), (reason, after) in itertools.pairwise(rows):
+    for (_, before), (reason, after) in itertools.pairwise(checkpoint_times(s.engine, s.tenant, task_id)):
         if reason.startswith("step_succeeded:"):
             cycles[reason.split(":", 1)[1]] = (after - before).total_seconds()
     return cycles
@@ -259,17 +288,10 @@ async def measure(s: Stack, tasks: int, compare: bool, threads: int, heartbeat: 
     phases.append(("now", None))
     # Activity threads beyond a few only contend for the GIL on a small machine (2 cores here).
     with ThreadPoolExecutor(max_workers=threads) as executor:
-        baseline_worker = Worker(
-            client, task_queue=queue + "-noop", workflows=[RoundTrips], activities=[noop],
-            activity_executor=executor, workflow_runner=UnsandboxedWorkflowRunner(),
-        )
+        baseline_worker = round_trip_worker(client, queue + "-noop", executor)
         loads = []
         async with baseline_worker:
-            rounds = 50
-            await client.execute_workflow(RoundTrips.run, 5, id=f"warm-{uuid.uuid4()}", task_queue=queue + "-noop")
-            began = time.perf_counter()
-            await client.execute_workflow(RoundTrips.run, rounds, id=f"rt-{uuid.uuid4()}", task_queue=queue + "-noop")
-            round_trip = (time.perf_counter() - began) / rounds
+            round_trip = await bare_round_trip(client, queue + "-noop")
             say(f"baseline measured ({round_trip * 1000:.1f} ms)")
             for index, (label, slots) in enumerate(phases):
                 phase_queue = f"{queue}-{label}"
