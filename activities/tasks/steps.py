@@ -8,6 +8,7 @@ import socket
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.db import heartbeating
 from activities.tasks.base import TaskActivitiesBase
 from activities.tasks.faults import connect_to_closed_port, stall
 from activities.tasks.payloads import CreateTaskInput, RunStepInput, RunStepResult, TransitionInput
@@ -23,6 +24,12 @@ from memory.tasks.transitions import NewTask, Snapshot, Transition, get_task, in
 
 S = TaskStatus
 log = logging.getLogger(__name__)
+
+
+def _beat_every() -> float:
+    """A third of the activity's heartbeat timeout (at most 5 s): two beats may be late before it runs out."""
+    timeout = activity.info().heartbeat_timeout if activity.in_activity() else None
+    return min(5.0, timeout.total_seconds() / 3) if timeout else 5.0
 
 
 def _unexpected(step_id: str, attempts: int, exc: Exception) -> ApplicationError:
@@ -126,14 +133,17 @@ class StepActivities(TaskActivitiesBase):
         stall(self.faults.slow_steps.get(req.step_id, 0.0))
         if attempt_number <= self.faults.broken_steps.get(req.step_id, 0):
             raise RuntimeError(f"injected bug in {req.step_id}, attempt {attempt_number}")
-        bundle = step_bundle(self.engine, req)
         if req.kind == "llm":
-            texts = {f"{step}/{name}": read(self.artifacts, sha).decode("utf-8", errors="replace")
-                     for step, named in req.artifacts.items() for name, sha in named.items()
-                     if f"artifacts.{step}/{name}" in placeholders(str(req.spec["prompt"]))}
-            outcome = run_llm_step(req.spec, self.llm, goal=req.goal, artifacts=texts, bundle=bundle)
+            # The model may take longer than the heartbeat timeout: silent, the attempt would be run again (and the
+            # model asked twice) while the first is still waiting for its answer.
+            with heartbeating(_beat_every()):
+                texts = {f"{step}/{name}": read(self.artifacts, sha).decode("utf-8", errors="replace")
+                         for step, named in req.artifacts.items() for name, sha in named.items()
+                         if f"artifacts.{step}/{name}" in placeholders(str(req.spec["prompt"]))}
+                outcome = run_llm_step(req.spec, self.llm, goal=req.goal, artifacts=texts,
+                                       bundle=step_bundle(self.engine, req), review=req.extra)
         else:
-            outcome = registry.function(function)(self._context(req, bundle))
+            outcome = registry.function(function)(self._context(req, step_bundle(self.engine, req)))
         metas = []
         for produced in outcome.artifacts:
             sha = self.artifacts.put(produced.content)

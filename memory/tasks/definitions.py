@@ -293,7 +293,7 @@ def _check_prompt(number: int, step: StepSpec, earlier: list[StepSpec], problems
     # A step whose kind is itself refused still counts: one mistake, one problem.
     producers = {other.step_id for other in earlier if other.kind not in ("approval", "publish")}
     for name in PLACEHOLDER.findall(step.spec["prompt"]):
-        if name == "goal" or name.startswith("goal."):
+        if name == "goal" or name.startswith("goal.") or name == "review.reason":
             continue
         if name == "bundle":
             if "recall" not in step.spec:
@@ -302,7 +302,8 @@ def _check_prompt(number: int, step: StepSpec, earlier: list[StepSpec], problems
         elif not name.startswith("artifacts.") or name.removeprefix("artifacts.").partition("/")[0] not in producers \
                 or not name.partition("/")[2]:
             problems.add(f"/steps/{number}/prompt", "invalid_value", f"{{{{{name}}}}} names nothing: use {{{{goal}}}}, "
-                         "{{goal.<field>}}, {{artifacts.<earlier step_id>/<artifact name>}} or {{bundle}}")
+                         "{{goal.<field>}}, {{artifacts.<earlier step_id>/<artifact name>}}, {{bundle}} or "
+                         "{{review.reason}}")
 
 
 def check_llm_endpoint(definition: Definition, *, configured: bool) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -43,13 +44,15 @@ def placeholders(template: str) -> list[str]:
 
 
 def render_prompt(template: str, goal: Mapping[str, Any], artifacts: Mapping[str, str],
-                  bundle: Mapping[str, Any] | None) -> str:
+                  bundle: Mapping[str, Any] | None, review: Mapping[str, Any] | None = None) -> str:
     """The template with every placeholder replaced, or :class:`StepFailed` ``llm_prompt_invalid`` naming the
     first one that names nothing (a missing goal field, an artifact no earlier step made, a bundle not asked for)."""
 
     def value(name: str) -> str:
         if name == "goal":
             return json.dumps(goal, ensure_ascii=False, sort_keys=True)
+        if name == "review.reason":
+            return str((review or {}).get("reviewer_note") or "")
         if name == "bundle":
             if bundle is None:
                 raise StepFailed("llm_prompt_invalid", "{{bundle}} needs the step's recall (\"recall\": {\"query\"})")
@@ -68,9 +71,13 @@ def render_prompt(template: str, goal: Mapping[str, Any], artifacts: Mapping[str
                                  "(name it as <step_id>/<artifact name>)")
             return artifacts[key]
         raise StepFailed("llm_prompt_invalid", f"{{{{{name}}}}} is not a placeholder: use goal, goal.<field>, "
-                         "artifacts.<step_id>/<name> or bundle")
+                         "artifacts.<step_id>/<name>, bundle or review.reason")
 
     prompt = PLACEHOLDER.sub(lambda match: value(match.group(1)), template)
+    note = (review or {}).get("reviewer_note")
+    if note and "review.reason" not in placeholders(template):
+        # Re-run after a rejection: the reviewer's reason always reaches the model, quoted or not.
+        prompt += f"\n\nA reviewer rejected the previous answer, saying: {note}\nAnswer again, addressing it."
     if len(prompt) > MAX_PROMPT_CHARS:
         raise StepFailed("llm_prompt_too_long", f"the rendered prompt has {len(prompt):,} characters; at most "
                          f"{MAX_PROMPT_CHARS:,} are sent")
@@ -101,12 +108,17 @@ def checked_answer(text: str | None, output_schema: Mapping[str, Any] | None) ->
 
 
 def run_llm_step(spec: Mapping[str, Any], config: LlmConfig | None, *, goal: Mapping[str, Any],
-                 artifacts: Mapping[str, str], bundle: Mapping[str, Any] | None, send: Chat = chat) -> StepOutcome:
-    """One attempt of an ``llm`` step (``spec``: the step's keys, as :mod:`memory.tasks.definitions` parsed them)."""
+                 artifacts: Mapping[str, str], bundle: Mapping[str, Any] | None,
+                 review: Mapping[str, Any] | None = None, send: Chat = chat) -> StepOutcome:
+    """One attempt of an ``llm`` step (``spec``: the step's keys, as :mod:`memory.tasks.definitions` parsed them;
+    ``review``: the engine's extras when it re-runs the step after a rejection, ``reviewer_note`` among them). The
+    step's ``timeout_seconds`` bounds the call to the model, below the endpoint's own timeout."""
     if config is None:
         raise StepFailed("llm_endpoint_not_configured", "this worker has no LLM endpoint: set MNEMO_LLM_BASE_URL and "
                          "MNEMO_LLM_MODEL on every worker, as on the API that accepted the definition")
-    prompt = render_prompt(str(spec["prompt"]), goal, artifacts, bundle)
+    if "timeout_seconds" in spec:
+        config = replace(config, timeout_seconds=min(config.timeout_seconds, float(spec["timeout_seconds"])))
+    prompt = render_prompt(str(spec["prompt"]), goal, artifacts, bundle, review)
     schema = spec.get("output_schema")
     response_format = None if schema is None else {
         "type": "json_schema", "json_schema": {"name": "mnemo_step_answer", "strict": False, "schema": schema}}

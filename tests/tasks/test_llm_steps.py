@@ -134,3 +134,11 @@ def test_placeholders_are_listed_in_order() -> None:
     assert placeholders(SPEC["prompt"]) == ["goal.service", "goal.window.since", "artifacts.collect/incidents.json",
                                             "bundle"]
     assert render_prompt("{{ goal.service }} {{goal}}", GOAL, {}, None).startswith("checkout {")
+
+
+def test_the_reviewers_reason_is_quoted_where_the_prompt_says_or_appended() -> None:
+    review = {"revision": 2, "reviewer_note": "shorter"}
+    assert render_prompt("Fix: {{review.reason}}.", GOAL, {}, None, review) == "Fix: shorter."
+    assert render_prompt("Fix: {{review.reason}}.", GOAL, {}, None, None) == "Fix: ."  # the first run: no reason
+    appended = render_prompt("Write about {{goal.service}}", GOAL, {}, None, review)
+    assert appended.startswith("Write about checkout\n\n") and "saying: shorter" in appended
