@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from urllib.parse import quote
 
 from fastapi.responses import StreamingResponse
 
 from memory.tasks.models import TaskArtifact
+
+
+def disposition(name: str) -> str:
+    """``inline`` under the artifact's name, any name (RFC 6266): an ASCII fallback and the exact name encoded
+    (RFC 5987), since a header carries Latin-1 only — a name in another script made every download a 500."""
+    fallback = re.sub(r'[^ -~]|["\\]', "_", name)
+    return f"inline; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
 
 
 def artifact_response(sha256: str, artifact: TaskArtifact, chunks: Iterator[bytes]) -> StreamingResponse:
@@ -14,6 +23,6 @@ def artifact_response(sha256: str, artifact: TaskArtifact, chunks: Iterator[byte
     return StreamingResponse(
         chunks,  # a sync iterator: Starlette pulls each chunk in its threadpool
         media_type=artifact.media_type,
-        headers={"Content-Disposition": f'inline; filename="{artifact.name}"', "ETag": f'"{sha256}"',
+        headers={"Content-Disposition": disposition(artifact.name), "ETag": f'"{sha256}"',
                  "Content-Length": str(artifact.size_bytes)},
     )

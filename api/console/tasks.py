@@ -39,7 +39,10 @@ SAFE_ARTIFACT_HEADERS = {
     # A draft or report is the worker's HTML: opened as a document of its own, it may run no script and load
     # nothing but its embedded images (the draft's frame on the task page is sandboxed as well); only the
     # console's own task page may frame it (every other console response may be framed by no one).
-    "Content-Security-Policy": "default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'",
+    # Opened on a page of its own it is sandboxed too (scripts, forms, popups: none; its origin kept for the
+    # frame-fitting script), and can post no form anywhere: an agent's HTML cannot ask an approver for a key.
+    "Content-Security-Policy": "default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'; "
+                               "sandbox allow-same-origin; form-action 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
 }
 

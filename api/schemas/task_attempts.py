@@ -30,7 +30,9 @@ class ClaimIn(StrictRequest):
 
 
 class ArtifactIn(StrictRequest):
-    name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^/\\]+$")]
+    name: Annotated[str, Field(min_length=1, max_length=200, pattern=r'^[^/\\"\x00-\x1f\x7f]+$',
+                               description="Any name without '/', '\\', '\"' or control characters",
+                               examples=["digest.md", "事故摘要.md"])]
     media_type: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.+-]{0,63}/[A-Za-z0-9][A-Za-z0-9.+-]{0,126}"
                                              r"(;[ -~]{1,200})?$", examples=["text/markdown"])]
     content_base64: Annotated[str, Field(description="The bytes, standard base64 (RFC 4648 §4) with padding")]

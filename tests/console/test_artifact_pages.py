@@ -197,6 +197,10 @@ def test_json_csv_text_image_html_and_other_types_each_show_as_they_should(
     assert served.content == ARTIFACTS["chart.png"][1]
     page_html = viewed(https_client, showcase, "page.html")
     assert re.search(r'<iframe class="draft" title="page.html" src="[^"]+" sandbox="allow-same-origin">', page_html)
+    own_page = https_client.get(f"/console/tasks/{showcase.task_id}/artifacts/{showcase.shas['page.html']}")
+    policy = [d.strip() for d in own_page.headers["content-security-policy"].split(";")]
+    # Opened alone (not framed), an agent's HTML runs nothing and can post no form: no phishing on our origin.
+    assert {"sandbox allow-same-origin", "form-action 'none'", "base-uri 'none'", "default-src 'none'"} <= set(policy)
     assert "<script" not in page_html
     manifest = viewed(https_client, showcase, "manifest.json")
     base = f"/console/tasks/{showcase.task_id}/artifacts"

@@ -297,6 +297,9 @@ def test_bad_deliveries_are_refused_naming_the_artifact_and_change_nothing(
     assert bad.json()["error"]["details"] == {"field": "artifacts.1.content_base64"}
     twice = _call(client, key, task, attempt, "complete", {"artifacts": [good, good]})
     assert twice.json()["error"]["code"] == "duplicate_artifact_name"
+    for name in ('x"; filename=evil.html', "a\r\nX-Evil: 1"):  # a name never becomes a header of its own
+        odd = _call(client, key, task, attempt, "complete", {"artifacts": [{**good, "name": name}]})
+        assert odd.status_code == 422 and odd.json()["error"]["fields"][0]["field"] == "artifacts.0.name", odd.text
     short = _claim(client, key, task, lease_seconds=4)
     assert short.status_code == 422 and short.json()["error"]["fields"][0]["field"] == "lease_seconds"
     assert [e["status"] for e in _timeline_attempts(client, key, task)] == ["RUNNING"]
@@ -316,3 +319,17 @@ def test_the_result_is_recorded_when_temporal_cannot_be_reached(
         assert done.status_code == 200, done.text
     assert collect(engine, task).output == {"ok": True}
     assert any("agent_step_settled" in record.getMessage() for record in caplog.records)
+
+
+def test_an_artifact_named_in_any_script_is_served_under_its_name(
+    client: TestClient, settings: Settings, engine: Engine, owner: tuple[str, str]
+) -> None:
+    key, task, attempt = _claimed(client, settings, engine, owner)
+    content = f"摘要 {uuid.uuid4()}".encode()
+    done = _call(client, key, task, attempt, "complete",
+                 {"artifacts": [_artifact("事故摘要.md", "text/markdown; charset=utf-8", content)]})
+    assert done.status_code == 200, done.text
+    served = client.get(f"/tasks/{task.ref.task_id}/artifacts/{sha256_hex(content)}", headers=auth(key))
+    assert served.status_code == 200 and served.content == content
+    assert served.headers["content-disposition"] == \
+        "inline; filename=\"____.md\"; filename*=UTF-8''%E4%BA%8B%E6%95%85%E6%91%98%E8%A6%81.md"
