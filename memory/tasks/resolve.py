@@ -30,8 +30,17 @@ def check_registrable(task_type: str) -> None:
 
 def resolve_definition(session: Session, tenant_id: str, task_type: str) -> Definition:
     """The definition a new task of ``task_type`` pins: the code type's, else the tenant's latest version; a type
-    neither knows is a 422 ``invalid_value`` listing the ones there are."""
-    found = registry.definition(task_type) or definition_store.latest(session, tenant_id, task_type)
+    neither knows is a 422 ``invalid_value`` listing the ones there are, a type both know a 409
+    ``task_type_ambiguous``."""
+    code, own = registry.definition(task_type), definition_store.latest(session, tenant_id, task_type)
+    if code is not None and own is not None:
+        # Registered while a server without the module answered (a rolling deploy, servers loading different
+        # modules): starting either could be the wrong one, so neither starts until one of them is renamed.
+        raise Conflict(
+            f"{task_type!r} is both a type this tenant registered and one a task module loaded here declares; "
+            "register the tenant's under another name (every server must load the same task modules)",
+            code="task_type_ambiguous", details={"task_type": task_type})
+    found = code or own
     if found is None:
         known = sorted({*registry.task_types(), *definition_store.listing(session, tenant_id)})
         raise InvalidInput(

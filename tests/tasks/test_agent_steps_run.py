@@ -22,6 +22,7 @@ from typer.testing import CliRunner, Result
 from api.cli.task import task_app
 from api.main import create_app
 from api.settings import Settings
+from memory.tasks.sdk import TaskType
 from tests.conftest import MakeKey, auth
 from tests.tasks.conftest import status_is, wait_for
 from tests.workers import served
@@ -256,3 +257,16 @@ def test_the_cli_performs_an_agent_step(client: TestClient, settings: Settings, 
     sha = hashlib.sha256(digest.read_bytes()).hexdigest()
     served_back = client.get(f"/tasks/{task_id}/artifacts/{sha}", headers=auth(tenant.owner))
     assert served_back.headers["content-type"].startswith("text/markdown")  # guessed from the file's name
+
+
+def test_a_type_both_registered_and_declared_in_code_starts_neither(client: TestClient, tenant: Tenant) -> None:
+    """A tenant registered it while a server without the module answered: no server silently picks one."""
+    name = f"twin-{uuid.uuid4().hex[:6]}"
+    register(client, tenant.admin, name, REVIEWED)
+    twin = TaskType(name, "1", {"type": "object"}, redraft_step="collect")  # a module loaded here declares it too
+    twin.agent("collect")
+    twin.approval("review", artifact_from="collect/digest.md")
+    twin.publish("send", destination="archive")
+    body = {"task_type": name, "request_intent_id": "twin", "goal": {"service": "checkout"}}
+    refused = client.post("/tasks", json=body, headers=auth(tenant.owner))
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "task_type_ambiguous", refused.text
