@@ -163,9 +163,7 @@ class StepActivities(TaskActivitiesBase):
         with self._tx(req.tenant_id) as session:
             if req.cancel_pending_approvals:
                 approvals.cancel_pending(session, req.tenant_id, req.task_id)
-            if S(req.target) in TERMINAL:
-                leases.abandon_agent_attempts(session, req.ref, req.target)
-            return move(
+            snapshot = move(
                 session,
                 req.ref,
                 Transition(
@@ -179,3 +177,6 @@ class StepActivities(TaskActivitiesBase):
                     pending_conditions=req.pending_conditions,
                 ),
             )
+            if S(req.target) in TERMINAL:  # after the move: the task's row first, as an agent's complete locks it
+                leases.abandon_agent_attempts(session, req.ref, req.target)
+            return snapshot

@@ -72,7 +72,7 @@ def _artifact(spec: str) -> dict[str, str]:
 def complete(
     task_id: str,
     attempt_id: str,
-    artifact: Annotated[list[str], typer.Option(help="NAME=PATH[:MEDIA/TYPE], once per file.")],
+    artifact: Annotated[list[str] | None, typer.Option(help="NAME=PATH[:MEDIA/TYPE], once per file.")] = None,
     output: Annotated[str, typer.Option(help="The step's output, a JSON object.")] = "{}",
     *,
     client: Client,
@@ -82,7 +82,7 @@ def complete(
         parsed = json.loads(output)
     except ValueError as exc:
         fail(f"--output is not JSON ({exc}); e.g. --output '{{\"items\": 3}}'")
-    body = {"artifacts": [_artifact(spec) for spec in artifact], "output": parsed}
+    body = {"artifacts": [_artifact(spec) for spec in artifact or []], "output": parsed}
     done = client.call("POST", f"/tasks/{task_id}/attempts/{attempt_id}/complete", json=body)
     client.answer(done, lambda d: f"step {d['step_id']} completed" + (" (already, replayed)" if d["replayed"] else "")
                   + "".join(f"\n{a['name']} sha256 {a['sha256']}" for a in d["artifacts"]))

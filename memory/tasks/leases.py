@@ -255,17 +255,16 @@ def fail(
 
 
 def claim_input(session: Session, task: Task, step: TaskStep) -> dict[str, Any]:
-    """Everything the agent needs, without a second call: the goal, every artifact of the task so far (bytes at
-    ``GET /tasks/{id}/artifacts/{sha256}``) and, after an approver's rejection, the reason given."""
+    """Everything the agent needs, without a second call: the goal, the task's artifacts so far (bytes at
+    ``GET /tasks/{id}/artifacts/{sha256}``) and, after an approver's rejection, the reason given. Of an artifact a
+    redraft made again (the same step and name), only the latest: an agent looking one up by name gets the current."""
     rows = session.execute(
         select(TaskArtifact).where(TaskArtifact.tenant_id == task.tenant_id, TaskArtifact.task_id == task.task_id)
         .order_by(TaskArtifact.created_at, TaskArtifact.sha256)
     ).scalars()
-    body: dict[str, Any] = {
-        "goal": task.goal,
-        "artifacts": [{"step_id": a.step_id, "name": a.name, "media_type": a.media_type, "sha256": a.sha256}
-                      for a in rows],
-    }
+    latest = {(a.step_id, a.name): {"step_id": a.step_id, "name": a.name, "media_type": a.media_type,
+                                    "sha256": a.sha256} for a in rows}
+    body: dict[str, Any] = {"goal": task.goal, "artifacts": list(latest.values())}
     note = (step.input_extra or {}).get("reviewer_note")
     if note:
         body["rejection_reason"] = note
@@ -321,7 +320,10 @@ def _waiting_step(session: Session, task: Task, step_id: str | None) -> TaskStep
 
 
 def _locked(session: Session, ref: TaskRef, attempt_id: uuid.UUID) -> tuple[TaskStep, TaskAttempt]:
-    """An agent's attempt of this task and its step row, locked in the order claims lock them (step, attempt)."""
+    """An agent's attempt of this task and its step row, locked after the task's row (the order a transition that
+    ends the task takes them: task, then attempts), so a complete and a cancel are one after the other: a result
+    lands before the cancel or is refused after it, never recorded on a task that has just ended."""
+    get_task(session, ref.tenant_id, ref.task_id, lock=True)
     found = session.execute(
         select(TaskAttempt.step_id, TaskAttempt.input_version).where(
             TaskAttempt.tenant_id == ref.tenant_id, TaskAttempt.task_id == ref.task_id,

@@ -270,3 +270,30 @@ def test_a_type_both_registered_and_declared_in_code_starts_neither(client: Test
     body = {"task_type": name, "request_intent_id": "twin", "goal": {"service": "checkout"}}
     refused = client.post("/tasks", json=body, headers=auth(tenant.owner))
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "task_type_ambiguous", refused.text
+
+
+def test_after_a_redraft_a_claim_lists_each_artifact_once_the_latest(client: TestClient, tenant: Tenant) -> None:
+    """The redraft re-runs collect, then render: render's next claim names collect's new incidents.json only."""
+    two = {**REVIEWED, "steps": [{"step_id": "gather", "kind": "agent"}, *REVIEWED["steps"]], "redraft_step": "gather"}
+    register(client, tenant.admin, "two-agents", two)
+    task_id = start(client, tenant.owner, "two-agents", {"service": "checkout"})
+    agent = RestAgent(client, tenant.owner, task_id)
+    for content in (b"[1]", b"# v1\n"):
+        waiting_for_agent(client, tenant.owner, task_id)
+        claimed = agent.claim()
+        name = "incidents.json" if claimed["step_id"] == "gather" else "digest.md"
+        agent.complete(claimed["attempt_id"], name, content, "application/json" if name.endswith("json") else
+                       "text/markdown")
+        wait_for(client, tenant.owner, task_id, lambda v, s=claimed["step_id"]: v["current_step_id"] != s)
+    view = wait_for(client, tenant.owner, task_id, status_is("WAITING_FOR_APPROVAL"))
+    decide(client, tenant.approver, view, "reject", "more incidents")
+    waiting_for_agent(client, tenant.owner, task_id)
+    gather = agent.claim()
+    assert gather["step_id"] == "gather" and gather["input"]["rejection_reason"] == "more incidents"
+    agent.complete(gather["attempt_id"], "incidents.json", b"[1, 2]", "application/json")
+    wait_for(client, tenant.owner, task_id, lambda v: v["current_step_id"] == "collect" and
+             v["waiting_reason"] == "AGENT")
+    render = agent.claim()
+    listed = [(a["step_id"], a["name"], a["sha256"]) for a in render["input"]["artifacts"]]
+    assert listed == [("gather", "incidents.json", hashlib.sha256(b"[1, 2]").hexdigest()),
+                      ("collect", "digest.md", hashlib.sha256(b"# v1\n").hexdigest())]
