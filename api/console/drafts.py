@@ -60,7 +60,10 @@ def manifest_view(
     validation = [a for a in task_artifacts(engine, principal.tenant_id, task_id) if a.kind == "validation"]
     rejected: list[dict[str, Any]] | None = None
     if validation:
-        lines = json.loads(artifact_bytes(engine, store, principal, task_id, validation[0].sha256))
+        try:
+            lines = json.loads(artifact_bytes(engine, store, principal, task_id, validation[0].sha256))
+        except ValueError:  # any step may name its artifact's kind "validation": not JSON, not these lines
+            lines = None
         rejected = lines if isinstance(lines, list) else None  # another type's "validation" is not these lines
     title, revision = manifest.get("title"), manifest.get("revision")
     return Manifest(

@@ -66,7 +66,7 @@ ARTIFACTS = {  # name -> (media type, bytes)
     "page.html": ("text/html", PAGE),
     "blob.bin": ("application/octet-stream", b"\x00\x01binary"),
     "big.json": ("application/json", json.dumps(["x" * 1000] * (INLINE_LIMIT // 1000 + 1)).encode()),
-    "checks.json": ("application/json", b'{"passed": 3}'),  # kind "validation", not the monthly report's lines
+    "checks.txt": ("text/plain", b"3 passed"),  # kind "validation", not the monthly report's lines (not even JSON)
 }
 ARTIFACTS["manifest.json"] = ("application/json", json.dumps({  # the manifest convention, outside the monthly report
     "title": "Showcase page", "html_sha256": hashlib.sha256(PAGE).hexdigest(),
@@ -76,7 +76,7 @@ ARTIFACTS["manifest.json"] = ("application/json", json.dumps({  # the manifest c
 def write(ctx: StepContext) -> StepOutcome:
     """The showcase's compute step: one artifact of each kind the console must show."""
     return StepOutcome({"artifacts": len(ARTIFACTS)}, [
-        ProducedArtifact(name, "validation" if name == "checks.json" else "output", media_type, content)
+        ProducedArtifact(name, "validation" if name == "checks.txt" else "output", media_type, content)
         for name, (media_type, content) in ARTIFACTS.items()])
 
 

@@ -284,7 +284,8 @@ def test_after_a_redraft_a_claim_lists_each_artifact_once_the_latest(client: Tes
         name = "incidents.json" if claimed["step_id"] == "gather" else "digest.md"
         agent.complete(claimed["attempt_id"], name, content, "application/json" if name.endswith("json") else
                        "text/markdown")
-        wait_for(client, tenant.owner, task_id, lambda v, s=claimed["step_id"]: v["current_step_id"] != s)
+        done: str = claimed["step_id"]
+        wait_for(client, tenant.owner, task_id, lambda v: v["current_step_id"] != done)  # noqa: B023 (waited here)
     view = wait_for(client, tenant.owner, task_id, status_is("WAITING_FOR_APPROVAL"))
     decide(client, tenant.approver, view, "reject", "more incidents")
     waiting_for_agent(client, tenant.owner, task_id)
