@@ -298,3 +298,24 @@ def test_after_a_redraft_a_claim_lists_each_artifact_once_the_latest(client: Tes
     listed = [(a["step_id"], a["name"], a["sha256"]) for a in render["input"]["artifacts"]]
     assert listed == [("gather", "incidents.json", hashlib.sha256(b"[1, 2]").hexdigest()),
                       ("collect", "digest.md", hashlib.sha256(b"# v1\n").hexdigest())]
+
+
+def test_an_agent_step_after_an_approval_runs_from_ready(client: TestClient, tenant: Tenant) -> None:
+    """Approved, the task is READY; the next step is an agent's: it runs again first, then waits for the agent."""
+    after = {**REVIEWED, "steps": [*REVIEWED["steps"][:2], {"step_id": "announce", "kind": "agent"},
+                                   REVIEWED["steps"][2]]}
+    register(client, tenant.admin, "announced", after)
+    task_id = start(client, tenant.owner, "announced", {"service": "checkout"})
+    agent = RestAgent(client, tenant.owner, task_id)
+    waiting_for_agent(client, tenant.owner, task_id)
+    agent.complete(agent.claim()["attempt_id"], "digest.md", b"# approved\n")
+    decide(client, tenant.approver, wait_for(client, tenant.owner, task_id, status_is("WAITING_FOR_APPROVAL")),
+           "approve")
+    view = wait_for(client, tenant.owner, task_id, lambda v: (v["current_step_id"] == "announce" and
+                    v["waiting_reason"] == "AGENT") or v["status"] == "FAILED")
+    assert view["status"] == "WAITING_FOR_EXTERNAL", view
+    agent.complete(agent.claim()["attempt_id"], "post.txt", b"announced", "text/plain")
+    done = wait_for(client, tenant.owner, task_id, status_is("SUCCEEDED", "FAILED"))
+    assert done["status"] == "SUCCEEDED" and done["completed_step_ids"] == ["collect", "review", "announce", "send"]
+    [published] = client.get(f"/tasks/{task_id}/publications", headers=auth(tenant.owner)).json()["items"]
+    assert published["artifact_sha256"] == hashlib.sha256(b"# approved\n").hexdigest()  # what was approved
