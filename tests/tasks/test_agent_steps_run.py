@@ -95,6 +95,14 @@ def waiting_for_agent(client: TestClient, key: str, task_id: str) -> dict[str, A
     return wait_for(client, key, task_id, lambda v: v["waiting_reason"] == "AGENT" or v["status"] == "FAILED")
 
 
+def agent_of_new_task(client: TestClient, tenant: Tenant, service: str = "checkout") -> RestAgent:
+    """A new weekly-digest task of the owner's, once it waits for its agent, and the agent that will do it."""
+    register(client, tenant.admin, "weekly-digest", REVIEWED)
+    task_id = start(client, tenant.owner, "weekly-digest", {"service": service})
+    waiting_for_agent(client, tenant.owner, task_id)
+    return RestAgent(client, tenant.owner, task_id)
+
+
 def decide(client: TestClient, key: str, view: dict[str, Any], decision: str, reason: str | None = None) -> None:
     body = {"decision": decision, "artifact_sha256": view["pending_approval"]["artifact_sha256"],
             "state_version": view["state_version"], **({"reason": reason} if reason else {})}
@@ -142,10 +150,8 @@ def test_a_rest_defined_task_is_run_to_success_by_an_agent(client: TestClient, t
 
 
 def test_an_agent_giving_up_fails_the_task_with_its_reason(client: TestClient, tenant: Tenant) -> None:
-    register(client, tenant.admin, "weekly-digest", REVIEWED)
-    task_id = start(client, tenant.owner, "weekly-digest", {"service": "search"})
-    waiting_for_agent(client, tenant.owner, task_id)
-    agent = RestAgent(client, tenant.owner, task_id)
+    agent = agent_of_new_task(client, tenant, "search")
+    task_id = agent.task_id
     claimed = agent.claim()
     agent.call(f"/attempts/{claimed['attempt_id']}/fail", {"reason": "the pager API refused my token",
                                                            "retryable": False})
@@ -155,10 +161,8 @@ def test_an_agent_giving_up_fails_the_task_with_its_reason(client: TestClient, t
 
 
 def test_a_retryable_failure_waits_for_the_next_claim(client: TestClient, tenant: Tenant) -> None:
-    register(client, tenant.admin, "weekly-digest", REVIEWED)
-    task_id = start(client, tenant.owner, "weekly-digest", {"service": "search"})
-    waiting_for_agent(client, tenant.owner, task_id)
-    agent = RestAgent(client, tenant.owner, task_id)
+    agent = agent_of_new_task(client, tenant, "search")
+    task_id = agent.task_id
     first = agent.claim()
     agent.call(f"/attempts/{first['attempt_id']}/fail", {"reason": "rate limited", "retryable": True})
     second = agent.claim()
@@ -197,10 +201,8 @@ def test_a_running_task_keeps_its_version_when_the_definition_changes(client: Te
 
 
 def test_cancel_while_waiting_for_the_agent_ends_the_task(client: TestClient, tenant: Tenant) -> None:
-    register(client, tenant.admin, "weekly-digest", REVIEWED)
-    task_id = start(client, tenant.owner, "weekly-digest", {"service": "checkout"})
-    waiting_for_agent(client, tenant.owner, task_id)
-    agent = RestAgent(client, tenant.owner, task_id)
+    agent = agent_of_new_task(client, tenant)
+    task_id = agent.task_id
     claimed = agent.claim()
     response = client.post(f"/tasks/{task_id}/cancel", json={}, headers=auth(tenant.owner))
     assert response.status_code == 200, response.text
@@ -234,9 +236,7 @@ def test_a_tenant_type_checks_its_goal_and_is_the_tenants_alone(
 def test_the_cli_performs_an_agent_step(client: TestClient, settings: Settings, tenant: Tenant,
                                         tmp_path: Path) -> None:
     """``mnemo task attempt claim|complete`` over real HTTP: what a shell-script agent runs."""
-    register(client, tenant.admin, "weekly-digest", REVIEWED)
-    task_id = start(client, tenant.owner, "weekly-digest", {"service": "checkout"})
-    waiting_for_agent(client, tenant.owner, task_id)
+    task_id = agent_of_new_task(client, tenant).task_id
     digest = tmp_path / "digest.md"
     digest.write_bytes(b"# checkout\n")
     with served(create_app(settings)) as port:
