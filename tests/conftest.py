@@ -28,6 +28,7 @@ from api.settings import Settings
 from memory.artifact_store.s3 import S3Location
 from memory.db import make_engine, tenant_session
 from memory.identity.auth import create_api_key
+from memory.tasks import registry
 from migrations import upgrade
 
 
@@ -170,3 +171,12 @@ def poll(
             return body
         time.sleep(0.1)
     raise AssertionError(f"{url} never reached the expected state in {timeout}s; last: {body}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def task_types_of_the_module() -> Iterator[None]:
+    """The task types and step functions a test module declares are its own: each module starts from mnemo's own
+    (loaded first, so they are never forgotten) and its declarations go with it."""
+    registry.load(())
+    with registry.kept():
+        yield

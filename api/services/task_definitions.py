@@ -22,7 +22,7 @@ from memory.identity.auth import PrincipalContext, require_role
 from memory.reports.definitions import BUILTIN
 from memory.tasks import definition_store, registry
 from memory.tasks.definition_store import StoredDefinition
-from memory.tasks.definitions import Definition, check_llm_endpoint, from_body
+from memory.tasks.definitions import Definition, check_llm_endpoint, from_body, runnable
 from memory.tasks.resolve import check_registrable
 
 Source = Literal["builtin", "code", "tenant"]
@@ -33,7 +33,7 @@ def register(engine: Engine, principal: PrincipalContext, task_type: str, body: 
     """Register a version of the tenant's type (admin): ``replayed`` when this very body was registered already."""
     require_role(principal, Role.ADMIN, to="registering a task definition")
     check_registrable(task_type)
-    definition = from_body(task_type, body)
+    definition = runnable(from_body(task_type, body))
     check_llm_endpoint(definition, configured=llm_configured)
     with tenant_session(engine, principal.tenant_id) as session:
         created = definition_store.put_definition(session, principal.tenant_id, definition, principal.user_id)

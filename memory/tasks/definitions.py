@@ -306,6 +306,28 @@ def _check_prompt(number: int, step: StepSpec, earlier: list[StepSpec], problems
                          "{{review.reason}}")
 
 
+def runnable(definition: Definition) -> Definition:
+    """The definition, if a task of it can succeed; else :class:`InvalidDefinition`. A task succeeds once its result
+    is published, and a publish sends an approved artifact: the last step, and only it, is a publish, with an
+    approval before it. Checked where a definition is declared (``PUT``, an SDK module), not when a pinned body is
+    read back in a workflow: a body pinned before the rule runs on and fails as it always did."""
+    problems = _Problems()
+    kinds = [step.kind for step in definition.steps]
+    last = len(kinds) - 1
+    for number, kind in enumerate(kinds):
+        if kind == "publish" and number != last:
+            problems.add(f"/steps/{number}", "invalid_value", "a publish ends the task (it succeeds once its result "
+                         "is published): no step can come after it; make it the last step")
+    if not kinds or kinds[last] != "publish":
+        problems.add(f"/steps/{max(last, 0)}", "invalid_value", "a task succeeds once its result is published: the "
+                     'last step is a publish ({"kind": "publish", "destination": "archive"})')
+    elif "approval" not in kinds[:last]:
+        problems.add(f"/steps/{last}", "invalid_value", "a publish sends an approved artifact: an approval step "
+                     "comes before it")
+    problems.raise_any(definition.task_type)
+    return definition
+
+
 def check_llm_endpoint(definition: Definition, *, configured: bool) -> None:
     """A definition with an ``llm`` step is refused where no LLM endpoint is configured: at registration, never as a
     task that fails later."""
@@ -321,4 +343,4 @@ def check_llm_endpoint(definition: Definition, *, configured: bool) -> None:
 
 
 __all__ = ["CODE_KEYWORD", "PRODUCERS", "STEP_KINDS", "Definition", "InvalidDefinition", "StepSpec",
-           "check_llm_endpoint", "from_body"]
+           "check_llm_endpoint", "from_body", "runnable"]

@@ -10,14 +10,15 @@ module, the same list everywhere.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import partial
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
 from memory.errors import InvalidInput
 from memory.tasks.contract import StepFailed, StepFn
-from memory.tasks.definitions import Definition, InvalidDefinition, from_body
+from memory.tasks.definitions import Definition, InvalidDefinition, from_body, runnable
 
 ENTRY_POINT_GROUP = "mnemo.tasks"
 BUILTIN_MODULES = ("memory.reports.monthly",)
@@ -40,6 +41,20 @@ def declare_type(task_type: CodeTaskType) -> None:
 
 def declare_function(name: str, function: StepFn) -> None:
     _functions[name] = function
+
+
+@contextmanager
+def kept() -> Iterator[None]:
+    """Types and functions declared inside the block are forgotten when it ends (the registry is the process's:
+    a test module's types would otherwise reserve their names, or break every listing, for the modules after it)."""
+    types, functions = dict(_types), dict(_functions)
+    try:
+        yield
+    finally:
+        _types.clear()
+        _types.update(types)
+        _functions.clear()
+        _functions.update(functions)
 
 
 def parse_modules(value: str) -> tuple[str, ...]:
@@ -82,7 +97,7 @@ def task_types() -> Mapping[str, CodeTaskType]:
 def definition(task_type: str) -> Definition | None:
     """The type's current definition as its module declares it (parsed strictly), or None if none does."""
     declared = _types.get(task_type)
-    return None if declared is None else from_body(task_type, declared.definition())
+    return None if declared is None else runnable(from_body(task_type, declared.definition()))
 
 
 def has_function(name: str) -> bool:

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from memory.errors import Conflict, InvalidInput
 from memory.tasks import definition_store, registry
-from memory.tasks.definitions import Definition
+from memory.tasks.definitions import Definition, runnable
 
 
 def is_code_type(task_type: str) -> bool:
@@ -40,7 +40,7 @@ def resolve_definition(session: Session, tenant_id: str, task_type: str) -> Defi
             f"{task_type!r} is both a type this tenant registered and one a task module loaded here declares; "
             "register the tenant's under another name (every server must load the same task modules)",
             code="task_type_ambiguous", details={"task_type": task_type})
-    found = code or own
+    found = code or (runnable(own) if own is not None else None)  # a body registered before the rule: refused now
     if found is None:
         known = sorted({*registry.task_types(), *definition_store.listing(session, tenant_id)})
         raise InvalidInput(

@@ -16,7 +16,7 @@ from typing import Any
 
 from memory.tasks import registry
 from memory.tasks.contract import ProducedArtifact, StepContext, StepFailed, StepFn, StepOutcome
-from memory.tasks.definitions import Definition, from_body
+from memory.tasks.definitions import Definition, from_body, runnable
 
 
 class TaskType:
@@ -83,7 +83,7 @@ class TaskType:
 
     def parsed(self) -> Definition:
         """The definition checked as the API checks it: call it in the module's own tests."""
-        return from_body(self.task_type, self.definition())
+        return runnable(from_body(self.task_type, self.definition()))
 
     def _add(self, step_id: str, kind: str, hook: StepFn | None, **spec: Any) -> None:
         self._steps.append({"step_id": step_id, "kind": kind,

@@ -279,14 +279,15 @@ def test_a_task_waiting_for_an_agent_says_which_step_and_who_holds_it_until_when
     register(https_client, admin, "digest", {
         "version": "1", "goal_schema": {"type": "object"},
         "steps": [{"step_id": "collect", "kind": "agent", "description": "collect the week's incidents"},
-                  {"step_id": "send", "kind": "publish", "destination": "archive"}]})
+                  {"step_id": "review", "kind": "approval", "artifact_from": "collect/digest.md"},
+                  {"step_id": "send", "kind": "publish", "destination": "archive"}], "redraft_step": "collect"})
     task_id = agent_task(engine, tenant, "digest", "1")
     signed_in(https_client, owner)
     before = https_client.get(f"/console/tasks/{task_id}").text
     assert "Waiting for an agent to perform step <code>collect</code>" in before
     assert f"No agent holds it: an agent claims it with <code>POST /tasks/{task_id}/attempts</code>" in before
     assert re.findall(r'<li data-step="(\w+)"><code>\w+</code> · (\w+)', before) == [
-        ("collect", "agent"), ("send", "publish")]
+        ("collect", "agent"), ("review", "approval"), ("send", "publish")]
     assert "collect the week&#39;s incidents" in before
 
     claimed = https_client.post(f"/tasks/{task_id}/attempts", json={"lease_seconds": 600}, headers=auth(owner))

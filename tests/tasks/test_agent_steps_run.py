@@ -319,3 +319,10 @@ def test_an_agent_step_after_an_approval_runs_from_ready(client: TestClient, ten
     assert done["status"] == "SUCCEEDED" and done["completed_step_ids"] == ["collect", "review", "announce", "send"]
     [published] = client.get(f"/tasks/{task_id}/publications", headers=auth(tenant.owner)).json()["items"]
     assert published["artifact_sha256"] == hashlib.sha256(b"# approved\n").hexdigest()  # what was approved
+
+
+def test_a_definition_whose_tasks_could_never_succeed_is_refused_at_put(client: TestClient, tenant: Tenant) -> None:
+    never = {**REVIEWED, "steps": REVIEWED["steps"][:2]}  # approved, then never published
+    refused = client.put("/task-definitions/never-published", json=never, headers=auth(tenant.admin))
+    assert refused.status_code == 422 and refused.json()["error"]["code"] == "invalid_definition", refused.text
+    assert refused.json()["error"]["details"]["problems"][0]["path"] == "/steps/1"

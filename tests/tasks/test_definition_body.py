@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memory.tasks.definitions import InvalidDefinition, from_body
+from memory.tasks.definitions import InvalidDefinition, from_body, runnable
 
 DIGEST: dict[str, Any] = {
     "version": "1",
@@ -90,3 +90,23 @@ def test_every_problem_is_listed_at_once() -> None:
         ("/task_type", "invalid_value"), ("/colour", "unknown_field"), ("/steps/0/kind", "invalid_value"),
         ("/steps/4/destination", "missing_field")]
     assert problems("digest", ["not", "an", "object"]) == [("/", "invalid_type")]
+
+
+@pytest.mark.parametrize(("steps", "path"), [
+    ([{"step_id": "collect", "kind": "agent"}], "/steps/0"),  # never published: the task could never succeed
+    ([{"step_id": "collect", "kind": "agent"}, {"step_id": "send", "kind": "publish", "destination": "archive"}],
+     "/steps/1"),  # nothing approved to publish
+    ([{"step_id": "collect", "kind": "agent"}, {"step_id": "review", "kind": "approval", "artifact_from":
+      "collect/x.md"}, {"step_id": "send", "kind": "publish", "destination": "archive"},
+      {"step_id": "after", "kind": "agent"}], "/steps/2"),  # a step after the publish would never run
+])
+def test_a_definition_no_task_of_which_can_succeed_is_refused_where_it_is_declared(
+    steps: list[dict[str, Any]], path: str
+) -> None:
+    body = {"version": "1", "goal_schema": {"type": "object"}, "steps": steps, "redraft_step": "collect"}
+    if not any(step["kind"] == "approval" for step in steps):
+        body.pop("redraft_step")
+    parsed = from_body("doomed", body)  # a pinned body read back in a workflow still parses
+    with pytest.raises(InvalidDefinition) as refused:
+        runnable(parsed)
+    assert refused.value.details["problems"][0]["path"] == path

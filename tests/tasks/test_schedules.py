@@ -40,7 +40,9 @@ MONTHLY = {"task_type": "monthly-report", "goal": {"month": "{{fire.previous_mon
            "cron": "0 9 1 * *", "timezone": "Asia/Shanghai"}
 MARCH_1ST = datetime(2026, 3, 1, 1, 0, tzinfo=UTC)
 """09:00 in Shanghai on 1 March 2026: a fire time of :data:`MONTHLY`."""
-AGENT_TYPE = {"version": "1", "goal_schema": {"type": "object"}, "steps": [{"step_id": "write", "kind": "agent"}]}
+AGENT_TYPE = {"version": "1", "goal_schema": {"type": "object"}, "redraft_step": "write", "steps": [
+    {"step_id": "write", "kind": "agent"}, {"step_id": "review", "kind": "approval", "artifact_from": "write/x.md"},
+    {"step_id": "send", "kind": "publish", "destination": "archive"}]}
 
 
 def on_temporal(settings: Settings, call: Callable[[Client], Awaitable[T]]) -> T:
