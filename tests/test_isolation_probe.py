@@ -215,7 +215,9 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     assert run.status_code == 201, run.text
     board = api.put("/publish-destinations/board", json={"kind": "archive"}, headers=auth(admin))
     assert board.status_code == 201, board.text
-    definition = {"version": "1", "goal_schema": {"type": "object"}, "steps": [{"step_id": "write", "kind": "agent"}]}
+    definition = {"version": "1", "goal_schema": {"type": "object"}, "redraft_step": "write", "steps": [
+        {"step_id": "write", "kind": "agent"}, {"step_id": "review", "kind": "approval", "artifact_from": "write/x.md"},
+        {"step_id": "send", "kind": "publish", "destination": "archive"}]}
     registered = api.put("/task-definitions/alice-digest", json=definition, headers=auth(admin))
     assert registered.status_code == 201, registered.text
     schedule = {"task_type": "monthly-report", "goal": {"month": "2026-06", "currency": "CNY"}, "cron": "0 9 1 1 *",

@@ -29,7 +29,9 @@ from tests.workers import api_with_worker
 ROLES = ("", "memory_writer", "approver", "operator", "auditor", "admin")
 R = ("approver", "operator", "auditor", "admin")  # read any task of the tenant
 SETTLED = {"completed", "blocked_by_retention", "failed_requires_action"}
-DEFINITION = {"version": "1", "goal_schema": {"type": "object"}, "steps": [{"step_id": "write", "kind": "agent"}]}
+DEFINITION = {"version": "1", "goal_schema": {"type": "object"}, "redraft_step": "write", "steps": [
+    {"step_id": "write", "kind": "agent"}, {"step_id": "review", "kind": "approval", "artifact_from": "write/x.md"},
+    {"step_id": "send", "kind": "publish", "destination": "archive"}]}
 
 # endpoint -> the status each role gets (403 refused; 404 a task the caller may not see; else let through)
 TABLE: dict[str, dict[str, int]] = {
