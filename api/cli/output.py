@@ -15,6 +15,14 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(1)
 
 
+def json_option(value: str, option: str, example: str) -> Any:
+    """The JSON an option was given, or the command ends saying so with an example of the option."""
+    try:
+        return json.loads(value)
+    except ValueError as exc:
+        fail(f"{option} is not JSON ({exc}); e.g. {option} '{example}'")
+
+
 def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     """Left-aligned columns sized to their content; None prints as '-'."""
     cells = [[("-" if row.get(c) is None else str(row.get(c))) for c in columns] for row in rows]

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from api.cli.options import Client, api_client
-from api.cli.output import fail, table
+from api.cli.output import fail, json_option, table
 from api.cli.task_attempt import attempt_app
 from api.cli.task_schedule import schedule_app
 from memory.reports import MONTHLY_REPORT
@@ -74,10 +74,7 @@ def start(
     """Start a task (idempotent: re-running it returns the same task): the monthly report of --month, or any
     registered --type with its --goal (checked against the type's goal schema)."""
     if goal is not None:
-        try:
-            parsed = json.loads(goal)
-        except ValueError as exc:
-            fail(f"--goal is not JSON ({exc}); e.g. --goal '{{\"month\": \"2026-06\", \"currency\": \"CNY\"}}'")
+        parsed = json_option(goal, "--goal", '{"month": "2026-06", "currency": "CNY"}')
         named = hashlib.sha256(json.dumps(parsed, sort_keys=True).encode()).hexdigest()[:16]
     elif month is not None:
         parsed, named = {"month": month, "currency": currency}, f"{month}-{currency}"

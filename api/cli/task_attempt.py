@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from api.cli.options import Client, api_client
-from api.cli.output import fail
+from api.cli.output import fail, json_option
 
 MEDIA_TYPE = re.compile(r"^[\w.+-]+/[\w.+-]+$")
 attempt_app = typer.Typer(help="Agent-performed steps: claim, heartbeat, complete, fail.", no_args_is_help=True)
@@ -78,10 +78,7 @@ def complete(
     client: Client,
 ) -> None:
     """Complete the attempt with its files (the same call again is answered as a replay)."""
-    try:
-        parsed = json.loads(output)
-    except ValueError as exc:
-        fail(f"--output is not JSON ({exc}); e.g. --output '{{\"items\": 3}}'")
+    parsed = json_option(output, "--output", '{"items": 3}')
     body = {"artifacts": [_artifact(spec) for spec in artifact or []], "output": parsed}
     done = client.call("POST", f"/tasks/{task_id}/attempts/{attempt_id}/complete", json=body)
     client.answer(done, lambda d: f"step {d['step_id']} completed" + (" (already, replayed)" if d["replayed"] else "")

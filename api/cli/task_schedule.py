@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from api.cli.options import Client, api_client
-from api.cli.output import fail, table
+from api.cli.output import json_option, table
 
 schedule_app = typer.Typer(help="Task schedules: start a task of a type on a cron, in a timezone.",
                            no_args_is_help=True)
@@ -45,10 +45,7 @@ def put(
     client: Client,
 ) -> None:
     """Create or replace a schedule of yours (the same options again change nothing)."""
-    try:
-        parsed = json.loads(goal)
-    except ValueError as exc:
-        fail(f"--goal is not JSON ({exc}); e.g. --goal '{{\"month\": \"{{{{fire.previous_month}}}}\"}}'")
+    parsed = json_option(goal, "--goal", '{"month": "{{fire.previous_month}}"}')
     body = {"task_type": task_type, "goal": parsed, "cron": cron, "timezone": timezone}
     client.answer(client.call("PUT", f"/task-schedules/{name}", json=body), _render)
 
