@@ -137,9 +137,10 @@ class StepActivities(TaskActivitiesBase):
             # The model may take longer than the heartbeat timeout: silent, the attempt would be run again (and the
             # model asked twice) while the first is still waiting for its answer.
             with heartbeating(_beat_every()):
+                quoted = set(placeholders(str(req.spec["prompt"])))
                 texts = {f"{step}/{name}": read(self.artifacts, sha).decode("utf-8", errors="replace")
                          for step, named in req.artifacts.items() for name, sha in named.items()
-                         if f"artifacts.{step}/{name}" in placeholders(str(req.spec["prompt"]))}
+                         if f"artifacts.{step}/{name}" in quoted}
                 outcome = run_llm_step(req.spec, self.llm, goal=req.goal, artifacts=texts,
                                        bundle=step_bundle(self.engine, req), review=req.extra)
         else:
