@@ -15,14 +15,9 @@ from memory.tasks import definition_store, registry
 from memory.tasks.definitions import Definition, runnable
 
 
-def is_code_type(task_type: str) -> bool:
-    """Whether a module loaded here declares the type (then no tenant may register it)."""
-    return task_type in registry.task_types()
-
-
 def check_registrable(task_type: str) -> None:
     """A tenant may register any type no code module owns: one type, one source."""
-    if is_code_type(task_type):
+    if task_type in registry.task_types():
         raise Conflict(f"{task_type!r} is declared by a task module loaded on this server (mnemo's own or an SDK "
                        "module): register yours under another name", code="task_type_reserved",
                        details={"task_type": task_type})
