@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from memory.artifact_store import models as artifact_models
 from memory.identity import console_sessions
+from memory.knowledge import models as knowledge_models
 from memory.models import Base
 from memory.reports import sales
 from memory.resources import models as resource_models
@@ -12,7 +13,10 @@ from memory.resources import run_models
 from memory.sessions import models as session_models
 from memory.tasks import models as task_models
 
-TABLE_MODULES = (artifact_models, console_sessions, sales, resource_models, run_models, session_models, task_models)
+TABLE_MODULES = (
+    artifact_models, console_sessions, knowledge_models, sales, resource_models, run_models, session_models,
+    task_models,
+)
 """The modules whose classes map tables (besides :mod:`memory.models`): importing them registers their tables."""
 
 metadata = Base.metadata

@@ -13,6 +13,7 @@ from sqlalchemy import Engine, create_engine, select, text
 from api.devstack.postgres import PostgresInfo
 from memory.db import make_engine, tenant_session
 from memory.identity.auth import create_api_key
+from memory.knowledge.models import KnowledgeCandidate
 from memory.tables import metadata
 from memory.tasks import leases
 from memory.tasks.definition_store import put_definition
@@ -228,3 +229,30 @@ def test_0029_task_schedules_are_the_tenants_own_and_go_down_with_their_table(po
         engine.dispose()
     assert acme == ["monthly"] and others == []
     assert gone is None and again == []
+
+
+def test_0030_knowledge_is_the_tenants_own_and_goes_down_with_its_tables(postgres: PostgresInfo) -> None:
+    """A candidate the application role writes is invisible to another tenant; down drops both tables."""
+
+    def claims(engine: Engine, tenant: str) -> list[str]:
+        with tenant_session(engine, tenant) as session:
+            return list(session.scalars(select(KnowledgeCandidate.claim)))
+
+    with scratch_database(postgres, "mnemo_mig") as url:
+        engine = make_engine(url, pool_size=1)
+        alices_memory(engine, "a tenant to know things in")  # tenant acme
+        with tenant_session(engine, "acme") as session:
+            session.add(KnowledgeCandidate(
+                tenant_id="acme", candidate_id=uuid.uuid4(), status="PENDING_REVIEW", claim="reports need approval",
+                authority="P1", scope_type="TENANT", source_refs=["doc:handbook"], origin="API",
+                author_user_id="alice", content_sha256="0" * 64))
+        acme, others = claims(engine, "acme"), claims(engine, "globex")
+        command.downgrade(alembic_config(url), "0029")
+        with engine.connect() as connection:
+            gone = connection.execute(text(
+                "SELECT to_regclass('knowledge_candidates'), to_regclass('knowledge_items')")).one()
+        upgrade(url)
+        again = claims(engine, "acme")
+        engine.dispose()
+    assert acme == ["reports need approval"] and others == []
+    assert tuple(gone) == (None, None) and again == []
