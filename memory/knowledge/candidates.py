@@ -35,6 +35,8 @@ class CandidateStatus:
     APPROVED = "APPROVED"
     REJECTED = "REJECTED"
     WITHDRAWN = "WITHDRAWN"
+    EXPIRED = "EXPIRED"
+    """Nobody reviewed it by its deadline."""
 
 
 OPEN_STATUSES = (CandidateStatus.PENDING_REVIEW, CandidateStatus.CHANGES_REQUESTED)

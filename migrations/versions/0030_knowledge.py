@@ -28,7 +28,7 @@ def upgrade() -> None:
             version integer NOT NULL DEFAULT 1,
             state_version integer NOT NULL DEFAULT 1,
             status text NOT NULL CHECK (status IN
-                ('PENDING_REVIEW', 'CHANGES_REQUESTED', 'APPROVED', 'REJECTED', 'WITHDRAWN')),
+                ('PENDING_REVIEW', 'CHANGES_REQUESTED', 'APPROVED', 'REJECTED', 'WITHDRAWN', 'EXPIRED')),
             target text NOT NULL DEFAULT 'knowledge' CHECK (target IN ('knowledge', 'skill')),
             skill_name text,
             key text,
