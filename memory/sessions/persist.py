@@ -26,6 +26,8 @@ from sqlalchemy.orm import Session
 from memory.epochs import StaleEpoch
 from memory.errors import Forbidden, MnemoError
 from memory.identity.auth import PrincipalContext
+from memory.knowledge.candidates import Author
+from memory.knowledge.sources import propose_from_commit
 from memory.models import Memory
 from memory.sessions.choices import record_choices, stable_choices
 from memory.sessions.commits import CommitStatus, owner_of
@@ -156,8 +158,10 @@ def write_back(session: Session, commit: SessionCommit, chat: ChatSession) -> Wr
     entries = _write_candidates(session, principal, chat, commit, stage, candidates, len(proposal.candidates),
                                 rejections)
     used = _link_session(session, principal, chat, commit, stage, entries)
+    proposed = propose_from_commit(session, Author(chat.tenant_id, principal.user_id, chat.agent_id), entries,
+                                   chat.session_id, str(commit.commit_id), datetime.now().astimezone())
     decisions = Counter(str(entry["decision"]) for entry in entries)
-    stats = _stats(stage, used, candidates, decisions, rejections, proposal.usage)
+    stats = {**_stats(stage, used, candidates, decisions, rejections, proposal.usage), **proposed}
     status = _status(decisions, rejections)
     if not candidates and not rejections:
         rejections.append(Rejection(RejectionReason.NO_CANDIDATES, "no message of the stage asked to remember, "

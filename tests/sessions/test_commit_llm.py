@@ -20,6 +20,7 @@ from sqlalchemy import Engine, select
 from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session
+from memory.knowledge.models import KnowledgeCandidate, KnowledgeItem
 from memory.llm import LlmConfig
 from memory.models import Memory
 from memory.sessions.extraction.llm import LlmExtractor
@@ -328,3 +329,30 @@ def test_an_inferred_tool_experience_seen_again_is_skipped_not_a_failed_commit(
         done = commit(stack.api, key, f"s-inf-{n}", f"c-inf-{n}")
         assert done["status"] == "completed", done
     assert [m["reason"] for m in done["memories"]["skipped"]] == ["same_content"]
+
+
+def test_a_case_the_model_concludes_is_a_p3_candidate_and_never_knowledge(
+    stack: LlmStack, make_key: MakeKey, engine: Engine
+) -> None:
+    """Issue 27: a session commit's CASE is proposed for review as P3 (a model's conclusion), once per commit and
+    memory, with the phone number in it redacted; nothing is published."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key = make_key(tenant=tenant, agent="ops-agent")
+    summary = "重启网关无效；补全中间证书后 TLS 握手恢复。值班电话 13800138000。"
+    for n in (1, 2):
+        (event,) = post(stack.api, key, f"s-case-{n}", say(f"k{n}", "assistant", summary))
+        stack.standin.script(answer(_item(event, category="CASE", abstract="TLS fixed by the certificate chain",
+                                          overview="CASE tls", content=summary, key="case.gateway_tls",
+                                          source_level="E4")))
+        done = commit(stack.api, key, f"s-case-{n}", f"c-case-{n}")
+        assert done["status"] == "completed", done
+        assert done["stats"]["knowledge_candidates"] == (1 if n == 1 else 0)  # the second is the same memory
+    with tenant_session(engine, tenant) as session:
+        candidates = list(session.execute(select(KnowledgeCandidate).order_by(KnowledgeCandidate.created_at))
+                          .scalars())
+        published = session.execute(select(KnowledgeItem)).scalars().all()
+    assert candidates and {(c.authority, c.origin, c.status) for c in candidates} == {
+        ("P3", "SESSION_COMMIT", "PENDING_REVIEW")}
+    assert candidates[0].origin_ref == "commit:c-case-1" and "13800138000" not in candidates[0].claim
+    assert candidates[0].redactions == [{"kind": "phone", "path": "claim"}]
+    assert published == []

@@ -1,0 +1,144 @@
+"""The ways into review besides the API: a promoted memory, a session commit's CASE or PATTERN, a finished task.
+
+Each builds a :class:`~memory.knowledge.content.Proposal` through :func:`parse_proposal` (the same strict rules
+as the API) and caps its authority by where it came from, so the model-made loop cannot close (seed 003 §9):
+
+- a session commit's proposal is P3, always: a model's summary or inference is a candidate, never a fact;
+- a promotion is at most P2 (a case that worked, confirmed by whoever promotes it), and P3 when an agent's
+  credential promotes a model's inference (an E4 memory) — no human vouched for it;
+- a finished task's proposal is at most P2: its draft was approved by a person before it was published.
+P0 and P1 (formal policy, owner-reviewed runbooks) come from documents through the API.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from memory.enums import Category, SourceLevel, Status
+from memory.errors import Conflict, InvalidInput
+from memory.identity.auth import PrincipalContext
+from memory.knowledge.candidates import Author, propose
+from memory.knowledge.content import (
+    KEY,
+    MAX_CLAIM_CHARS,
+    MAX_FIELD_CHARS,
+    SOURCE_REF,
+    Authority,
+    Origin,
+    Proposal,
+    parse_proposal,
+)
+from memory.models import Memory
+
+PROMOTABLE = frozenset({Category.CASE, Category.PATTERN, Category.TOOL_EXPERIENCE, Category.SKILL_EXECUTION})
+"""What an agent learned doing work. A person's profile, preferences, entities and events are about them: they are
+never proposed as the tenant's knowledge."""
+PROMOTION_FIELDS = frozenset({"target", "skill_name", "claim", "key", "authority", "scope", "validity"})
+_ORDER = list(Authority)
+
+
+def capped(authority: Authority, ceiling: Authority) -> Authority:
+    """``authority``, or ``ceiling`` when ``authority`` claims more (P0 is the most)."""
+    return authority if _ORDER.index(authority) >= _ORDER.index(ceiling) else ceiling
+
+
+def _refs(*refs: str) -> list[str]:
+    return list(dict.fromkeys(r for r in refs if SOURCE_REF.fullmatch(r)))
+
+
+def promotion(memory: Memory, principal: PrincipalContext, body: Mapping[str, Any]) -> Proposal:
+    """What ``POST /memories/{id}/promotions`` proposes for ``memory`` (the caller may see it: checked before)."""
+    extra = sorted(set(body) - PROMOTION_FIELDS)
+    if extra:
+        raise InvalidInput(f"not a field of a promotion: {', '.join(extra)}", code="promotion_invalid",
+                           details={"fields": extra, "allowed": sorted(PROMOTION_FIELDS)})
+    if memory.category not in PROMOTABLE:
+        raise InvalidInput(
+            f"a {memory.category} memory is about a person, not knowledge: only "
+            f"{', '.join(sorted(c.value for c in PROMOTABLE))} memories can be promoted",
+            code="promotion_not_allowed", details={"category": memory.category})
+    if memory.status != Status.ACTIVE.value:
+        raise InvalidInput(f"only an ACTIVE memory can be promoted; this one is {memory.status}",
+                           code="promotion_not_allowed", details={"status": memory.status})
+    asked = body.get("authority", Authority.P2.value)
+    if asked in (Authority.P0.value, Authority.P1.value):
+        raise InvalidInput("a promoted memory is at most P2 (a confirmed case); formal policy (P0) and reviewed "
+                           "runbooks (P1) are proposed from their documents with POST /knowledge-candidates",
+                           code="promotion_authority_too_high", details={"authority": asked})
+    scope = body.get("scope") or ({"type": "PROJECT", "project_id": memory.project_id} if memory.project_id
+                                  else {"type": "TENANT"})
+    proposal = parse_proposal({
+        "claim": body.get("claim", memory.content), "key": body.get("key", memory.key), "authority": asked,
+        "scope": scope, "validity": body.get("validity"), "target": body.get("target", "knowledge"),
+        **({"skill_name": body["skill_name"]} if "skill_name" in body else {}),
+        "source_refs": _refs(f"memory:{memory.memory_id}", memory.source_id, *memory.evidence_refs),
+        "evidence": [{"quote": memory.content[:MAX_FIELD_CHARS], "ref": f"memory:{memory.memory_id}"}],
+    }, origin=Origin.PROMOTION, origin_ref=f"memory:{memory.memory_id}@{memory.version}")
+    unvouched = principal.agent_id is not None and memory.source_level == SourceLevel.E4.value
+    return _with_authority(proposal, Authority.P3 if unvouched else Authority.P2)
+
+
+def from_session_commit(memory: Memory, session_id: str, commit_id: str) -> Proposal:
+    """A CASE or PATTERN a session commit wrote, proposed for review as P3: what a conversation concluded."""
+    claim = memory.content if len(memory.content) <= MAX_CLAIM_CHARS else memory.abstract
+    return parse_proposal({
+        "claim": claim, "key": memory.key if memory.key and KEY.fullmatch(memory.key) else None,
+        "authority": Authority.P3.value,
+        "scope": {"type": "PROJECT", "project_id": memory.project_id} if memory.project_id else {"type": "TENANT"},
+        "source_refs": _refs(f"memory:{memory.memory_id}", f"session:{session_id}", f"commit:{commit_id}",
+                             *memory.evidence_refs),
+    }, origin=Origin.SESSION_COMMIT, origin_ref=f"commit:{commit_id}")
+
+
+def from_task(task_id: str, artifact_sha256: str, body: Mapping[str, Any]) -> Proposal:
+    """The ``knowledge`` object of a task's published final artifact (a person approved the draft): at most P2,
+    resting on the task and the exact artifact it was published from."""
+    if not isinstance(body, Mapping):
+        raise InvalidInput("the final artifact's knowledge must be an object", code="knowledge_candidate_invalid")
+    refs = body.get("source_refs", [])
+    proposal = parse_proposal(
+        {**body, "source_refs": [f"task:{task_id}", f"artifact:{artifact_sha256}",
+                                 *(refs if isinstance(refs, list) else [])]},
+        origin=Origin.TASK, origin_ref=f"task:{task_id}")
+    return _with_authority(proposal, Authority.P2)
+
+
+def _with_authority(proposal: Proposal, ceiling: Authority) -> Proposal:
+    return replace(proposal, authority=capped(proposal.authority, ceiling))
+
+
+CASE_LIKE = frozenset({Category.CASE.value, Category.PATTERN.value})
+"""The categories a session commit proposes for review (issue 27 §1)."""
+
+
+def propose_from_commit(
+    session: Session, author: Author, written: Sequence[Mapping[str, Any]], session_id: str, commit_id: str,
+    now: datetime,
+) -> dict[str, int]:
+    """Open a P3 candidate for each CASE or PATTERN a commit created or merged (idempotent per commit and memory);
+    the counts for the commit's stats. One already published is counted, not proposed again."""
+    counts = {"knowledge_candidates": 0, "knowledge_already_published": 0}
+    for entry in written:
+        if entry.get("category") not in CASE_LIKE or entry.get("decision") not in ("CREATE", "MERGE") \
+                or "memory_id" not in entry:
+            continue
+        memory = session.get(Memory, (author.tenant_id, uuid.UUID(str(entry["memory_id"])), int(entry["version"])))
+        if memory is None or memory.status not in (Status.ACTIVE.value, Status.CANDIDATE.value):
+            continue
+        try:
+            with session.begin_nested():
+                propose(session, author, from_session_commit(memory, session_id, commit_id), now,
+                        idempotency_key=f"commit:{commit_id}:memory:{memory.memory_id}@{memory.version}")
+        except Conflict as exc:
+            if exc.code != "knowledge_already_published":
+                raise
+            counts["knowledge_already_published"] += 1
+        else:
+            counts["knowledge_candidates"] += 1
+    return counts
