@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from contextlib import suppress
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
@@ -17,6 +18,7 @@ from activities.stores import DestinationTimeout, DestinationUnavailable
 from activities.tasks.base import TaskActivitiesBase
 from activities.tasks.payloads import OperationResult, PublishInput, ReconcileInput, ResolveInput, RunStepInput
 from memory.artifact_store import read
+from memory.knowledge.sources import propose_from_task
 from memory.tasks import approvals, keys, operations, registry
 from memory.tasks.artifacts import get_artifact
 from memory.tasks.models import TaskOperation
@@ -103,8 +105,13 @@ class PublishActivities(TaskActivitiesBase):
     def _settle(self, req: Settled, status: str, change: Transition, **values: Any) -> int:
         """Record the operation's outcome and move the task, in one transaction; the new state_version."""
         with self._tx(req.tenant_id) as session:
-            operations.update_operation(session, req.tenant_id, uuid.UUID(req.operation_id), status=status, **values)
-            return move(session, req.ref, change).state_version
+            op = operations.update_operation(session, req.tenant_id, uuid.UUID(req.operation_id), status=status,
+                                             **values)
+            version = move(session, req.ref, change).state_version
+            if status == "SUCCEEDED" and op.artifact_sha256 is not None:
+                propose_from_task(session, self.artifacts, req.tenant_id, req.task_id, op.artifact_sha256,
+                                  datetime.now(UTC))
+            return version
 
     def _unknown(self, req: PublishInput, version: int, error: str) -> OperationResult:
         waiting = Transition(

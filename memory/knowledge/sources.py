@@ -12,6 +12,7 @@ P0 and P1 (formal policy, owner-reviewed runbooks) come from documents through t
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -20,8 +21,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from memory.artifact_store import ArtifactStore, ArtifactUnavailable, read
 from memory.enums import Category, SourceLevel, Status
-from memory.errors import Conflict, InvalidInput
+from memory.errors import Conflict, InvalidInput, NotFound
 from memory.identity.auth import PrincipalContext
 from memory.knowledge.candidates import Author, propose
 from memory.knowledge.content import (
@@ -34,7 +36,9 @@ from memory.knowledge.content import (
     Proposal,
     parse_proposal,
 )
-from memory.models import Memory
+from memory.models import AuditEntry, Memory
+from memory.tasks.artifacts import get_artifact
+from memory.tasks.transitions import get_task
 
 PROMOTABLE = frozenset({Category.CASE, Category.PATTERN, Category.TOOL_EXPERIENCE, Category.SKILL_EXECUTION})
 """What an agent learned doing work. A person's profile, preferences, entities and events are about them: they are
@@ -142,3 +146,36 @@ def propose_from_commit(
         else:
             counts["knowledge_candidates"] += 1
     return counts
+
+
+MAX_TASK_PROPOSALS = 10
+
+
+def propose_from_task(
+    session: Session, store: ArtifactStore, tenant_id: str, task_id: str, artifact_sha256: str, now: datetime,
+) -> list[str]:
+    """Open candidates from the ``knowledge`` object (or list) of a task's published JSON artifact; the outcome of
+    each as a short code (``opened``, or why not). The artifact was already published: a proposal that fails the
+    rules is recorded in the audit log by its code, never fails the task. Idempotent per task and position."""
+    artifact = get_artifact(session, tenant_id, task_id, artifact_sha256)
+    if artifact.media_type.split(";")[0].strip() != "application/json":
+        return []
+    try:
+        body = json.loads(read(store, artifact_sha256))
+    except (ValueError, ArtifactUnavailable):
+        return []
+    wanted = body.get("knowledge") if isinstance(body, dict) else None
+    proposals = wanted if isinstance(wanted, list) else [wanted] if wanted is not None else []
+    owner = get_task(session, tenant_id, task_id).owner_user_id
+    outcomes: list[str] = []
+    for position, item in enumerate(proposals[:MAX_TASK_PROPOSALS]):
+        try:
+            with session.begin_nested():
+                propose(session, Author(tenant_id, owner), from_task(task_id, artifact_sha256, item), now,
+                        idempotency_key=f"task:{task_id}:{artifact_sha256}:{position}")
+            outcomes.append("opened")
+        except (InvalidInput, Conflict, NotFound) as exc:
+            outcomes.append(exc.code or type(exc).__name__)
+    session.add(AuditEntry(tenant_id=tenant_id, actor=owner, action="KNOWLEDGE_PROPOSED_BY_TASK",
+                           detail={"task_id": task_id, "artifact_sha256": artifact_sha256, "outcomes": outcomes}))
+    return outcomes
