@@ -79,10 +79,9 @@ def push(session: Session, tenant_id: str, space: SkillSpace, agent_id: str, tre
 def _trees(session: Session, tenant_id: str, rows: list[SkillVersion]) -> list[SkillTree]:
     """The directories of ``rows``, read back from their blobs (each passed :func:`parse_tree` when pushed)."""
     wanted = {sha for row in rows for sha in row.manifest.values()}
-    blobs = dict(session.execute(
-        select(SkillBlob.sha256, SkillBlob.content).where(SkillBlob.tenant_id == tenant_id,
-                                                          SkillBlob.sha256.in_(wanted))
-    ).tuples().all()) if wanted else {}
+    query = select(SkillBlob.sha256, SkillBlob.content).where(SkillBlob.tenant_id == tenant_id,
+                                                              SkillBlob.sha256.in_(wanted))
+    blobs = {sha: content for sha, content in session.execute(query)} if wanted else {}
     return [parse_tree({path: blobs[sha] for path, sha in row.manifest.items()}) for row in rows]
 
 
