@@ -7,11 +7,13 @@ api/routers/recall.py). Conflict decisions and conflict claims take several shap
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field
 
 from api.schemas.common import MAX_SAFE_INTEGER, Integer, Lax, Number, ShortText, StrictRequest, json_integer
+from api.schemas.skills import ProvenanceOut
 from memory.enums import Category, Space
 from memory.recall.bundle_types import (
     Bundle,
@@ -23,7 +25,7 @@ from memory.recall.bundle_types import (
     TaskState,
 )
 from memory.recall.plan import DEFAULT_SKILL_BUDGET, RESUME_CANDIDATES, RecallPlan
-from memory.recall.skills import BundleSkill, SkillLayerRef
+from memory.recall.skills import BundleSkill
 from memory.tasks.resumable import ResumableTask
 
 IntentName = Literal["RESUME_TASK", "ANSWER", "CHITCHAT", "OPERATE"]
@@ -133,18 +135,10 @@ class BundleItemOut(BaseModel):
     matched_by: list[str]
 
 
-class SkillLayerOut(BaseModel):
-    space: Literal["SYSTEM", "TENANT", "AGENT"]
-    agent_id: str | None
-    version: int | None = Field(description="The stored version; null for a SYSTEM skill")
-    declared_version: str
-    tree_sha256: str
-
-
 class SkillFieldOut(BaseModel):
     name: str
     value: str | list[str]
-    source: SkillLayerOut = Field(description="The layer whose value won the field")
+    source: ProvenanceOut = Field(description="The layer whose value won the field")
 
 
 class BundleSkillOut(BaseModel):
@@ -152,7 +146,7 @@ class BundleSkillOut(BaseModel):
     procedure to follow, not a memory."""
 
     name: str
-    layers: list[SkillLayerOut]
+    layers: list[ProvenanceOut]
     fields: list[SkillFieldOut]
     omitted: list[str] = Field(description="Fields the skills quota had no room for")
 
@@ -286,15 +280,10 @@ def _item(item: BundleItem) -> dict[str, object]:
     }
 
 
-def _layer(layer: SkillLayerRef) -> dict[str, object]:
-    return {"space": layer.space, "agent_id": layer.agent_id, "version": layer.version,
-            "declared_version": layer.declared_version, "tree_sha256": layer.tree_sha256}
-
-
 def _skill(skill: BundleSkill) -> dict[str, object]:
-    return {"name": skill.name, "layers": [_layer(layer) for layer in skill.layers],
+    return {"name": skill.name, "layers": [asdict(layer) for layer in skill.layers],
             "fields": [{"name": f.name, "value": f.value if isinstance(f.value, str) else list(f.value),
-                        "source": _layer(f.source)} for f in skill.fields],
+                        "source": asdict(f.source)} for f in skill.fields],
             "omitted": list(skill.omitted)}
 
 

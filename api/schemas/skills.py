@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
 from api.schemas.common import StrictRequest
 from memory.skills.format import MAX_FILE_BYTES, MAX_FILES
-from memory.skills.layers import Layer
+from memory.skills.layers import Layer, LayerRef
 from memory.skills.models import SkillVersion
 from memory.skills.resolve import ResolvedSkill, Won
 
@@ -60,8 +61,7 @@ class ProvenanceOut(BaseModel):
 
     @classmethod
     def of(cls, layer: Layer) -> ProvenanceOut:
-        return cls(space=layer.space.value, agent_id=layer.agent_id or None, version=layer.version,
-                   declared_version=layer.tree.declared_version, tree_sha256=layer.tree.tree_sha256)
+        return cls.model_validate(asdict(LayerRef.of(layer)))
 
 
 class ResolvedFieldOut(BaseModel):

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from memory.identity.auth import PrincipalContext
 from memory.recall.plan import RecallPlan, SourceType
 from memory.skills.format import FieldValue
-from memory.skills.layers import Layer
+from memory.skills.layers import LayerRef
 from memory.skills.resolve import ResolvedSkill, resolved_skills
 from memory.text import STOP_LEXEMES, lexemes, normalize, search_terms
 from memory.tokens import count_tokens
@@ -26,33 +26,17 @@ NAMED = 10
 
 
 @dataclass(frozen=True)
-class SkillLayerRef:
-    """A layer a bundled skill is made of, as a reader cites it."""
-
-    space: str
-    agent_id: str | None
-    version: int | None
-    declared_version: str
-    tree_sha256: str
-
-    @classmethod
-    def of(cls, layer: Layer) -> SkillLayerRef:
-        return cls(layer.space.value, layer.agent_id or None, layer.version, layer.tree.declared_version,
-                   layer.tree.tree_sha256)
-
-
-@dataclass(frozen=True)
 class SkillField:
     name: str
     value: FieldValue
-    source: SkillLayerRef
+    source: LayerRef
     """The layer whose value won the field."""
 
 
 @dataclass(frozen=True)
 class BundleSkill:
     name: str
-    layers: tuple[SkillLayerRef, ...]
+    layers: tuple[LayerRef, ...]
     fields: tuple[SkillField, ...]
     omitted: tuple[str, ...]
     """Fields the skills quota had no room for (GET /skills/{name} has them)."""
@@ -92,13 +76,13 @@ def _packed(skill: ResolvedSkill, room: int) -> tuple[BundleSkill | None, int]:
     for name, won in skill.fields.items():
         cost = count_tokens(_text(won.value))
         if used + cost <= room:
-            kept.append(SkillField(name, won.value, SkillLayerRef.of(won.layer)))
+            kept.append(SkillField(name, won.value, LayerRef.of(won.layer)))
             used += cost
         else:
             omitted.append(name)
     if not kept:
         return None, 0
-    layers = tuple(SkillLayerRef.of(layer) for layer in skill.layers)
+    layers = tuple(LayerRef.of(layer) for layer in skill.layers)
     return BundleSkill(skill.name, layers, tuple(kept), tuple(omitted)), used
 
 

@@ -26,3 +26,19 @@ class Layer:
     version: int | None
     """The stored version (1, 2, ...); None for a SYSTEM skill, which is versioned with mnemo."""
     tree: SkillTree
+
+
+@dataclass(frozen=True)
+class LayerRef:
+    """A layer as a reader cites it (the provenance of a field): which space, agent and version, of which tree."""
+
+    space: str
+    agent_id: str | None
+    version: int | None
+    declared_version: str
+    tree_sha256: str
+
+    @classmethod
+    def of(cls, layer: Layer) -> LayerRef:
+        return cls(layer.space.value, layer.agent_id or None, layer.version, layer.tree.declared_version,
+                   layer.tree.tree_sha256)
