@@ -52,7 +52,7 @@ def test_a_push_is_numbered_and_the_latest_tree_again_is_idempotent(
 ) -> None:
     admin = make_key(tenant=tenant, user="root", roles=("admin",))
     first = {"SKILL.md": skill_md("digest", description="Digest things.", role="An editor."),
-             "examples/a.md": "example\n"}
+             "examples/a.md": "example\n", "examples/b.md": "example\n"}
     second = {**first, "SKILL.md": skill_md("digest", "1.1.0", description="Digest things.", role="A terse editor.")}
     answers = [push(client, admin, files) for files in (first, first, second, first)]
     assert [a.status_code for a in answers] == [201, 200, 201, 201], [a.text for a in answers]
@@ -64,7 +64,7 @@ def test_a_push_is_numbered_and_the_latest_tree_again_is_idempotent(
     assert bodies[0]["agent_id"] is None and bodies[0]["pushed_by"] == "root"
     with tenant_session(engine, tenant) as session:
         blobs = session.execute(text("SELECT count(*) FROM skill_blobs")).scalar_one()
-    assert blobs == 3  # two SKILL.md texts and the example, each stored once
+    assert blobs == 3  # two SKILL.md texts and the example (two paths, one text), each stored once
     versions = client.get("/skills/digest/versions", headers=auth(admin)).json()
     assert [v["version"] for v in versions["items"]] == [1, 2, 3] and versions["system"] is None
     shown = client.get("/skills/digest", headers=auth(admin)).json()
