@@ -63,6 +63,9 @@ def test_an_operation_bundles_the_resolved_skill_within_its_quota_and_a_question
     overlay = "---\nname: monthly-report\nversion: 'r1'\nconstraints: [Write the summary in Chinese.]\n---\n"
     pushed = client.post("/skills", json={"space": "AGENT", "files": {"SKILL.md": overlay}}, headers=auth(agent))
     assert pushed.status_code == 201, pushed.text
+    tenant_layer = "---\nname: monthly-report\nversion: 't1'\n---\n## Strategy\nStart from last month's report.\n"
+    pushed = client.post("/skills", json={"space": "TENANT", "files": {"SKILL.md": tenant_layer}}, headers=auth(admin))
+    assert pushed.status_code == 201, pushed.text
     memory_id = write(client, agent, "The monthly report goes to the finance channel.")
     memories_before = _memories(engine, tenant)
 
@@ -77,6 +80,9 @@ def test_an_operation_bundles_the_resolved_skill_within_its_quota_and_a_question
     assert (fields["constraints"]["source"]["space"], fields["constraints"]["source"]["agent_id"]) == ("AGENT",
                                                                                                      "reporter")
     assert fields["description"]["source"]["space"] == "SYSTEM"
+    assert (fields["strategy"]["value"], fields["strategy"]["source"]["space"]) == ("Start from last month's report.",
+                                                                                    "TENANT")
+    assert [layer["space"] for layer in report["layers"]] == ["SYSTEM", "TENANT", "AGENT"]
     assert sum(_skill_tokens(s) for s in bundle["skills"]) <= DEFAULT_SKILL_BUDGET
     assert bundle["version_vector"]["skill:monthly-report:AGENT:reporter"] == 1
     # The memory is recalled in its own budget beside the skills; no skill is a memory or knowledge.
