@@ -35,6 +35,7 @@ from api.routers import (
     root,
     runs,
     sessions,
+    skills,
     task_attempts,
     task_definitions,
     task_schedules,
@@ -113,6 +114,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(task_definitions.router)
     app.include_router(task_attempts.router)
     app.include_router(task_schedules.router)
+    app.include_router(skills.router)
     app.include_router(recall.router)
     app.include_router(policies.router)
     app.include_router(sessions.router)

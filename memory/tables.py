@@ -11,11 +11,12 @@ from memory.reports import sales
 from memory.resources import models as resource_models
 from memory.resources import run_models
 from memory.sessions import models as session_models
+from memory.skills import models as skill_models
 from memory.tasks import models as task_models
 
 TABLE_MODULES = (
     artifact_models, console_sessions, knowledge_models, sales, resource_models, run_models, session_models,
-    task_models,
+    skill_models, task_models,
 )
 """The modules whose classes map tables (besides :mod:`memory.models`): importing them registers their tables."""
 

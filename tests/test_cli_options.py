@@ -15,6 +15,8 @@ from api.devstack.processes import free_port
 
 A_JSON_FILE = str(Path(__file__).resolve().parents[1] / "memory" / "resources" / "builtin" / "task.json")
 """Any JSON document will do: ``task definition put`` reads its file before it calls the API."""
+SKILL_DIR = str(Path(__file__).resolve().parents[1] / "memory" / "skills" / "system" / "monthly-report")
+"""A skill directory: ``skills push`` reads it before it calls the API."""
 
 COMMANDS: list[tuple[str, ...]] = [
     ("task", "start", "--month", "2026-06"),
@@ -46,6 +48,9 @@ COMMANDS: list[tuple[str, ...]] = [
     ("policy", "set", "agent-1", "crm.contact", "--operations", "read", "--fields", "/name"),
     ("policy", "list", "agent-1"),
     ("policy", "delete", "agent-1", "crm.contact"),
+    ("skills", "push", SKILL_DIR, "--space", "tenant"),
+    ("skills", "list"),
+    ("skills", "show", "monthly-report"),
 ]
 """Each command with the arguments it requires: the words a person types before the connection options."""
 
@@ -86,7 +91,7 @@ def _leaves(node: Any, named: tuple[str, ...]) -> set[tuple[str, ...]]:
 def test_the_table_names_every_api_client_command() -> None:
     root: Any = typer.main.get_command(app)
     listed = {_name(words) for words in COMMANDS}
-    groups = ("task", "session", "policy")
+    groups = ("task", "session", "policy", "skills")
     assert listed == {leaf for group in groups for leaf in _leaves(root.commands[group], (group,))}
 
 

@@ -109,6 +109,8 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     ("POST", "/task-schedules/{name}/unpause"): ("schedule", None),
     # Named by the caller: a valid PUT would put the caller's own, so the probe sends a body the parser refuses.
     ("PUT", "/task-schedules/{name}"): ("schedule", {"cron": "0 9 1 1 *"}),
+    ("GET", "/skills/{name}"): ("skill", None),
+    ("GET", "/skills/{name}/versions"): ("skill", None),
 }
 
 ROLE_FIRST = {
@@ -138,9 +140,10 @@ BODY_FIRST = {("PUT", "/task-schedules/{name}")}
 """A body refused before any lookup or role check: every caller hears the same 422, real name or random."""
 LISTINGS = {("GET", "/resources/{resource}")}
 """Paths that name a type, not an object: answered 200, with none of alice's records in them (checked below)."""
-TENANT_WIDE = {("GET", "/publish-destinations/{name}"), ("GET", "/task-definitions/{task_type}")}
-"""The tenant's configuration, which every key of the tenant reads (a destination, a task type): a colleague sees
-the real one (a random name is still a 404); another tenant's is a missing one."""
+TENANT_WIDE = {("GET", "/publish-destinations/{name}"), ("GET", "/task-definitions/{task_type}"),
+               ("GET", "/skills/{name}"), ("GET", "/skills/{name}/versions")}
+"""The tenant's configuration, which every key of the tenant reads (a destination, a task type, a skill): a
+colleague sees the real one (a random name is still a 404); another tenant's is a missing one."""
 EXPECTED = {
     "stranger": {route: 200 if route in LISTINGS else NOT_404.get(route, 404) for route in ROUTES},
     "colleague": {route: 200 if route in LISTINGS | TENANT_WIDE else 403 if route in ROLE_FIRST
@@ -223,6 +226,9 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     schedule = {"task_type": "monthly-report", "goal": {"month": "2026-06", "currency": "CNY"}, "cron": "0 9 1 1 *",
                 "timezone": "UTC"}
     assert api.put("/task-schedules/alice-monthly", json=schedule, headers=auth(alice)).status_code == 201
+    playbook = "---\nname: alice-playbook\nversion: '1'\ndescription: Tenant A's own.\n---\n## Role\nA's.\n"
+    pushed = api.post("/skills", json={"space": "TENANT", "files": {"SKILL.md": playbook}}, headers=auth(admin))
+    assert pushed.status_code == 201, pushed.text
     return World(
         ids={
             "memory": {"memory_id": memory.json()["memory_id"]},
@@ -241,6 +247,7 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
             "destination": {"name": "board"},
             "definition": {"task_type": "alice-digest"},
             "schedule": {"name": "alice-monthly"},
+            "skill": {"name": "alice-playbook"},
         },
         alice=alice,
         admin=admin,
@@ -315,3 +322,5 @@ def test_the_probes_changed_nothing(api: TestClient, world: World) -> None:
     assert [version["version"] for version in digest["versions"]] == ["1"]
     schedule = api.get("/task-schedules/alice-monthly", headers=auth(world.alice)).json()
     assert schedule["paused"] is False and schedule["updated_at"] == schedule["created_at"]
+    playbook = api.get("/skills/alice-playbook/versions", headers=auth(world.alice)).json()
+    assert [version["version"] for version in playbook["items"]] == [1]

@@ -4,16 +4,19 @@ import time
 import uuid
 from functools import partial
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy.exc import IntegrityError
 
 from api.devstack.postgres import PostgresInfo
 from memory.db import make_engine, tenant_session
 from memory.identity.auth import create_api_key
 from memory.knowledge.models import KnowledgeCandidate
+from memory.skills.models import SkillBlob, SkillVersion
 from memory.tables import metadata
 from memory.tasks import leases
 from memory.tasks.definition_store import put_definition
@@ -256,3 +259,32 @@ def test_0030_knowledge_is_the_tenants_own_and_goes_down_with_its_tables(postgre
         engine.dispose()
     assert acme == ["reports need approval"] and others == []
     assert tuple(gone) == (None, None) and again == []
+def test_0031_skills_are_the_tenants_own_and_go_down_with_their_tables(postgres: PostgresInfo) -> None:
+    """The application role stores a skill's blob and version, another tenant sees neither; a TENANT row naming an
+    agent is refused by the table; down drops both tables, up brings them back empty."""
+
+    def names(engine: Engine, tenant: str) -> list[tuple[str, int]]:
+        with tenant_session(engine, tenant) as session:
+            versions = [(row.name, row.version) for row in session.scalars(select(SkillVersion))]
+            return [*versions, ("blob", len(list(session.scalars(select(SkillBlob.sha256)))))]
+
+    with scratch_database(postgres, "mnemo_mig") as url:
+        engine = make_engine(url, pool_size=1)
+        alices_memory(engine, "a tenant with skills")  # tenant acme
+        with tenant_session(engine, "acme") as session:
+            session.add(SkillBlob(tenant_id="acme", sha256="0" * 64, content="---\n"))
+            session.add(SkillVersion(tenant_id="acme", space="TENANT", agent_id="", name="digest", version=1,
+                                     manifest={"SKILL.md": "0" * 64}, tree_sha256="1" * 64, declared_version="1",
+                                     pushed_by="root"))
+        acme, others = names(engine, "acme"), names(engine, "globex")
+        with pytest.raises(IntegrityError, match="skill_versions_check"), tenant_session(engine, "acme") as session:
+            session.add(SkillVersion(tenant_id="acme", space="TENANT", agent_id="planner", name="digest", version=2,
+                                     manifest={}, tree_sha256="2" * 64, declared_version="2", pushed_by="root"))
+        command.downgrade(alembic_config(url), "0030")
+        with engine.connect() as connection:
+            gone = connection.execute(text("SELECT to_regclass('skill_versions'), to_regclass('skill_blobs')")).one()
+        upgrade(url)
+        again = names(engine, "acme")
+        engine.dispose()
+    assert acme == [("digest", 1), ("blob", 1)] and others == [("blob", 0)]
+    assert tuple(gone) == (None, None) and again == [("blob", 0)]

@@ -83,7 +83,19 @@ TABLE: dict[str, dict[str, int]] = {
     "POST /task-schedules/{name}/pause (another's)": {**{r: 404 for r in ROLES}, "admin": 200},
     "POST /task-schedules/{name}/unpause (another's)": {**{r: 404 for r in ROLES}, "admin": 200},
     "DELETE /task-schedules/{name} (another's)": {**{r: 404 for r in ROLES}, "admin": 204},
+    # The tenant's skills are an admin's to push, and so is another agent's overlay; every key reads them.
+    "POST /skills (TENANT)":                {**{r: 403 for r in ROLES}, "admin": 201},
+    "POST /skills (AGENT, naming an agent)": {**{r: 403 for r in ROLES}, "admin": 201},
+    "GET /skills":                          {r: 200 for r in ROLES},
+    "GET /skills/{name}":                   {r: 200 for r in ROLES},
+    "GET /skills/{name}/versions":          {r: 200 for r in ROLES},
 }
+def skill(space: str) -> dict[str, Any]:
+    """An overlay of the SYSTEM monthly-report skill, new each time (so a push let through is a new version)."""
+    text = f"---\nname: monthly-report\nversion: '{uuid.uuid4().hex[:6]}'\n---\n## Strategy\nBe brief.\n"
+    return {"space": space, "files": {"SKILL.md": text}}
+
+
 SCHEDULE = {"task_type": "monthly-report", "goal": {"month": "{{fire.previous_month}}", "currency": "CNY"},
             "cron": "0 9 1 1 *", "timezone": "UTC"}
 
@@ -133,6 +145,7 @@ def _snapshot(engine: Engine, tenant: str) -> dict[str, Any]:
         "destinations": "SELECT name, kind, url FROM publish_destinations ORDER BY name",
         "task_definitions": "SELECT task_type, version, body_sha256 FROM task_definitions ORDER BY 1, 2",
         "task_schedules": "SELECT name, owner_user_id, paused, updated_at FROM task_schedules ORDER BY name",
+        "skills": "SELECT space, agent_id, name, version FROM skill_versions ORDER BY 1, 2, 3, 4",
     }
     with tenant_session(engine, tenant) as session:
         return {name: [tuple(row) for row in session.execute(text(sql)).all()] for name, sql in queries.items()}
@@ -219,6 +232,13 @@ def _calls(t: Tenant, state: dict[str, str]) -> dict[str, Call]:
             lambda api, t, key: api.post(f"/task-schedules/{state['schedule']}/unpause", headers=auth(key)),
         "DELETE /task-schedules/{name} (another's)":
             lambda api, t, key: api.delete(f"/task-schedules/{state['schedule']}", headers=auth(key)),
+        "POST /skills (TENANT)": lambda api, t, key: api.post("/skills", json=skill("TENANT"), headers=auth(key)),
+        "POST /skills (AGENT, naming an agent)": lambda api, t, key: api.post(
+            "/skills", params={"agent": "planner"}, json=skill("AGENT"), headers=auth(key)),
+        "GET /skills": lambda api, t, key: api.get("/skills", headers=auth(key)),
+        "GET /skills/{name}": lambda api, t, key: api.get("/skills/monthly-report", headers=auth(key)),
+        "GET /skills/{name}/versions":
+            lambda api, t, key: api.get("/skills/monthly-report/versions", headers=auth(key)),
     }
 
 

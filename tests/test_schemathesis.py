@@ -100,6 +100,13 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     "PUT /task-schedules/{name}": {"invalid_schedule_name", "invalid_cron", "invalid_timezone", "schedule_refused",
                                    "unknown_placeholder", "invalid_value", "missing_field", "unknown_field",
                                    "invalid_type", "unsupported_currency", "invalid_character"},
+    # A pushed directory's SKILL.md (its front matter and sections, in a text the schema sees as a string), its
+    # paths and sizes, an overlay without a skill under it, and the space against the key's agent.
+    "POST /skills": {"skill_md_missing", "skill_front_matter_missing", "invalid_skill_yaml", "unknown_skill_field",
+                     "missing_skill_field", "invalid_skill_field", "invalid_skill_name", "unknown_skill_section",
+                     "duplicate_skill_section", "empty_skill_section", "skill_text_outside_sections", "empty_skill",
+                     "invalid_skill_path", "skill_too_large", "skill_base_missing", "agent_required",
+                     "agent_not_expected", "invalid_character"},
 }
 """422s on schema-valid requests that are the product's rules, per operation, by error code."""
 

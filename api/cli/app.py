@@ -13,6 +13,7 @@ from api.cli.keys import keys_app
 from api.cli.mcp import mcp_app
 from api.cli.policy import policy_app
 from api.cli.session import session_app
+from api.cli.skills import skills_app
 from api.cli.task import task_app
 
 app = typer.Typer(help="mnemo: governed memory and durable tasks for AI agents.", no_args_is_help=True)
@@ -21,6 +22,6 @@ for command in (services.dev, services.migrate, services.worker, services.api, b
 app.command(name="import-artifacts")(artifacts.import_artifacts)
 for group, name in (
     (keys_app, "keys"), (admin_app, "admin"), (task_app, "task"), (session_app, "session"), (mcp_app, "mcp"),
-    (policy_app, "policy"),
+    (policy_app, "policy"), (skills_app, "skills"),
 ):
     app.add_typer(group, name=name)

@@ -11,7 +11,7 @@ agents' own, not part of the public catalog).
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Optional
 
 from anyio import from_thread
 from mcp.server.mcpserver import Context, MCPServer
@@ -22,7 +22,14 @@ from starlette.datastructures import State
 from api.deps import app_temporal
 from api.mcp.answers import failure, with_access, with_memories
 from api.schemas.memories import MemoryDetailOut
-from api.schemas.recall import RESUME_SECTIONS, ConstraintOut, TaskCandidateOut, TaskStateOut, bundle_body
+from api.schemas.recall import (
+    RESUME_SECTIONS,
+    ConstraintOut,
+    IntentName,
+    TaskCandidateOut,
+    TaskStateOut,
+    bundle_body,
+)
 from api.services.recall import Recaller, task_found
 from memory.db import tenant_session
 from memory.enums import Category
@@ -79,7 +86,7 @@ class MemorySearchOut(BaseModel):
 
     trace_id: str = Field(description="The recall's trace id (its MEMORY_BUNDLE_BUILT audit event)")
     items: list[MemorySummary] = Field(description="L1: abstracts, best first; get_memory_detail for the whole")
-    intent: Literal["RESUME_TASK", "ANSWER", "CHITCHAT"]
+    intent: IntentName
     request_constraints: list[ConstraintOut] = Field(description="Constraints of this request only, never stored")
     effective_preferences: dict[str, str]
     task_state: TaskStateOut | None = Field(description="RESUME_TASK: the live task")
@@ -129,7 +136,7 @@ def register(server: MCPServer[Any], state: State) -> None:
     async def search_memories(
         ctx: Context[Any, Any], query: Annotated[str, Field(min_length=1, max_length=2_000)],
         category: Category | None = None, top_k: TopK = 5,
-        intent: Literal["RESUME_TASK", "ANSWER", "CHITCHAT"] | None = None,
+        intent: IntentName | None = None,
         task_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None,
     ) -> Annotated[CallToolResult, MemorySearchOut]:
         options = RecallOptions(limit=top_k, categories=(category,) if category else (),

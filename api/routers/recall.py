@@ -37,6 +37,7 @@ def options_of(body: RecallIn) -> RecallOptions:
     """The recall options of a request body (identity and the live task come from elsewhere)."""
     return RecallOptions(
         limit=body.limit, candidate_limit=body.candidate_limit, token_budget=body.token_budget,
+        skill_token_budget=body.skill_token_budget,
         categories=tuple(body.categories), spaces=tuple(body.spaces), project_id=body.project_id,
         session_id=body.session_id, purpose=body.purpose, intent=Intent(body.intent) if body.intent else None,
         task_id=body.task_id, request_constraints=dict(body.request_constraints), keys=tuple(body.keys),

@@ -7,11 +7,13 @@ api/routers/recall.py). Conflict decisions and conflict claims take several shap
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field
 
 from api.schemas.common import MAX_SAFE_INTEGER, Integer, Lax, Number, ShortText, StrictRequest, json_integer
+from api.schemas.skills import ProvenanceOut
 from memory.enums import Category, Space
 from memory.recall.bundle_types import (
     Bundle,
@@ -22,8 +24,11 @@ from memory.recall.bundle_types import (
     PreferenceSource,
     TaskState,
 )
-from memory.recall.plan import RESUME_CANDIDATES, RecallPlan
+from memory.recall.plan import DEFAULT_SKILL_BUDGET, RESUME_CANDIDATES, RecallPlan
+from memory.recall.skills import BundleSkill
 from memory.tasks.resumable import ResumableTask
+
+IntentName = Literal["RESUME_TASK", "ANSWER", "CHITCHAT", "OPERATE"]
 
 
 class RecallIn(StrictRequest):
@@ -34,12 +39,14 @@ class RecallIn(StrictRequest):
     """How many memories may be injected (seed 001 §6.4 default 5)."""
     candidate_limit: Integer = Field(default=20, ge=1, le=200)
     token_budget: Integer = Field(default=1_500, ge=16, le=100_000)
+    skill_token_budget: Integer = Field(default=DEFAULT_SKILL_BUDGET, ge=16, le=100_000, description=(
+        "OPERATE: the skills section's own token quota, apart from token_budget (the memories')"))
     categories: list[Annotated[Category, Lax]] = Field(default_factory=list)
     spaces: list[Annotated[Space, Lax]] = Field(default_factory=list)
     project_id: ShortText | None = None
     session_id: ShortText | None = None
     purpose: ShortText | None = None
-    intent: Literal["RESUME_TASK", "ANSWER", "CHITCHAT"] | None = None
+    intent: IntentName | None = None
     task_id: ShortText | None = None
     request_constraints: dict[ShortText, ShortText] = Field(default_factory=dict, max_length=20)
     keys: list[ShortText] = Field(default_factory=list, max_length=20)
@@ -54,7 +61,7 @@ class RecallIn(StrictRequest):
 
 
 class PlanSourceOut(BaseModel):
-    type: Literal["REQUEST_CONSTRAINTS", "TASK_STATE", "USER_PROFILE", "MEMORY"]
+    type: Literal["REQUEST_CONSTRAINTS", "TASK_STATE", "USER_PROFILE", "MEMORY", "SKILLS"]
     limit: int
     required: bool
 
@@ -64,6 +71,7 @@ class PlanOut(BaseModel):
     candidate_limit: int
     inject_limit: int
     token_budget: int
+    skill_token_budget: int
 
 
 class ConstraintOut(BaseModel):
@@ -127,6 +135,22 @@ class BundleItemOut(BaseModel):
     matched_by: list[str]
 
 
+class SkillFieldOut(BaseModel):
+    name: str
+    value: str | list[str]
+    source: ProvenanceOut = Field(description="The layer whose value won the field")
+
+
+class BundleSkillOut(BaseModel):
+    """A skill an OPERATE request is about, resolved for the caller (SYSTEM → TENANT → AGENT overlay): a
+    procedure to follow, not a memory."""
+
+    name: str
+    layers: list[ProvenanceOut]
+    fields: list[SkillFieldOut]
+    omitted: list[str] = Field(description="Fields the skills quota had no room for")
+
+
 class NotApplicableOut(BaseModel):
     memory_id: str
     version: int
@@ -154,7 +178,7 @@ class BundleOut(BaseModel):
     chosen. ``explain`` only when asked for."""
 
     trace_id: str
-    intent: Literal["RESUME_TASK", "ANSWER", "CHITCHAT"]
+    intent: IntentName
     plan: PlanOut
     request_constraints: list[ConstraintOut]
     effective_preferences: dict[str, str]
@@ -168,6 +192,8 @@ class BundleOut(BaseModel):
     needs_task_choice: bool
     knowledge: list[BundleItemOut]
     items: list[BundleItemOut]
+    skills: list[BundleSkillOut] = Field(description="OPERATE only: the skills the request is about")
+    skills_truncated_by_budget: bool
     conflict_decisions: list[dict[str, Any]]
     conflicts: list[dict[str, Any]]
     warnings: list[str]
@@ -201,6 +227,8 @@ def bundle_body(bundle: Bundle) -> dict[str, object]:
         "needs_task_choice": bundle.needs_task_choice,
         "knowledge": [_item(i) for i in bundle.knowledge],
         "items": [_item(i) for i in bundle.items],
+        "skills": [_skill(s) for s in bundle.skills.skills],
+        "skills_truncated_by_budget": bundle.skills.truncated,
         "conflict_decisions": list(bundle.conflict_decisions),
         "conflicts": [_conflict(c) for c in bundle.conflicts],
         "warnings": list(bundle.warnings),
@@ -219,7 +247,7 @@ def bundle_body(bundle: Bundle) -> dict[str, object]:
 def _plan(plan: RecallPlan) -> dict[str, object]:
     return {"sources": [{"type": s.type.value, "limit": s.limit, "required": s.required} for s in plan.sources],
             "candidate_limit": plan.candidate_limit, "inject_limit": plan.inject_limit,
-            "token_budget": plan.token_budget}
+            "token_budget": plan.token_budget, "skill_token_budget": plan.skill_budget}
 
 
 def _preference_source(source: PreferenceSource) -> dict[str, object]:
@@ -250,6 +278,13 @@ def _item(item: BundleItem) -> dict[str, object]:
         "observed_at": item.observed_at, "revision": item.revision, "score": item.score,
         "score_breakdown": dict(item.score_breakdown), "matched_by": list(item.matched_by),
     }
+
+
+def _skill(skill: BundleSkill) -> dict[str, object]:
+    return {"name": skill.name, "layers": [asdict(layer) for layer in skill.layers],
+            "fields": [{"name": f.name, "value": f.value if isinstance(f.value, str) else list(f.value),
+                        "source": asdict(f.source)} for f in skill.fields],
+            "omitted": list(skill.omitted)}
 
 
 def _conflict(conflict: Conflict) -> dict[str, object]:

@@ -35,6 +35,7 @@ from memory.recall.rerank import rerank
 from memory.recall.reread import snapshot_revision
 from memory.recall.scoring import Scored, score_pool
 from memory.recall.selection import Packed, Settled, applicable, pack, settle
+from memory.recall.skills import NO_SKILLS, SkillSection, skill_section
 from memory.recall.stages import Stage, StageClock
 
 WAITING_FOR_APPROVAL = "the task is waiting for approval: do not publish or act on its draft yet"
@@ -129,7 +130,8 @@ def task_warnings(request: RecallRequest) -> list[str]:
     return [SEVERAL_TASKS] if candidates else [NO_TASK]
 
 
-def assemble(request: RecallRequest, revision: int, prefs: Preferences, memories: Recalled) -> Bundle:
+def assemble(request: RecallRequest, revision: int, prefs: Preferences, memories: Recalled,
+             skills: SkillSection = NO_SKILLS) -> Bundle:
     """The bundle of the stages' answers, in the order a reader meets them."""
     packed, settled, task = memories.packed, memories.settled, request.task_state
     waiting = task_warnings(request)
@@ -142,10 +144,11 @@ def assemble(request: RecallRequest, revision: int, prefs: Preferences, memories
         items=tuple(BundleItem.of(s) for s in packed.selected),
         conflict_decisions=(*prefs.decisions, *settled.decisions), conflicts=(*prefs.conflicts, *settled.conflicts),
         warnings=(*waiting, *memories.warnings, *settled.warnings),
-        version_vector=version_vector(packed.injected, prefs, task), snapshot_revision=revision,
+        version_vector={**version_vector(packed.injected, prefs, task), **skills.versions()},
+        snapshot_revision=revision,
         truncated_by_budget=packed.truncated, not_applicable=tuple(memories.not_applicable),
         candidates_considered=memories.considered, dropped_on_reread=memories.dropped, explain=explain,
-        task_candidates=request.task_candidates or (),
+        task_candidates=request.task_candidates or (), skills=skills,
     )
 
 
@@ -160,7 +163,8 @@ def build_bundle(
     clock.end(Stage.PLAN)
     memories = (recall_memories(session, principal, request, prefs, now, clock)
                 if request.plan.reads(SourceType.MEMORY) else Recalled())
-    bundle = assemble(request, revision, prefs, memories)
+    bundle = assemble(request, revision, prefs, memories, skill_section(session, principal, request.query,
+                                                                         request.plan))
     clock.end(Stage.ASSEMBLE)
     filtered = memories.explain.filtered_by_reason if memories.explain is not None else {}
     return Outcome(bundle, filtered, memories.packed.injected)

@@ -13,6 +13,7 @@ from typing import TypeAlias
 
 from memory.recall.plan import RecallPlan
 from memory.recall.scoring import Scored
+from memory.recall.skills import NO_SKILLS, SkillSection
 from memory.tasks.resumable import ResumableTask
 
 JsonValue: TypeAlias = str | int | float | bool | Sequence["JsonValue"] | Mapping[str, "JsonValue"] | None
@@ -157,6 +158,8 @@ class Bundle:
     explain: Explain | None = None
     task_candidates: tuple[ResumableTask, ...] = ()
     """The caller's resumable tasks, when a RESUME_TASK recall named none."""
+    skills: SkillSection = NO_SKILLS
+    """OPERATE: the skills the request is about, in their own quota (never memories)."""
 
     @property
     def needs_task_choice(self) -> bool:
@@ -171,4 +174,4 @@ class Bundle:
     def is_empty(self) -> bool:
         """Nothing to put in a prompt (preferences alone are defaults, not news)."""
         return not (self.items or self.knowledge or self.request_constraints or self.task_state
-                    or self.task_candidates or self.warnings or self.conflicts)
+                    or self.task_candidates or self.warnings or self.conflicts or self.skills.skills)

@@ -19,12 +19,18 @@ DEFAULT_TOKEN_BUDGET = 1_500
 """Seed 001 §6.4: starting points for measurement, not universal optima."""
 RESUME_CANDIDATES = 10
 """How many of the caller's resumable tasks a RESUME_TASK recall without a task id lists to choose from."""
+DEFAULT_SKILL_BUDGET = 800
+"""OPERATE's skills quota (seed 004 §9.1: a token quota per section), apart from the memories' budget."""
+SKILL_LIMIT = 3
+"""How many skills an OPERATE bundle may carry."""
 
 
 class Intent(StrEnum):
     RESUME_TASK = "RESUME_TASK"
     ANSWER = "ANSWER"
     CHITCHAT = "CHITCHAT"
+    OPERATE = "OPERATE"
+    """Do something (run, draft, publish ...): skills + memory (seed 004 §9.1's operational intent)."""
 
 
 class SourceType(StrEnum):
@@ -32,6 +38,7 @@ class SourceType(StrEnum):
     TASK_STATE = "TASK_STATE"
     USER_PROFILE = "USER_PROFILE"
     MEMORY = "MEMORY"
+    SKILLS = "SKILLS"
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,7 @@ class RecallPlan:
     candidate_limit: int
     inject_limit: int
     token_budget: int
+    skill_budget: int = DEFAULT_SKILL_BUDGET
 
     def reads(self, source: SourceType) -> SourceSpec | None:
         return next((spec for spec in self.sources if spec.type is source), None)
@@ -57,14 +65,24 @@ _CHITCHAT = re.compile(
     r"^(hi|hello|hey|thanks|thank you|thx|ok|okay|bye|good (morning|night|evening)"
     r"|你好|您好|谢谢|多谢|好的|嗯|再见|早上好|晚安)[\s!.。！~]*$"
 )
+_OPERATE = re.compile(
+    r"^(please |pls |can you |could you )?(run|draft|generate|publish|produce|prepare|execute|start|compile)\b"
+    r"|^(请|请你|帮我|麻烦|麻烦你|给我)?(运行|执行|起草|生成|发布|启动|撰写|编写|出一份|做一份)"
+)
+"""An imperative to do a task's work, at the very start of the request: "generate the June report", "帮我生成
+六月的月报". A question about doing it ("how do I publish?", "怎么发布") stays an ANSWER."""
 
 
 def classify_intent(query: str, task_id: str | None) -> Intent:
-    """A task id means resuming it; a bare greeting or thanks needs no memory; anything else is a question."""
+    """A task id means resuming it; a bare greeting or thanks needs no memory; an imperative to run, draft, generate
+    or publish is an operation; anything else is a question."""
     if task_id is not None:
         return Intent.RESUME_TASK
-    if _CHITCHAT.match(" ".join(normalize(query).split())):
+    text = " ".join(normalize(query).split())
+    if _CHITCHAT.match(text):
         return Intent.CHITCHAT
+    if _OPERATE.match(text):
+        return Intent.OPERATE
     return Intent.ANSWER
 
 
@@ -75,9 +93,11 @@ def make_plan(
     candidate_limit: int = DEFAULT_CANDIDATES,
     inject_limit: int = DEFAULT_INJECT,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
+    skill_budget: int = DEFAULT_SKILL_BUDGET,
 ) -> RecallPlan:
     """The sources per intent. CHITCHAT reads nothing but the request itself. RESUME_TASK reads the named task,
-    or, without a task id, lists the caller's resumable tasks (seed 003 §14.2)."""
+    or, without a task id, lists the caller's resumable tasks (seed 003 §14.2). OPERATE reads the caller's skills
+    too, in a quota of their own."""
     if intent is Intent.CHITCHAT:
         sources: tuple[SourceSpec, ...] = (SourceSpec(SourceType.REQUEST_CONSTRAINTS, 0, required=True),)
     else:
@@ -89,4 +109,6 @@ def make_plan(
         if intent is Intent.RESUME_TASK:
             limit = 1 if task_id is not None else RESUME_CANDIDATES
             sources = (SourceSpec(SourceType.TASK_STATE, limit, required=True), *sources)
-    return RecallPlan(intent, sources, candidate_limit, inject_limit, token_budget)
+        if intent is Intent.OPERATE:
+            sources = (*sources, SourceSpec(SourceType.SKILLS, SKILL_LIMIT))
+    return RecallPlan(intent, sources, candidate_limit, inject_limit, token_budget, skill_budget)

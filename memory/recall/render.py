@@ -10,6 +10,7 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from memory.recall.bundle_types import Bundle, BundleItem, Conflict
+from memory.recall.skills import BundleSkill
 from memory.tasks.resumable import ResumableTask
 
 
@@ -35,6 +36,7 @@ def render(bundle: Bundle) -> str:
         out.append(f"<task_state{attrs}/>")
     out += _section("task_candidates", [_task(t) for t in bundle.task_candidates])
     out += _section("warnings", [f"<warning>{escape(w)}</warning>" for w in bundle.warnings])
+    out += _section("skills", [line for skill in bundle.skills.skills for line in _skill(skill)])
     out += _section("knowledge", [_memory(item) for item in bundle.knowledge])
     out += _section("memories", [_memory(item) for item in bundle.items])
     for conflict in bundle.conflicts:
@@ -72,6 +74,13 @@ def _memory(item: BundleItem) -> str:
     attrs = _attrs(id=item.memory_id, version=item.version, category=item.category,
                    source=",".join(item.source_refs), score=f"{item.score:.3f}")
     return f"<memory{attrs}>{escape(item.content)}</memory>"
+
+
+def _skill(skill: BundleSkill) -> list[str]:
+    """A procedure to follow, each field tagged with the layer it came from; its text escaped like any other."""
+    fields = [f"<{f.name}{_attrs(space=f.source.space, version=f.source.version)}>"
+              f"{escape(f.value if isinstance(f.value, str) else '; '.join(f.value))}</{f.name}>" for f in skill.fields]
+    return [f"<skill{_attrs(name=skill.name)}>", *fields, "</skill>"]
 
 
 def _conflict(conflict: Conflict) -> list[str]:

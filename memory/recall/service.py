@@ -34,6 +34,7 @@ from memory.recall.bundle_types import Bundle, TaskFound
 from memory.recall.plan import (
     DEFAULT_CANDIDATES,
     DEFAULT_INJECT,
+    DEFAULT_SKILL_BUDGET,
     DEFAULT_TOKEN_BUDGET,
     Intent,
     RecallPlan,
@@ -59,6 +60,8 @@ class RecallOptions:
     """How many memories may be injected."""
     candidate_limit: int = DEFAULT_CANDIDATES
     token_budget: int = DEFAULT_TOKEN_BUDGET
+    skill_token_budget: int = DEFAULT_SKILL_BUDGET
+    """OPERATE: the skills' own quota, apart from ``token_budget`` (the memories')."""
     categories: tuple[Category, ...] = ()
     spaces: tuple[Space, ...] = ()
     project_id: str | None = None
@@ -107,7 +110,8 @@ def plan_for(query: str, options: RecallOptions) -> RecallPlan:
     """The recall plan of a request (deterministic); an impossible one is an :class:`InvalidInput`."""
     intent = options.intent or classify_intent(query, options.task_id)
     return make_plan(intent, task_id=options.task_id, candidate_limit=max(options.candidate_limit, options.limit),
-                     inject_limit=options.limit, token_budget=options.token_budget)
+                     inject_limit=options.limit, token_budget=options.token_budget,
+                     skill_budget=options.skill_token_budget)
 
 
 def request_constraints(query: str, plan: RecallPlan, asked: Mapping[str, str]) -> dict[str, str]:
