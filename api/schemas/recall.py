@@ -13,6 +13,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 
 from api.schemas.common import MAX_SAFE_INTEGER, Integer, Lax, Number, ShortText, StrictRequest, json_integer
 from memory.enums import Category, Space
+from memory.knowledge.recall import KnowledgeEntry
 from memory.recall.bundle_types import (
     Bundle,
     BundleItem,
@@ -54,7 +55,7 @@ class RecallIn(StrictRequest):
 
 
 class PlanSourceOut(BaseModel):
-    type: Literal["REQUEST_CONSTRAINTS", "TASK_STATE", "USER_PROFILE", "MEMORY"]
+    type: Literal["REQUEST_CONSTRAINTS", "TASK_STATE", "USER_PROFILE", "MEMORY", "KNOWLEDGE"]
     limit: int
     required: bool
 
@@ -64,6 +65,7 @@ class PlanOut(BaseModel):
     candidate_limit: int
     inject_limit: int
     token_budget: int
+    knowledge_token_budget: int = Field(description="Tokens of published knowledge, a quota of its own")
 
 
 class ConstraintOut(BaseModel):
@@ -127,6 +129,33 @@ class BundleItemOut(BaseModel):
     matched_by: list[str]
 
 
+class KnowledgeScopeOut(BaseModel):
+    type: Literal["TENANT", "PROJECT"]
+    project_id: str | None
+
+
+class KnowledgeValidityOut(BaseModel):
+    valid_from: str | None = Field(json_schema_extra={"format": "date-time"})
+    valid_to: str | None = Field(json_schema_extra={"format": "date-time"})
+
+
+class KnowledgeEntryOut(BaseModel):
+    """A published, reviewed knowledge item (P0-P2, ACTIVE, in scope and validity): a fact, with its version."""
+
+    knowledge_id: str
+    version: int
+    key: str | None
+    claim: str
+    authority: Literal["P0", "P1", "P2"]
+    scope: KnowledgeScopeOut
+    validity: KnowledgeValidityOut
+    source_refs: list[str]
+    score: float = Field(description="relevance (0-1: exact key 1, full text, trigram, cosine above 0.85) plus the "
+                         "authority prior (P0 0.2, P1 0.1, P2 0); ranks knowledge only, never against memories")
+    score_breakdown: dict[str, float]
+    matched_by: list[str]
+
+
 class NotApplicableOut(BaseModel):
     memory_id: str
     version: int
@@ -150,8 +179,9 @@ class ExplainOut(BaseModel):
 
 
 class BundleOut(BaseModel):
-    """The memory bundle: knowledge (tenant and system memories) and items (the caller's), with how they were
-    chosen. ``explain`` only when asked for."""
+    """The memory bundle: published knowledge (reviewed facts, never a candidate or a P3 item) and items (the
+    memories the caller may use, tenant and system ones included), with how they were chosen. ``explain`` only
+    when asked for."""
 
     trace_id: str
     intent: Literal["RESUME_TASK", "ANSWER", "CHITCHAT"]
@@ -166,7 +196,9 @@ class BundleOut(BaseModel):
         "One: task_state is its live state. Several: task_state is null and needs_task_choice is true: ask the "
         "user which one, never guess. None: a warning says so. Empty when a task_id was given."))
     needs_task_choice: bool
-    knowledge: list[BundleItemOut]
+    knowledge: list[KnowledgeEntryOut] = Field(description=(
+        "Published knowledge P0-P2 in the request's scope (TENANT, or PROJECT of project_id) and validity, in its "
+        "own token quota. A superseded or expired item the query matched is a warning, never here."))
     items: list[BundleItemOut]
     conflict_decisions: list[dict[str, Any]]
     conflicts: list[dict[str, Any]]
@@ -181,7 +213,7 @@ class BundleOut(BaseModel):
 
 
 RESUME_SECTIONS = ("intent", "request_constraints", "effective_preferences", "task_state", "task_candidates",
-                   "needs_task_choice", "warnings")
+                   "needs_task_choice", "knowledge", "warnings")
 """The bundle's sections an agent resuming a task acts on: MCP's ``search_memories`` answers them as REST does."""
 
 
@@ -199,7 +231,7 @@ def bundle_body(bundle: Bundle) -> dict[str, object]:
         "task_state": _task_state(bundle.task_state),
         "task_candidates": [_task_candidate(t) for t in bundle.task_candidates],
         "needs_task_choice": bundle.needs_task_choice,
-        "knowledge": [_item(i) for i in bundle.knowledge],
+        "knowledge": [knowledge_entry(k) for k in bundle.knowledge],
         "items": [_item(i) for i in bundle.items],
         "conflict_decisions": list(bundle.conflict_decisions),
         "conflicts": [_conflict(c) for c in bundle.conflicts],
@@ -219,7 +251,7 @@ def bundle_body(bundle: Bundle) -> dict[str, object]:
 def _plan(plan: RecallPlan) -> dict[str, object]:
     return {"sources": [{"type": s.type.value, "limit": s.limit, "required": s.required} for s in plan.sources],
             "candidate_limit": plan.candidate_limit, "inject_limit": plan.inject_limit,
-            "token_budget": plan.token_budget}
+            "token_budget": plan.token_budget, "knowledge_token_budget": plan.knowledge_token_budget}
 
 
 def _preference_source(source: PreferenceSource) -> dict[str, object]:
@@ -249,6 +281,15 @@ def _item(item: BundleItem) -> dict[str, object]:
         "applicability": item.applicability, "source_refs": list(item.source_refs), "source_level": item.source_level,
         "observed_at": item.observed_at, "revision": item.revision, "score": item.score,
         "score_breakdown": dict(item.score_breakdown), "matched_by": list(item.matched_by),
+    }
+
+
+def knowledge_entry(entry: KnowledgeEntry) -> dict[str, object]:
+    return {
+        "knowledge_id": entry.knowledge_id, "version": entry.version, "key": entry.key, "claim": entry.claim,
+        "authority": entry.authority, "scope": dict(entry.scope), "validity": dict(entry.validity),
+        "source_refs": list(entry.source_refs), "score": entry.score, "score_breakdown": dict(entry.score_breakdown),
+        "matched_by": list(entry.matched_by),
     }
 
 

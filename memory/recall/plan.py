@@ -17,6 +17,9 @@ DEFAULT_CANDIDATES = 20
 DEFAULT_INJECT = 5
 DEFAULT_TOKEN_BUDGET = 1_500
 """Seed 001 §6.4: starting points for measurement, not universal optima."""
+KNOWLEDGE_INJECT = 3
+KNOWLEDGE_TOKEN_BUDGET = 600
+"""Published knowledge has its own quota: a policy never displaces the caller's memories, nor they it."""
 RESUME_CANDIDATES = 10
 """How many of the caller's resumable tasks a RESUME_TASK recall without a task id lists to choose from."""
 
@@ -32,6 +35,7 @@ class SourceType(StrEnum):
     TASK_STATE = "TASK_STATE"
     USER_PROFILE = "USER_PROFILE"
     MEMORY = "MEMORY"
+    KNOWLEDGE = "KNOWLEDGE"
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class RecallPlan:
     candidate_limit: int
     inject_limit: int
     token_budget: int
+    knowledge_token_budget: int = KNOWLEDGE_TOKEN_BUDGET
+    """Tokens of published knowledge (separate from ``token_budget``, the memories')."""
 
     def reads(self, source: SourceType) -> SourceSpec | None:
         return next((spec for spec in self.sources if spec.type is source), None)
@@ -77,7 +83,7 @@ def make_plan(
     token_budget: int = DEFAULT_TOKEN_BUDGET,
 ) -> RecallPlan:
     """The sources per intent. CHITCHAT reads nothing but the request itself. RESUME_TASK reads the named task,
-    or, without a task id, lists the caller's resumable tasks (seed 003 §14.2)."""
+    or, without a task id, lists the caller's resumable tasks (seed 003 §14.2). Both read published knowledge."""
     if intent is Intent.CHITCHAT:
         sources: tuple[SourceSpec, ...] = (SourceSpec(SourceType.REQUEST_CONSTRAINTS, 0, required=True),)
     else:
@@ -85,6 +91,7 @@ def make_plan(
             SourceSpec(SourceType.REQUEST_CONSTRAINTS, 0, required=True),
             SourceSpec(SourceType.USER_PROFILE, 50),
             SourceSpec(SourceType.MEMORY, inject_limit),
+            SourceSpec(SourceType.KNOWLEDGE, KNOWLEDGE_INJECT),
         )
         if intent is Intent.RESUME_TASK:
             limit = 1 if task_id is not None else RESUME_CANDIDATES
