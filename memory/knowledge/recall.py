@@ -16,18 +16,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, func, literal, or_, select
+from sqlalchemy import ColumnElement, Select, Text, and_, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from memory.embedders.schema import of_dimensions, typed
 from memory.knowledge.content import RECALLED_AUTHORITIES, ScopeType
 from memory.knowledge.models import KnowledgeItem
-from memory.text import normalize, tsquery_any
+from memory.recall.candidates import dimensions_of
+from memory.text import lexemes, normalize, tsquery_any
 from memory.tokens import count_tokens
 
 VECTOR_FLOOR = 0.85
-"""Cosine under which a vector match counts for nothing: the bundled e5 puts unrelated short texts at 0.78-0.83
-(see memory.recall.selection), and a policy must not be injected into every answer because it is short."""
+"""Cosine under which a vector match counts for nothing. Higher than the memory source's SEMANTIC_FLOOR: there the
+cosine is one part of a weighted relevance, here relevance is the strongest signal alone, and the bundled e5 puts
+unrelated short texts at 0.78-0.83 (memory.recall.selection): a policy must not enter every answer for being short."""
 AUTHORITY_PRIOR = {"P0": 0.2, "P1": 0.1, "P2": 0.0}
 """A formal policy outranks a runbook, which outranks a confirmed ticket, at equal relevance (seed 003 §9)."""
 TRIGRAM_MAX_QUERY_CHARS = 32
@@ -138,23 +140,27 @@ def _matches(session: Session, where: ColumnElement[bool], q: KnowledgeQuery) ->
             add(select(KnowledgeItem, similarity).where(where, literal(normalized).op("<%")(KnowledgeItem.search_text))
                 .order_by(similarity.desc(), KnowledgeItem.knowledge_id), "trigram", "trigram")
     if q.query_vector is not None and q.model is not None:
-        dimensions = q.query_vector.count(",") + 1
-        cosine = 1 - typed(KnowledgeItem.embedding, dimensions).cosine_distance(typed(q.query_vector, dimensions))
+        dimensions = dimensions_of(q.query_vector)
+        query = typed(literal(q.query_vector, Text), dimensions)
+        cosine = 1 - typed(KnowledgeItem.embedding, dimensions).cosine_distance(query)
         add(select(KnowledgeItem, cosine).where(
             where, KnowledgeItem.embedding_model == q.model, of_dimensions(KnowledgeItem.embedding, dimensions))
             .order_by(cosine.desc(), KnowledgeItem.knowledge_id), "vector", "semantic")
     return found
 
 
-def breakdown(m: _Match) -> dict[str, float]:
-    """The score, explained: relevance is the strongest signal (a key match is certain; ts_rank normalised to
-    [0, 1); a cosine counts only above :data:`VECTOR_FLOOR`), plus the authority prior."""
-    fulltext = m.fulltext / (m.fulltext + 1) if m.fulltext else 0.0
+def breakdown(m: _Match, terms: Sequence[str]) -> dict[str, float]:
+    """The score, explained: relevance is the strongest signal (a key match is certain; the share of the query's
+    terms the item holds; a near-spelling; a cosine above :data:`VECTOR_FLOOR`), plus the authority prior. ts_rank
+    (normalised by its flag 32) is shown, and breaks ties: alone it is too small to say whether an item applies."""
+    own = set(lexemes(m.item.search_text))
+    coverage = sum(term in own for term in terms) / len(terms) if terms else 0.0
     semantic = max(0.0, (m.semantic - VECTOR_FLOOR) / (1 - VECTOR_FLOOR)) if "vector" in m.sources else 0.0
-    relevance = max(1.0 if "key" in m.sources else 0.0, fulltext, m.trigram, semantic)
+    relevance = max(1.0 if "key" in m.sources else 0.0, coverage, m.trigram, semantic)
     prior = AUTHORITY_PRIOR.get(m.item.authority, 0.0)
-    return {"relevance": round(relevance, 6), "fulltext": round(fulltext, 6), "trigram": round(m.trigram, 6),
-            "semantic": round(m.semantic, 6), "authority": prior, "total": round(relevance + prior, 6)}
+    return {"relevance": round(relevance, 6), "coverage": round(coverage, 6), "fulltext": round(m.fulltext, 6),
+            "trigram": round(m.trigram, 6), "semantic": round(m.semantic, 6), "authority": prior,
+            "total": round(relevance + prior + 0.01 * m.fulltext, 6)}
 
 
 def entry(m: _Match, scores: Mapping[str, float]) -> KnowledgeEntry:
@@ -176,7 +182,7 @@ def relevant(m: _Match, scores: Mapping[str, float], q: KnowledgeQuery) -> bool:
 
 def _pack(matches: Sequence[_Match], q: KnowledgeQuery) -> tuple[tuple[KnowledgeEntry, ...], bool]:
     """Best first, up to the inject limit, each claim whose tokens still fit the knowledge quota."""
-    scored = sorted(((m, breakdown(m)) for m in matches),
+    scored = sorted(((m, breakdown(m, q.terms)) for m in matches),
                     key=lambda ms: (-ms[1]["total"], str(ms[0].item.knowledge_id)))
     packed: list[KnowledgeEntry] = []
     used = 0
@@ -226,5 +232,5 @@ def recall_knowledge(session: Session, tenant_id: str, q: KnowledgeQuery, now: d
     lapsed = _matches(session, _lapsed(tenant_id, q.project_id, now), q)
     warnings = tuple(lapsed_warning(session, m.item, now)
                      for _, m in sorted(lapsed.items(), key=lambda kv: (str(kv[0][0]), kv[0][1]))
-                     if relevant(m, breakdown(m), q))
+                     if relevant(m, breakdown(m, q.terms), q))
     return KnowledgeRecalled(entries, warnings, knowledge_version(session, tenant_id, q.project_id), truncated)
