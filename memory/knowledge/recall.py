@@ -24,7 +24,7 @@ from memory.knowledge.content import RECALLED_AUTHORITIES, ScopeType
 from memory.knowledge.models import KnowledgeItem
 from memory.recall.candidates import dimensions_of
 from memory.text import lexemes, normalize, tsquery_any
-from memory.tokens import count_tokens
+from memory.tokens import within_budget
 
 VECTOR_FLOOR = 0.85
 """Cosine under which a vector match counts for nothing. Higher than the memory source's SEMANTIC_FLOOR: there the
@@ -38,19 +38,21 @@ TRIGRAM_MAX_QUERY_CHARS = 32
 
 @dataclass(frozen=True)
 class KnowledgeQuery:
-    """What the knowledge source reads of a recall request."""
+    """What the knowledge source reads of a recall request (memory.recall.bundle.knowledge_query makes it)."""
 
     query: str
     terms: Sequence[str]
-    keys: Sequence[str] = ()
-    project_id: str | None = None
-    query_vector: str | None = None
+    keys: Sequence[str]
+    project_id: str | None
+    query_vector: str | None
     """pgvector's text form of the query embedding (None: lexical only)."""
-    model: str | None = None
-    candidate_limit: int = 20
-    inject_limit: int = 3
-    token_budget: int = 600
-    min_relevance: float = 0.05
+    model: str | None
+    candidate_limit: int
+    """Per source, as the memory source's."""
+    inject_limit: int
+    token_budget: int
+    """The plan's knowledge quota, apart from the memories' budget."""
+    min_relevance: float
 
 
 @dataclass(frozen=True)
@@ -184,21 +186,9 @@ def _pack(matches: Sequence[_Match], q: KnowledgeQuery) -> tuple[tuple[Knowledge
     """Best first, up to the inject limit, each claim whose tokens still fit the knowledge quota."""
     scored = sorted(((m, breakdown(m, q.terms)) for m in matches),
                     key=lambda ms: (-ms[1]["total"], str(ms[0].item.knowledge_id)))
-    packed: list[KnowledgeEntry] = []
-    used = 0
-    truncated = False
-    for m, scores in scored:
-        if len(packed) >= q.inject_limit:
-            break
-        if not relevant(m, scores, q):
-            continue
-        cost = count_tokens(m.item.claim)
-        if used + cost > q.token_budget:
-            truncated = True
-            continue
-        used += cost
-        packed.append(entry(m, scores))
-    return tuple(packed), truncated
+    packed, truncated = within_budget([ms for ms in scored if relevant(*ms, q)], q.inject_limit, q.token_budget,
+                                      lambda ms: ms[0].item.claim)
+    return tuple(entry(*ms) for ms in packed), truncated
 
 
 def lapsed_warning(session: Session, item: KnowledgeItem, now: datetime) -> str:

@@ -16,7 +16,7 @@ from memory.recall.preferences import Preferences
 from memory.recall.request import RecallRequest
 from memory.recall.scoring import Scored
 from memory.text import normalize
-from memory.tokens import count_tokens
+from memory.tokens import within_budget
 
 NOT_APPLICABLE_SHOWN = 20
 """How many left-out memories a bundle lists (the rest are only counted out)."""
@@ -110,16 +110,4 @@ class Packed:
 
 def pack(kept: Sequence[Scored], plan: RecallPlan) -> Packed:
     """In rank order, up to the inject limit, each memory whose tokens still fit the budget."""
-    selected: list[Scored] = []
-    used_tokens = 0
-    truncated = False
-    for s in kept:
-        if len(selected) >= plan.inject_limit:
-            break
-        cost = count_tokens(s.memory.content)
-        if used_tokens + cost > plan.token_budget:
-            truncated = True
-            continue
-        used_tokens += cost
-        selected.append(s)
-    return Packed(selected, truncated)
+    return Packed(*within_budget(kept, plan.inject_limit, plan.token_budget, lambda s: s.memory.content))

@@ -19,20 +19,13 @@ from sqlalchemy.orm import Session
 
 from memory.knowledge.models import KnowledgeItem
 from memory.resources.access import Access, Grant
-from memory.resources.adapters.common import (
-    Columns,
-    TableSource,
-    filter_conditions,
-    match_rows,
-    present,
-    stamp,
-    uuid_or_none,
-)
+from memory.resources.adapters import common
+from memory.resources.adapters.common import TableSource, present, stamp
 from memory.resources.sources import Candidate, FilterClause, Lineage, Position, Query, SourceRow, newest_first
 from memory.text import tsquery_any
 
 KNOWLEDGE_ID = cast(KnowledgeItem.knowledge_id, Text)
-COLUMNS: Columns = {"/authority": KnowledgeItem.authority, "/key": KnowledgeItem.key,
+COLUMNS: common.Columns = {"/authority": KnowledgeItem.authority, "/key": KnowledgeItem.key,
                     "/published_at": KnowledgeItem.published_at}
 LINEAGE = Lineage(updated_at=("/published_at",), version=("/version",))
 PROPOSALS = 400
@@ -61,7 +54,7 @@ class KnowledgeSource(TableSource):
 
     def page(self, session: Session, access: Access, grant: Grant, filters: Sequence[FilterClause],
              after: Position | None, limit: int) -> list[SourceRow]:
-        active = select(KnowledgeItem).where(_active(access), *filter_conditions(self.columns, filters))
+        active = select(KnowledgeItem).where(_active(access), *common.filter_conditions(self.columns, filters))
         statement = newest_first(active, KnowledgeItem.published_at, KNOWLEDGE_ID, after, limit, grant=grant,
                                  lineage=LINEAGE)
         return [self._row(item) for item in session.execute(statement).scalars()]
@@ -76,12 +69,12 @@ class KnowledgeSource(TableSource):
             .order_by(KnowledgeItem.published_at.desc(), KnowledgeItem.knowledge_id).limit(PROPOSALS),
             {"q": tsquery_any(list(query.terms))}).scalars()
         rows = [(str(item.knowledge_id), data_of(item)) for item in proposals]
-        return match_rows(session, self.declaration, grant, query.terms, rows, limit)
+        return common.match_rows(session, self.declaration, grant, query.terms, rows, limit)
 
     def fetch(self, session: Session, access: Access, grant: Grant, ids: Sequence[str], *,
               whole: bool = False) -> Mapping[str, SourceRow]:
         del grant, whole  # an item has no long field
-        parsed = [knowledge_id for knowledge_id in map(uuid_or_none, ids) if knowledge_id is not None]
+        parsed = [knowledge_id for knowledge_id in map(common.uuid_or_none, ids) if knowledge_id is not None]
         if not parsed:
             return {}
         newest = (select(KnowledgeItem)
