@@ -258,7 +258,7 @@ def cited_dia_ids(client: httpx.Client, question: str, limit: int, dia_of_event:
     return [
         [dia_of_event[m.group(1)] for ref in item["source_refs"] if (m := EVENT_REF.fullmatch(ref))
          and m.group(1) in dia_of_event]
-        for item in [*bundle["knowledge"], *bundle["items"]]
+        for item in bundle["items"]
     ]
 
 

@@ -214,9 +214,8 @@ def query(client: httpx.Client, question: str, mode: str, limit: int) -> tuple[l
         "query": question, "intent": "ANSWER", "retrieval": mode, "limit": limit,
         "candidate_limit": min(CANDIDATES_PER_K * limit, 200), "token_budget": 100_000, "min_relevance": 0.0,
     })
-    hits = [*bundle["knowledge"], *bundle["items"]]
     ids = []
-    for item in hits:
+    for item in bundle["items"]:  # memories (published knowledge is its own section: none here)
         refs = item["source_refs"][1:]  # [source_id, *evidence_refs]
         ids.append(refs[0] if refs else item["source_refs"][0])
     return ids, bool(bundle["truncated_by_budget"])

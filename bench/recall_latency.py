@@ -365,7 +365,7 @@ def measure(api: httpx.Client, conn: psycopg.Connection[Any], embedder: Embedder
         bare_ms.append((done - started) * 1000)
         bare_embed_ms.append((embedded - started) * 1000)
         bare_sql_ms.append((done - embedded) * 1000)
-        items += len(bundle["items"]) + len(bundle["knowledge"])
+        items += len(bundle["items"])
         hits += found
         if len(api_ms) >= min_queries and time.monotonic() - began > max_seconds:
             say(f"    stopping after {len(api_ms)} measured queries: "

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _WORD = re.compile(r"[^\W\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
@@ -22,3 +26,21 @@ MESSAGE_OVERHEAD = 8
 def count_tokens(content: str) -> int:
     """One token per CJK character, ~1.3 per other word, plus :data:`MESSAGE_OVERHEAD`."""
     return len(_CJK.findall(content)) + math.ceil(1.3 * len(_WORD.findall(content))) + MESSAGE_OVERHEAD
+
+
+def within_budget(ranked: Iterable[T], limit: int, budget: int, text_of: Callable[[T], str]) -> tuple[list[T], bool]:
+    """In rank order, up to ``limit`` items, each whose tokens still fit ``budget`` (a smaller one after a
+    too-large one may), and whether one did not fit: one rule for every quota of a bundle."""
+    kept: list[T] = []
+    used = 0
+    truncated = False
+    for item in ranked:
+        if len(kept) >= limit:
+            break
+        cost = count_tokens(text_of(item))
+        if used + cost > budget:
+            truncated = True
+            continue
+        used += cost
+        kept.append(item)
+    return kept, truncated

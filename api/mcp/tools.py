@@ -26,6 +26,7 @@ from api.schemas.recall import (
     RESUME_SECTIONS,
     ConstraintOut,
     IntentName,
+    KnowledgeEntryOut,
     TaskCandidateOut,
     TaskStateOut,
     bundle_body,
@@ -92,6 +93,8 @@ class MemorySearchOut(BaseModel):
     task_state: TaskStateOut | None = Field(description="RESUME_TASK: the live task")
     task_candidates: list[TaskCandidateOut] = Field(description="RESUME_TASK without task_id: your resumable tasks")
     needs_task_choice: bool = Field(description="Several tasks could be resumed: ask the user which, never guess")
+    knowledge: list[KnowledgeEntryOut] = Field(description="Published, reviewed knowledge that applies: facts with "
+                                               "their version, unlike the memories in items")
     warnings: list[str]
 
 
@@ -163,7 +166,7 @@ def _search(state: State, principal: PrincipalContext, query: str, options: Reca
     task = from_thread.run(task_found, state.engine, lambda: app_temporal(state), principal,
                            plan_for(query, options), options.task_id)
     bundle = Recaller.of(state).as_principal(principal, query, options, task)
-    hits = sorted(bundle.injected, key=lambda item: -item.score)
+    hits = sorted(bundle.items, key=lambda item: -item.score)
     body = bundle_body(bundle)
     return MemorySearchOut.model_validate({"trace_id": bundle.trace_id, "items": [
         MemorySummary(memory_id=uuid.UUID(item.memory_id), version=item.version, category=item.category,

@@ -105,7 +105,7 @@ def observe_stage(name: Stage, start_ns: int, end_ns: int) -> None:
 
 def observe_bundle(bundle: Bundle) -> None:
     """A built bundle's sizes and governance events; reads ids, statuses and counts only."""
-    injected = bundle.injected
+    injected = bundle.items
     BUNDLE_ITEMS.observe(len(injected))
     BUNDLE_TOKENS.observe(sum(count_tokens(i.content) for i in injected))
     RECALL_CONFLICTS.labels("decided").inc(len(bundle.conflict_decisions))

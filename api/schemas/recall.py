@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 from api.schemas.common import MAX_SAFE_INTEGER, Integer, Lax, Number, ShortText, StrictRequest, json_integer
 from api.schemas.skills import ProvenanceOut
 from memory.enums import Category, Space
+from memory.knowledge.recall import KnowledgeEntry
 from memory.recall.bundle_types import (
     Bundle,
     BundleItem,
@@ -61,7 +62,7 @@ class RecallIn(StrictRequest):
 
 
 class PlanSourceOut(BaseModel):
-    type: Literal["REQUEST_CONSTRAINTS", "TASK_STATE", "USER_PROFILE", "MEMORY", "SKILLS"]
+    type: Literal["REQUEST_CONSTRAINTS", "TASK_STATE", "USER_PROFILE", "MEMORY", "SKILLS", "KNOWLEDGE"]
     limit: int
     required: bool
 
@@ -72,6 +73,7 @@ class PlanOut(BaseModel):
     inject_limit: int
     token_budget: int
     skill_token_budget: int
+    knowledge_token_budget: int = Field(description="Tokens of published knowledge, a quota of its own")
 
 
 class ConstraintOut(BaseModel):
@@ -151,6 +153,33 @@ class BundleSkillOut(BaseModel):
     omitted: list[str] = Field(description="Fields the skills quota had no room for")
 
 
+class KnowledgeScopeOut(BaseModel):
+    type: Literal["TENANT", "PROJECT"]
+    project_id: str | None
+
+
+class KnowledgeValidityOut(BaseModel):
+    valid_from: str | None = Field(json_schema_extra={"format": "date-time"})
+    valid_to: str | None = Field(json_schema_extra={"format": "date-time"})
+
+
+class KnowledgeEntryOut(BaseModel):
+    """A published, reviewed knowledge item (P0-P2, ACTIVE, in scope and validity): a fact, with its version."""
+
+    knowledge_id: str
+    version: int
+    key: str | None
+    claim: str
+    authority: Literal["P0", "P1", "P2"]
+    scope: KnowledgeScopeOut
+    validity: KnowledgeValidityOut
+    source_refs: list[str]
+    score: float = Field(description="relevance (0-1: exact key 1, full text, trigram, cosine above 0.85) plus the "
+                         "authority prior (P0 0.2, P1 0.1, P2 0); ranks knowledge only, never against memories")
+    score_breakdown: dict[str, float]
+    matched_by: list[str]
+
+
 class NotApplicableOut(BaseModel):
     memory_id: str
     version: int
@@ -174,8 +203,9 @@ class ExplainOut(BaseModel):
 
 
 class BundleOut(BaseModel):
-    """The memory bundle: knowledge (tenant and system memories) and items (the caller's), with how they were
-    chosen. ``explain`` only when asked for."""
+    """The memory bundle: published knowledge (reviewed facts, never a candidate or a P3 item) and items (the
+    memories the caller may use, tenant and system ones included), with how they were chosen. ``explain`` only
+    when asked for."""
 
     trace_id: str
     intent: IntentName
@@ -190,7 +220,9 @@ class BundleOut(BaseModel):
         "One: task_state is its live state. Several: task_state is null and needs_task_choice is true: ask the "
         "user which one, never guess. None: a warning says so. Empty when a task_id was given."))
     needs_task_choice: bool
-    knowledge: list[BundleItemOut]
+    knowledge: list[KnowledgeEntryOut] = Field(description=(
+        "Published knowledge P0-P2 in the request's scope (TENANT, or PROJECT of project_id) and validity, in its "
+        "own token quota. A superseded or expired item the query matched is a warning, never here."))
     items: list[BundleItemOut]
     skills: list[BundleSkillOut] = Field(description="OPERATE only: the skills the request is about")
     skills_truncated_by_budget: bool
@@ -207,7 +239,7 @@ class BundleOut(BaseModel):
 
 
 RESUME_SECTIONS = ("intent", "request_constraints", "effective_preferences", "task_state", "task_candidates",
-                   "needs_task_choice", "warnings")
+                   "needs_task_choice", "knowledge", "warnings")
 """The bundle's sections an agent resuming a task acts on: MCP's ``search_memories`` answers them as REST does."""
 
 
@@ -225,7 +257,7 @@ def bundle_body(bundle: Bundle) -> dict[str, object]:
         "task_state": _task_state(bundle.task_state),
         "task_candidates": [_task_candidate(t) for t in bundle.task_candidates],
         "needs_task_choice": bundle.needs_task_choice,
-        "knowledge": [_item(i) for i in bundle.knowledge],
+        "knowledge": [knowledge_entry(k) for k in bundle.knowledge],
         "items": [_item(i) for i in bundle.items],
         "skills": [_skill(s) for s in bundle.skills.skills],
         "skills_truncated_by_budget": bundle.skills.truncated,
@@ -247,7 +279,8 @@ def bundle_body(bundle: Bundle) -> dict[str, object]:
 def _plan(plan: RecallPlan) -> dict[str, object]:
     return {"sources": [{"type": s.type.value, "limit": s.limit, "required": s.required} for s in plan.sources],
             "candidate_limit": plan.candidate_limit, "inject_limit": plan.inject_limit,
-            "token_budget": plan.token_budget, "skill_token_budget": plan.skill_budget}
+            "token_budget": plan.token_budget, "skill_token_budget": plan.skill_budget,
+            "knowledge_token_budget": plan.knowledge_token_budget}
 
 
 def _preference_source(source: PreferenceSource) -> dict[str, object]:
@@ -285,6 +318,15 @@ def _skill(skill: BundleSkill) -> dict[str, object]:
             "fields": [{"name": f.name, "value": f.value if isinstance(f.value, str) else list(f.value),
                         "source": asdict(f.source)} for f in skill.fields],
             "omitted": list(skill.omitted)}
+
+
+def knowledge_entry(entry: KnowledgeEntry) -> dict[str, object]:
+    return {
+        "knowledge_id": entry.knowledge_id, "version": entry.version, "key": entry.key, "claim": entry.claim,
+        "authority": entry.authority, "scope": dict(entry.scope), "validity": dict(entry.validity),
+        "source_refs": list(entry.source_refs), "score": entry.score, "score_breakdown": dict(entry.score_breakdown),
+        "matched_by": list(entry.matched_by),
+    }
 
 
 def _conflict(conflict: Conflict) -> dict[str, object]:

@@ -3,9 +3,10 @@
 It bumps the subject's deletion epoch, writes tombstones, marks every covered
 memory version DELETED, does the same for every memory whose evidence is only
 the deleted records (transitively: :func:`memory.deletion.layers.hide_orphans`,
-the purge's own rule) and stores the verification probes. From its commit on,
-no read or recall returns the targets or what was derived only from them, and a
-writer holding the old epoch is refused.
+the purge's own rule), withdraws the published knowledge resting only on them
+(:func:`memory.deletion.knowledge_layer.withdraw_at_once`) and stores the verification
+probes. From its commit on, no read or recall returns the targets or what was derived
+only from them, and a writer holding the old epoch is refused.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from sqlalchemy.orm import Session
 from memory.deletion import outbox
 from memory.deletion.deleted_texts import store_fingerprints
 from memory.deletion.jobs import Layer, get_job, workflow_id
-from memory.deletion.layers import hide_orphans
+from memory.deletion.knowledge_layer import withdraw_at_once
+from memory.deletion.layers import deleted_links, hide_orphans
 from memory.deletion.ownership import require_target
 from memory.deletion.scope import Scope, ScopeType, events_in, linked_refs, memories_in
 from memory.enums import Role, Status
@@ -219,6 +221,8 @@ def request_deletion(
     )
     session.execute(update(Memory).where(covered).values(status=Status.DELETED.value))
     derived = hide_orphans(session, job, linked_refs(session, scope, tenant, revision), revision)
+    # Knowledge resting only on what goes is withdrawn now: the next recall must not tell it as fact.
+    knowledge_withdrawn = withdraw_at_once(session, job, deleted_links(session, job))
     fingerprints = store_fingerprints(session, job, scope, derived, read_apart=alone)
     outbox.enqueue(session, tenant, job_id)
     # A subject deletion forgets the person: their keys must not write new data about them afterwards.
@@ -241,6 +245,7 @@ def request_deletion(
             memory_id=uuid.UUID(scope.target_id) if scope.type is ScopeType.MEMORY else None,
             job_id=job_id,
             detail={"scope_type": scope.type.value, "covered_versions": len(rows), "derived_hidden": len(derived),
+                    "knowledge_withdrawn": knowledge_withdrawn,
                     "epoch": epoch, "keys_revoked": len(revoked),
                     "fingerprints": fingerprints},
         )

@@ -80,6 +80,9 @@ class Layer(StrEnum):
     """
 
     SOURCE_EVENTS = "source_events"
+    KNOWLEDGE = "knowledge"
+    """Knowledge candidates and published items resting on a deleted source (deletion.knowledge_layer). Early: a
+    subject's records, which it names, are purged by the next layer."""
     SOURCE_RECORDS = "source_records"
     """Source records (todos, transcripts, ...): rows, search projection and long bodies (deletion.record_layer)."""
     DERIVED_MEMORIES = "derived_memories"

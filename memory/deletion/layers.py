@@ -19,6 +19,7 @@ from sqlalchemy.types import Text
 
 from memory.db import affected_rows
 from memory.deletion.jobs import Layer
+from memory.deletion.knowledge_layer import purge_knowledge
 from memory.deletion.record_layer import purge_source_records
 from memory.deletion.scope import ScopeType, events_in, evidence_link, linked_refs, memories_in, scope_of
 from memory.deletion.session_layer import purge_derived_summaries
@@ -377,6 +378,8 @@ def purge_probes(session: Session, job: DeletionJob, batch: int) -> BatchResult:
 
 PURGERS: dict[Layer, Callable[[Session, DeletionJob, int], BatchResult]] = {
     Layer.SOURCE_EVENTS: purge_source_events,
+    Layer.KNOWLEDGE: lambda session, job, batch: BatchResult(
+        *purge_knowledge(session, job, batch, deleted_links(session, job))),
     Layer.SOURCE_RECORDS: lambda session, job, batch: BatchResult(*purge_source_records(session, job, batch)),
     Layer.DERIVED_MEMORIES: purge_derived_memories,
     Layer.DERIVED_SUMMARIES: lambda session, job, batch: BatchResult(*purge_derived_summaries(session, job, batch)),

@@ -18,7 +18,8 @@ _INSERT = insert(AuditEntry.__table__)  # type: ignore[arg-type]
 
 def record_bundle(session: Session, principal: PrincipalContext, query: str, bundle: Bundle,
                   filtered: Mapping[str, int], purpose: str | None) -> None:
-    selected = [f"{i.memory_id}@{i.version}" for i in bundle.injected]
+    selected = [f"{i.memory_id}@{i.version}" for i in bundle.items]
+    selected += [f"knowledge:{k.knowledge_id}@{k.version}" for k in bundle.knowledge]
     if bundle.task_state is not None:
         selected.append(f"task:{bundle.task_state.task_id}@{bundle.task_state.state_version}")
     # A Core INSERT built once, on the session's connection (its transaction), not an ORM object: nothing

@@ -1,7 +1,8 @@
 """The recall pipeline, stage by stage, ending in a memory bundle (seed 003 §12, seed 001 §6.4).
 
 scope → hard filters → candidates (capped per source) → authoritative re-read →
-score → stable rank → stale/conflicts → de-dup by source → budget → bundle.
+score → stable rank → stale/conflicts → de-dup by source → budget → bundle. Published knowledge is its own
+source (:mod:`memory.knowledge.recall`), with its own hard filters and quota.
 Every stage is a function of its own module; this one only wires them and assembles the :class:`Bundle`.
 """
 
@@ -14,7 +15,9 @@ from datetime import datetime
 from sqlalchemy import literal
 from sqlalchemy.orm import Session
 
+from memory.embedders.engine import EmbeddingUnavailable
 from memory.identity.auth import PrincipalContext
+from memory.knowledge.recall import KnowledgeQuery, KnowledgeRecalled, recall_knowledge
 from memory.recall import candidates as cand
 from memory.recall.bundle_types import (
     Bundle,
@@ -110,10 +113,34 @@ def recall_memories(
                     [*gathered.warnings, *rerank_warnings], gathered.considered, gathered.dropped, explained)
 
 
-def version_vector(injected: list[Scored], prefs: Preferences, task: TaskState | None) -> dict[str, int]:
-    """The version of everything the bundle used: a later write to any of them makes the bundle stale."""
+def knowledge_query(request: RecallRequest) -> KnowledgeQuery:
+    """What the knowledge source reads of the request. The query vector is the memory source's (same model); if
+    it failed, the memory source already said so and knowledge is found by its words alone."""
+    vector = None
+    if request.retrieval != "lexical" and request.model is not None:
+        try:
+            embedding = request.vector()
+        except EmbeddingUnavailable:
+            embedding = None
+        vector = cand.vector_text(embedding) if embedding is not None else None
+    spec = request.plan.reads(SourceType.KNOWLEDGE)
+    return KnowledgeQuery(
+        query=request.query, terms=cand.search_terms(request.query) if request.retrieval != "semantic" else [],
+        keys=request.keys, project_id=request.filters.project_id, query_vector=vector, model=request.model,
+        candidate_limit=request.plan.candidate_limit, inject_limit=spec.limit if spec is not None else 0,
+        token_budget=request.plan.knowledge_token_budget, min_relevance=request.min_relevance,
+    )
+
+
+def version_vector(injected: list[Scored], prefs: Preferences, task: TaskState | None,
+                   knowledge: KnowledgeRecalled) -> dict[str, int]:
+    """The version of everything the bundle used: a later write to any of them makes the bundle stale.
+    ``knowledge_version`` changes on any publish, supersede or withdrawal in the request's scope."""
     vector = {f"memory:{s.memory.memory_id}": s.memory.version for s in injected}
     vector |= {f"preference:{m.memory_id}": m.version for m in prefs.used}
+    vector |= {f"knowledge:{k.knowledge_id}": k.version for k in knowledge.entries}
+    if knowledge.knowledge_version is not None:
+        vector["knowledge_version"] = knowledge.knowledge_version
     if task is not None:
         vector["task_state_version"] = task.state_version
     return vector
@@ -131,7 +158,7 @@ def task_warnings(request: RecallRequest) -> list[str]:
 
 
 def assemble(request: RecallRequest, revision: int, prefs: Preferences, memories: Recalled,
-             skills: SkillSection = NO_SKILLS) -> Bundle:
+             knowledge: KnowledgeRecalled, skills: SkillSection = NO_SKILLS) -> Bundle:
     """The bundle of the stages' answers, in the order a reader meets them."""
     packed, settled, task = memories.packed, memories.settled, request.task_state
     waiting = task_warnings(request)
@@ -140,13 +167,12 @@ def assemble(request: RecallRequest, revision: int, prefs: Preferences, memories
         trace_id=request.trace_id, plan=request.plan,
         request_constraints=tuple(RequestConstraint(k, v) for k, v in sorted(request.request_constraints.items())),
         effective_preferences=prefs.effective, preference_sources=prefs.sources, task_state=task,
-        knowledge=tuple(BundleItem.of(s) for s in packed.knowledge),
-        items=tuple(BundleItem.of(s) for s in packed.selected),
+        knowledge=knowledge.entries, items=tuple(BundleItem.of(s) for s in packed.selected),
         conflict_decisions=(*prefs.decisions, *settled.decisions), conflicts=(*prefs.conflicts, *settled.conflicts),
-        warnings=(*waiting, *memories.warnings, *settled.warnings),
-        version_vector={**version_vector(packed.injected, prefs, task), **skills.versions()},
+        warnings=(*waiting, *knowledge.warnings, *memories.warnings, *settled.warnings),
+        version_vector={**version_vector(packed.selected, prefs, task, knowledge), **skills.versions()},
         snapshot_revision=revision,
-        truncated_by_budget=packed.truncated, not_applicable=tuple(memories.not_applicable),
+        truncated_by_budget=packed.truncated or knowledge.truncated, not_applicable=tuple(memories.not_applicable),
         candidates_considered=memories.considered, dropped_on_reread=memories.dropped, explain=explain,
         task_candidates=request.task_candidates or (), skills=skills,
     )
@@ -163,8 +189,10 @@ def build_bundle(
     clock.end(Stage.PLAN)
     memories = (recall_memories(session, principal, request, prefs, now, clock)
                 if request.plan.reads(SourceType.MEMORY) else Recalled())
-    bundle = assemble(request, revision, prefs, memories, skill_section(session, principal, request.query,
-                                                                         request.plan))
+    knowledge = (recall_knowledge(session, principal.tenant_id, knowledge_query(request), now)
+                 if request.plan.reads(SourceType.KNOWLEDGE) else KnowledgeRecalled())
+    bundle = assemble(request, revision, prefs, memories, knowledge,
+                      skill_section(session, principal, request.query, request.plan))
     clock.end(Stage.ASSEMBLE)
     filtered = memories.explain.filtered_by_reason if memories.explain is not None else {}
-    return Outcome(bundle, filtered, memories.packed.injected)
+    return Outcome(bundle, filtered, memories.packed.selected)

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from memory.knowledge.recall import KnowledgeEntry
 from memory.recall.plan import RecallPlan
 from memory.recall.scoring import Scored
 from memory.recall.skills import NO_SKILLS, SkillSection
@@ -135,8 +136,8 @@ class Explain:
 
 @dataclass(frozen=True)
 class Bundle:
-    """The memory bundle: knowledge (tenant and system memories) and items (the caller's), with how they were
-    chosen."""
+    """The memory bundle: published knowledge (reviewed facts) and items (the memories the caller may use, the
+    tenant's and system's included), with how they were chosen."""
 
     trace_id: str
     plan: RecallPlan
@@ -144,7 +145,7 @@ class Bundle:
     effective_preferences: Mapping[str, str]
     preference_sources: Mapping[str, PreferenceSource]
     task_state: TaskState | None
-    knowledge: tuple[BundleItem, ...]
+    knowledge: tuple[KnowledgeEntry, ...]
     items: tuple[BundleItem, ...]
     conflict_decisions: tuple[JsonObject, ...]
     conflicts: tuple[Conflict, ...]
@@ -165,11 +166,6 @@ class Bundle:
     def needs_task_choice(self) -> bool:
         """Several tasks could be resumed and none was chosen: the agent must ask the user which one."""
         return self.task_state is None and len(self.task_candidates) > 1
-
-    @property
-    def injected(self) -> tuple[BundleItem, ...]:
-        """Knowledge, then the caller's items: every memory the bundle injects."""
-        return (*self.knowledge, *self.items)
 
     def is_empty(self) -> bool:
         """Nothing to put in a prompt (preferences alone are defaults, not news)."""

@@ -17,6 +17,9 @@ DEFAULT_CANDIDATES = 20
 DEFAULT_INJECT = 5
 DEFAULT_TOKEN_BUDGET = 1_500
 """Seed 001 §6.4: starting points for measurement, not universal optima."""
+KNOWLEDGE_INJECT = 3
+KNOWLEDGE_TOKEN_BUDGET = 600
+"""Published knowledge has its own quota: a policy never displaces the caller's memories, nor they it."""
 RESUME_CANDIDATES = 10
 """How many of the caller's resumable tasks a RESUME_TASK recall without a task id lists to choose from."""
 DEFAULT_SKILL_BUDGET = 800
@@ -39,6 +42,7 @@ class SourceType(StrEnum):
     USER_PROFILE = "USER_PROFILE"
     MEMORY = "MEMORY"
     SKILLS = "SKILLS"
+    KNOWLEDGE = "KNOWLEDGE"
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class RecallPlan:
     inject_limit: int
     token_budget: int
     skill_budget: int = DEFAULT_SKILL_BUDGET
+    knowledge_token_budget: int = KNOWLEDGE_TOKEN_BUDGET
+    """Tokens of published knowledge (separate from ``token_budget``, the memories')."""
 
     def reads(self, source: SourceType) -> SourceSpec | None:
         return next((spec for spec in self.sources if spec.type is source), None)
@@ -96,8 +102,8 @@ def make_plan(
     skill_budget: int = DEFAULT_SKILL_BUDGET,
 ) -> RecallPlan:
     """The sources per intent. CHITCHAT reads nothing but the request itself. RESUME_TASK reads the named task,
-    or, without a task id, lists the caller's resumable tasks (seed 003 §14.2). OPERATE reads the caller's skills
-    too, in a quota of their own."""
+    or, without a task id, lists the caller's resumable tasks (seed 003 §14.2). Every intent but CHITCHAT reads
+    published knowledge; OPERATE reads the caller's skills too, each in a quota of its own."""
     if intent is Intent.CHITCHAT:
         sources: tuple[SourceSpec, ...] = (SourceSpec(SourceType.REQUEST_CONSTRAINTS, 0, required=True),)
     else:
@@ -105,6 +111,7 @@ def make_plan(
             SourceSpec(SourceType.REQUEST_CONSTRAINTS, 0, required=True),
             SourceSpec(SourceType.USER_PROFILE, 50),
             SourceSpec(SourceType.MEMORY, inject_limit),
+            SourceSpec(SourceType.KNOWLEDGE, KNOWLEDGE_INJECT),
         )
         if intent is Intent.RESUME_TASK:
             limit = 1 if task_id is not None else RESUME_CANDIDATES

@@ -1,7 +1,8 @@
 """Render a bundle as prompt text: sections, with provenance and score on every hit; nothing when empty.
 
 Recalled memories are historical material with sources, not instructions, so
-they sit in their own tagged section and their text is escaped.
+they sit in their own tagged section and their text is escaped. Published knowledge (reviewed, versioned
+facts) has its own section, distinct from memories: a reader must never mistake a memory for a rule.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from memory.knowledge.recall import KnowledgeEntry
 from memory.recall.bundle_types import Bundle, BundleItem, Conflict
 from memory.recall.skills import BundleSkill
 from memory.tasks.resumable import ResumableTask
@@ -37,7 +39,7 @@ def render(bundle: Bundle) -> str:
     out += _section("task_candidates", [_task(t) for t in bundle.task_candidates])
     out += _section("warnings", [f"<warning>{escape(w)}</warning>" for w in bundle.warnings])
     out += _section("skills", [line for skill in bundle.skills.skills for line in _skill(skill)])
-    out += _section("knowledge", [_memory(item) for item in bundle.knowledge])
+    out += _section("knowledge", [_knowledge(entry) for entry in bundle.knowledge], "正式知识 / knowledge")
     out += _section("memories", [_memory(item) for item in bundle.items])
     for conflict in bundle.conflicts:
         out += _conflict(conflict)
@@ -53,15 +55,17 @@ def step_view(bundle: Bundle) -> dict[str, Any]:
         "text": render(bundle),
         "memories": [{"memory_id": item.memory_id, "version": item.version, "category": item.category,
                       "key": item.key, "content": item.content, "score": item.score,
-                      "source_refs": list(item.source_refs)} for item in bundle.injected],
+                      "source_refs": list(item.source_refs)} for item in bundle.items],
+        "knowledge": [{"knowledge_id": k.knowledge_id, "version": k.version, "key": k.key, "claim": k.claim,
+                       "authority": k.authority} for k in bundle.knowledge],
         "effective_preferences": dict(bundle.effective_preferences),
         "warnings": list(bundle.warnings),
     }
 
 
-def _section(tag: str, lines: list[str]) -> list[str]:
-    """``lines`` inside ``<tag>``; no section at all when there are none."""
-    return [f"<{tag}>", *lines, f"</{tag}>"] if lines else []
+def _section(tag: str, lines: list[str], title: str | None = None) -> list[str]:
+    """``lines`` inside ``<tag>`` (with its ``title``); no section at all when there are none."""
+    return [f"<{tag}{_attrs(title=title)}>", *lines, f"</{tag}>"] if lines else []
 
 
 def _task(task: ResumableTask) -> str:
@@ -81,6 +85,14 @@ def _skill(skill: BundleSkill) -> list[str]:
     fields = [f"<{f.name}{_attrs(space=f.source.space, version=f.source.version)}>"
               f"{escape(f.value if isinstance(f.value, str) else '; '.join(f.value))}</{f.name}>" for f in skill.fields]
     return [f"<skill{_attrs(name=skill.name)}>", *fields, "</skill>"]
+
+
+def _knowledge(entry: KnowledgeEntry) -> str:
+    scope = entry.scope["type"] if entry.scope["project_id"] is None else f"PROJECT {entry.scope['project_id']}"
+    attrs = _attrs(id=entry.knowledge_id, version=entry.version, key=entry.key, authority=entry.authority,
+                   scope=scope, valid_to=entry.validity["valid_to"], source=",".join(entry.source_refs),
+                   score=f"{entry.score:.3f}")
+    return f"<fact{attrs}>{escape(entry.claim)}</fact>"
 
 
 def _conflict(conflict: Conflict) -> list[str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from memory.enums import Space
 from memory.recall.bundle_types import Conflict, JsonObject, NotApplicable, TaskState
 from memory.recall.conflicts import resolve, stale_against_task
 from memory.recall.plan import RecallPlan
@@ -17,7 +16,7 @@ from memory.recall.preferences import Preferences
 from memory.recall.request import RecallRequest
 from memory.recall.scoring import Scored
 from memory.text import normalize
-from memory.tokens import count_tokens
+from memory.tokens import within_budget
 
 NOT_APPLICABLE_SHOWN = 20
 """How many left-out memories a bundle lists (the rest are only counted out)."""
@@ -101,31 +100,14 @@ def dedupe_by_source(ranked: list[Scored]) -> tuple[list[Scored], list[JsonObjec
 
 @dataclass(frozen=True)
 class Packed:
-    """What fits the inject limit and the token budget: tenant and system knowledge, the caller's memories."""
+    """What fits the inject limit and the token budget: memories of every space (tenant and system memories are
+    memories, not knowledge: only reviewed, published knowledge is that, and it has its own source and quota)."""
 
-    knowledge: list[Scored] = field(default_factory=list)
     selected: list[Scored] = field(default_factory=list)
     truncated: bool = False
     """A memory did not fit the token budget (a smaller one after it may have)."""
 
-    @property
-    def injected(self) -> list[Scored]:
-        return [*self.knowledge, *self.selected]
-
 
 def pack(kept: Sequence[Scored], plan: RecallPlan) -> Packed:
     """In rank order, up to the inject limit, each memory whose tokens still fit the budget."""
-    knowledge: list[Scored] = []
-    selected: list[Scored] = []
-    used_tokens = 0
-    truncated = False
-    for s in kept:
-        if len(knowledge) + len(selected) >= plan.inject_limit:
-            break
-        cost = count_tokens(s.memory.content)
-        if used_tokens + cost > plan.token_budget:
-            truncated = True
-            continue
-        used_tokens += cost
-        (knowledge if s.memory.space in (Space.TENANT.value, Space.SYSTEM.value) else selected).append(s)
-    return Packed(knowledge, selected, truncated)
+    return Packed(*within_budget(kept, plan.inject_limit, plan.token_budget, lambda s: s.memory.content))

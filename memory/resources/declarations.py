@@ -71,6 +71,7 @@ STORES: dict[str, str] = {
                 " POST /deletion-requests",
     "session_summaries": "session summaries are built by POST /sessions/{id}/commit",
     "tasks": "tasks are started with POST /tasks and move through their workflow",
+    "knowledge_items": "knowledge is proposed through POST /knowledge-candidates and published by a reviewer",
 }
 """Where a type's records live, and for mnemo's own objects how they are written instead of ``/records``."""
 

@@ -36,7 +36,8 @@ async def test_mcp_search_reranks_like_rest(
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
             rest = (await http.post("/memory-query", json={"query": query, "limit": 2}, headers=auth(key))).json()
         assert stand_in.requests["/rerank"] == before + 2
-    hits = sorted([*rest["knowledge"], *rest["items"]], key=lambda item: -item["score"])
+    hits = sorted(rest["items"], key=lambda item: -item["score"])
+    assert found["knowledge"] == rest["knowledge"] == []  # no published knowledge: memories are never knowledge
     assert [item["memory_id"] for item in found["items"]] == [item["memory_id"] for item in hits]
     assert [item["abstract"] for item in found["items"]] == [item["abstract"] for item in hits]
     assert found["items"] and all(item["score_breakdown"]["rerank"] is not None for item in hits)

@@ -7,11 +7,13 @@ import uuid
 from datetime import UTC, datetime
 
 from api.schemas.recall import BundleOut, bundle_body
+from memory.knowledge.recall import KnowledgeEntry, KnowledgeRecalled
 from memory.models import Memory
 from memory.recall.bundle import Recalled, assemble
 from memory.recall.bundle_types import NotApplicable, TaskState
 from memory.recall.plan import Intent, make_plan
 from memory.recall.preferences import Preferences, effective_preferences
+from memory.recall.render import render
 from memory.recall.request import RecallRequest
 from memory.recall.scoring import ScoreBreakdown, Scored
 from memory.recall.selection import Packed, applicable, pack, settle
@@ -67,12 +69,12 @@ def test_settling_drops_a_stale_summary_and_a_second_copy_from_the_same_source()
 
 def test_packing_fills_the_inject_limit_within_the_token_budget() -> None:
     long = _scored(1, "word " * 400)
-    knowledge = _scored(2, "the tenant's travel policy", space="TENANT")
+    tenant_memory = _scored(2, "the tenant's travel policy", space="TENANT")
     short = [_scored(n, f"short memory {n}") for n in range(3, 8)]
-    packed = pack([long, knowledge, *short], make_plan(Intent.ANSWER, inject_limit=3, token_budget=100))
-    assert packed.truncated and packed.knowledge == [knowledge] and packed.selected == short[:2]
-    assert packed.injected == [knowledge, *short[:2]]
-    assert pack(short, make_plan(Intent.ANSWER, inject_limit=3)) == Packed([], short[:3], False)
+    packed = pack([long, tenant_memory, *short], make_plan(Intent.ANSWER, inject_limit=3, token_budget=100))
+    # A TENANT-space memory is a memory: it is packed with the caller's, never as knowledge.
+    assert packed.truncated and packed.selected == [tenant_memory, *short[:2]]
+    assert pack(short, make_plan(Intent.ANSWER, inject_limit=3)) == Packed(short[:3], False)
 
 
 def test_the_assembled_bundles_body_is_the_documented_json() -> None:
@@ -81,12 +83,22 @@ def test_the_assembled_bundles_body_is_the_documented_json() -> None:
     task = TaskState(task_id="t-1", status="WAITING_FOR_APPROVAL", current_step_id="publish", state_version=7)
     request = RecallRequest(query="report", plan=make_plan(Intent.RESUME_TASK, task_id="t-1"), task_state=task,
                             request_constraints={"response.output_format": "plain_text"}, trace_id="tr-1")
-    bundle = assemble(request, 42, prefs, Recalled(packed=Packed([], [item], False), considered=3, dropped=1))
+    policy = KnowledgeEntry(
+        knowledge_id="kb-1", version=4, key="report.publish_policy", claim="报告发布前必须获得财务审批", authority="P0",
+        scope={"type": "TENANT", "project_id": None}, validity={"valid_from": None, "valid_to": None},
+        source_refs=("doc:finance-policy",), score=1.2, score_breakdown={"relevance": 1.0, "total": 1.2},
+        matched_by=("key",))
+    knowledge = KnowledgeRecalled((policy,), ("knowledge report.publish_policy v3 (kb-1) is superseded by v4",), 4)
+    bundle = assemble(request, 42, prefs, Recalled(packed=Packed([item], False), considered=3, dropped=1), knowledge)
     body = bundle_body(bundle)
     assert list(body) == [name for name in BundleOut.model_fields if name != "explain"]
     assert BundleOut.model_validate(body).model_dump(exclude_unset=True) == body
-    assert body["warnings"] == ["the task is waiting for approval: do not publish or act on its draft yet"]
-    assert body["version_vector"] == {f"memory:{uuid.UUID(int=1)}": 1, "task_state_version": 7}
+    assert body["warnings"] == ["the task is waiting for approval: do not publish or act on its draft yet",
+                                "knowledge report.publish_policy v3 (kb-1) is superseded by v4"]
+    assert body["version_vector"] == {f"memory:{uuid.UUID(int=1)}": 1, "knowledge:kb-1": 4, "knowledge_version": 4,
+                                      "task_state_version": 7}
+    assert body["knowledge"][0]["claim"] == "报告发布前必须获得财务审批"  # type: ignore[index]
+    assert "<knowledge title=\"正式知识 / knowledge\">" in render(bundle)
     assert body["preference_sources"] == {"response.output_format": {"source": "CURRENT_REQUEST"}}
     assert body["items"][0]["source_refs"] == ["chat-1"] and body["items"][0]["matched_by"] == ["fulltext"]  # type: ignore[index]
     assert body["conflict_decisions"][0]["reason"] == "CURRENT_REQUEST_OVERRIDE"  # type: ignore[index]

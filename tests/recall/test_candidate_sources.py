@@ -116,7 +116,8 @@ def vector_statements() -> Iterator[list[str]]:
     ran: list[str] = []
 
     def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        if "<=>" in statement and "memory_usage" not in statement:  # not the re-read's cosine
+        # the memory source's vector statements: not the re-read's cosine, nor published knowledge's own source
+        if "<=>" in statement and "memory_usage" not in statement and "knowledge_items" not in statement:
             ran.append("walk" if "max_walk" in statement else "exact")
 
     event.listen(Engine, "before_cursor_execute", record)

@@ -39,7 +39,7 @@ from tests.tasks.conftest import (
 )
 
 CATALOG = load_catalog()
-OWN_TYPES = ("memory", "session", "session_summary", "task")
+OWN_TYPES = ("memory", "session", "session_summary", "task", "knowledge")
 CAPTURED = "2026-06-01T09:00:00Z"
 
 

@@ -18,7 +18,7 @@ from memory.resources.declarations import Audience, DeclarationError, Operation
 
 UNUSED_DB = "postgresql+psycopg://unused@127.0.0.1:1/unused"
 NINE = {"episode", "transcript", "calendar", "todo", "contact", "voice_memo", "digest", "intent", "user_profile"}
-OWN = {"memory", "session", "session_summary", "task"}
+OWN = {"memory", "session", "session_summary", "task", "knowledge"}
 """mnemo's own objects, read by adapters (memory.resources.adapters), internal only."""
 
 

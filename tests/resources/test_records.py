@@ -131,7 +131,7 @@ def test_the_catalog_per_audience(client: TestClient, make_key: MakeKey) -> None
     internal = client.get("/resources", headers=auth(make_key(roles=())))
     assert internal.status_code == 200
     types = {r["type"]: r for r in internal.json()["resources"]}
-    assert internal.json()["audience"] == "internal" and len(types) == 13  # seed 000's nine and mnemo's own four
+    assert internal.json()["audience"] == "internal" and len(types) == 14  # seed 000's nine and mnemo's own five
     assert types["user_profile"]["operations"] == ["list", "read"]
     assert "/notes" in types["todo"]["fields"]
     public_key = make_key(roles=("public_client",))

@@ -212,7 +212,7 @@ def test_without_a_run_a_key_reads_under_its_agents_policy_or_else_its_ceiling(
     stranger_agent = make_key(tenant=tenant.tenant_id, user="alice", roles=(), agent="nobody")
     assert _grants(client, stranger_agent) == {}  # no policy: no access
     own = _grants(client, make_key(tenant=tenant.tenant_id, user="alice", roles=()))
-    assert len(own) == 13 and "/notes" in own["todo"][1]  # the nine business types and mnemo's own four
+    assert len(own) == 14 and "/notes" in own["todo"][1]  # the nine business types and mnemo's own five
     public = _grants(client, make_key(tenant=tenant.tenant_id, user="alice", roles=("public_client",)))
     assert set(public) == {"calendar", "contact", "episode", "todo", "voice_memo"}
     public_agent = make_key(tenant=tenant.tenant_id, user="alice", roles=("public_client",), agent="planner")

@@ -10,6 +10,7 @@ in a field the grant does not read never makes a candidate, and the ranker compa
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -115,6 +116,14 @@ def match_rows(session: Session, declaration: Declaration, grant: Grant, terms: 
                   fields=tuple(sorted(fields[record_id], key=order.__getitem__)))
         for record_id in best
     ]
+
+
+def uuid_or_none(raw: str) -> uuid.UUID | None:
+    """An id of a row keyed by a UUID, or None for text that is none (it names no row, like a missing one)."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        return None
 
 
 def present(**values: Any) -> dict[str, Any]:

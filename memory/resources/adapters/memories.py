@@ -29,6 +29,7 @@ from memory.resources.adapters.common import (
     match_rows,
     present,
     stamp,
+    uuid_or_none,
 )
 from memory.resources.sources import (
     Candidate,
@@ -138,7 +139,7 @@ class MemorySource(TableSource):
     def fetch(self, session: Session, access: Access, grant: Grant, ids: Sequence[str], *,
               whole: bool = False) -> Mapping[str, SourceRow]:
         del grant, whole  # a memory has no long field
-        parsed = [memory_id for memory_id in map(_uuid, ids) if memory_id is not None]
+        parsed = [memory_id for memory_id in map(uuid_or_none, ids) if memory_id is not None]
         if not parsed:
             return {}
         statement = select(Memory).where(readable_heads(access.principal), Memory.memory_id.in_(parsed))
@@ -152,12 +153,4 @@ class MemorySource(TableSource):
                       confidence=memory.confidence, lineage=LINEAGE)
             for memory in memories
         ]
-
-
-def _uuid(raw: str) -> uuid.UUID | None:
-    """A memory id, or None for text that is none (it names no memory, like a missing one)."""
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        return None
 
