@@ -53,7 +53,7 @@ from workflows.session_commit import SessionCommitSweepWorkflow, SessionCommitWo
 
 logger = logging.getLogger(__name__)
 
-WORKFLOWS = [RebuildProjectionWorkflow, DeletionWorkflow, RetentionSweepWorkflow, ReportTaskWorkflow]
+WORKFLOWS: list[type] = [RebuildProjectionWorkflow, DeletionWorkflow, RetentionSweepWorkflow, ReportTaskWorkflow]
 WORKFLOWS += [EmbedBacklogWorkflow, EmbeddingSweepWorkflow, SessionCommitWorkflow, SessionCommitSweepWorkflow]
 WORKFLOWS += [ScheduledTaskWorkflow, KnowledgeReviewWorkflow]
 

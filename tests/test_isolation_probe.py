@@ -109,6 +109,12 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     ("POST", "/task-schedules/{name}/unpause"): ("schedule", None),
     # Named by the caller: a valid PUT would put the caller's own, so the probe sends a body the parser refuses.
     ("PUT", "/task-schedules/{name}"): ("schedule", {"cron": "0 9 1 1 *"}),
+    ("GET", "/knowledge-candidates/{candidate_id}"): ("candidate", None),
+    # A valid revision: only the author's own candidate is found (alice's candidate does not wait for one anyway).
+    ("PUT", "/knowledge-candidates/{candidate_id}"): ("candidate", {"version": 1, "claim": "probe", "authority": "P1",
+                                                                    "source_refs": ["doc:probe"]}),
+    ("POST", "/knowledge-candidates/{candidate_id}/reviews"): ("candidate", "review"),  # type: ignore[dict-item]
+    ("GET", "/knowledge/{knowledge_id}"): ("knowledge", None),
 }
 
 ROLE_FIRST = {
@@ -125,6 +131,7 @@ ROLE_FIRST = {
     ("DELETE", "/publish-destinations/{name}"),
     ("PUT", "/publish-destinations/{name}"),
     ("PUT", "/task-definitions/{task_type}"),
+    ("POST", "/knowledge-candidates/{candidate_id}/reviews"),
 }
 NOT_404 = {
     # What a stranger's own tenant answers for an agent it has no policy for, real name or random alike.
@@ -138,9 +145,10 @@ BODY_FIRST = {("PUT", "/task-schedules/{name}")}
 """A body refused before any lookup or role check: every caller hears the same 422, real name or random."""
 LISTINGS = {("GET", "/resources/{resource}")}
 """Paths that name a type, not an object: answered 200, with none of alice's records in them (checked below)."""
-TENANT_WIDE = {("GET", "/publish-destinations/{name}"), ("GET", "/task-definitions/{task_type}")}
-"""The tenant's configuration, which every key of the tenant reads (a destination, a task type): a colleague sees
-the real one (a random name is still a 404); another tenant's is a missing one."""
+TENANT_WIDE = {("GET", "/publish-destinations/{name}"), ("GET", "/task-definitions/{task_type}"),
+               ("GET", "/knowledge/{knowledge_id}")}
+"""What every key of the tenant reads (a destination, a task type, published knowledge): a colleague sees the real
+one (a random name is still a 404); another tenant's is a missing one."""
 EXPECTED = {
     "stranger": {route: 200 if route in LISTINGS else NOT_404.get(route, 404) for route in ROUTES},
     "colleague": {route: 200 if route in LISTINGS | TENANT_WIDE else 403 if route in ROLE_FIRST
@@ -223,6 +231,14 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     schedule = {"task_type": "monthly-report", "goal": {"month": "2026-06", "currency": "CNY"}, "cron": "0 9 1 1 *",
                 "timezone": "UTC"}
     assert api.put("/task-schedules/alice-monthly", json=schedule, headers=auth(alice)).status_code == 201
+    pending = _candidate(api, alice, "alice's pending claim")
+    reviewer = make_key(tenant=tenant_a, user="kim", roles=("knowledge_reviewer",))
+    approved_claim = _candidate(api, alice, "alice's published claim")
+    review = {"decision": "approve", "content_sha256": approved_claim["content_sha256"],
+              "state_version": approved_claim["state_version"]}
+    item = api.post(f"/knowledge-candidates/{approved_claim['candidate_id']}/reviews", json=review,
+                    headers=auth(reviewer))
+    assert item.status_code == 200, item.text
     return World(
         ids={
             "memory": {"memory_id": memory.json()["memory_id"]},
@@ -241,6 +257,9 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
             "destination": {"name": "board"},
             "definition": {"task_type": "alice-digest"},
             "schedule": {"name": "alice-monthly"},
+            "candidate": {"candidate_id": pending["candidate_id"], "sha256": pending["content_sha256"],
+                          "state_version": str(pending["state_version"])},
+            "knowledge": {"knowledge_id": item.json()["knowledge"]["knowledge_id"]},
         },
         alice=alice,
         admin=admin,
@@ -248,6 +267,14 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
         stranger=make_key(tenant=tenant_b, user="alice", roles=EVERY_ROLE),
         colleague=make_key(tenant=tenant_a, user="bob", roles=()),
     )
+
+
+def _candidate(api: TestClient, author: str, claim: str) -> dict[str, Any]:
+    body = {"key": claim.replace(" ", "-").replace("'", ""), "claim": claim, "authority": "P1",
+            "source_refs": ["doc:probe"]}
+    created = api.post("/knowledge-candidates", json=body, headers=auth(author))
+    assert created.status_code == 201, created.text
+    return dict(api.get(f"/knowledge-candidates/{created.json()['candidate_id']}", headers=auth(author)).json())
 
 
 def _random_ids(ids: dict[str, str]) -> dict[str, str]:
@@ -266,6 +293,8 @@ def _random_ids(ids: dict[str, str]) -> dict[str, str]:
 def _call(api: TestClient, key: str, method: str, path: str, ids: dict[str, str], body: Any) -> tuple[int, str]:
     if body == "approval":
         body = {"decision": "approve", "artifact_sha256": ids["sha256"], "state_version": int(ids["state_version"])}
+    if body == "review":
+        body = {"decision": "approve", "content_sha256": ids["sha256"], "state_version": int(ids["state_version"])}
     response = api.request(method, path.format(**ids), json=body, headers=auth(key))
     payload = response.json()
     payload.get("error", {}).pop("request_id", None)
@@ -315,3 +344,6 @@ def test_the_probes_changed_nothing(api: TestClient, world: World) -> None:
     assert [version["version"] for version in digest["versions"]] == ["1"]
     schedule = api.get("/task-schedules/alice-monthly", headers=auth(world.alice)).json()
     assert schedule["paused"] is False and schedule["updated_at"] == schedule["created_at"]
+    pending = api.get(f"/knowledge-candidates/{world.ids['candidate']['candidate_id']}", headers=auth(world.alice))
+    assert pending.json()["status"] == "PENDING_REVIEW"
+    assert str(pending.json()["state_version"]) == world.ids["candidate"]["state_version"]

@@ -100,6 +100,12 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     "PUT /task-schedules/{name}": {"invalid_schedule_name", "invalid_cron", "invalid_timezone", "schedule_refused",
                                    "unknown_placeholder", "invalid_value", "missing_field", "unknown_field",
                                    "invalid_type", "unsupported_currency", "invalid_character"},
+    # A candidate's rules between fields (a claim or an incident, a PROJECT scope's project_id, a skill's name), the
+    # shapes of keys, source refs and times (plain strings in the schema): every problem by path, one code. And a
+    # NUL inside evidence or an incident, open objects.
+    "POST /knowledge-candidates": {"knowledge_candidate_invalid", "invalid_character"},
+    "PUT /knowledge-candidates/{candidate_id}": {"knowledge_candidate_invalid", "invalid_character"},
+    "POST /knowledge-candidates/{candidate_id}/reviews": {"reason_required"},
 }
 """422s on schema-valid requests that are the product's rules, per operation, by error code."""
 

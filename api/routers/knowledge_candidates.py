@@ -8,7 +8,6 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Query, Response, status
 
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, TemporalSource
-from api.errors import Refused
 from api.schemas.common import replay_of
 from api.schemas.knowledge import (
     CANDIDATE_SCHEMA,
@@ -20,7 +19,6 @@ from api.schemas.knowledge import (
     ReviewOut,
 )
 from api.services import knowledge
-from memory.errors import InvalidInput
 from workflows.knowledge_review import ReviewPolicy
 
 router = APIRouter(tags=["knowledge"])
@@ -39,10 +37,7 @@ async def propose(body: Annotated[dict[str, Any], Body()], principal: CurrentPri
     """Propose knowledge: redacted, compared with published knowledge (409 ``knowledge_already_published`` for an
     exact copy), PENDING_REVIEW until a knowledge reviewer decides; its review workflow starts now."""
     policy = ReviewPolicy(settings.knowledge_review_deadline_seconds, settings.knowledge_review_reminder_seconds)
-    try:
-        proposed = await knowledge.create(temporal, engine, settings.task_queue, policy, principal, body)
-    except InvalidInput as exc:
-        raise Refused.of(exc) from None
+    proposed = await knowledge.create(temporal, engine, settings.task_queue, policy, principal, body)
     if not proposed.created:
         response.status_code = status.HTTP_200_OK
     return CandidateCreatedOut.model_validate(CandidateOut.of(proposed.candidate).model_dump(by_alias=True))
@@ -70,10 +65,7 @@ async def revise(candidate_id: str, body: Annotated[dict[str, Any], Body()], pri
                  engine: EngineDep, temporal: TemporalSource) -> CandidateOut:
     """The author's new content after ``request_changes`` (``version`` names the one revised; else 409
     ``version_conflict``): version + 1, back to PENDING_REVIEW."""
-    try:
-        return await knowledge.revise(temporal, engine, principal, candidate_id, body)
-    except InvalidInput as exc:
-        raise Refused.of(exc) from None
+    return await knowledge.revise(temporal, engine, principal, candidate_id, body)
 
 
 @router.post("/knowledge-candidates/{candidate_id}/reviews", response_model=ReviewOut)

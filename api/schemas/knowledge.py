@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
-from api.schemas.common import StrictRequest
+from api.schemas.common import MAX_SAFE_INTEGER, Integer, StrictRequest
+from api.schemas.tasks import SHA256, Reason
 from memory.knowledge.content import MAX_CLAIM_CHARS
 from memory.knowledge.models import KnowledgeCandidate, KnowledgeItem
 
@@ -17,6 +18,7 @@ CANDIDATE_SCHEMA: dict[str, Any] = {
                    "person before anyone recalls it. Every problem is named by path in details.problems "
                    "(422 knowledge_candidate_invalid)",
     "required": ["authority", "source_refs"],
+    "additionalProperties": False,
     "properties": {
         "key": {"type": "string", "examples": ["report.publish_policy"]},
         "claim": {"type": "string", "maxLength": MAX_CLAIM_CHARS},
@@ -27,7 +29,9 @@ CANDIDATE_SCHEMA: dict[str, Any] = {
         "evidence": {"type": "array", "items": {"type": "object"}},
         "validity": {"type": "object", "properties": {"from": {"type": "string"}, "to": {"type": "string"}}},
         "structured": {"type": "object", "description": "An incident: kind, symptom, root_cause, fix, ..."},
-        "supersedes": {"type": "string", "format": "uuid"},
+        "supersedes": {"type": "string", "format": "uuid", "description": "The item (knowledge_id) it replaces"},
+        "target": {"type": "string", "enum": ["knowledge", "skill"]},
+        "skill_name": {"type": "string", "description": "The skill a change of target skill is for"},
         "idempotency_key": {"type": "string", "maxLength": 200,
                             "description": "The same key again answers the first candidate (another body: 409)"},
     },
@@ -37,7 +41,7 @@ REVISION_SCHEMA: dict[str, Any] = {
     "description": "The author's whole new content after request_changes, with the version it revises",
     "required": ["version", *CANDIDATE_SCHEMA["required"]],
     "properties": {**{k: v for k, v in CANDIDATE_SCHEMA["properties"].items() if k != "idempotency_key"},
-                   "version": {"type": "integer", "minimum": 1}},
+                   "version": {"type": "integer", "minimum": 1, "maximum": MAX_SAFE_INTEGER}},
 }
 
 
@@ -113,11 +117,14 @@ class CandidateListOut(BaseModel):
 
 class ReviewIn(StrictRequest):
     decision: Literal["approve", "reject", "request_changes"]
-    content_sha256: Annotated[str, Field(min_length=64, max_length=64, description="The hash you reviewed")]
-    state_version: Annotated[int, Field(ge=1, description="The state_version you reviewed")]
-    reason: Annotated[str | None, Field(default=None, max_length=2_000,
-                                        description="Needed to reject or request changes; redacted before it is "
-                                                    "stored")] = None
+    content_sha256: SHA256 = Field(description="The content_sha256 you reviewed")
+    state_version: Integer = Field(ge=1, le=MAX_SAFE_INTEGER, description="The state_version you reviewed")
+    reason: Reason | None = Field(default=None, description="Needed to reject or request changes; redacted before "
+                                                            "it is stored")
+
+
+REVISED_VERSION: TypeAdapter[int] = TypeAdapter(Annotated[Integer, Field(ge=1, le=MAX_SAFE_INTEGER)])
+"""The ``version`` a revision names (beside the candidate's content in one body)."""
 
 
 class KnowledgeItemOut(BaseModel):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Engine, select
 from starlette.concurrency import run_in_threadpool
 from temporalio.client import Client
@@ -21,6 +22,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from api.schemas.knowledge import (
+    REVISED_VERSION,
     CandidateListOut,
     CandidateOut,
     KnowledgeItemOut,
@@ -120,8 +122,9 @@ async def create(temporal: ClientSource, engine: Engine, task_queue: str, policy
                  principal: PrincipalContext, body: dict[str, Any]) -> Proposed:
     content, key = split_body(body, "idempotency_key")
     if key is not None and (not isinstance(key, str) or not 0 < len(key) <= 200):
-        raise InvalidInput("idempotency_key must be a string of 1 to 200 characters", code="invalid_idempotency_key",
-                           details={"field": "idempotency_key"})
+        problem = "must be a string of 1 to 200 characters"
+        raise InvalidInput(f"idempotency_key {problem}", code="knowledge_candidate_invalid",
+                           details={"problems": {"idempotency_key": problem}})
     return await open_and_review(temporal, engine, task_queue, policy, author_of(principal),
                                  parse_proposal(content), idempotency_key=key)
 
@@ -194,10 +197,13 @@ def show_knowledge(engine: Engine, principal: PrincipalContext, knowledge_id: st
 async def revise(temporal: ClientSource, engine: Engine, principal: PrincipalContext, candidate_id: str,
                  body: dict[str, Any]) -> CandidateOut:
     """The author's new content after ``request_changes``; the review workflow learns its hash and version."""
-    content, version = split_body(body, "version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+    content, raw_version = split_body(body, "version")
+    try:
+        version = REVISED_VERSION.validate_python(raw_version)
+    except ValidationError:
         raise InvalidInput("name the version you revise: version (an integer, from GET /knowledge-candidates/{id})",
-                           code="knowledge_candidate_invalid", details={"field": "version"})
+                           code="knowledge_candidate_invalid", details={"problems": {"version": "must be an integer"}}
+                           ) from None
     proposal = parse_proposal(content)
     parsed = candidate_id_of(candidate_id)
 
