@@ -36,8 +36,7 @@ class ReviewRef:
 
 @dataclass(frozen=True)
 class ApplyReviewInput:
-    tenant_id: str
-    candidate_id: str
+    ref: ReviewRef
     request: ReviewRequest
 
 
@@ -55,8 +54,7 @@ class ReviewOutcome:
 
 @dataclass(frozen=True)
 class KnowledgeReminderInput:
-    tenant_id: str
-    candidate_id: str
+    ref: ReviewRef
     number: int
 
 
@@ -78,8 +76,8 @@ class KnowledgeActivities:
     def apply_review(self, req: ApplyReviewInput) -> ReviewOutcome:
         """Apply the decision with the row's state_version check; an approval is embedded first."""
         vector = self._vector(req) if req.request.decision == "approve" else None
-        with self._tx(req.tenant_id) as session:
-            decided = review.decide(session, req.tenant_id, uuid.UUID(req.candidate_id), req.request,
+        with self._tx(req.ref.tenant_id) as session:
+            decided = review.decide(session, req.ref.tenant_id, uuid.UUID(req.ref.candidate_id), req.request,
                                     datetime.now(UTC), vector)
             item = decided.item
             return ReviewOutcome(
@@ -91,8 +89,8 @@ class KnowledgeActivities:
     def _vector(self, req: ApplyReviewInput) -> Vector | None:
         if self.embedder is None:
             return None
-        with self._tx(req.tenant_id) as session:
-            candidate = get_candidate(session, req.tenant_id, uuid.UUID(req.candidate_id))
+        with self._tx(req.ref.tenant_id) as session:
+            candidate = get_candidate(session, req.ref.tenant_id, uuid.UUID(req.ref.candidate_id))
             text = searchable_text(candidate.claim, candidate.structured, candidate.key)
         model = self.embedder()
         return Vector(model.embed([text])[0], model.name)
@@ -106,6 +104,6 @@ class KnowledgeActivities:
     @activity.defn(name="knowledge_deliver_reminder")
     def deliver_reminder(self, req: KnowledgeReminderInput) -> str:
         """``delivered``, or ``skipped``: no webhook, or the candidate no longer waits for a review."""
-        with self._tx(req.tenant_id) as session:
-            message = review.reminder(session, req.tenant_id, uuid.UUID(req.candidate_id), req.number)
+        with self._tx(req.ref.tenant_id) as session:
+            message = review.reminder(session, req.ref.tenant_id, uuid.UUID(req.ref.candidate_id), req.number)
         return deliver(message, self.webhook_allowed)

@@ -12,7 +12,7 @@ The history holds ids, hashes, versions, roles, decisions and redacted reasons: 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from memory.knowledge import review
     from memory.knowledge.candidates import CandidateStatus
     from memory.knowledge.review import ReviewRequest, ReviewState
+    from workflows.report_task import ApprovalPolicy
     from workflows.task_support import DELIVERY_RETRY, WRITE_OPTIONS, refuse
 
 WORKFLOW_NAME = "KnowledgeReview"
@@ -40,19 +41,14 @@ def workflow_id(tenant_id: str, candidate_id: str) -> str:
 
 
 @dataclass(frozen=True)
-class ReviewPolicy:
-    deadline_seconds: float = 7 * 24 * 3600
-    reminder_every_seconds: float = 24 * 3600
-
-
-@dataclass(frozen=True)
 class KnowledgeReviewInput:
     tenant_id: str
     state: ReviewState
     """The candidate as it opened (ids, hash, versions, author): the validator judges against it from the start."""
     opened_at: str
     """ISO instant the candidate opened: the deadline and reminders count from it."""
-    policy: ReviewPolicy = field(default_factory=ReviewPolicy)
+    policy: ApprovalPolicy
+    """A review waits like a task's approval: a deadline, and a reminder every period until it."""
 
 
 @dataclass(frozen=True)
@@ -103,8 +99,7 @@ class KnowledgeReviewWorkflow:
     def _remind(self, number: int, within_seconds: float) -> None:
         """Beside the wait (a slow receiver never delays a decision); a failed delivery is the receiver's loss."""
         delivery = workflow.start_activity_method(
-            KnowledgeActivities.deliver_reminder, KnowledgeReminderInput(self._ref.tenant_id, self._ref.candidate_id,
-                                                                        number),
+            KnowledgeActivities.deliver_reminder, KnowledgeReminderInput(self._ref, number),
             start_to_close_timeout=timedelta(seconds=30), schedule_to_close_timeout=timedelta(seconds=within_seconds),
             retry_policy=DELIVERY_RETRY,
         )
@@ -124,7 +119,7 @@ class KnowledgeReviewWorkflow:
                 try:
                     outcome = await workflow.execute_activity_method(
                         KnowledgeActivities.apply_review,
-                        ApplyReviewInput(self._ref.tenant_id, self._ref.candidate_id, request), **WRITE_OPTIONS)
+                        ApplyReviewInput(self._ref, request), **WRITE_OPTIONS)
                 except ActivityError as exc:
                     cause = exc.cause
                     if isinstance(cause, ApplicationError):

@@ -19,7 +19,7 @@ from api.schemas.knowledge import (
     ReviewOut,
 )
 from api.services import knowledge
-from workflows.knowledge_review import ReviewPolicy
+from workflows.report_task import ApprovalPolicy
 
 router = APIRouter(tags=["knowledge"])
 Status = Literal["PENDING_REVIEW", "CHANGES_REQUESTED", "APPROVED", "REJECTED", "WITHDRAWN", "EXPIRED"]
@@ -36,7 +36,7 @@ async def propose(body: Annotated[dict[str, Any], Body()], principal: CurrentPri
                   settings: SettingsDep, temporal: TemporalSource, response: Response) -> CandidateCreatedOut:
     """Propose knowledge: redacted, compared with published knowledge (409 ``knowledge_already_published`` for an
     exact copy), PENDING_REVIEW until a knowledge reviewer decides; its review workflow starts now."""
-    policy = ReviewPolicy(settings.knowledge_review_deadline_seconds, settings.knowledge_review_reminder_seconds)
+    policy = ApprovalPolicy(settings.knowledge_review_deadline_seconds, settings.knowledge_review_reminder_seconds)
     proposed = await knowledge.create(temporal, engine, settings.task_queue, policy, principal, body)
     if not proposed.created:
         response.status_code = status.HTTP_200_OK

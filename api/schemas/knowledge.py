@@ -65,10 +65,9 @@ class CandidateCreatedOut(BaseModel):
     conflicts: list[dict[str, Any]]
 
 
-class CandidateOut(CandidateCreatedOut):
-    """Everything a reviewer sees: the content, what was redacted, duplicates and conflicts, the deadline."""
+class Content(BaseModel):
+    """What a candidate proposes and an item publishes."""
 
-    state_version: int
     key: str | None
     claim: str
     structured: dict[str, Any] | None
@@ -77,6 +76,19 @@ class CandidateOut(CandidateCreatedOut):
     source_refs: list[str]
     evidence: list[dict[str, Any]]
     validity: Validity
+
+    @staticmethod
+    def fields_of(row: KnowledgeCandidate | KnowledgeItem) -> dict[str, Any]:
+        return {"key": row.key, "claim": row.claim, "structured": row.structured, "authority": row.authority,
+                "scope": Scope(type=row.scope_type, project_id=row.project_id),
+                "source_refs": list(row.source_refs), "evidence": row.evidence,
+                "validity": Validity.model_validate({"from": row.valid_from, "to": row.valid_to})}
+
+
+class CandidateOut(Content, CandidateCreatedOut):
+    """Everything a reviewer sees: the content, what was redacted, duplicates and conflicts, the deadline."""
+
+    state_version: int
     supersedes: str | None
     target: str
     skill_name: str | None
@@ -97,12 +109,10 @@ class CandidateOut(CandidateCreatedOut):
     @classmethod
     def of(cls, c: KnowledgeCandidate) -> CandidateOut:
         return cls(
-            candidate_id=str(c.candidate_id), status=c.status, version=c.version, state_version=c.state_version,
-            content_sha256=c.content_sha256, redactions=c.redactions, duplicates=c.duplicates, conflicts=c.conflicts,
-            key=c.key, claim=c.claim, structured=c.structured, authority=c.authority,
-            scope=Scope(type=c.scope_type, project_id=c.project_id), source_refs=list(c.source_refs),
-            evidence=c.evidence, validity=Validity.model_validate({"from": c.valid_from, "to": c.valid_to}),
-            supersedes=str(c.supersedes) if c.supersedes else None, target=c.target, skill_name=c.skill_name,
+            **Content.fields_of(c), candidate_id=str(c.candidate_id), status=c.status, version=c.version,
+            state_version=c.state_version, content_sha256=c.content_sha256, redactions=c.redactions,
+            duplicates=c.duplicates, conflicts=c.conflicts, supersedes=str(c.supersedes) if c.supersedes else None,
+            target=c.target, skill_name=c.skill_name,
             origin=c.origin, author_user_id=c.author_user_id, author_agent_id=c.author_agent_id,
             review_deadline=c.review_deadline, reminders_sent=c.reminders_sent, decision=c.decision,
             decision_reason=c.decision_reason, decided_by=c.decided_by, decided_at=c.decided_at,
@@ -127,18 +137,10 @@ REVISED_VERSION: TypeAdapter[int] = TypeAdapter(Annotated[Integer, Field(ge=1, l
 """The ``version`` a revision names (beside the candidate's content in one body)."""
 
 
-class KnowledgeItemOut(BaseModel):
+class KnowledgeItemOut(Content):
     knowledge_id: str
     version: int
     status: str
-    key: str | None
-    claim: str
-    structured: dict[str, Any] | None
-    authority: str
-    scope: Scope
-    source_refs: list[str]
-    evidence: list[dict[str, Any]]
-    validity: Validity
     candidate_id: str
     author_user_id: str
     reviewer_user_id: str
@@ -151,10 +153,7 @@ class KnowledgeItemOut(BaseModel):
     @classmethod
     def of(cls, i: KnowledgeItem) -> KnowledgeItemOut:
         return cls(
-            knowledge_id=str(i.knowledge_id), version=i.version, status=i.status, key=i.key, claim=i.claim,
-            structured=i.structured, authority=i.authority, scope=Scope(type=i.scope_type, project_id=i.project_id),
-            source_refs=list(i.source_refs), evidence=i.evidence,
-            validity=Validity.model_validate({"from": i.valid_from, "to": i.valid_to}),
+            **Content.fields_of(i), knowledge_id=str(i.knowledge_id), version=i.version, status=i.status,
             candidate_id=str(i.candidate_id), author_user_id=i.author_user_id, reviewer_user_id=i.reviewer_user_id,
             published_at=i.published_at, supersedes_version=i.supersedes_version, content_sha256=i.content_sha256,
             withdrawn_reason=i.withdrawn_reason, embedding_model=i.embedding_model,

@@ -47,10 +47,10 @@ from workflows.fairness import tenant_priority
 from workflows.knowledge_review import (
     KnowledgeReviewInput,
     KnowledgeReviewWorkflow,
-    ReviewPolicy,
     Revised,
     workflow_id,
 )
+from workflows.report_task import ApprovalPolicy
 
 LIST_LIMIT = 200
 
@@ -81,7 +81,7 @@ def split_body(body: dict[str, Any], field: str) -> tuple[dict[str, Any], Any]:
 
 
 async def open_and_review(
-    temporal: ClientSource, engine: Engine, task_queue: str, policy: ReviewPolicy, author: Author,
+    temporal: ClientSource, engine: Engine, task_queue: str, policy: ApprovalPolicy, author: Author,
     proposal: Proposal, *, idempotency_key: str | None = None,
 ) -> Proposed:
     """Open a candidate (deadline = now + the policy's) and start its review workflow. Idempotent: the same key
@@ -101,7 +101,7 @@ async def open_and_review(
     return proposed
 
 
-async def start_review(client: Client, task_queue: str, candidate: KnowledgeCandidate, policy: ReviewPolicy) -> None:
+async def start_review(client: Client, task_queue: str, candidate: KnowledgeCandidate, policy: ApprovalPolicy) -> None:
     """The candidate's review workflow, started once (a second start of the same id changes nothing)."""
     inp = KnowledgeReviewInput(candidate.tenant_id, review.state_of(candidate), candidate.created_at.isoformat(),
                                policy)
@@ -118,7 +118,7 @@ async def start_review(client: Client, task_queue: str, candidate: KnowledgeCand
         raise TemporalUnavailable(f"Temporal could not start the review: {exc.message}") from exc
 
 
-async def create(temporal: ClientSource, engine: Engine, task_queue: str, policy: ReviewPolicy,
+async def create(temporal: ClientSource, engine: Engine, task_queue: str, policy: ApprovalPolicy,
                  principal: PrincipalContext, body: dict[str, Any]) -> Proposed:
     content, key = split_body(body, "idempotency_key")
     if key is not None and (not isinstance(key, str) or not 0 < len(key) <= 200):
