@@ -46,6 +46,10 @@ COMMANDS: list[tuple[str, ...]] = [
     ("policy", "set", "agent-1", "crm.contact", "--operations", "read", "--fields", "/name"),
     ("policy", "list", "agent-1"),
     ("policy", "delete", "agent-1", "crm.contact"),
+    ("knowledge", "list"),
+    ("knowledge", "show", "c-1"),
+    ("knowledge", "review", "c-1", "--decision", "approve", "--sha", "abc", "--version", "3"),
+    ("knowledge", "propose", A_JSON_FILE),
 ]
 """Each command with the arguments it requires: the words a person types before the connection options."""
 
@@ -86,7 +90,7 @@ def _leaves(node: Any, named: tuple[str, ...]) -> set[tuple[str, ...]]:
 def test_the_table_names_every_api_client_command() -> None:
     root: Any = typer.main.get_command(app)
     listed = {_name(words) for words in COMMANDS}
-    groups = ("task", "session", "policy")
+    groups = ("task", "session", "policy", "knowledge")
     assert listed == {leaf for group in groups for leaf in _leaves(root.commands[group], (group,))}
 
 

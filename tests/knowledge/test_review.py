@@ -8,20 +8,23 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 from temporalio.api.history.v1 import History
+from typer.testing import CliRunner, Result
 
+from api.cli.app import app
 from api.main import create_app
 from api.settings import Settings
 from api.temporal import connect
 from memory.db import tenant_session
 from tests.conftest import MakeKey, auth, poll
 from tests.observability.webhook_standin import webhook_receiver
-from tests.workers import ThreadWorker
+from tests.workers import ThreadWorker, served
 from workflows.knowledge_review import workflow_id
 
 SECRET = "a-webhook-secret-of-some-length"
@@ -294,3 +297,30 @@ def test_nobody_reviews_reminders_reach_the_webhook_then_it_expires(
     assert not any(b"zebracorn" in d.body for d in receiver.deliveries)
     late = review(api, admin, expired)
     assert (late.status_code, code_of(late)) == (409, "knowledge_candidate_closed")
+
+
+def test_the_cli_proposes_shows_and_reviews(own: Settings, team: Team, tmp_path: Path) -> None:
+    file = tmp_path / "claim.json"
+    file.write_text(json.dumps(proposal(f"Finance signs every report; write to {EMAIL}", key="cli.claim")))
+    with served(create_app(own)) as port:
+        def cli(key: str, *args: str) -> Result:
+            return CliRunner().invoke(app, [*args, "--api-url", f"http://127.0.0.1:{port}", "--key", key])
+
+        proposed = cli(team.author, "knowledge", "propose", str(file))
+        assert proposed.exit_code == 0, proposed.output
+        assert "redacted email at claim" in proposed.output and EMAIL not in proposed.output
+        candidate_id = proposed.output.split()[1]
+        listed = cli(team.reviewer, "knowledge", "list", "--status", "PENDING_REVIEW")
+        assert candidate_id in listed.output, listed.output
+        shown = cli(team.reviewer, "knowledge", "show", candidate_id)
+        assert "redacted         email at claim" in shown.output, shown.output
+        view = json.loads(cli(team.reviewer, "knowledge", "show", candidate_id, "--json").output)
+        own_review = cli(team.author, "knowledge", "review", candidate_id, "--decision", "approve",
+                         "--sha", view["content_sha256"], "--version", str(view["state_version"]))
+        assert own_review.exit_code != 0 and "knowledge_self_review" in own_review.output
+        approved = cli(team.reviewer, "knowledge", "review", candidate_id, "--decision", "approve",
+                       "--sha", view["content_sha256"], "--version", str(view["state_version"]))
+        assert approved.exit_code == 0, approved.output
+        assert "status           APPROVED" in approved.output and "published" in approved.output
+        published = cli(team.writer, "knowledge", "list", "--published")
+        assert "cli.claim" in published.output, published.output
