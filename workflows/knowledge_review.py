@@ -110,7 +110,7 @@ class KnowledgeReviewWorkflow:
         """Approve, reject or request changes (validated by :meth:`validate_review`), applied by an activity."""
         key = (request.decision, request.content_sha256)
         recorded = self._decided.get(key)
-        if recorded is not None and recorded[0] == request.user_id:
+        if recorded is not None and review.is_replay(self._state, recorded[0], request.decision, request):
             return recorded[1]
         self._deciding = True
         try:

@@ -114,11 +114,17 @@ def check_request(request: ReviewRequest) -> None:
                            code="reason_required")
 
 
+RESULT = {"approve": CandidateStatus.APPROVED, "reject": CandidateStatus.REJECTED,
+          "request_changes": CandidateStatus.CHANGES_REQUESTED}
+"""The status each decision leaves the candidate in."""
+
+
 def is_replay(candidate: ReviewState | KnowledgeCandidate, decided_by: str | None, decision: str | None,
               request: ReviewRequest) -> bool:
-    """Whether ``request`` repeats the decision its own reviewer already recorded on this content."""
+    """Whether ``request`` repeats the decision its own reviewer already recorded on this content, which still
+    stands (a revision back to the same content waits for a new decision)."""
     return (decided_by is not None and decided_by == request.user_id and decision == request.decision
-            and candidate.content_sha256 == request.content_sha256)
+            and candidate.content_sha256 == request.content_sha256 and candidate.status == RESULT.get(decision))
 
 
 def check_review(state: ReviewState, request: ReviewRequest) -> None:
