@@ -24,7 +24,7 @@ from api.temporal import connect
 from memory.db import tenant_session
 from tests.conftest import MakeKey, auth, poll
 from tests.observability.webhook_standin import webhook_receiver
-from tests.workers import ThreadWorker, served
+from tests.workers import api_with_worker, served
 from workflows.knowledge_review import workflow_id
 
 SECRET = "a-webhook-secret-of-some-length"
@@ -32,20 +32,17 @@ PHONE, EMAIL, OTHER_PHONE = "13800138000", "wang.fang@example.com", "+1 415 555 
 
 
 @pytest.fixture(scope="module")
-def own(settings: Settings, engine: Engine) -> Iterator[Settings]:
-    """A task queue of the module's own, its worker allowed to reach the loopback webhook stand-in."""
-    own = settings.model_copy(update={"task_queue": f"kreview-{uuid.uuid4().hex[:8]}",
-                                      "webhook_allowed_hosts": "127.0.0.1"})
-    worker = ThreadWorker(own, engine, own.task_queue, artifacts=own.artifact_root(engine),
-                          webhook_allowed=own.webhook_allow_list()).start()
-    yield own
-    worker.stop()
+def api(settings: Settings, engine: Engine) -> Iterator[TestClient]:
+    """An API and worker of the module's own, allowed to reach the loopback webhook stand-in."""
+    with api_with_worker(settings, engine, "kreview", webhook_allowed_hosts="127.0.0.1") as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
-def api(own: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(own)) as client:
-        yield client
+def own(api: TestClient) -> Settings:
+    """The settings of the module's API and worker."""
+    settings: Settings = api.app.state.settings  # type: ignore[attr-defined]
+    return settings
 
 
 @dataclass(frozen=True)
