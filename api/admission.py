@@ -101,6 +101,9 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/tasks/{task_id}/attempts/{attempt_id}/complete"): "write",
     ("POST", "/tasks/{task_id}/attempts/{attempt_id}/fail"): "write",
     ("PUT", "/task-schedules/{name}"): "write",  # checks the goal as POST /tasks does, then writes to Temporal
+    ("POST", "/knowledge-candidates"): "workflow",  # redacts, compares with published knowledge, starts a review
+    ("PUT", "/knowledge-candidates/{candidate_id}"): "write",
+    ("POST", "/knowledge-candidates/{candidate_id}/reviews"): "write",  # an approval embeds and publishes
 }
 """(method, route path) -> cost class: the one place that says which requests are expensive."""
 

@@ -27,6 +27,8 @@ from api.routers import (
     deletions,
     events,
     health,
+    knowledge,
+    knowledge_candidates,
     memories,
     policies,
     publish_destinations,
@@ -115,6 +117,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(task_attempts.router)
     app.include_router(task_schedules.router)
     app.include_router(skills.router)
+    app.include_router(knowledge_candidates.router)
+    app.include_router(knowledge.router)
     app.include_router(recall.router)
     app.include_router(policies.router)
     app.include_router(sessions.router)

@@ -214,6 +214,15 @@ class Settings(ModelSettings):
         description="Host names, addresses or CIDR networks (comma-separated) the tenant webhook may reach although"
         " they are not public, e.g. `hooks.internal,10.20.0.0/16`; empty: public addresses only",
     )
+    knowledge_review_deadline_seconds: float = Field(
+        default=7 * 24 * 3600, gt=0, le=365 * 24 * 3600,
+        description="A knowledge candidate nobody reviewed this long after it opened becomes EXPIRED",
+    )
+    knowledge_review_reminder_seconds: float = Field(
+        default=24 * 3600, gt=0, le=365 * 24 * 3600,
+        description="While a knowledge candidate waits for a reviewer, a reminder goes to the tenant's webhook this "
+        "often",
+    )
     deletion_faults: str = Field(
         default="", description="Fault injection for drills, e.g. hang-after-first-batch:primary_memories"
     )

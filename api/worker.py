@@ -15,6 +15,7 @@ from temporalio.worker import Worker
 
 from activities.deletion import DeletionActivities, FaultPlan
 from activities.embedding import EmbeddingActivities
+from activities.knowledge import KnowledgeActivities
 from activities.projection import ProjectionActivities
 from activities.retention import RetentionActivities
 from activities.sessions import SessionActivities
@@ -43,6 +44,7 @@ from memory.sessions.policy import CommitPolicy
 from memory.tasks import registry
 from workflows.deletion import DeletionWorkflow
 from workflows.embedding import EmbedBacklogWorkflow, EmbeddingSweepWorkflow
+from workflows.knowledge_review import KnowledgeReviewWorkflow
 from workflows.projection import RebuildProjectionWorkflow
 from workflows.report_task import ReportTaskWorkflow
 from workflows.retention import RetentionSweepWorkflow
@@ -51,9 +53,9 @@ from workflows.session_commit import SessionCommitSweepWorkflow, SessionCommitWo
 
 logger = logging.getLogger(__name__)
 
-WORKFLOWS = [RebuildProjectionWorkflow, DeletionWorkflow, RetentionSweepWorkflow, ReportTaskWorkflow]
+WORKFLOWS: list[type] = [RebuildProjectionWorkflow, DeletionWorkflow, RetentionSweepWorkflow, ReportTaskWorkflow]
 WORKFLOWS += [EmbedBacklogWorkflow, EmbeddingSweepWorkflow, SessionCommitWorkflow, SessionCommitSweepWorkflow]
-WORKFLOWS += [ScheduledTaskWorkflow]
+WORKFLOWS += [ScheduledTaskWorkflow, KnowledgeReviewWorkflow]
 
 
 def build_worker(
@@ -91,7 +93,8 @@ def build_worker(
     ``extractor`` is what session commits extract with (default: the rules extractor), at most
     ``extractor_slots`` calls at once; ``commit_policy`` says when idle sessions commit by themselves.
 
-    ``embedder`` fills the vector backlog (default: the ``MNEMO_EMBEDDINGS_*`` model, on first use).
+    ``embedder`` fills the vector backlog and embeds knowledge as it is published (default: the
+    ``MNEMO_EMBEDDINGS_*`` model, on first use).
 
     ``scan_budget`` is each tenant's share of deletion verification (default: :class:`ScanBudget`'s).
 
@@ -110,6 +113,7 @@ def build_worker(
     deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults, artifacts=artifacts,
                                   scan_budget=scan_budget)
     retention = RetentionActivities(engine)
+    embedding = EmbeddingActivities(engine, embedder)
     tasks = TaskActivities(
         engine, artifacts, destinations=destinations or default_destinations(engine, artifacts, publish_fault),
         faults=task_faults, webhook_allowed=webhook_allowed, llm=llm,
@@ -129,7 +133,8 @@ def build_worker(
             *TenantActivities(engine).all(),
             *tasks.all(),
             *ScheduleActivities(engine).all(),
-            *EmbeddingActivities(engine, embedder).all(),
+            *embedding.all(),
+            *KnowledgeActivities(engine, lambda: embedding.embedder, webhook_allowed).all(),
             *SessionActivities(engine, extractor or RulesExtractor(), extractor_slots, commit_policy).all(),
         ],
         activity_executor=executor,

@@ -64,6 +64,8 @@ class Role(StrEnum):
     """An external (MCP) client's key: it reads the public resource catalog only (memory.resources.catalog)."""
     AGENT_RUNTIME = "agent_runtime"
     """The trusted runtime that registers an agent's runs (memory.resources.runs); its reads must name a run."""
+    KNOWLEDGE_REVIEWER = "knowledge_reviewer"
+    """A person who approves, rejects or sends back knowledge candidates (memory.knowledge.review)."""
 
 
 DEV_ADMIN_ROLES = tuple(role for role in Role if role is not Role.PUBLIC_CLIENT)

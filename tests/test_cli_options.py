@@ -51,6 +51,10 @@ COMMANDS: list[tuple[str, ...]] = [
     ("skills", "push", SKILL_DIR, "--space", "tenant"),
     ("skills", "list"),
     ("skills", "show", "monthly-report"),
+    ("knowledge", "list"),
+    ("knowledge", "show", "c-1"),
+    ("knowledge", "review", "c-1", "--decision", "approve", "--sha", "abc", "--version", "3"),
+    ("knowledge", "propose", A_JSON_FILE),
 ]
 """Each command with the arguments it requires: the words a person types before the connection options."""
 
@@ -91,7 +95,7 @@ def _leaves(node: Any, named: tuple[str, ...]) -> set[tuple[str, ...]]:
 def test_the_table_names_every_api_client_command() -> None:
     root: Any = typer.main.get_command(app)
     listed = {_name(words) for words in COMMANDS}
-    groups = ("task", "session", "policy", "skills")
+    groups = ("task", "session", "policy", "skills", "knowledge")
     assert listed == {leaf for group in groups for leaf in _leaves(root.commands[group], (group,))}
 
 

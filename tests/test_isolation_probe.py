@@ -111,6 +111,12 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     ("PUT", "/task-schedules/{name}"): ("schedule", {"cron": "0 9 1 1 *"}),
     ("GET", "/skills/{name}"): ("skill", None),
     ("GET", "/skills/{name}/versions"): ("skill", None),
+    ("GET", "/knowledge-candidates/{candidate_id}"): ("candidate", None),
+    # A valid revision: only the author's own candidate is found (alice's candidate does not wait for one anyway).
+    ("PUT", "/knowledge-candidates/{candidate_id}"): ("candidate", {"version": 1, "claim": "probe", "authority": "P1",
+                                                                    "source_refs": ["doc:probe"]}),
+    ("POST", "/knowledge-candidates/{candidate_id}/reviews"): ("candidate", "review"),  # type: ignore[dict-item]
+    ("GET", "/knowledge/{knowledge_id}"): ("knowledge", None),
 }
 
 ROLE_FIRST = {
@@ -127,6 +133,7 @@ ROLE_FIRST = {
     ("DELETE", "/publish-destinations/{name}"),
     ("PUT", "/publish-destinations/{name}"),
     ("PUT", "/task-definitions/{task_type}"),
+    ("POST", "/knowledge-candidates/{candidate_id}/reviews"),
 }
 NOT_404 = {
     # What a stranger's own tenant answers for an agent it has no policy for, real name or random alike.
@@ -141,9 +148,9 @@ BODY_FIRST = {("PUT", "/task-schedules/{name}")}
 LISTINGS = {("GET", "/resources/{resource}")}
 """Paths that name a type, not an object: answered 200, with none of alice's records in them (checked below)."""
 TENANT_WIDE = {("GET", "/publish-destinations/{name}"), ("GET", "/task-definitions/{task_type}"),
-               ("GET", "/skills/{name}"), ("GET", "/skills/{name}/versions")}
-"""The tenant's configuration, which every key of the tenant reads (a destination, a task type, a skill): a
-colleague sees the real one (a random name is still a 404); another tenant's is a missing one."""
+               ("GET", "/skills/{name}"), ("GET", "/skills/{name}/versions"), ("GET", "/knowledge/{knowledge_id}")}
+"""What every key of the tenant reads (a destination, a task type, a skill, published knowledge): a colleague
+sees the real one (a random name is still a 404); another tenant's is a missing one."""
 EXPECTED = {
     "stranger": {route: 200 if route in LISTINGS else NOT_404.get(route, 404) for route in ROUTES},
     "colleague": {route: 200 if route in LISTINGS | TENANT_WIDE else 403 if route in ROLE_FIRST
@@ -229,6 +236,14 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
     playbook = "---\nname: alice-playbook\nversion: '1'\ndescription: Tenant A's own.\n---\n## Role\nA's.\n"
     pushed = api.post("/skills", json={"space": "TENANT", "files": {"SKILL.md": playbook}}, headers=auth(admin))
     assert pushed.status_code == 201, pushed.text
+    pending = _candidate(api, alice, "alice's pending claim")
+    reviewer = make_key(tenant=tenant_a, user="kim", roles=("knowledge_reviewer",))
+    approved_claim = _candidate(api, alice, "alice's published claim")
+    review = {"decision": "approve", "content_sha256": approved_claim["content_sha256"],
+              "state_version": approved_claim["state_version"]}
+    item = api.post(f"/knowledge-candidates/{approved_claim['candidate_id']}/reviews", json=review,
+                    headers=auth(reviewer))
+    assert item.status_code == 200, item.text
     return World(
         ids={
             "memory": {"memory_id": memory.json()["memory_id"]},
@@ -248,6 +263,9 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
             "definition": {"task_type": "alice-digest"},
             "schedule": {"name": "alice-monthly"},
             "skill": {"name": "alice-playbook"},
+            "candidate": {"candidate_id": pending["candidate_id"], "sha256": pending["content_sha256"],
+                          "state_version": str(pending["state_version"])},
+            "knowledge": {"knowledge_id": item.json()["knowledge"]["knowledge_id"]},
         },
         alice=alice,
         admin=admin,
@@ -255,6 +273,14 @@ def world(api: TestClient, make_key: MakeKey, engine: Engine) -> World:
         stranger=make_key(tenant=tenant_b, user="alice", roles=EVERY_ROLE),
         colleague=make_key(tenant=tenant_a, user="bob", roles=()),
     )
+
+
+def _candidate(api: TestClient, author: str, claim: str) -> dict[str, Any]:
+    body = {"key": claim.replace(" ", "-").replace("'", ""), "claim": claim, "authority": "P1",
+            "source_refs": ["doc:probe"]}
+    created = api.post("/knowledge-candidates", json=body, headers=auth(author))
+    assert created.status_code == 201, created.text
+    return dict(api.get(f"/knowledge-candidates/{created.json()['candidate_id']}", headers=auth(author)).json())
 
 
 def _random_ids(ids: dict[str, str]) -> dict[str, str]:
@@ -273,6 +299,8 @@ def _random_ids(ids: dict[str, str]) -> dict[str, str]:
 def _call(api: TestClient, key: str, method: str, path: str, ids: dict[str, str], body: Any) -> tuple[int, str]:
     if body == "approval":
         body = {"decision": "approve", "artifact_sha256": ids["sha256"], "state_version": int(ids["state_version"])}
+    if body == "review":
+        body = {"decision": "approve", "content_sha256": ids["sha256"], "state_version": int(ids["state_version"])}
     response = api.request(method, path.format(**ids), json=body, headers=auth(key))
     payload = response.json()
     payload.get("error", {}).pop("request_id", None)
@@ -324,3 +352,6 @@ def test_the_probes_changed_nothing(api: TestClient, world: World) -> None:
     assert schedule["paused"] is False and schedule["updated_at"] == schedule["created_at"]
     playbook = api.get("/skills/alice-playbook/versions", headers=auth(world.alice)).json()
     assert [version["version"] for version in playbook["items"]] == [1]
+    pending = api.get(f"/knowledge-candidates/{world.ids['candidate']['candidate_id']}", headers=auth(world.alice))
+    assert pending.json()["status"] == "PENDING_REVIEW"
+    assert str(pending.json()["state_version"]) == world.ids["candidate"]["state_version"]

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate
 
-ROLES = ("", "memory_writer", "approver", "operator", "auditor", "admin")
+ROLES = ("", "memory_writer", "approver", "operator", "auditor", "knowledge_reviewer", "admin")
 ACTIONS = ("create", "confirm", "correct", "expire", "delete")
 W, A, ANY = {"memory_writer", "admin"}, {"admin"}, set(ROLES)
 

@@ -26,7 +26,7 @@ from tests.factories import candidate
 from tests.tasks.conftest import awaiting_approval
 from tests.workers import api_with_worker
 
-ROLES = ("", "memory_writer", "approver", "operator", "auditor", "admin")
+ROLES = ("", "memory_writer", "approver", "operator", "auditor", "knowledge_reviewer", "admin")
 R = ("approver", "operator", "auditor", "admin")  # read any task of the tenant
 SETTLED = {"completed", "blocked_by_retention", "failed_requires_action"}
 DEFINITION = {"version": "1", "goal_schema": {"type": "object"}, "redraft_step": "write", "steps": [
@@ -89,7 +89,20 @@ TABLE: dict[str, dict[str, int]] = {
     "GET /skills":                          {r: 200 for r in ROLES},
     "GET /skills/{name}":                   {r: 200 for r in ROLES},
     "GET /skills/{name}/versions":          {r: 200 for r in ROLES},
+    # Anyone proposes knowledge and reads what is published; a knowledge reviewer (or admin) reads and decides
+    # every candidate, anyone else sees their own only; only its author revises one.
+    "POST /knowledge-candidates":           {r: 201 for r in ROLES},
+    "GET /knowledge-candidates":            {r: 200 for r in ROLES},
+    "GET /knowledge-candidates/{id} (another's)": {**{r: 404 for r in ROLES}, "knowledge_reviewer": 200, "admin": 200},
+    "PUT /knowledge-candidates/{id} (another's)": {r: 404 for r in ROLES},
+    "POST /knowledge-candidates/{id}/reviews": {**{r: 403 for r in ROLES}, "knowledge_reviewer": 409, "admin": 409},
+    "GET /knowledge":                       {r: 200 for r in ROLES},
+    "GET /knowledge/{id} (none such)":      {r: 404 for r in ROLES},
 }
+for _row in TABLE.values():  # knowledge_reviewer holds nothing beyond knowledge: elsewhere it is a key with no role
+    _row.setdefault("knowledge_reviewer", _row[""])
+
+
 def skill(space: str) -> dict[str, Any]:
     """An overlay of the SYSTEM monthly-report skill, new each time (so a push let through is a new version)."""
     text = f"---\nname: monthly-report\nversion: '{uuid.uuid4().hex[:6]}'\n---\n## Strategy\nBe brief.\n"
@@ -107,6 +120,7 @@ class Tenant:
     keys: dict[str, str]
     task: dict[str, Any]
     job_id: str
+    candidate: dict[str, Any]
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +143,14 @@ def tenant(api: TestClient, make_key: MakeKey, engine: Engine) -> Tenant:
     # completing in the background changed it between them (seen once in a full run, under POST /tasks/{id}/resume).
     poll(api, alice, f"/memory-deletions/{job.json()['job_id']}", lambda body: body["status"] == "completed", 90)
     keys = {role: make_key(tenant=name, user=f"user-{role or 'none'}", roles=(role,) if role else ()) for role in ROLES}
-    return Tenant(name, alice, keys, awaiting_approval(api, alice), job.json()["job_id"])
+    proposed = api.post("/knowledge-candidates", json=knowledge("alice's claim"), headers=auth(alice))
+    assert proposed.status_code == 201, proposed.text
+    shown = api.get(f"/knowledge-candidates/{proposed.json()['candidate_id']}", headers=auth(alice)).json()
+    return Tenant(name, alice, keys, awaiting_approval(api, alice), job.json()["job_id"], shown)
+
+
+def knowledge(claim: str) -> dict[str, Any]:
+    return {"key": "matrix.claim", "claim": claim, "authority": "P1", "source_refs": ["doc:matrix"]}
 
 
 def _snapshot(engine: Engine, tenant: str) -> dict[str, Any]:
@@ -146,6 +167,8 @@ def _snapshot(engine: Engine, tenant: str) -> dict[str, Any]:
         "task_definitions": "SELECT task_type, version, body_sha256 FROM task_definitions ORDER BY 1, 2",
         "task_schedules": "SELECT name, owner_user_id, paused, updated_at FROM task_schedules ORDER BY name",
         "skills": "SELECT space, agent_id, name, version FROM skill_versions ORDER BY 1, 2, 3, 4",
+        "knowledge_candidates": "SELECT candidate_id, status, state_version FROM knowledge_candidates ORDER BY 1",
+        "knowledge_items": "SELECT knowledge_id, version, status FROM knowledge_items ORDER BY 1, 2",
     }
     with tenant_session(engine, tenant) as session:
         return {name: [tuple(row) for row in session.execute(text(sql)).all()] for name, sql in queries.items()}
@@ -239,6 +262,20 @@ def _calls(t: Tenant, state: dict[str, str]) -> dict[str, Call]:
         "GET /skills/{name}": lambda api, t, key: api.get("/skills/monthly-report", headers=auth(key)),
         "GET /skills/{name}/versions":
             lambda api, t, key: api.get("/skills/monthly-report/versions", headers=auth(key)),
+        "POST /knowledge-candidates": lambda api, t, key: api.post(
+            "/knowledge-candidates", json=knowledge(f"claim {uuid.uuid4().hex[:8]}"), headers=auth(key)),
+        "GET /knowledge-candidates": lambda api, t, key: api.get("/knowledge-candidates", headers=auth(key)),
+        "GET /knowledge-candidates/{id} (another's)": lambda api, t, key: api.get(
+            f"/knowledge-candidates/{t.candidate['candidate_id']}", headers=auth(key)),
+        "PUT /knowledge-candidates/{id} (another's)": lambda api, t, key: api.put(
+            f"/knowledge-candidates/{t.candidate['candidate_id']}", json={**knowledge("revised"), "version": 1},
+            headers=auth(key)),
+        "POST /knowledge-candidates/{id}/reviews": lambda api, t, key: api.post(
+            f"/knowledge-candidates/{t.candidate['candidate_id']}/reviews",
+            json={"decision": "approve", "content_sha256": "0" * 64, "state_version": t.candidate["state_version"]},
+            headers=auth(key)),
+        "GET /knowledge": lambda api, t, key: api.get("/knowledge", headers=auth(key)),
+        "GET /knowledge/{id} (none such)": lambda api, t, key: api.get(f"/knowledge/{uuid.uuid4()}", headers=auth(key)),
     }
 
 

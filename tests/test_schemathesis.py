@@ -107,6 +107,12 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
                      "duplicate_skill_section", "empty_skill_section", "skill_text_outside_sections", "empty_skill",
                      "invalid_skill_path", "skill_too_large", "skill_base_missing", "agent_required",
                      "agent_not_expected", "invalid_character"},
+    # A candidate's rules between fields (a claim or an incident, a PROJECT scope's project_id, a skill's name), the
+    # shapes of keys, source refs and times (plain strings in the schema): every problem by path, one code. And a
+    # NUL inside evidence or an incident, open objects.
+    "POST /knowledge-candidates": {"knowledge_candidate_invalid", "invalid_character"},
+    "PUT /knowledge-candidates/{candidate_id}": {"knowledge_candidate_invalid", "invalid_character"},
+    "POST /knowledge-candidates/{candidate_id}/reviews": {"reason_required"},
 }
 """422s on schema-valid requests that are the product's rules, per operation, by error code."""
 

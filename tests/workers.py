@@ -86,11 +86,13 @@ class ThreadWorker:
 
 
 @contextmanager
-def api_with_worker(settings: Settings, engine: Engine, name: str) -> Iterator[TestClient]:
+def api_with_worker(settings: Settings, engine: Engine, name: str, **updates: Any) -> Iterator[TestClient]:
     """An API and a real worker on a task queue of their own (``name-xxxxxxxx``): tasks reach an approval
-    and publish, deletions purge, whichever other workers the session runs."""
-    own = settings.model_copy(update={"task_queue": f"{name}-{uuid.uuid4().hex[:8]}"})
-    worker = ThreadWorker(own, engine, own.task_queue, artifacts=own.artifact_root(engine)).start()
+    and publish, deletions purge, whichever other workers the session runs. ``updates``: settings both read
+    (e.g. ``webhook_allowed_hosts``); the app's are ``client.app.state.settings``."""
+    own = settings.model_copy(update={"task_queue": f"{name}-{uuid.uuid4().hex[:8]}", **updates})
+    worker = ThreadWorker(own, engine, own.task_queue, artifacts=own.artifact_root(engine),
+                          webhook_allowed=own.webhook_allow_list()).start()
     try:
         with TestClient(create_app(own)) as client:
             yield client

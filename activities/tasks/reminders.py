@@ -1,4 +1,5 @@
-"""Delivering an approval reminder to the tenant's webhook: one signed POST per attempt, retried by Temporal.
+"""Delivering a reminder (an approval's, a knowledge review's) to the tenant's webhook: one signed POST per
+attempt, retried by Temporal.
 
 What is sent, how it is signed and its idempotency key are :mod:`memory.tasks.reminders`; this adapter
 reads them in one transaction and makes the request outside it. A 2xx delivers; a 408, 429 or 5xx
@@ -23,9 +24,9 @@ from temporalio.exceptions import ApplicationError
 from activities.pinned import send_pinned
 from activities.tasks.base import TaskActivitiesBase, refusal
 from activities.tasks.payloads import ReminderInput
-from memory.egress import HostUnresolvable, checked_target
+from memory.egress import AllowList, HostUnresolvable, checked_target
 from memory.errors import MnemoError
-from memory.tasks.reminders import pending_reminder, signed_headers
+from memory.tasks.reminders import Reminder, pending_reminder, signed_headers
 
 RETRIED_STATUSES = frozenset({408, 429})
 
@@ -36,23 +37,27 @@ class ReminderActivities(TaskActivitiesBase):
         """``delivered``, or ``skipped``: the tenant has no webhook, or the approval was decided meanwhile."""
         with self._tx(req.tenant_id) as session:
             reminder = pending_reminder(session, req.tenant_id, uuid.UUID(req.approval_id), req.number)
-        if reminder is None:
-            return "skipped"
-        try:
-            target = checked_target(reminder.url, self.webhook_allowed)
-        except HostUnresolvable as exc:
-            raise RuntimeError(f"{exc.message}; retrying") from None
-        except MnemoError as exc:
-            raise refusal(exc) from None
-        try:
-            response = send_pinned(target, "POST", reminder.body, signed_headers(reminder, int(time.time())))
-        except httpx.HTTPError as exc:
-            raise RuntimeError(f"the webhook could not be reached: {type(exc).__name__}") from None
-        if response.is_success:
-            return "delivered"
-        if response.status_code in RETRIED_STATUSES or response.status_code >= 500:
-            raise RuntimeError(f"the webhook answered {response.status_code}; retrying")
-        raise ApplicationError(
-            f"the webhook refused the reminder with {response.status_code}", type="webhook_refused", non_retryable=True
-        )
+        return deliver(reminder, self.webhook_allowed)
 
+
+def deliver(reminder: Reminder | None, allowed: AllowList) -> str:
+    """Send one signed reminder (None: ``skipped``); every reminder of mnemo's goes out through here."""
+    if reminder is None:
+        return "skipped"
+    try:
+        target = checked_target(reminder.url, allowed)
+    except HostUnresolvable as exc:
+        raise RuntimeError(f"{exc.message}; retrying") from None
+    except MnemoError as exc:
+        raise refusal(exc) from None
+    try:
+        response = send_pinned(target, "POST", reminder.body, signed_headers(reminder, int(time.time())))
+    except httpx.HTTPError as exc:
+        raise RuntimeError(f"the webhook could not be reached: {type(exc).__name__}") from None
+    if response.is_success:
+        return "delivered"
+    if response.status_code in RETRIED_STATUSES or response.status_code >= 500:
+        raise RuntimeError(f"the webhook answered {response.status_code}; retrying")
+    raise ApplicationError(
+        f"the webhook refused the reminder with {response.status_code}", type="webhook_refused", non_retryable=True
+    )

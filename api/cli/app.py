@@ -10,6 +10,7 @@ import typer
 from api.cli import artifacts, backup, services
 from api.cli.admin import admin_app
 from api.cli.keys import keys_app
+from api.cli.knowledge import knowledge_app
 from api.cli.mcp import mcp_app
 from api.cli.policy import policy_app
 from api.cli.session import session_app
@@ -22,6 +23,6 @@ for command in (services.dev, services.migrate, services.worker, services.api, b
 app.command(name="import-artifacts")(artifacts.import_artifacts)
 for group, name in (
     (keys_app, "keys"), (admin_app, "admin"), (task_app, "task"), (session_app, "session"), (mcp_app, "mcp"),
-    (policy_app, "policy"), (skills_app, "skills"),
+    (policy_app, "policy"), (skills_app, "skills"), (knowledge_app, "knowledge"),
 ):
     app.add_typer(group, name=name)

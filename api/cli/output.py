@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -13,6 +14,14 @@ def fail(message: str) -> NoReturn:
     """End the command with ``mnemo: message`` on stderr and exit status 1 (never a traceback)."""
     typer.echo(f"mnemo: {message}", err=True)
     raise typer.Exit(1)
+
+
+def json_file(file: Path, what: str) -> Any:
+    """The JSON document in ``file``, or the command ends saying it is not one (``what`` it should hold)."""
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        fail(f"{file} is not a JSON document ({exc}): {what} is a JSON object")
 
 
 def json_option(value: str, option: str, example: str) -> Any:

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from api.cli.options import Client, api_client
-from api.cli.output import fail, json_option, table
+from api.cli.output import fail, json_file, json_option, table
 from api.cli.task_attempt import attempt_app
 from api.cli.task_schedule import schedule_app
 from memory.reports import MONTHLY_REPORT
@@ -265,10 +265,7 @@ def put_definition(
     client: Client,
 ) -> None:
     """Register a version of a task type (admin role); the same file again changes nothing."""
-    try:
-        body = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        fail(f"{file} is not a JSON document ({exc}): a definition is a JSON object")
+    body = json_file(file, "a definition")
     registered = client.call("PUT", f"/task-definitions/{task_type}", json=body)
     client.answer(
         registered,

@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from api.console import approvals, deletions, login, memories, tasks
+from api.console import approvals, deletions, knowledge, login, memories, tasks
 from api.console.csrf import LoginTokens
 from api.console.headers import ConsoleHeaders
 from memory.resources.cursors import CursorKeys
@@ -19,5 +19,5 @@ def mount_console(app: FastAPI, keys: CursorKeys) -> None:
     app.state.console_login_tokens = LoginTokens(keys)
     app.add_middleware(ConsoleHeaders)
     app.mount("/console/static", StaticFiles(directory=Path(__file__).parent / "static"), name="console-static")
-    for module in (login, approvals, tasks, deletions, memories):
+    for module in (login, approvals, knowledge, tasks, deletions, memories):
         app.include_router(module.router)

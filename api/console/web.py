@@ -33,7 +33,8 @@ from memory.identity.auth import may_approve, may_operate, may_read_every_task
 
 WHY_COOKIE = "mnemo_console_why"
 """Why the sign-in page is shown (signed out, idle, key revoked): set by the console only, never from a URL."""
-_OUTCOMES = re.compile(r"approved|rejected|pause|resume|cancel|resolved|expired|corrected to version [0-9]{1,10}")
+_OUTCOMES = re.compile(
+    r"approved|rejected|changes requested|pause|resume|cancel|resolved|expired|corrected to version [0-9]{1,10}")
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 
@@ -114,6 +115,7 @@ def page(request: Request, template: str, status_code: int = 200, **context: Any
             "operate": may_operate(roles),
             "read_all_tasks": may_read_every_task(roles),
             "admin": principal is not None and principal.has(Role.ADMIN),
+            "review_knowledge": principal is not None and principal.has(Role.KNOWLEDGE_REVIEWER),
         },
     }
     return templates.TemplateResponse(request, template, context, status_code=status_code)

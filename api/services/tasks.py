@@ -76,28 +76,34 @@ async def live_state(handle: WorkflowHandle[Any, Any]) -> TaskState | None:
     return state
 
 
+FORBIDDEN_CODES = frozenset({"forbidden", "separation_of_duties", "knowledge_self_review", "knowledge_agent_review"})
+INVALID_CODES = frozenset({"reason_required", "invalid_decision", "invalid_outcome"})
+
+
 def refusal(exc: WorkflowUpdateFailedError) -> MnemoError:
-    """The error of an Update the workflow's validator refused, by the code the validator gave."""
+    """The error of an Update the workflow's validator refused, by the code the validator gave (any workflow's:
+    a task's or a knowledge review's)."""
     cause = exc.cause
     if not isinstance(cause, ApplicationError):
         return Conflict(f"the task refused the request: {cause}")
     code, message = cause.type or "refused", cause.message
-    if code in ("forbidden", "separation_of_duties"):
+    if code in FORBIDDEN_CODES:
         return Forbidden(message, code=code)
-    if code in ("reason_required", "invalid_decision", "invalid_outcome"):
+    if code in INVALID_CODES:
         return InvalidInput(message, code=code)
     return Conflict(message, code=code)
 
 
-async def update(handle: WorkflowHandle[Any, Any], update: Any, arg: Any) -> Any:
-    """Run an Update to completion; a refusal is its typed error, a closed workflow a 409 ``task_closed``."""
+async def update(handle: WorkflowHandle[Any, Any], update: Any, arg: Any, closed: MnemoError | None = None) -> Any:
+    """Run an Update to completion; a refusal is its typed error, a closed workflow ``closed`` (by default a 409
+    ``task_closed``)."""
     try:
         return await handle.execute_update(update, arg)
     except WorkflowUpdateFailedError as exc:
         raise refusal(exc) from exc
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            raise Conflict("the task has already ended", code="task_closed") from exc
+            raise (closed or Conflict("the task has already ended", code="task_closed")) from exc
         raise TemporalUnavailable(f"Temporal refused the update: {exc.message}") from exc
 
 

@@ -193,10 +193,14 @@ def _audit(candidate: KnowledgeCandidate, redactions: list[Redaction]) -> dict[s
 
 def get_candidate(
     session: Session, tenant_id: str, candidate_id: uuid.UUID, *, lock: bool = False,
+    author_user_id: str | None = None,
 ) -> KnowledgeCandidate:
-    """The tenant's candidate, or a 404 that says nothing about other tenants'."""
+    """The tenant's candidate (``author_user_id``: only if that user proposed it), or a 404 that says nothing
+    about other tenants' or other authors'."""
     query = select(KnowledgeCandidate).where(KnowledgeCandidate.tenant_id == tenant_id,
                                              KnowledgeCandidate.candidate_id == candidate_id)
+    if author_user_id is not None:
+        query = query.where(KnowledgeCandidate.author_user_id == author_user_id)
     found = session.execute(query.with_for_update() if lock else query).scalar_one_or_none()
     if found is None:
         raise NotFound("no such knowledge candidate", code="knowledge_candidate_not_found")

@@ -1,4 +1,5 @@
-"""Approval reminders delivered to the tenant's webhook: its configuration, the signed message, the key.
+"""Reminders delivered to the tenant's webhook: its configuration, the signed message, the key. An approval's
+reminder is built here; a knowledge review's (:mod:`memory.knowledge.review`) is signed the same way.
 
 An admin sets one webhook per tenant (``url`` and ``secret``; audited as ``TENANT_WEBHOOK_CHANGED``
 without the secret). A reminder is a JSON body naming the task, the approval, the reminder's number,
@@ -17,6 +18,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert
@@ -97,6 +99,17 @@ class Reminder:
     secret: str
     idempotency_key: str
     body: bytes
+    event: str = "approval_reminder"
+    """``X-Mnemo-Event``: what the body is about (an approval's reminder, a knowledge review's, ...)."""
+
+
+def signed_message(session: Session, tenant_id: str, event: str, key: str, body: dict[str, Any]) -> Reminder | None:
+    """``body`` (ids, hashes, instants: never content) ready for the tenant's webhook; None when it has none."""
+    hook = webhook(session, tenant_id)
+    if hook is None:
+        return None
+    encoded = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return Reminder(hook.url, hook.secret, key, encoded, event)
 
 
 def idempotency_key(approval_id: uuid.UUID, number: int) -> str:
@@ -105,9 +118,8 @@ def idempotency_key(approval_id: uuid.UUID, number: int) -> str:
 
 def pending_reminder(session: Session, tenant_id: str, approval_id: uuid.UUID, number: int) -> Reminder | None:
     """Reminder ``number`` of a still PENDING approval, for the tenant's webhook; None when either is missing."""
-    hook = webhook(session, tenant_id)
     approval = get_approval(session, tenant_id, approval_id)
-    if hook is None or approval.status != "PENDING":
+    if approval.status != "PENDING":
         return None
     body = {
         "type": "approval_reminder",
@@ -120,8 +132,7 @@ def pending_reminder(session: Session, tenant_id: str, approval_id: uuid.UUID, n
         "deadline_at": approval.deadline_at.isoformat(),
         "artifact_sha256": approval.artifact_sha256,
     }
-    encoded = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    return Reminder(hook.url, hook.secret, idempotency_key(approval.approval_id, number), encoded)
+    return signed_message(session, tenant_id, "approval_reminder", idempotency_key(approval.approval_id, number), body)
 
 
 def signature(secret: str, timestamp: int, body: bytes) -> str:
@@ -133,7 +144,7 @@ def signature(secret: str, timestamp: int, body: bytes) -> str:
 def signed_headers(reminder: Reminder, timestamp: int) -> dict[str, str]:
     return {
         "Content-Type": "application/json",
-        EVENT_HEADER: "approval_reminder",
+        EVENT_HEADER: reminder.event,
         IDEMPOTENCY_HEADER: reminder.idempotency_key,
         TIMESTAMP_HEADER: str(timestamp),
         SIGNATURE_HEADER: signature(reminder.secret, timestamp, reminder.body),
