@@ -15,12 +15,16 @@ from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from memory.enums import Category, Status
 from memory.errors import InvalidInput, NotFound
 from memory.identity.auth import PrincipalContext
+from memory.models import Memory
 from memory.skills.layers import LayerRef
-from memory.skills.resolve import resolved_skill
+from memory.skills.resolve import ResolvedSkill, resolved_skill
+from memory.store.visibility import not_tombstoned, visible_to
 
 MAX_NOTE_CHARS = 500
 MAX_VERSION_CHARS = 64
@@ -54,9 +58,27 @@ class SkillExecution:
 
     @property
     def key(self) -> str:
-        """What makes two executions the same one again: the skill, the trees it resolved to, the outcome."""
-        trees = hashlib.sha256(":".join(layer.tree_sha256 for layer in self.layers).encode()).hexdigest()[:16]
-        return f"skill.{self.skill}.{self.outcome.value}.{trees}"
+        return execution_key(self.skill, self.outcome, self.layers)
+
+
+def execution_key(skill: str, outcome: Outcome, layers: tuple[LayerRef, ...]) -> str:
+    """What makes two executions the same one again: the skill, the trees it resolved to, the outcome."""
+    trees = hashlib.sha256(":".join(layer.tree_sha256 for layer in layers).encode()).hexdigest()[:16]
+    return f"skill.{skill}.{outcome.value}.{trees}"
+
+
+def outcomes(session: Session, principal: PrincipalContext, skill: ResolvedSkill) -> dict[str, int]:
+    """How the skill, as it resolves now (the same trees), went for the caller's agent: runs by outcome, from the
+    current SKILL_EXECUTION memories the caller may see."""
+    layers = tuple(LayerRef.of(layer) for layer in skill.layers)
+    keys = {execution_key(skill.name, outcome, layers): outcome.value for outcome in Outcome}
+    counted: dict[str | None, int] = {key: total for key, total in session.execute(
+        select(Memory.key, func.sum(Memory.occurrences))
+        .where(visible_to(principal), not_tombstoned(), Memory.category == Category.SKILL_EXECUTION.value,
+               Memory.status == Status.ACTIVE.value, Memory.key.in_(keys))
+        .group_by(Memory.key)
+    )}
+    return {outcome: int(counted.get(key) or 0) for key, outcome in keys.items()}
 
 
 def verified(session: Session, principal: PrincipalContext, report: SkillExecution, field: str) -> SkillExecution:

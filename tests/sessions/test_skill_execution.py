@@ -121,6 +121,35 @@ def test_a_failed_run_is_kept_as_failed_beside_the_successes(
     assert by_outcome["failed"].occurrences == by_outcome["succeeded"].occurrences == 1
 
 
+def _outcomes(client: TestClient, key: str) -> dict[str, int]:
+    answer = client.post("/memory-query", json={"query": "Generate the monthly report for June"}, headers=auth(key))
+    assert answer.status_code == 200, answer.text
+    bundle = answer.json()
+    assert bundle["intent"] == "OPERATE", bundle
+    [skill] = [s for s in bundle["skills"] if s["name"] == "monthly-report"]
+    return dict(skill["outcomes"])
+
+
+def test_an_operate_recall_shows_the_agents_runs_of_the_skill_as_it_resolves_now(
+    sessions_api: TestClient, make_key: MakeKey, tenant: str
+) -> None:
+    key = make_key(tenant=tenant, user="alice", agent="planner")
+    for n, outcome in enumerate(("succeeded", "succeeded", "failed")):
+        post(sessions_api, key, f"s-recall-{n}", ran(f"q{n}", version="1.1.0", outcome=outcome))
+        assert commit(sessions_api, key, f"s-recall-{n}", f"c-{n}")["status"] == "completed"
+
+    assert _outcomes(sessions_api, key) == {"succeeded": 2, "failed": 1, "partial": 0}
+    rendered = sessions_api.post("/recall/render", json={"query": "Generate the monthly report for June"},
+                                 headers=auth(key)).json()["text"]
+    assert '<skill name="monthly-report" succeeded="2" failed="1" partial="0">' in rendered
+    other_agent = make_key(tenant=tenant, user="alice", agent="auditor-bot")
+    assert _outcomes(sessions_api, other_agent) == {"succeeded": 0, "failed": 0, "partial": 0}
+    admin = make_key(tenant=tenant, user="root", roles=("admin",))
+    newer = push(sessions_api, admin, {"SKILL.md": skill_md("monthly-report", "1.2.0", role="A stricter clerk.")})
+    assert newer.status_code == 201, newer.text
+    assert _outcomes(sessions_api, key) == {"succeeded": 0, "failed": 0, "partial": 0}  # runs of other trees
+
+
 @pytest.mark.parametrize(("message", "code", "field"), [
     (ran("u1", skill="no-such-skill"), "unknown_skill", "messages[1].skill_execution.skill"),
     (ran("u2", version="9.9.9"), "skill_version_mismatch", "messages[1].skill_execution.version"),
