@@ -31,6 +31,9 @@ MAX_VERSION_CHARS = 64
 
 
 class Outcome(StrEnum):
+    """How a run ended, in the agent's words; part of what makes two runs the same (a failure never counts as a
+    success)."""
+
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     PARTIAL = "partial"

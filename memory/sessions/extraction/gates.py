@@ -365,7 +365,8 @@ def _report_refusal(candidate: Candidate, cited: Sequence[StageMessage], stage: 
     claims: the level is the gates' to give), free of secrets."""
     inside = tuple(message.event_id for message in cited)
     reported = skill_execution(cited[0]) if len(cited) == 1 else None
-    if reported is None or replace(candidate, source_level=reported.source_level) != reported or not set(candidate.evidence_event_ids) <= stage.event_ids():
+    outside = not set(candidate.evidence_event_ids) <= stage.event_ids()
+    if reported is None or outside or replace(candidate, source_level=reported.source_level) != reported:
         return Rejection(RejectionReason.NOT_A_SKILL_REPORT, "SKILL_EXECUTION candidate refused: it is not what a "
                          "skill report of the stage says", inside)
     secret = secret_kind(_texts(candidate))
