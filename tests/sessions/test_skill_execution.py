@@ -15,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 
+from api.schemas.sessions import MessageIn
 from memory.db import tenant_session
 from memory.enums import Category, SourceLevel
 from memory.models import Memory, MemoryEvent
@@ -187,6 +188,25 @@ def test_a_malformed_report_is_refused_by_the_schema(
     message = say("x1", "assistant", "ran it", skill_execution=execution)
     answer = sessions_api.post("/sessions/s-shape/messages", json={"messages": [message]}, headers=auth(key))
     assert answer.status_code == 422, answer.text
+
+
+def test_a_report_posted_again_is_a_replay_and_another_report_under_its_key_a_409(
+    sessions_api: TestClient, make_key: MakeKey, tenant: str
+) -> None:
+    key = make_key(tenant=tenant, user="alice", agent="planner")
+    sessions_api.post("/sessions", json={"session_id": "s-replay"}, headers=auth(key))
+    answers = [sessions_api.post("/sessions/s-replay/messages", json={"messages": [message]}, headers=auth(key))
+               for message in (ran("p1"), ran("p1"), ran("p1", outcome="failed"))]
+
+    assert [a.status_code for a in answers] == [201, 200, 409], [a.text for a in answers]
+    assert answers[1].json()["events"][0] == {**answers[0].json()["events"][0], "replayed": True}
+
+
+def test_a_message_without_a_report_keeps_the_digest_it_had_before_reports_existed() -> None:
+    """A replay of a message stored by an older mnemo must still match its stored request digest."""
+    plain = MessageIn.model_validate(say("d0", "user", "hello"))
+    assert "skill_execution" not in plain.digest_body()
+    assert MessageIn.model_validate(ran("d1")).digest_body()["skill_execution"]["outcome"] == "succeeded"
 
 
 def test_a_key_bound_to_no_agent_cannot_report(sessions_api: TestClient, make_key: MakeKey) -> None:
