@@ -78,10 +78,11 @@ async def post_messages(
             tool_calls=tuple(ToolCall(c.id, c.name, c.arguments) for c in m.tool_calls),
             tool_call_id=m.tool_call_id,
             context_refs=tuple(m.context_refs),
+            skill_execution=m.skill_execution.report() if m.skill_execution else None,
         )
         for m in body.messages
     ]
-    digests = [request_digest(m.model_dump(mode="json")) for m in body.messages]
+    digests = [request_digest(m.digest_body()) for m in body.messages]
     deletions = starts(request.app.state, "deletion", principal.tenant_id)
     workflows = starts(request.app.state, "workflow", principal.tenant_id)
 

@@ -151,6 +151,9 @@ class BundleSkillOut(BaseModel):
     layers: list[ProvenanceOut]
     fields: list[SkillFieldOut]
     omitted: list[str] = Field(description="Fields the skills quota had no room for")
+    outcomes: dict[str, int] = Field(description=(
+        "Runs of the skill as it resolves now, by outcome (succeeded, failed, partial): the caller's agent's "
+        "SKILL_EXECUTION memories of these layers (POST /sessions/{id}/messages skill_execution, then commit)"))
 
 
 class KnowledgeScopeOut(BaseModel):
@@ -317,7 +320,7 @@ def _skill(skill: BundleSkill) -> dict[str, object]:
     return {"name": skill.name, "layers": [asdict(layer) for layer in skill.layers],
             "fields": [{"name": f.name, "value": f.value if isinstance(f.value, str) else list(f.value),
                         "source": asdict(f.source)} for f in skill.fields],
-            "omitted": list(skill.omitted)}
+            "omitted": list(skill.omitted), "outcomes": dict(skill.outcomes)}
 
 
 def knowledge_entry(entry: KnowledgeEntry) -> dict[str, object]:

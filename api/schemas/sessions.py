@@ -12,6 +12,8 @@ from api.schemas.common import Lax, ShortText, StrictRequest, Timestamp
 from memory.sessions.messages import MessageRole
 from memory.sessions.policy import AUTO_PREFIX
 from memory.sessions.store import MAX_MESSAGES_PER_BATCH
+from memory.skills.executions import MAX_NOTE_CHARS, MAX_VERSION_CHARS, Outcome, SkillExecution
+from memory.skills.format import NAME
 
 SessionId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")]
 """Ids a client chooses (sessions, commits): letters, digits and ``. _ : -``; they appear in URLs."""
@@ -43,6 +45,21 @@ class ToolCallIn(StrictRequest):
     arguments: Annotated[str, Field(max_length=100_000)] = "{}"
 
 
+class SkillExecutionIn(StrictRequest):
+    """An agent's report that it ran a skill: committed as a SKILL_EXECUTION memory of the agent."""
+
+    skill: Annotated[str, Field(pattern=NAME.pattern, description="The skill's name, as GET /skills lists it")]
+    version: Annotated[str, Field(min_length=1, max_length=MAX_VERSION_CHARS, description=(
+        "The declared version the agent ran: one a layer of the skill's resolution declares now"))]
+    outcome: Annotated[Outcome, Lax]
+    note: Annotated[str, Field(min_length=1, max_length=MAX_NOTE_CHARS, pattern=r"\S",
+                               description="What happened, in a sentence (no secrets: a note holding one is "
+                                           "refused at commit)")]
+
+    def report(self) -> SkillExecution:
+        return SkillExecution(self.skill, self.version, self.outcome, self.note.strip())
+
+
 class MessageIn(StrictRequest):
     idempotency_key: ShortText
     role: Annotated[MessageRole, Lax]
@@ -55,6 +72,13 @@ class MessageIn(StrictRequest):
         description="refs (memory:<id>) of recalled context this message carries (a bundle or profile "
         "injection handed to the agent): such text is cited by a commit, never extracted again",
     )
+    skill_execution: SkillExecutionIn | None = Field(default=None, description=(
+        "On an assistant or tool message: the skill run it reports, checked against the caller's skills (422 "
+        "unknown_skill, skill_version_mismatch, skill_execution_role, agent_required)"))
+
+    def digest_body(self) -> dict[str, Any]:
+        """The body a replay is compared by (without an absent report, as messages were before reports)."""
+        return self.model_dump(mode="json", exclude=None if self.skill_execution else {"skill_execution"})
 
 
 class MessagesIn(StrictRequest):

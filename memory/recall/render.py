@@ -84,7 +84,7 @@ def _skill(skill: BundleSkill) -> list[str]:
     """A procedure to follow, each field tagged with the layer it came from; its text escaped like any other."""
     fields = [f"<{f.name}{_attrs(space=f.source.space, version=f.source.version)}>"
               f"{escape(f.value if isinstance(f.value, str) else '; '.join(f.value))}</{f.name}>" for f in skill.fields]
-    return [f"<skill{_attrs(name=skill.name)}>", *fields, "</skill>"]
+    return [f"<skill{_attrs(name=skill.name, **skill.outcomes)}>", *fields, "</skill>"]
 
 
 def _knowledge(entry: KnowledgeEntry) -> str:

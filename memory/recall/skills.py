@@ -4,7 +4,8 @@ The caller's skills are resolved now (:mod:`memory.skills.resolve`: SYSTEM → T
 the ones the request is about are chosen (named in it, or sharing informative words with a skill's name and
 description), and their fields are packed in the plan's own skills quota, field by field in prompt order, so
 skills never eat the memories' budget nor memories the skills'. Skills are procedures: they enter neither
-``items`` nor ``knowledge``, and nothing here writes a memory (seed 004 P10).
+``items`` nor ``knowledge``, and nothing here writes a memory (seed 004 P10). Each skill carries how it went:
+its runs by outcome, from the agent's SKILL_EXECUTION memories of the skill as it resolves now.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from memory.identity.auth import PrincipalContext
 from memory.recall.plan import RecallPlan, SourceType
+from memory.skills.executions import outcomes
 from memory.skills.format import FieldValue
 from memory.skills.layers import LayerRef
 from memory.skills.resolve import ResolvedSkill, resolved_skills
@@ -40,6 +42,8 @@ class BundleSkill:
     fields: tuple[SkillField, ...]
     omitted: tuple[str, ...]
     """Fields the skills quota had no room for (GET /skills/{name} has them)."""
+    outcomes: dict[str, int]
+    """Runs of these very layers by outcome (succeeded, failed, partial), as the caller's agent reported them."""
 
 
 @dataclass(frozen=True)
@@ -70,9 +74,9 @@ def relevance(query: str, skill: ResolvedSkill) -> int:
     return NAMED * named + len((set(search_terms(query)) - STOP_LEXEMES) & words)
 
 
-def _packed(skill: ResolvedSkill, room: int) -> tuple[BundleSkill | None, int]:
+def _packed(skill: ResolvedSkill, ran: dict[str, int], room: int) -> tuple[BundleSkill | None, int]:
     """The skill's fields that fit in ``room`` tokens, in prompt order, and the tokens they take."""
-    used, kept, omitted = count_tokens(skill.name), [], []
+    used, kept, omitted = count_tokens(f"{skill.name} {ran}"), [], []
     for name, won in skill.fields.items():
         cost = count_tokens(_text(won.value))
         if used + cost <= room:
@@ -83,7 +87,7 @@ def _packed(skill: ResolvedSkill, room: int) -> tuple[BundleSkill | None, int]:
     if not kept:
         return None, 0
     layers = tuple(LayerRef.of(layer) for layer in skill.layers)
-    return BundleSkill(skill.name, layers, tuple(kept), tuple(omitted)), used
+    return BundleSkill(skill.name, layers, tuple(kept), tuple(omitted), ran), used
 
 
 def skill_section(session: Session, principal: PrincipalContext, query: str, plan: RecallPlan) -> SkillSection:
@@ -96,7 +100,7 @@ def skill_section(session: Session, principal: PrincipalContext, query: str, pla
     chosen = sorted(((score, skill) for score, skill in scored if score > 0), key=lambda p: (-p[0], p[1].name))
     room, bundled, truncated = plan.skill_budget, [], False
     for _, skill in chosen[: spec.limit]:
-        packed, used = _packed(skill, room)
+        packed, used = _packed(skill, outcomes(session, principal, skill), room)
         truncated |= packed is None or bool(packed.omitted)
         if packed is not None:
             bundled.append(packed)

@@ -11,6 +11,9 @@ the same space and category are the only ones compared (hard filters before anyt
 3. a near-duplicate (pg_trgm similarity ≥ :data:`NEAR_DUPLICATE`, with as many negation words) → SKIP
    (TOOL/SKILL: MERGE);
 4. else CREATE.
+
+A SKILL_EXECUTION is compared with its key's memories only: the key names the skill, the trees it resolved to and
+the outcome, so a failed run never counts as one more success, however alike their texts.
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ def decide(session: Session, principal: PrincipalContext, candidate: Candidate) 
         Memory.category == candidate.category.value,
         Memory.status.in_([Status.ACTIVE.value, Status.CANDIDATE.value]),
     )
+    if candidate.category is Category.SKILL_EXECUTION:
+        base = base.where(Memory.key == candidate.key)
     # A model's inference (E4) can neither supersede nor be counted into a new version (the store refuses an
     # E4 correction): for it, "the same again" is a SKIP.
     accumulating = candidate.category in ACCUMULATING and candidate.source_level is not SourceLevel.E4

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from memory.skills.executions import SkillExecution
+
 
 class MessageRole(StrEnum):
     USER = "user"
@@ -44,6 +46,8 @@ class StageMessage:
     context_refs: tuple[str, ...] = ()
     """Refs (``memory:<uuid>``) of recalled context this message carries: a bundle or a profile injection
     handed to the agent. Such text is cited, never extracted again as a new memory."""
+    skill_execution: SkillExecution | None = None
+    """The skill run this message reports, as verified when it was posted (an agent's message only)."""
 
     @property
     def evidence_ref(self) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +25,7 @@ from memory.models import Memory, MemoryEvent, Tombstone
 from memory.sessions.messages import MessageRole, StageMessage, ToolCall
 from memory.sessions.models import ChatSession, SessionLink
 from memory.sessions.window import ProfileEntry
+from memory.skills.executions import SkillExecution, verified
 from memory.store.events import insert_once, next_revision
 from memory.store.visibility import not_tombstoned, visible_to
 
@@ -57,15 +58,19 @@ class NewMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     context_refs: tuple[str, ...] = ()
+    skill_execution: SkillExecution | None = None
 
     def payload(self) -> dict[str, Any]:
-        return {
+        stored: dict[str, Any] = {
             "role": self.role.value,
             "content": self.content,
             "tool_calls": [{"call_id": c.call_id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls],
             "tool_call_id": self.tool_call_id,
             "context_refs": list(self.context_refs),
         }
+        if self.skill_execution is not None:
+            stored["skill_execution"] = self.skill_execution.to_json()
+        return stored
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,7 @@ class StoredMessage:
     def as_stage_message(self) -> StageMessage:
         m = self.message
         return StageMessage(str(self.event_id), self.sequence_no, m.role, m.content, m.created_at, m.tool_calls,
-                            m.tool_call_id, m.context_refs)
+                            m.tool_call_id, m.context_refs, m.skill_execution)
 
 
 def _tombstoned(principal: PrincipalContext, session_id: str | SQLColumnExpression[str]) -> Any:
@@ -259,6 +264,8 @@ def append_messages(
         elif message.tool_call_id is not None:
             raise InvalidInput(f"messages[{position}]: only a tool message has a tool_call_id",
                                code="tool_call_id_not_allowed")
+        if message.skill_execution is not None:
+            message = _with_verified_report(session, principal, message, position)
         calls_in_batch.update(c.call_id for c in message.tool_calls)
         # Another request may store this key after our check (keys are unique per user): its answer decides.
         inserted = insert_once(
@@ -279,6 +286,22 @@ def append_messages(
         chat.writer_roles = sorted(principal.roles)
     session.flush()
     return stored
+
+
+REPORTERS = frozenset({MessageRole.ASSISTANT, MessageRole.TOOL})
+"""Who may report a skill run: the agent's side of the conversation (a user or a system prompt ran none)."""
+
+
+def _with_verified_report(
+    session: Session, principal: PrincipalContext, message: NewMessage, position: int
+) -> NewMessage:
+    """The message with its skill execution report checked and its resolved layers recorded."""
+    assert message.skill_execution is not None
+    field = f"messages[{position}].skill_execution"
+    if message.role not in REPORTERS:
+        raise InvalidInput(f"{field}: only an assistant or tool message reports a skill execution, not a "
+                           f"{message.role.value} message", code="skill_execution_role", details={"field": field})
+    return replace(message, skill_execution=verified(session, principal, message.skill_execution, field))
 
 
 def _replay_of(
@@ -317,6 +340,7 @@ def _as_stage_message(event: MemoryEvent) -> StageMessage:
         tool_calls=tuple(ToolCall(c["call_id"], c["name"], c["arguments"]) for c in payload.get("tool_calls") or ()),
         tool_call_id=payload.get("tool_call_id"),
         context_refs=tuple(payload.get("context_refs") or ()),
+        skill_execution=SkillExecution.of_json(payload["skill_execution"]) if payload.get("skill_execution") else None,
     )
 
 

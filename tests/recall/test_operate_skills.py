@@ -100,7 +100,7 @@ def test_an_operation_bundles_the_resolved_skill_within_its_quota_and_a_question
 
     rendered = client.post("/recall/render", json={"query": "Generate the monthly report for June"},
                            headers=auth(agent)).json()["text"]
-    assert '<skill name="monthly-report">' in rendered
+    assert '<skill name="monthly-report" succeeded="0" failed="0" partial="0">' in rendered  # no run reported yet
     assert '<constraints space="AGENT" version="1">Write the summary in Chinese.</constraints>' in rendered
 
 

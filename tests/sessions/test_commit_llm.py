@@ -356,3 +356,25 @@ def test_a_case_the_model_concludes_is_a_p3_candidate_and_never_knowledge(
     assert candidates[0].origin_ref == "commit:c-case-1" and "13800138000" not in candidates[0].claim
     assert candidates[0].redactions == [{"kind": "phone", "path": "claim"}]
     assert published == []
+
+
+def test_on_the_llm_path_a_skill_report_is_stored_and_a_model_cannot_forge_one(
+    stack: LlmStack, make_key: MakeKey, engine: Engine
+) -> None:
+    """Issue 27: the report yields its SKILL_EXECUTION whichever extractor runs; the model's own is refused."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key = make_key(tenant=tenant, agent="report-agent")
+    report = {"skill": "monthly-report", "version": "1.0.0", "outcome": "failed", "note": "the approval timed out"}
+    said, reported = post(stack.api, key, "s-skill", say("k1", "assistant", "Publishing June's report now."),
+                          say("k2", "assistant", "The report could not be published.", skill_execution=report))
+    stack.standin.script(answer(_item(said, category="SKILL_EXECUTION", abstract="published", key=None,
+                                      overview="SKILL_EXECUTION monthly-report", content="Published June's report.")))
+
+    done = commit(stack.api, key, "s-skill", "c-skill")
+
+    assert done["status"] == "completed_with_rejections", done
+    assert [r["reason"] for r in done["reasons"]] == ["invalid_category"]
+    [row] = _memories(engine, tenant)
+    assert (row.category, row.space, row.source_level) == ("SKILL_EXECUTION", "AGENT", "E2")
+    assert row.content == "skill monthly-report 1.0.0 failed: the approval timed out"
+    assert row.evidence_refs == [f"event:{reported}"]

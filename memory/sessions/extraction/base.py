@@ -37,6 +37,8 @@ class RejectionReason(StrEnum):
     themselves (:mod:`memory.sessions.extraction.attribution`)."""
     FORGET_INSTRUCTION = "forget_instruction"
     """"Don't remember that …" / "别记住…": an instruction, never a fact; what it names is not stored."""
+    NOT_A_SKILL_REPORT = "not_a_skill_report"
+    """A SKILL_EXECUTION that is not, exactly, what a skill report posted in the stage says: never a model's."""
     INVALID_CATEGORY = "invalid_category"
     EVIDENCE_OUTSIDE_STAGE = "evidence_outside_stage"
     MISSING_FIELD = "missing_field"
@@ -68,7 +70,7 @@ REJECTION_KINDS: dict[RejectionReason, RejectionKind] = {
     **{reason: RejectionKind.RULE for reason in (
         RejectionReason.SECRET, RejectionReason.ROLE_OR_PERMISSION, RejectionReason.ONE_OFF_ACTION,
         RejectionReason.PERSONALITY_LABEL, RejectionReason.TEMPORARY_CONSTRAINT, RejectionReason.RECALLED_CONTEXT,
-        RejectionReason.NOT_SELF_STATEMENT, RejectionReason.FORGET_INSTRUCTION)},
+        RejectionReason.NOT_SELF_STATEMENT, RejectionReason.FORGET_INSTRUCTION, RejectionReason.NOT_A_SKILL_REPORT)},
     **{reason: RejectionKind.SCHEMA for reason in (
         RejectionReason.INVALID_CATEGORY, RejectionReason.EVIDENCE_OUTSIDE_STAGE, RejectionReason.MISSING_FIELD,
         RejectionReason.INVALID_ANSWER)},

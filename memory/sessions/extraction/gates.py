@@ -7,6 +7,10 @@ that is not the user speaking about themselves: :mod:`memory.sessions.extraction
 with its reason, so the commit counts each refusal. A refusal's ``detail`` names the kind, never the text: a
 refused password must not reach the stats either.
 
+A SKILL_EXECUTION is the one candidate not about the user: it is admitted only when it is, field for field, what
+the rules make of the skill report it cites (:func:`~memory.sessions.extraction.rules.skill_execution`), at E2,
+and refused otherwise, so no extractor can forge one; the user-statement gates do not apply to it.
+
 An unknown category never reaches the gates: :class:`~memory.sessions.extraction.base.Candidate` holds a
 :class:`~memory.enums.Category`, and the one place a category arrives as text (a model's answer) refuses
 it with ``INVALID_CATEGORY`` before a candidate exists (:mod:`memory.sessions.extraction.llm`).
@@ -20,11 +24,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from memory.enums import SourceLevel
+from memory.enums import Category, SourceLevel
 from memory.sessions.constraints import is_temporary, mentions_a_slot, slots_in
 from memory.sessions.extraction.attribution import Foreign, forget_requests, own_text, views
 from memory.sessions.extraction.base import Candidate, Extraction, Rejection, RejectionReason
-from memory.sessions.extraction.rules import is_remember_request
+from memory.sessions.extraction.rules import is_remember_request, skill_execution
 from memory.sessions.extraction.sentences import clauses, sentences
 from memory.sessions.messages import MessageRole, Stage, StageMessage
 from memory.text import STOPWORDS, normalize, tokens
@@ -356,6 +360,22 @@ def _level(candidate: Candidate, cited: Sequence[StageMessage]) -> SourceLevel:
     return max(claimed, _ceiling(candidate, cited), key=_STRENGTH.__getitem__)
 
 
+def _report_refusal(candidate: Candidate, cited: Sequence[StageMessage], stage: Stage) -> Rejection | None:
+    """Why a SKILL_EXECUTION candidate may not be stored: it must be exactly one cited report's (whatever level it
+    claims: the level is the gates' to give), free of secrets."""
+    inside = tuple(message.event_id for message in cited)
+    reported = skill_execution(cited[0]) if len(cited) == 1 else None
+    outside = not set(candidate.evidence_event_ids) <= stage.event_ids()
+    if reported is None or outside or replace(candidate, source_level=reported.source_level) != reported:
+        return Rejection(RejectionReason.NOT_A_SKILL_REPORT, "SKILL_EXECUTION candidate refused: it is not what a "
+                         "skill report of the stage says", inside)
+    secret = secret_kind(_texts(candidate))
+    if secret is not None:
+        return Rejection(RejectionReason.SECRET, f"SKILL_EXECUTION candidate refused: its note holds {secret}, "
+                         "which is never stored", inside)
+    return None
+
+
 def apply_gates(stage: Stage, extraction: Extraction) -> GateResult:
     """Admit what may be stored, at the level its evidence supports; refuse the rest with a reason.
 
@@ -365,10 +385,11 @@ def apply_gates(stage: Stage, extraction: Extraction) -> GateResult:
     rejections = list(extraction.rejections)
     for candidate in extraction.candidates:
         cited = [by_id[event_id] for event_id in dict.fromkeys(candidate.evidence_event_ids) if event_id in by_id]
-        refusal = _refusal(candidate, cited, stage)
+        report = candidate.category is Category.SKILL_EXECUTION
+        refusal = (_report_refusal if report else _refusal)(candidate, cited, stage)
         if refusal is not None:
             rejections.append(refusal)
             continue
-        level = _level(candidate, cited)
+        level = SourceLevel.E2 if report else _level(candidate, cited)
         admitted.append(replace(candidate, source_level=level))
     return GateResult(tuple(admitted), tuple(rejections))

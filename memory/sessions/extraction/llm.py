@@ -4,7 +4,9 @@ The model proposes; nothing it says is trusted. Its answer must be JSON of one e
 refused, types strict): an answer that is not, as a whole, is one ``INVALID_ANSWER`` rejection and no
 candidate; within a good answer each candidate is either fully valid or rejected with its reason
 (``MISSING_FIELD``, ``INVALID_CATEGORY``, ``EVIDENCE_OUTSIDE_STAGE``, ``INVALID_ANSWER``), never half used.
-This parser is the one place a category arrives as text. The gates run afterwards on what survives.
+This parser is the one place a category arrives as text. The gates run afterwards on what survives. A model
+never proposes a SKILL_EXECUTION (refused as ``INVALID_CATEGORY``): those come from the stage's skill reports
+alone, added here as the rules extractor finds them (:func:`~memory.sessions.extraction.rules.skill_executions`).
 
 The endpoint is called through :mod:`memory.llm` (its :class:`LlmUnavailable` says whether a retry can help).
 """
@@ -26,7 +28,7 @@ from memory.llm import LlmConfig, chat
 from memory.sessions.constraints import slots_in
 from memory.sessions.dedupe import space_for
 from memory.sessions.extraction.base import Candidate, Extraction, Rejection, RejectionReason
-from memory.sessions.extraction.rules import strip_remember_request
+from memory.sessions.extraction.rules import skill_executions, strip_remember_request
 from memory.sessions.messages import MessageRole, Stage
 from memory.text import normalize
 
@@ -61,6 +63,9 @@ class _Answer(BaseModel):
     candidates: list[dict[str, Any]]
 
 
+PROPOSABLE = tuple(c for c in Category if c is not Category.SKILL_EXECUTION)
+"""The categories a model may propose: a skill execution is a report the agent posted, never a model's reading."""
+
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -73,7 +78,7 @@ ANSWER_SCHEMA: dict[str, Any] = {
                 "additionalProperties": False,
                 "required": list(_Answered.model_fields),
                 "properties": {
-                    "category": {"type": "string", "enum": [c.value for c in Category]},
+                    "category": {"type": "string", "enum": [c.value for c in PROPOSABLE]},
                     "abstract": {"type": "string"},
                     "overview": {"type": "string"},
                     "content": {"type": "string"},
@@ -178,8 +183,8 @@ def _candidate(index: int, item: dict[str, Any], stage: Stage) -> Candidate | Re
         return Rejection(RejectionReason.INVALID_ANSWER, f"{label}: {_field_of(problems[0])}: {problems[0]['msg']}")
     evidence = tuple(dict.fromkeys(answered.evidence_event_ids))
     inside = tuple(event_id for event_id in evidence if event_id in stage.event_ids())
-    if answered.category not in {category.value for category in Category}:
-        known = ", ".join(Category)
+    if answered.category not in {category.value for category in PROPOSABLE}:
+        known = ", ".join(PROPOSABLE)
         return Rejection(
             RejectionReason.INVALID_CATEGORY, f"{label}: category {answered.category!r} is not one of {known}", inside
         )
@@ -241,8 +246,11 @@ class LlmExtractor:
             rejection = Rejection(RejectionReason.INVALID_ANSWER, "the endpoint's reply is not a chat completion")
             return Extraction((), (rejection,), extractor=self.name, model=self._config.model)
         candidates, rejections = parse_answer(completion.text, stage)
+        unusable = not candidates and all(r.reason is RejectionReason.INVALID_ANSWER for r in rejections)
+        # An unusable answer fails the commit and gives its stage back: the reports come with it next time.
+        reports = () if rejections and unusable else skill_executions(stage)
         return Extraction(
-            candidates,
+            (*candidates, *reports),
             rejections,
             extractor=self.name,
             model=self._config.model,

@@ -5,7 +5,9 @@ preference, a negated preference, a profile fact, a dated event of the user's, o
 limited to this time) opens a statement; the clauses after it that name none continue it ("我喜欢咖啡，
 尤其是拿铁" is one statement). A remember request (E1) or a correction marker modifies the statement it
 stands in. Assistant and tool sentences about the user ("看起来你更喜欢…", "you seem to prefer …") become
-E4 candidates; ``system`` messages and recalled context never yield anything.
+E4 candidates; ``system`` messages and recalled context never yield anything. A message carrying a verified skill
+execution report yields that execution's SKILL_EXECUTION candidate (:func:`skill_executions`), whichever extractor
+the tenant runs.
 
 Keys: a response preference takes its slot from :func:`memory.sessions.constraints.slots_in`; profile facts
 take ``profile.city`` / ``profile.employer`` / ``profile.occupation`` / ``profile.name``. Other preferences,
@@ -312,6 +314,29 @@ def _about_user(message: StageMessage) -> Iterator[Candidate]:
             yield _candidate(message, sentence.text, Category.PREFERENCE, SourceLevel.E4, slot, note="inferred")
 
 
+def skill_execution(message: StageMessage) -> Candidate | None:
+    """The SKILL_EXECUTION candidate of a message's verified report: the outcome, the note and the layers it
+    resolved to, never the skill's text (seed 004 P10). E2: mnemo recorded, when the agent posted it, what the
+    agent says it did; nobody inferred it. Keyed by what makes a run the same again (skill, trees, outcome)."""
+    report = message.skill_execution
+    if report is None or not report.layers or message.context_refs or message.role is MessageRole.SYSTEM:
+        return None
+    content = f"skill {report.skill} {report.version} {report.outcome.value}: {report.note}"
+    layers = "; ".join(f"{layer.space}{' ' + layer.agent_id if layer.agent_id else ''}"
+                       f"{' v' + str(layer.version) if layer.version is not None else ''} "
+                       f"{layer.declared_version} tree {layer.tree_sha256}" for layer in report.layers)
+    overview = "\n".join((f"{Category.SKILL_EXECUTION.value} {report.skill} {report.outcome.value}",
+                          f"layers: {layers}", f"source: skill report, {message.created_at.isoformat()}"))
+    return Candidate(category=Category.SKILL_EXECUTION, abstract=abstract_for(content, None), overview=overview,
+                     content=content, source_level=SourceLevel.E2, evidence_event_ids=(message.event_id,),
+                     key=report.key)
+
+
+def skill_executions(stage: Stage) -> tuple[Candidate, ...]:
+    """One candidate per skill execution the stage's messages report."""
+    return tuple(found for message in stage.messages if (found := skill_execution(message)) is not None)
+
+
 class RulesExtractor:
     """Deterministic candidates from a stage: the same stage always yields the same extraction."""
 
@@ -326,4 +351,4 @@ class RulesExtractor:
                 found.extend(_from_user(message))
             else:
                 found.extend(_about_user(message))
-        return Extraction(candidates=tuple(found), extractor=self.name)
+        return Extraction(candidates=(*found, *skill_executions(stage)), extractor=self.name)
