@@ -58,16 +58,41 @@ class KnowledgeReminderInput:
     number: int
 
 
+@dataclass(frozen=True)
+class SyncInput:
+    ref: ReviewRef
+    deadline_seconds: float
+
+
+@dataclass(frozen=True)
+class UnreviewedInput:
+    tenant_id: str
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class ReviewStart:
+    """A candidate whose review workflow is to be started, and how it is to wait."""
+
+    state: ReviewState
+    opened_at: str
+    deadline_seconds: float
+    reminder_every_seconds: float
+
+
 class KnowledgeActivities:
     def __init__(self, engine: Engine, embedder: Callable[[], TextEmbedder] | None = None,
-                 webhook_allowed: AllowList | None = None) -> None:
-        """``embedder``: the worker's model, started on first use; None publishes items without a vector."""
+                 webhook_allowed: AllowList | None = None, wait: tuple[float, float] = (7 * 86400.0, 86400.0),
+                 ) -> None:
+        """``embedder``: the worker's model, started on first use; None publishes items without a vector.
+        ``wait``: the deadline and reminder period (seconds) of reviews the sweep starts (the settings')."""
         self.engine = engine
         self.embedder = embedder
         self.webhook_allowed = webhook_allowed or AllowList()
+        self.wait = wait
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.apply_review, self.expire, self.deliver_reminder]
+        return [self.apply_review, self.expire, self.deliver_reminder, self.sync, self.unreviewed]
 
     def _tx(self, tenant_id: str) -> AbstractContextManager[Session]:
         return task_session(self.engine, tenant_id)
@@ -107,3 +132,19 @@ class KnowledgeActivities:
         with self._tx(req.ref.tenant_id) as session:
             message = review.reminder(session, req.ref.tenant_id, uuid.UUID(req.ref.candidate_id), req.number)
         return deliver(message, self.webhook_allowed)
+
+    @activity.defn(name="knowledge_review_sync")
+    def sync(self, req: SyncInput) -> ReviewState:
+        """The candidate as the database has it now (the workflow's state follows it), its review recorded as
+        running, and a deadline given to one that opened without."""
+        with self._tx(req.ref.tenant_id) as session:
+            return review.state_of(review.mark_started(session, req.ref.tenant_id, uuid.UUID(req.ref.candidate_id),
+                                                       datetime.now(UTC), req.deadline_seconds))
+
+    @activity.defn(name="knowledge_unreviewed")
+    def unreviewed(self, req: UnreviewedInput) -> list[ReviewStart]:
+        """Open candidates of the tenant that no review workflow ran for yet, oldest first."""
+        deadline, every = self.wait
+        with self._tx(req.tenant_id) as session:
+            return [ReviewStart(review.state_of(c), c.created_at.isoformat(), deadline, every)
+                    for c in review.unreviewed(session, req.tenant_id, datetime.now(UTC), req.limit)]

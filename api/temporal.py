@@ -28,6 +28,8 @@ from workflows.embedding import SCHEDULE_ID as EMBEDDING_SCHEDULE_ID
 from workflows.embedding import SWEEP_EVERY as EMBEDDING_SWEEP_EVERY
 from workflows.embedding import EmbeddingSweepInput, EmbeddingSweepWorkflow
 from workflows.fairness import tenant_priority
+from workflows.knowledge_review import SWEEP_SCHEDULE_ID as KNOWLEDGE_SWEEP_SCHEDULE_ID
+from workflows.knowledge_review import KnowledgeReviewSweepInput, KnowledgeReviewSweepWorkflow
 from workflows.projection import (
     RebuildProjectionInput,
     RebuildProjectionResult,
@@ -106,4 +108,14 @@ async def ensure_session_sweep_schedule(
     """The Schedule that commits idle sessions and starts commits accepted while Temporal was down."""
     return await ensure_interval_schedule(
         client, schedule_id, SessionCommitSweepWorkflow.run, SessionSweepInput(), task_queue, every
+    )
+
+
+async def ensure_knowledge_review_schedule(
+    client: Client, task_queue: str, every: timedelta = timedelta(minutes=1),
+    schedule_id: str = KNOWLEDGE_SWEEP_SCHEDULE_ID,
+) -> ScheduleHandle:
+    """The Schedule that starts reviews of candidates opened by the worker's pipelines (or while Temporal was down)."""
+    return await ensure_interval_schedule(
+        client, schedule_id, KnowledgeReviewSweepWorkflow.run, KnowledgeReviewSweepInput(), task_queue, every
     )

@@ -29,7 +29,13 @@ from api.observability.worker_logging import OutcomeLogging, log_started, log_st
 from api.observability.worker_metrics import free_loopback_port, serve_worker_metrics, temporal_runtime
 from api.outbox import drain_forever
 from api.settings import Settings
-from api.temporal import connect, ensure_embedding_schedule, ensure_retention_schedule, ensure_session_sweep_schedule
+from api.temporal import (
+    connect,
+    ensure_embedding_schedule,
+    ensure_knowledge_review_schedule,
+    ensure_retention_schedule,
+    ensure_session_sweep_schedule,
+)
 from memory import offload
 from memory.artifact_store import ArtifactStore
 from memory.db import make_engine
@@ -44,7 +50,7 @@ from memory.sessions.policy import CommitPolicy
 from memory.tasks import registry
 from workflows.deletion import DeletionWorkflow
 from workflows.embedding import EmbedBacklogWorkflow, EmbeddingSweepWorkflow
-from workflows.knowledge_review import KnowledgeReviewWorkflow
+from workflows.knowledge_review import KnowledgeReviewSweepWorkflow, KnowledgeReviewWorkflow
 from workflows.projection import RebuildProjectionWorkflow
 from workflows.report_task import ReportTaskWorkflow
 from workflows.retention import RetentionSweepWorkflow
@@ -55,7 +61,7 @@ logger = logging.getLogger(__name__)
 
 WORKFLOWS: list[type] = [RebuildProjectionWorkflow, DeletionWorkflow, RetentionSweepWorkflow, ReportTaskWorkflow]
 WORKFLOWS += [EmbedBacklogWorkflow, EmbeddingSweepWorkflow, SessionCommitWorkflow, SessionCommitSweepWorkflow]
-WORKFLOWS += [ScheduledTaskWorkflow, KnowledgeReviewWorkflow]
+WORKFLOWS += [ScheduledTaskWorkflow, KnowledgeReviewWorkflow, KnowledgeReviewSweepWorkflow]
 
 
 def build_worker(
@@ -79,6 +85,7 @@ def build_worker(
     scan_budget: ScanBudget | None = None,
     task_modules: tuple[str, ...] = (),
     llm: LlmConfig | None = None,
+    review_wait: tuple[float, float] | None = None,
 ) -> Worker:
     """A worker for every mnemo workflow and activity on ``task_queue``.
 
@@ -100,6 +107,9 @@ def build_worker(
 
     ``task_modules``: the SDK modules whose task types and step functions this worker runs (besides mnemo's own).
 
+    ``review_wait``: the deadline and reminder period (seconds) of the knowledge reviews the worker's sweep starts
+    (default: the ``MNEMO_KNOWLEDGE_REVIEW_*`` settings).
+
     ``llm``: the endpoint task definitions' ``llm`` steps ask (MNEMO_LLM_*); without one such a step fails its task.
 
     ``task_faults`` and ``publish_fault`` inject faults for drills (settings: MNEMO_TASK_SLOW_STEPS,
@@ -113,6 +123,9 @@ def build_worker(
     deletion = DeletionActivities(engine, batch_size=deletion_batch_size, faults=faults, artifacts=artifacts,
                                   scan_budget=scan_budget)
     retention = RetentionActivities(engine)
+    if review_wait is None:
+        configured = Settings()
+        review_wait = (configured.knowledge_review_deadline_seconds, configured.knowledge_review_reminder_seconds)
     embedding = EmbeddingActivities(engine, embedder)
     tasks = TaskActivities(
         engine, artifacts, destinations=destinations or default_destinations(engine, artifacts, publish_fault),
@@ -134,7 +147,7 @@ def build_worker(
             *tasks.all(),
             *ScheduleActivities(engine).all(),
             *embedding.all(),
-            *KnowledgeActivities(engine, lambda: embedding.embedder, webhook_allowed).all(),
+            *KnowledgeActivities(engine, lambda: embedding.embedder, webhook_allowed, review_wait).all(),
             *SessionActivities(engine, extractor or RulesExtractor(), extractor_slots, commit_policy).all(),
         ],
         activity_executor=executor,
@@ -162,6 +175,7 @@ async def _start_up(
             )
             await ensure_embedding_schedule(client, settings.task_queue)
             await ensure_session_sweep_schedule(client, settings.task_queue)
+            await ensure_knowledge_review_schedule(client, settings.task_queue)
             return client
         except (RuntimeError, RPCError) as exc:
             if stop.is_set() or loop.time() + delay > deadline:
@@ -212,6 +226,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event) -> None:
                 webhook_allowed=settings.webhook_allow_list(),
                 task_modules=settings.task_module_names(),
                 llm=settings.llm_config(),
+                review_wait=(settings.knowledge_review_deadline_seconds, settings.knowledge_review_reminder_seconds),
             ):
                 log_started(settings.task_queue, settings.temporal_namespace, extractor=settings.extractor,
                             activity_slots=settings.worker_activity_slots)

@@ -18,6 +18,8 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from workflows.sweeps import each_tenant, start_once
+
 with workflow.unsafe.imports_passed_through():
     from activities.knowledge import (
         ApplyReviewInput,
@@ -25,6 +27,8 @@ with workflow.unsafe.imports_passed_through():
         KnowledgeReminderInput,
         ReviewOutcome,
         ReviewRef,
+        SyncInput,
+        UnreviewedInput,
     )
     from memory.errors import MnemoError
     from memory.knowledge import review
@@ -57,6 +61,8 @@ class Revised:
 
     content_sha256: str
     state_version: int
+    status: str = CandidateStatus.PENDING_REVIEW
+    """The row's status with that state version (a decision re-sends the row's state before it is judged)."""
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -73,7 +79,10 @@ class KnowledgeReviewWorkflow:
     @workflow.run
     async def run(self, inp: KnowledgeReviewInput) -> ReviewState:
         opened = datetime.fromisoformat(inp.opened_at)
-        deadline = opened + timedelta(seconds=inp.policy.deadline_seconds)
+        sync = SyncInput(self._ref, inp.policy.deadline_seconds)
+        await self._sync(sync)
+        deadline = (datetime.fromisoformat(self._state.deadline_at) if self._state.deadline_at
+                    else opened + timedelta(seconds=inp.policy.deadline_seconds))
         every = inp.policy.reminder_every_seconds
         while self._state.status not in review.CLOSED:
             wake = min(opened + timedelta(seconds=every * (self._reminders + 1)), deadline)
@@ -81,6 +90,9 @@ class KnowledgeReviewWorkflow:
                 await workflow.wait_condition(lambda: self._closed(),
                                               timeout=max((wake - workflow.now()).total_seconds(), 0.001))
             except TimeoutError:
+                await self._sync(sync)  # withdrawn by a deletion, or a revision whose signal was lost
+                if self._closed():
+                    break
                 if workflow.now() >= deadline:
                     async with self._lock:
                         if not self._closed():
@@ -92,6 +104,11 @@ class KnowledgeReviewWorkflow:
                     self._remind(self._reminders, max(every, 60.0))
         await workflow.wait_condition(lambda: not self._deciding)
         return self._state
+
+    async def _sync(self, sync: SyncInput) -> None:
+        """Take the candidate's state from the database, between decisions (the row is the truth)."""
+        async with self._lock:
+            self._state = await workflow.execute_activity_method(KnowledgeActivities.sync, sync, **WRITE_OPTIONS)
 
     def _closed(self) -> bool:
         return self._state.status in review.CLOSED
@@ -155,10 +172,41 @@ class KnowledgeReviewWorkflow:
     @workflow.signal
     def revised(self, revision: Revised) -> None:
         """The author revised the candidate (PUT /knowledge-candidates/{id}): it waits for a review again."""
-        if revision.state_version > self._state.state_version:
-            self._state = replace(self._state, status=CandidateStatus.PENDING_REVIEW,
+        if revision.state_version > self._state.state_version and not self._closed():
+            self._state = replace(self._state, status=revision.status,
                                   content_sha256=revision.content_sha256, state_version=revision.state_version)
 
     @workflow.query
     def state(self) -> ReviewState:
         return self._state
+
+
+@dataclass(frozen=True)
+class KnowledgeReviewSweepInput:
+    limit_per_tenant: int = 100
+
+
+SWEEP_SCHEDULE_ID = "mnemo-knowledge-review-sweep"
+
+
+@workflow.defn(name="KnowledgeReviewSweep")
+class KnowledgeReviewSweepWorkflow:
+    """Started every minute by a Schedule: starts the review of each open candidate no review ran for — opened by
+    a session commit, a finished task or a deletion's re-review (in the worker, which starts no workflow), or by the
+    API while Temporal was down."""
+
+    @workflow.run
+    async def run(self, request: KnowledgeReviewSweepInput) -> int:
+        async def start_due(tenant: str) -> int:
+            due = await workflow.execute_activity_method(
+                KnowledgeActivities.unreviewed, UnreviewedInput(tenant, request.limit_per_tenant),
+                start_to_close_timeout=timedelta(minutes=1))
+            started = 0
+            for item in due:
+                inp = KnowledgeReviewInput(tenant, item.state, item.opened_at,
+                                           ApprovalPolicy(item.deadline_seconds, item.reminder_every_seconds))
+                started += await start_once(KnowledgeReviewWorkflow.run, inp,
+                                            workflow_id=workflow_id(tenant, item.state.candidate_id), tenant_id=tenant)
+            return started
+
+        return (await each_tenant(start_due)).total

@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from api.schemas.knowledge import (
     REVISED_VERSION,
@@ -239,9 +239,18 @@ async def decide(temporal: ClientSource, engine: Engine, principal: PrincipalCon
     closed = Conflict(f"the candidate is {candidate.status}: it cannot be decided again",
                       code="knowledge_candidate_closed")
     if candidate.status not in review.CLOSED:
+        starting = Conflict("the candidate's review has not started yet (it starts within a minute): try again "
+                            "shortly", code="knowledge_review_starting")
         client = await temporal()
         handle = client.get_workflow_handle(workflow_id(principal.tenant_id, str(candidate.candidate_id)))
-        await tasks.update(handle, KnowledgeReviewWorkflow.review, request, closed)
+        try:  # the row is the truth: a revision whose signal was lost reaches the workflow before this decision
+            await handle.signal(KnowledgeReviewWorkflow.revised, Revised(
+                candidate.content_sha256, candidate.state_version, candidate.status))
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                raise starting from exc
+            raise TemporalUnavailable(f"Temporal could not reach the review: {exc.message}") from exc
+        await tasks.update(handle, KnowledgeReviewWorkflow.review, request, starting)
         replayed = False
     else:
         if not review.is_replay(candidate, candidate.decided_by, candidate.decision, request):

@@ -48,6 +48,8 @@ class KnowledgeCandidate(Base):
     duplicates: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default="[]")
     conflicts: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default="[]")
     review_deadline: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    review_started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    """When its review workflow first ran: None means no review watches it yet (the sweep starts one)."""
     reminders_sent: Mapped[int] = mapped_column(Integer, server_default="0")
     decision: Mapped[str | None] = mapped_column(Text)
     decision_reason: Mapped[str | None] = mapped_column(Text)

@@ -13,14 +13,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memory.enums import Role
 from memory.errors import Conflict, Forbidden, InvalidInput, VersionConflict
 from memory.identity.auth import holds
 from memory.knowledge.candidates import (
+    OPEN_STATUSES,
     Author,
     CandidateStatus,
     conflicts,
@@ -174,6 +176,13 @@ def decide(session: Session, tenant_id: str, candidate_id: uuid.UUID, request: R
     candidate.decision, candidate.decision_reason = request.decision, request.reason
     candidate.decided_by, candidate.decided_at = request.user_id, now
     _audit(session, candidate, request, "KNOWLEDGE_REVIEWED")
+    if request.decision == "approve" and candidate.target == "skill":
+        # A skill is a file a person pushes (``mnemo skills push``): approving a proposed change records the
+        # decision, and writes no skill and no knowledge.
+        candidate.status = CandidateStatus.APPROVED
+        _bump(candidate, now)
+        session.flush()
+        return Decided(candidate)
     if request.decision == "approve":
         return Decided(candidate, publish(session, candidate, request.user_id, now, vector))
     candidate.status = (CandidateStatus.REJECTED if request.decision == "reject"
@@ -251,3 +260,30 @@ def reminder(session: Session, tenant_id: str, candidate_id: uuid.UUID, number: 
     }
     return signed_message(session, tenant_id, REMINDER_EVENT, f"knowledge-review-reminder:{candidate_id}:{number}",
                           body)
+
+
+REVIEW_START_GRACE = timedelta(seconds=30)
+"""How long the sweep leaves a new candidate to the API, which starts its review at once."""
+
+
+def mark_started(session: Session, tenant_id: str, candidate_id: uuid.UUID, now: datetime,
+                 deadline_seconds: float) -> KnowledgeCandidate:
+    """Its review workflow runs: recorded once, with the deadline when the candidate opened without one (a
+    session commit, a task, a deletion's re-review). Returns the row as it is, so the workflow starts from it."""
+    candidate = get_candidate(session, tenant_id, candidate_id, lock=True)
+    if candidate.review_started_at is None:
+        candidate.review_started_at = now
+    if candidate.review_deadline is None and candidate.status in OPEN_STATUSES:
+        candidate.review_deadline = now + timedelta(seconds=deadline_seconds)
+    session.flush()
+    return candidate
+
+
+def unreviewed(session: Session, tenant_id: str, now: datetime, limit: int) -> list[KnowledgeCandidate]:
+    """Open candidates no review workflow has run for yet (opened by a pipeline, or while Temporal was down)."""
+    return list(session.execute(
+        select(KnowledgeCandidate).where(
+            KnowledgeCandidate.tenant_id == tenant_id, KnowledgeCandidate.review_started_at.is_(None),
+            KnowledgeCandidate.status.in_(OPEN_STATUSES), KnowledgeCandidate.created_at <= now - REVIEW_START_GRACE,
+        ).order_by(KnowledgeCandidate.created_at).limit(limit)
+    ).scalars())

@@ -51,6 +51,7 @@ def upgrade() -> None:
             duplicates jsonb NOT NULL DEFAULT '[]',
             conflicts jsonb NOT NULL DEFAULT '[]',
             review_deadline timestamptz,
+            review_started_at timestamptz,
             reminders_sent integer NOT NULL DEFAULT 0,
             decision text,
             decision_reason text,
@@ -73,6 +74,8 @@ def upgrade() -> None:
         "(tenant_id, author_user_id, idempotency_key) WHERE idempotency_key IS NOT NULL"
     )
     op.execute("CREATE INDEX knowledge_candidates_status ON knowledge_candidates (tenant_id, status, created_at)")
+    op.execute("CREATE INDEX knowledge_candidates_unreviewed ON knowledge_candidates (tenant_id, created_at) "
+               "WHERE review_started_at IS NULL AND status IN ('PENDING_REVIEW', 'CHANGES_REQUESTED')")
     op.execute("CREATE INDEX knowledge_candidates_sources ON knowledge_candidates USING gin (source_refs)")
     isolate_by_tenant("knowledge_candidates")
     op.execute(

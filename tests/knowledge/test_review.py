@@ -3,11 +3,13 @@ PostgreSQL and a real Temporal worker; reminders go to a stand-in webhook receiv
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +24,14 @@ from api.main import create_app
 from api.settings import Settings
 from api.temporal import connect
 from memory.db import tenant_session
+from memory.knowledge.candidates import Author
+from memory.knowledge.candidates import propose as knowledge_propose
+from memory.knowledge.content import parse_proposal
+from memory.knowledge.review import revise
 from tests.conftest import MakeKey, auth, poll
 from tests.observability.webhook_standin import webhook_receiver
 from tests.workers import api_with_worker, served
-from workflows.knowledge_review import workflow_id
+from workflows.knowledge_review import KnowledgeReviewSweepInput, KnowledgeReviewSweepWorkflow, workflow_id
 
 SECRET = "a-webhook-secret-of-some-length"
 PHONE, EMAIL, OTHER_PHONE = "13800138000", "wang.fang@example.com", "+1 415 555 0134"
@@ -321,3 +327,52 @@ def test_the_cli_proposes_shows_and_reviews(own: Settings, team: Team, tmp_path:
         assert "status           APPROVED" in approved.output and "published" in approved.output
         published = cli(team.writer, "knowledge", "list", "--published")
         assert "cli.claim" in published.output, published.output
+
+
+def _sweep(own: Settings) -> int:
+    async def run() -> int:
+        temporal = await connect(own)
+        return int(await temporal.execute_workflow(
+            KnowledgeReviewSweepWorkflow.run, KnowledgeReviewSweepInput(), id=f"ksweep-{uuid.uuid4().hex[:8]}",
+            task_queue=own.task_queue))
+
+    return asyncio.run(run())
+
+
+def test_a_candidate_a_pipeline_opened_gets_its_review_from_the_sweep(
+        api: TestClient, own: Settings, team: Team, engine: Engine) -> None:
+    """A session commit, a finished task or a deletion's re-review opens a candidate in the worker, which starts no
+    workflow: the sweep starts its review (once), which gives it a deadline; then a reviewer decides as usual."""
+    opened = datetime.now(UTC) - timedelta(minutes=2)
+    with tenant_session(engine, team.tenant) as session:
+        candidate = knowledge_propose(session, Author(team.tenant, "alice"), parse_proposal(
+            proposal("Incidents are written up within two days")), opened).candidate
+        candidate_id = str(candidate.candidate_id)
+    assert read(api, team.reviewer, candidate_id)["review_deadline"] is None
+    early = review(api, team.reviewer, read(api, team.reviewer, candidate_id))  # no review workflow yet
+    assert early.status_code == 409 and code_of(early) == "knowledge_review_starting"
+    assert _sweep(own) >= 1
+    shown = poll(api, team.reviewer, f"/knowledge-candidates/{candidate_id}",
+                 lambda body: body["review_deadline"] is not None, 30)
+    decided = review(api, team.reviewer, shown)
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["candidate"]["status"] == "APPROVED" and decided.json()["knowledge"]["version"] == 1
+
+
+def test_a_revision_whose_signal_was_lost_is_caught_up_before_a_decision(
+        api: TestClient, team: Team, engine: Engine) -> None:
+    """The row is the truth: a revision written while Temporal was unreachable (the API answered 503 after the
+    write) still lets the reviewer decide on the revised content."""
+    shown = propose(api, team.author, proposal("Drafts are reviewed by finance", key="report.review_policy"))
+    asked = review(api, team.reviewer, read(api, team.reviewer, shown["candidate_id"]), "request_changes",
+                   reason="name the approver's role")
+    assert asked.status_code == 200 and asked.json()["candidate"]["status"] == "CHANGES_REQUESTED"
+    with tenant_session(engine, team.tenant) as session:  # the write, without the signal
+        revise(session, Author(team.tenant, "alice"), uuid.UUID(shown["candidate_id"]), 1,
+               parse_proposal(proposal("Drafts are approved by the finance controller", key="report.review_policy")),
+               datetime.now(UTC))
+    revised = read(api, team.reviewer, shown["candidate_id"])
+    assert revised["status"] == "PENDING_REVIEW" and revised["version"] == 2
+    decided = review(api, team.reviewer, revised)
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["candidate"]["status"] == "APPROVED"
