@@ -52,6 +52,7 @@ ROUTES: dict[tuple[str, str], tuple[str, dict[str, Any] | None]] = {
     ("PATCH", "/memories/{memory_id}"): ("memory", {"expected_version": 1, "content": "rewritten"}),
     ("DELETE", "/memories/{memory_id}"): ("memory", None),
     ("POST", "/memories/{memory_id}/expire"): ("memory", None),
+    ("POST", "/memories/{memory_id}/promotions"): ("memory", {"target": "knowledge"}),
     ("GET", "/memory-deletions/{job_id}"): ("deletion_job", None),
     ("POST", "/memory-deletions/{job_id}/resume"): ("deletion_job", None),
     ("POST", "/retention-holds/{hold_id}/release"): ("hold", None),

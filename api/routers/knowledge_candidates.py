@@ -19,7 +19,6 @@ from api.schemas.knowledge import (
     ReviewOut,
 )
 from api.services import knowledge
-from workflows.report_task import ApprovalPolicy
 
 router = APIRouter(tags=["knowledge"])
 Status = Literal["PENDING_REVIEW", "CHANGES_REQUESTED", "APPROVED", "REJECTED", "WITHDRAWN", "EXPIRED"]
@@ -36,8 +35,8 @@ async def propose(body: Annotated[dict[str, Any], Body()], principal: CurrentPri
                   settings: SettingsDep, temporal: TemporalSource, response: Response) -> CandidateCreatedOut:
     """Propose knowledge: redacted, compared with published knowledge (409 ``knowledge_already_published`` for an
     exact copy), PENDING_REVIEW until a knowledge reviewer decides; its review workflow starts now."""
-    policy = ApprovalPolicy(settings.knowledge_review_deadline_seconds, settings.knowledge_review_reminder_seconds)
-    proposed = await knowledge.create(temporal, engine, settings.task_queue, policy, principal, body)
+    proposed = await knowledge.create(temporal, engine, settings.task_queue, knowledge.review_policy(settings),
+                                      principal, body)
     if not proposed.created:
         response.status_code = status.HTTP_200_OK
     return CandidateCreatedOut.model_validate(CandidateOut.of(proposed.candidate).model_dump(by_alias=True))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Body, Query, Response, status
 from sqlalchemy.orm import Session
 
-from api.deps import CurrentPrincipal, EngineDep
+from api.deps import CurrentPrincipal, EngineDep, SettingsDep, TemporalSource
 from api.schemas.common import INT32_MAX, replay_of
+from api.schemas.knowledge import PROMOTION_SCHEMA, PromotionOut
 from api.schemas.memories import (
     CandidateIn,
     CorrectionIn,
@@ -17,6 +18,7 @@ from api.schemas.memories import (
     MemoryOut,
     WriteOut,
 )
+from api.services import knowledge, promotions
 from api.services import memories as service
 from api.services.memories import source_of, validity_of
 from memory.db import tenant_session
@@ -128,3 +130,24 @@ def expire_memory(memory_id: str, principal: CurrentPrincipal, engine: EngineDep
     """Expire: stop using the memory as a basis for answers. Unlike DELETE it stays (and can be audited);
     unlike PATCH it adds no new fact."""
     return service.expire_memory(engine, principal, _memory_id(memory_id))
+
+
+@router.post(
+    "/memories/{memory_id}/promotions",
+    status_code=status.HTTP_201_CREATED,
+    response_model=PromotionOut,
+    responses=replay_of(PromotionOut),
+    openapi_extra={"requestBody": {"content": {"application/json": {"schema": PROMOTION_SCHEMA}}}},
+)
+async def promote_memory(memory_id: str, body: Annotated[dict[str, Any], Body()], principal: CurrentPrincipal,
+                         engine: EngineDep, settings: SettingsDep, temporal: TemporalSource,
+                         response: Response) -> PromotionOut:
+    """Propose this memory as knowledge (or as a change to a skill): a candidate and its review open, nothing is
+    written until a knowledge reviewer approves. The answer says what was proposed and where it waits; the same
+    promotion again answers 200 with the same candidate."""
+    answer, created = await promotions.promote(temporal, engine, settings.task_queue,
+                                               knowledge.review_policy(settings), principal, _memory_id(memory_id),
+                                               body)
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    return answer

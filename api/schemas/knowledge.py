@@ -173,3 +173,45 @@ class KnowledgeListOut(BaseModel):
 class KnowledgeVersionsOut(BaseModel):
     knowledge_id: str
     versions: list[KnowledgeItemOut] = Field(description="Every version, newest first")
+
+
+PROMOTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Propose this memory (a CASE or PATTERN that worked, a tool experience, a skill execution) as "
+                   "knowledge, or as a change to a skill: it opens a candidate and its review, never a direct write. "
+                   "Every field is optional: the claim, key and scope default to the memory's",
+    "properties": {
+        "target": {"type": "string", "enum": ["knowledge", "skill"]},
+        "skill_name": {"type": "string", "description": "The skill a change of target skill is for"},
+        "claim": {"type": "string", "maxLength": MAX_CLAIM_CHARS},
+        "key": {"type": "string"},
+        "authority": {"type": "string", "enum": ["P2", "P3"], "description": "At most P2 (default)"},
+        "scope": CANDIDATE_SCHEMA["properties"]["scope"],
+        "validity": CANDIDATE_SCHEMA["properties"]["validity"],
+    },
+}
+
+
+class WaitsOut(BaseModel):
+    """Where the proposal waits: its candidate's review, and where a reviewer decides on it."""
+
+    status: str
+    review_workflow_id: str
+    api: str
+    console: str
+    review_deadline: datetime | None
+
+
+class PromotionOut(BaseModel):
+    """What was proposed (after redaction, with its authority as capped) and where it waits."""
+
+    memory_id: str
+    memory_version: int
+    target: str
+    skill_name: str | None
+    candidate: CandidateCreatedOut
+    proposed: dict[str, Any] = Field(description="key, claim, authority, scope and source_refs as the reviewer "
+                                                 "will read them")
+    authority_capped: bool = Field(description="True: the authority asked for was lowered (an agent's key "
+                                               "promoting a model's inference proposes it as P3)")
+    waits: WaitsOut

@@ -33,6 +33,7 @@ from api.schemas.knowledge import (
 )
 from api.services import tasks
 from api.services.client import ClientSource, TemporalUnavailable
+from api.settings import Settings
 from memory.db import tenant_session
 from memory.enums import Role
 from memory.errors import Conflict, InvalidInput, NotFound
@@ -78,6 +79,11 @@ def split_body(body: dict[str, Any], field: str) -> tuple[dict[str, Any], Any]:
 
 
 # --- opening -------------------------------------------------------------------------------------------
+
+
+def review_policy(settings: Settings) -> ApprovalPolicy:
+    """How a review waits (``MNEMO_KNOWLEDGE_REVIEW_*``): its deadline, and a reminder every period until it."""
+    return ApprovalPolicy(settings.knowledge_review_deadline_seconds, settings.knowledge_review_reminder_seconds)
 
 
 async def open_and_review(
