@@ -11,6 +11,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,10 +22,11 @@ from api.main import create_app
 from api.settings import Settings
 from memory.db import tenant_session
 from memory.knowledge.models import KnowledgeCandidate, KnowledgeItem
+from memory.knowledge.publish import publish
 from memory.llm import LlmConfig
 from memory.models import Memory
 from memory.sessions.extraction.llm import LlmExtractor
-from tests.conftest import MakeKey
+from tests.conftest import MakeKey, auth
 from tests.observability.scrape import parse, value
 from tests.sessions.conftest import commit, post, say
 from tests.sessions.llm_standin import LlmStandIn, Reply, answer, completion, running_standin
@@ -378,3 +380,38 @@ def test_on_the_llm_path_a_skill_report_is_stored_and_a_model_cannot_forge_one(
     assert (row.category, row.space, row.source_level) == ("SKILL_EXECUTION", "AGENT", "E2")
     assert row.content == "skill monthly-report 1.0.0 failed: the approval timed out"
     assert row.evidence_refs == [f"event:{reported}"]
+
+
+def test_the_loop_a_model_could_close_stays_open(stack: LlmStack, make_key: MakeKey, engine: Engine) -> None:
+    """Issue 27's loop: a model's summary committed from a session, recalled, committed again never becomes knowledge
+    and never reaches the bundle's knowledge section — not even once a reviewer approved its P3 candidate."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    key = make_key(tenant=tenant, agent="ops-agent", roles=("memory_writer",))
+    summary = "网关 TLS 故障的根因是缺少中间证书；补全证书链即可恢复。"
+    query = {"query": "网关 TLS 故障 根因 中间证书", "intent": "ANSWER"}
+
+    def commit_summary(n: int, text: str) -> None:
+        (event,) = post(stack.api, key, f"s-loop-{n}", say(f"l{n}", "assistant", text))
+        stack.standin.script(answer(_item(event, category="CASE", abstract="gateway TLS root cause",
+                                          overview="CASE tls", content=summary, key="case.gateway_tls",
+                                          source_level="E4")))
+        assert commit(stack.api, key, f"s-loop-{n}", f"c-loop-{n}")["status"] == "completed"
+
+    def knowledge_section() -> list[dict[str, Any]]:
+        bundle = stack.api.post("/memory-query", json=query, headers=auth(key))
+        assert bundle.status_code == 200, bundle.text
+        return list(bundle.json()["knowledge"])
+
+    commit_summary(1, summary)
+    with tenant_session(engine, tenant) as session:  # a reviewer approves the P3 candidate: it is published as P3
+        [candidate] = session.execute(select(KnowledgeCandidate)).scalars().all()
+        assert (candidate.authority, candidate.origin) == ("P3", "SESSION_COMMIT")
+        publish(session, candidate, "rita", datetime.now(UTC), None)
+    assert knowledge_section() == []
+    rendered = stack.api.post("/recall/render", json=query, headers=auth(key))
+    commit_summary(2, f"根据记忆：{summary}\n{rendered.json().get('text', '')}")  # the recalled text, committed again
+    assert knowledge_section() == []
+    with tenant_session(engine, tenant) as session:
+        items = session.execute(select(KnowledgeItem.authority, KnowledgeItem.status)).all()
+        opened = session.execute(select(KnowledgeCandidate.authority)).scalars().all()
+    assert [tuple(i) for i in items] == [("P3", "ACTIVE")] and set(opened) == {"P3"}
