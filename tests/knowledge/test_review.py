@@ -376,3 +376,53 @@ def test_a_revision_whose_signal_was_lost_is_caught_up_before_a_decision(
     decided = review(api, team.reviewer, revised)
     assert decided.status_code == 200, decided.text
     assert decided.json()["candidate"]["status"] == "APPROVED"
+
+
+EVERY_FORMAT = {  # zh and en forms of each kind, as people write them
+    "email": ["li.lei@example.com.cn", "ops+pager@example.org"],
+    "phone": ["13912345678", "+86 139-1234-5679", "010-62345678", "+1 (415) 555-0199", "+44 20 7946 0958"],
+    "id_number": ["11010519491231002X", "078-05-1120", "E12345678"],
+    "card_number": ["6222 0212 3456 7890 128", "4111-1111-1111-1111"],
+    "api_key": ["sk-proj-a1B2c3D4e5F6g7H8i9J0k1L2", "AKIAIOSFODNN7EXAMPLE", "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLWhlcmU", "hunter2-Passw0rd"],
+}
+
+
+def _digits_or_text(value: str) -> list[str]:
+    """How a value could survive: as written, and (for numbers) its digits alone."""
+    digits = "".join(ch for ch in value if ch.isdigit())
+    return [value, digits] if len(digits) >= 8 and not value.startswith(("sk-", "AKIA", "ghp_", "eyJ")) else [value]
+
+
+def test_every_format_is_redacted_before_anything_stores_or_records_it(
+    api: TestClient, team: Team, own: Settings, engine: Engine
+) -> None:
+    """Each kind in each place a candidate carries text (claim, evidence, an incident's fields and attempts), then a
+    review: no value is left in any column of any of the tenant's tables, nor in the review workflow's history."""
+    values = [v for kind in EVERY_FORMAT.values() for v in kind]
+    contact = "联系 {} 或 {}，电话 {}、{}、{}、{}、{}".format(*EVERY_FORMAT["email"], *EVERY_FORMAT["phone"])
+    ids = "身份证号码：{}，SSN {}，护照号 {}，卡号 {}，card {}".format(*EVERY_FORMAT["id_number"],
+                                                                 *EVERY_FORMAT["card_number"])
+    secrets = "key {} aws {} token {} jwt {} 数据库密码：{}".format(*EVERY_FORMAT["api_key"])
+    incident = {"kind": "incident", "symptom": f"payments fail; {contact}", "root_cause": f"leaked creds: {secrets}",
+                "fix": "rotate every key", "verification": f"audit of {ids}",
+                "attempts": [{"action": f"called {EVERY_FORMAT['phone'][0]}", "outcome": "failed"},
+                             {"action": "rotated the keys", "outcome": "fixed"}]}
+    created = propose(api, team.author, proposal(f"{contact}; {ids}; {secrets}", key="payments.incident_2026_11",
+                                                 authority="P2", structured=incident,
+                                                 evidence=[{"quote": contact}, {"quote": ids}, {"quote": secrets}]))
+    assert {r["kind"] for r in created["redactions"]} == set(EVERY_FORMAT)
+    decided = review(api, team.reviewer, read(api, team.reviewer, created["candidate_id"]))
+    assert decided.status_code == 200, decided.text
+    with tenant_session(engine, team.tenant) as session:
+        tables = session.execute(text(
+            "SELECT DISTINCT table_name FROM information_schema.columns WHERE table_schema = 'public' "
+            "AND column_name = 'tenant_id'")).scalars().all()
+        dump = "\n".join(row for table in tables for row in session.execute(
+            text(f'SELECT row_to_json(t)::text FROM "{table}" t')).scalars())  # row-level security: this tenant's
+    raw, as_json = _history_bytes(own, workflow_id(team.tenant, created["candidate_id"]))
+    assert "payments.incident_2026_11" in dump  # the dump is the one we think
+    for value in values:
+        for form in _digits_or_text(value):
+            assert form not in dump, form
+            assert form.encode() not in raw and form not in as_json, form
