@@ -112,7 +112,7 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     # NUL inside evidence or an incident, open objects.
     "POST /knowledge-candidates": {"knowledge_candidate_invalid", "invalid_character"},
     "PUT /knowledge-candidates/{candidate_id}": {"knowledge_candidate_invalid", "invalid_character"},
-    "POST /knowledge-candidates/{candidate_id}/reviews": {"reason_required"},
+    "POST /knowledge-candidates/{candidate_id}/reviews": {"reason_required", "invalid_authority"},
 }
 """422s on schema-valid requests that are the product's rules, per operation, by error code."""
 

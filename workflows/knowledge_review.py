@@ -14,8 +14,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from workflows.sweeps import each_tenant, start_once
@@ -38,6 +40,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.task_support import DELIVERY_RETRY, WRITE_OPTIONS, refuse
 
 WORKFLOW_NAME = "KnowledgeReview"
+PATIENT: dict[str, Any] = {"start_to_close_timeout": timedelta(seconds=30), "retry_policy": RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(minutes=1))}
+"""The review's own bookkeeping (sync, expire) retries until the database answers, however long it is down: a
+failed review workflow could never be decided nor expire (the sweep does not restart a review that ran)."""
 
 
 def workflow_id(tenant_id: str, candidate_id: str) -> str:
@@ -84,8 +90,9 @@ class KnowledgeReviewWorkflow:
         deadline = (datetime.fromisoformat(self._state.deadline_at) if self._state.deadline_at
                     else opened + timedelta(seconds=inp.policy.deadline_seconds))
         every = inp.policy.reminder_every_seconds
+        started = max(opened, workflow.now())  # a review the sweep starts late sends no burst of reminders
         while self._state.status not in review.CLOSED:
-            wake = min(opened + timedelta(seconds=every * (self._reminders + 1)), deadline)
+            wake = min(started + timedelta(seconds=every * (self._reminders + 1)), deadline)
             try:
                 await workflow.wait_condition(lambda: self._closed(),
                                               timeout=max((wake - workflow.now()).total_seconds(), 0.001))
@@ -97,7 +104,7 @@ class KnowledgeReviewWorkflow:
                     async with self._lock:
                         if not self._closed():
                             self._state = await workflow.execute_activity_method(
-                                KnowledgeActivities.expire, self._ref, **WRITE_OPTIONS)
+                                KnowledgeActivities.expire, self._ref, **PATIENT)
                     break
                 self._reminders += 1
                 if self._state.status == CandidateStatus.PENDING_REVIEW:
@@ -108,7 +115,7 @@ class KnowledgeReviewWorkflow:
     async def _sync(self, sync: SyncInput) -> None:
         """Take the candidate's state from the database, between decisions (the row is the truth)."""
         async with self._lock:
-            self._state = await workflow.execute_activity_method(KnowledgeActivities.sync, sync, **WRITE_OPTIONS)
+            self._state = await workflow.execute_activity_method(KnowledgeActivities.sync, sync, **PATIENT)
 
     def _closed(self) -> bool:
         return self._state.status in review.CLOSED

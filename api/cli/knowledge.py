@@ -71,6 +71,8 @@ def review(
     sha: Annotated[str, typer.Option("--sha", help="The content_sha256 you reviewed (from show).")],
     version: Annotated[int, typer.Option("--version", help="The state_version you reviewed (from show).")],
     reason: Annotated[str | None, typer.Option(help="Why (needed to reject or request changes).")] = None,
+    authority: Annotated[str | None, typer.Option(
+        help="With approve: publish as P0, P1, P2 or P3 (default: as proposed).")] = None,
     *,
     client: Client,
 ) -> None:
@@ -78,6 +80,8 @@ def review(
     body: dict[str, Any] = {"decision": decision, "content_sha256": sha, "state_version": version}
     if reason is not None:
         body["reason"] = reason
+    if authority is not None:
+        body["authority"] = authority
     decided = client.call("POST", f"/knowledge-candidates/{candidate_id}/reviews", json=body)
 
     def render(r: dict[str, Any]) -> str:

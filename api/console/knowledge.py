@@ -4,7 +4,7 @@ Update and validator, bound to the content_sha256 and state_version the page sho
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Request, Response
 from fastapi.responses import HTMLResponse
@@ -53,8 +53,11 @@ async def review(
     content_sha256: Annotated[str, Form(pattern=r"^[0-9a-f]{64}$")],
     state_version: Annotated[int, Form(ge=1)],
     reason: Annotated[str | None, Form(max_length=2_000)] = None,
+    authority: Annotated[Literal["", "P0", "P1", "P2", "P3"], Form()] = "",
 ) -> Response:
-    given = {"reason": reason.strip()} if reason and reason.strip() else {}
+    given: dict[str, Any] = {"reason": reason.strip()} if reason and reason.strip() else {}
+    if authority:
+        given["authority"] = authority
     body = ReviewIn(decision=decision, content_sha256=content_sha256, state_version=state_version, **given)
     await knowledge.decide(temporal, engine, signed.principal, candidate_id, body)
     return back_to(f"/console/knowledge/{candidate_id}?done={DONE[decision].replace(' ', '+')}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Response, status
+from starlette.concurrency import run_in_threadpool
 
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, TemporalSource
 from api.schemas.common import replay_of
@@ -39,7 +40,7 @@ async def propose(body: Annotated[dict[str, Any], Body()], principal: CurrentPri
                                       principal, body)
     if not proposed.created:
         response.status_code = status.HTTP_200_OK
-    return CandidateCreatedOut.model_validate(CandidateOut.of(proposed.candidate).model_dump(by_alias=True))
+    return await run_in_threadpool(knowledge.created_out, engine, proposed.candidate)
 
 
 @router.get("/knowledge-candidates", response_model=CandidateListOut)

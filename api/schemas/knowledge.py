@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -107,11 +108,13 @@ class CandidateOut(Content, CandidateCreatedOut):
     updated_at: datetime
 
     @classmethod
-    def of(cls, c: KnowledgeCandidate) -> CandidateOut:
+    def of(cls, c: KnowledgeCandidate, claims: Mapping[str, str]) -> CandidateOut:
+        """``claims``: the conflicting items' claims (:func:`memory.knowledge.candidates.conflict_claims`)."""
+        conflicts = [{**k, "claim": claims.get(f"{k['knowledge_id']}@{k['version']}", "")} for k in c.conflicts]
         return cls(
             **Content.fields_of(c), candidate_id=str(c.candidate_id), status=c.status, version=c.version,
             state_version=c.state_version, content_sha256=c.content_sha256, redactions=c.redactions,
-            duplicates=c.duplicates, conflicts=c.conflicts, supersedes=str(c.supersedes) if c.supersedes else None,
+            duplicates=c.duplicates, conflicts=conflicts, supersedes=str(c.supersedes) if c.supersedes else None,
             target=c.target, skill_name=c.skill_name,
             origin=c.origin, author_user_id=c.author_user_id, author_agent_id=c.author_agent_id,
             review_deadline=c.review_deadline, reminders_sent=c.reminders_sent, decision=c.decision,
@@ -131,6 +134,9 @@ class ReviewIn(StrictRequest):
     state_version: Integer = Field(ge=1, le=MAX_SAFE_INTEGER, description="The state_version you reviewed")
     reason: Reason | None = Field(default=None, description="Needed to reject or request changes; redacted before "
                                                             "it is stored")
+    authority: Literal["P0", "P1", "P2", "P3"] | None = Field(
+        default=None, description="With an approval: the authority you publish it with (default: the candidate's; "
+                                  "a key bound to an agent proposes P3, which only a reviewer raises)")
 
 
 REVISED_VERSION: TypeAdapter[int] = TypeAdapter(Annotated[Integer, Field(ge=1, le=MAX_SAFE_INTEGER)])

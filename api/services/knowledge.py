@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -23,6 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from api.schemas.knowledge import (
     REVISED_VERSION,
+    CandidateCreatedOut,
     CandidateListOut,
     CandidateOut,
     KnowledgeItemOut,
@@ -39,7 +41,7 @@ from memory.enums import Role
 from memory.errors import Conflict, InvalidInput, NotFound
 from memory.identity.auth import PrincipalContext
 from memory.knowledge import review
-from memory.knowledge.candidates import Author, Proposed, get_candidate, propose
+from memory.knowledge.candidates import Author, Proposed, conflict_claims, get_candidate, propose
 from memory.knowledge.content import Proposal, parse_proposal
 from memory.knowledge.models import KnowledgeCandidate, KnowledgeItem
 from memory.knowledge.publish import versions
@@ -144,8 +146,22 @@ def readable_candidate(engine: Engine, principal: PrincipalContext, candidate_id
                              author_user_id=None if is_reviewer(principal) else principal.user_id)
 
 
+def candidate_out(session: Session, candidate: KnowledgeCandidate) -> CandidateOut:
+    """A candidate as a reviewer reads it, its conflicts' claims read now (never stored in the candidate)."""
+    return CandidateOut.of(candidate, conflict_claims(session, candidate.tenant_id, [candidate]))
+
+
+def created_out(engine: Engine, candidate: KnowledgeCandidate) -> CandidateCreatedOut:
+    """The 201 body of a candidate that just opened."""
+    with tenant_session(engine, candidate.tenant_id) as session:
+        return CandidateCreatedOut.model_validate(candidate_out(session, candidate).model_dump(by_alias=True))
+
+
 def show_candidate(engine: Engine, principal: PrincipalContext, candidate_id: str) -> CandidateOut:
-    return CandidateOut.of(readable_candidate(engine, principal, candidate_id))
+    with tenant_session(engine, principal.tenant_id) as session:
+        candidate = get_candidate(session, principal.tenant_id, candidate_id_of(candidate_id),
+                                  author_user_id=None if is_reviewer(principal) else principal.user_id)
+        return candidate_out(session, candidate)
 
 
 def list_candidates(engine: Engine, principal: PrincipalContext, status: str | None) -> CandidateListOut:
@@ -156,9 +172,10 @@ def list_candidates(engine: Engine, principal: PrincipalContext, status: str | N
     if status is not None:
         query = query.where(KnowledgeCandidate.status == status)
     with tenant_session(engine, principal.tenant_id) as session:
-        rows = session.execute(query.order_by(KnowledgeCandidate.created_at, KnowledgeCandidate.candidate_id)
-                               .limit(LIST_LIMIT)).scalars()
-        return CandidateListOut(items=[CandidateOut.of(c) for c in rows])
+        rows = list(session.execute(query.order_by(KnowledgeCandidate.created_at, KnowledgeCandidate.candidate_id)
+                                    .limit(LIST_LIMIT)).scalars())
+        claims = conflict_claims(session, principal.tenant_id, rows)
+        return CandidateListOut(items=[CandidateOut.of(c, claims) for c in rows])
 
 
 @dataclass(frozen=True)
@@ -213,11 +230,12 @@ async def revise(temporal: ClientSource, engine: Engine, principal: PrincipalCon
     proposal = parse_proposal(content)
     parsed = candidate_id_of(candidate_id)
 
-    def write() -> KnowledgeCandidate:
+    def write() -> tuple[KnowledgeCandidate, CandidateOut]:
         with tenant_session(engine, principal.tenant_id) as session:
-            return review.revise(session, author_of(principal), parsed, version, proposal, datetime.now(UTC))
+            revised = review.revise(session, author_of(principal), parsed, version, proposal, datetime.now(UTC))
+            return revised, candidate_out(session, revised)
 
-    candidate = await run_in_threadpool(write)
+    candidate, shown = await run_in_threadpool(write)
     client = await temporal()
     handle = client.get_workflow_handle(workflow_id(principal.tenant_id, str(parsed)))
     try:
@@ -225,13 +243,14 @@ async def revise(temporal: ClientSource, engine: Engine, principal: PrincipalCon
                                                                        candidate.state_version))
     except RPCError as exc:
         raise TemporalUnavailable(f"Temporal could not tell the review about the revision: {exc.message}") from exc
-    return CandidateOut.of(candidate)
+    return shown
 
 
 def request_of(principal: PrincipalContext, body: ReviewIn) -> ReviewRequest:
     """The decision with the credential's identity; the reason redacted before it goes anywhere."""
     request = ReviewRequest(body.decision, body.content_sha256, body.state_version, principal.user_id,
-                            sorted(principal.roles), principal.agent_id, review.clean_reason(body.reason))
+                            sorted(principal.roles), principal.agent_id, review.clean_reason(body.reason),
+                            body.authority)
     review.check_request(request)
     return request
 
@@ -273,5 +292,5 @@ def decided(engine: Engine, principal: PrincipalContext, candidate_id: str, repl
         if candidate.knowledge_id is not None:
             item = session.get(KnowledgeItem, (principal.tenant_id, candidate.knowledge_id,
                                                candidate.knowledge_version))
-        return ReviewOut(candidate=CandidateOut.of(candidate),
+        return ReviewOut(candidate=candidate_out(session, candidate),
                          knowledge=KnowledgeItemOut.of(item) if item is not None else None, replayed=replayed)

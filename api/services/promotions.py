@@ -16,9 +16,9 @@ from typing import Any
 from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
-from api.schemas.knowledge import CandidateCreatedOut, CandidateOut, PromotionOut, WaitsOut
+from api.schemas.knowledge import PromotionOut, WaitsOut
 from api.services.client import ClientSource
-from api.services.knowledge import author_of, open_and_review
+from api.services.knowledge import author_of, created_out, open_and_review
 from memory.db import tenant_session
 from memory.identity.auth import PrincipalContext
 from memory.knowledge.content import Proposal
@@ -35,17 +35,18 @@ async def promote(temporal: ClientSource, engine: Engine, task_queue: str, polic
     def proposal() -> tuple[Proposal, int]:
         with tenant_session(engine, principal.tenant_id) as session:
             memory = memories.head_of(session, principal, memory_id)  # another's or invisible: the same 404
-            return promotion(memory, principal, body), memory.version
+            return promotion(memory, body), memory.version
 
     proposed_content, version = await run_in_threadpool(proposal)
     digest = hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+    key = f"promotion:{memory_id}@{version}:{principal.agent_id or ''}:{digest}"  # an agent's key proposes P3
     proposed = await open_and_review(temporal, engine, task_queue, policy, author_of(principal), proposed_content,
-                                     idempotency_key=f"promotion:{memory_id}@{version}:{digest}")
+                                     idempotency_key=key)
     c = proposed.candidate
     asked = body.get("authority", "P2")
     answer = PromotionOut(
         memory_id=str(memory_id), memory_version=version, target=c.target, skill_name=c.skill_name,
-        candidate=CandidateCreatedOut.model_validate(CandidateOut.of(c).model_dump(by_alias=True)),
+        candidate=await run_in_threadpool(created_out, engine, c),
         proposed={"key": c.key, "claim": c.claim, "authority": c.authority,
                   "scope": {"type": c.scope_type, "project_id": c.project_id}, "source_refs": list(c.source_refs)},
         authority_capped=c.authority != asked,

@@ -5,9 +5,11 @@ A source is named in ``source_refs`` as ``kind:id`` (memory.knowledge.content). 
 sources are its memories and events and the memories derived only from them (the links the derived-memory layer
 follows), its session, and its records. Then, per row:
 
-- a candidate loses the deleted refs (and the evidence quoting them); left with none, it is WITHDRAWN and its texts
-  are scrubbed (claim, key, evidence, structured, the reviewer's reason; duplicates and conflicts keep ids only);
-- a published version loses the deleted refs; left with none, it is WITHDRAWN (the barrier does that at once, so
+- a candidate loses the deleted refs (and the evidence quoting them); left with none, or when the source of its
+  very words is deleted (a promotion's memory, a session commit's CASE: :func:`defining_source`), it is WITHDRAWN
+  and its texts are scrubbed (claim, key, evidence, structured, the reviewer's reason; conflicts hold ids only);
+- a published version loses the deleted refs; left with none (or without the source of its words), it is
+  WITHDRAWN (the barrier does that at once, so
   the next recall no longer shows it: recall needs no filter of its own), its texts and search columns scrubbed,
   and a REREVIEW candidate that names it, with no text of it, is opened for reviewers ("its only source was
   deleted");
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, cast, false, func, or_, select, update
@@ -29,6 +32,7 @@ from sqlalchemy.types import Text
 
 from memory.db import affected_rows
 from memory.deletion.record_layer import records_in
+from memory.deletion.residue import matchers
 from memory.deletion.scope import ScopeType, events_in, scope_of
 from memory.knowledge.candidates import CandidateStatus
 from memory.knowledge.content import Origin
@@ -73,6 +77,65 @@ def _only_from(column: Any, refs: list[str]) -> ColumnElement[bool]:
     return contained
 
 
+def defining_source(origin: str, origin_ref: str | None, source_refs: list[str]) -> str | None:
+    """The source whose words a row carries: a promotion copies its memory's text, a session commit its CASE's.
+    When that one is deleted the row goes, whatever other refs it names (a session, a commit: context, not the
+    words). None: the row's words are its author's own."""
+    if origin == Origin.PROMOTION.value and origin_ref:
+        return origin_ref.split("@", 1)[0]
+    if origin == Origin.SESSION_COMMIT.value:
+        return next((r for r in source_refs if r.startswith("memory:")), None)
+    return None
+
+
+def _items_defined_by(session: Session, items: list[KnowledgeItem]) -> dict[uuid.UUID, str]:
+    """The defining source of each item, from the candidate it was published from."""
+    ids = {i.candidate_id for i in items}
+    if not ids:
+        return {}
+    rows = session.execute(select(KnowledgeCandidate.candidate_id, KnowledgeCandidate.origin,
+                                  KnowledgeCandidate.origin_ref).where(
+        KnowledgeCandidate.tenant_id == items[0].tenant_id, KnowledgeCandidate.candidate_id.in_(ids))).all()
+    origins = {cid: (origin, ref) for cid, origin, ref in rows}
+    found: dict[uuid.UUID, str] = {}
+    for item in items:
+        origin, ref = origins.get(item.candidate_id, (Origin.API.value, None))
+        defining = defining_source(origin, ref, list(item.source_refs))
+        if defining is not None:
+            found[item.candidate_id] = defining
+    return found
+
+
+def _loses_all(row_refs: list[str], defining: str | None, gone: set[str]) -> bool:
+    """Nothing it rests on is left, or the source of its very words is deleted."""
+    return not [r for r in row_refs if r not in gone] or (defining is not None and defining in gone)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _copies_of_deleted(session: Session, job: DeletionJob) -> Callable[[KnowledgeCandidate | KnowledgeItem], bool]:
+    """Does a row that cites a deleted source still hold its words (in the claim, an incident's fields or the
+    evidence)? Judged by the deletion's own fingerprints of what it deletes (kept at the barrier), so an author's
+    claim quoting a deleted memory goes even when the row names other sources too."""
+    matcher = matchers(session, job.tenant_id, [job.job_id]).get(job.job_id)
+    if matcher is None:
+        return lambda row: False
+    found = matcher  # narrowed for the closure
+
+    def holds(row: KnowledgeCandidate | KnowledgeItem) -> bool:
+        return any(found.copies(text) for text in _strings([row.claim, row.structured, row.evidence]) if text)
+
+    return holds
+
+
 def _kept_evidence(evidence: list[dict[str, Any]], gone: set[str]) -> list[dict[str, Any]]:
     """Evidence entries whose ref is not deleted (an entry quotes its source: the quote goes with it)."""
     return [e for e in evidence if e.get("ref") not in gone]
@@ -84,10 +147,12 @@ def withdraw_at_once(session: Session, job: DeletionJob, links: list[str]) -> in
     refs = deleted_sources(session, job, links)
     if not refs:
         return 0
-    items = session.execute(select(KnowledgeItem).where(
+    citing = list(session.execute(select(KnowledgeItem).where(
         KnowledgeItem.tenant_id == job.tenant_id, KnowledgeItem.status == "ACTIVE",
-        _citing(KnowledgeItem.source_refs, refs), _only_from(KnowledgeItem.source_refs, refs),
-    ).with_for_update()).scalars().all()
+        _citing(KnowledgeItem.source_refs, refs),
+    ).with_for_update()).scalars())
+    defined_by, gone = _items_defined_by(session, citing), set(refs)
+    items = [i for i in citing if _loses_all(list(i.source_refs), defined_by.get(i.candidate_id), gone)]
     for item in items:
         _withdraw(session, job, item)
     session.flush()
@@ -145,10 +210,12 @@ def purge_knowledge(
         or_(_citing(KnowledgeCandidate.source_refs, refs) if refs else false(), unapproved),
     ).limit(batch).with_for_update(skip_locked=True)).scalars().all()
     withdrawn = 0
+    copies = _copies_of_deleted(session, job)
     for c in candidates:
         kept = [r for r in c.source_refs if r not in gone]
-        if not kept or (subject is not None and c.author_user_id == subject
-                        and c.status != CandidateStatus.APPROVED):
+        if _loses_all(list(c.source_refs), defining_source(c.origin, c.origin_ref, list(c.source_refs)), gone) \
+                or (subject is not None and c.author_user_id == subject and c.status != CandidateStatus.APPROVED) \
+                or copies(c):
             _scrub_candidate(c)
             withdrawn += 1
         else:
@@ -158,9 +225,10 @@ def purge_knowledge(
         KnowledgeItem.tenant_id == job.tenant_id, _citing(KnowledgeItem.source_refs, refs),
     ).limit(batch).with_for_update(skip_locked=True)).scalars().all() if refs else []
     scrubbed = 0
+    defined_by = _items_defined_by(session, list(items))
     for item in items:
         kept = [r for r in item.source_refs if r not in gone]
-        if kept:
+        if not _loses_all(list(item.source_refs), defined_by.get(item.candidate_id), gone) and not copies(item):
             item.source_refs, item.evidence = kept, _kept_evidence(item.evidence, gone)
             continue
         if item.status == "ACTIVE":  # written after the barrier's check: withdrawn and re-reviewed here

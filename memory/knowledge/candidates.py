@@ -10,15 +10,16 @@ says something else is a ``conflict`` the reviewer sees — approving supersedes
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, func, or_, select, tuple_
 from sqlalchemy.orm import Session
 
 from memory.errors import Conflict, IdempotencyConflict, NotFound
-from memory.knowledge.content import Proposal, content_sha256
+from memory.knowledge.content import Proposal, capped, ceiling, content_sha256
 from memory.knowledge.models import KnowledgeCandidate, KnowledgeItem
 from memory.knowledge.redaction import Redaction
 from memory.models import AuditEntry
@@ -117,11 +118,26 @@ def conflicts(session: Session, tenant_id: str, p: Proposal | KnowledgeCandidate
         .order_by(KnowledgeItem.knowledge_id)
     ).scalars()
     text = claim_text(p.claim)
-    return [_item_ref(item, claim=item.claim) for item in rows if claim_text(item.claim) != text
-            or item.knowledge_id == p.supersedes]
+    return [_item_ref(item) for item in rows if claim_text(item.claim) != text or item.knowledge_id == p.supersedes]
 
 
-def _check_supersedes(session: Session, tenant_id: str, p: Proposal) -> None:
+def conflict_claims(session: Session, tenant_id: str, candidates: Iterable[KnowledgeCandidate]) -> dict[str, str]:
+    """The claim of each item the candidates' ``conflicts`` name (``"{knowledge_id}@{version}"``), read now.
+
+    A candidate stores the ids of what it conflicts with, never their text: the claim is joined when a reviewer
+    reads it, so a deletion that scrubs an item leaves no copy of its words in other candidates."""
+    wanted = {(uuid.UUID(str(k["knowledge_id"])), int(k["version"])) for c in candidates for k in c.conflicts}
+    if not wanted:
+        return {}
+    rows = session.execute(
+        select(KnowledgeItem.knowledge_id, KnowledgeItem.version, KnowledgeItem.claim).where(
+            KnowledgeItem.tenant_id == tenant_id,
+            tuple_(KnowledgeItem.knowledge_id, KnowledgeItem.version).in_(sorted(wanted)))
+    ).all()
+    return {f"{knowledge_id}@{version}": claim for knowledge_id, version, claim in rows}
+
+
+def check_supersedes(session: Session, tenant_id: str, p: Proposal) -> None:
     if p.supersedes is None:
         return
     found = session.execute(
@@ -132,6 +148,16 @@ def _check_supersedes(session: Session, tenant_id: str, p: Proposal) -> None:
     if found is None:
         raise NotFound("no active knowledge item with that id in this scope to supersede",
                        code="knowledge_not_found", details={"supersedes": str(p.supersedes)})
+    if p.key is None:
+        return
+    keyed = session.execute(
+        select(KnowledgeItem.knowledge_id).where(KnowledgeItem.tenant_id == tenant_id, KnowledgeItem.key == p.key,
+                                                 KnowledgeItem.status == "ACTIVE", same_scope(p))
+    ).scalar_one_or_none()
+    if keyed is not None and keyed != p.supersedes:
+        raise Conflict("another active item already holds this key in this scope: supersede that one, or drop the "
+                       "key", code="knowledge_supersedes_conflict",
+                       details={"supersedes": str(p.supersedes), "key_held_by": str(keyed)})
 
 
 def by_idempotency_key(session: Session, author: Author, key: str) -> KnowledgeCandidate | None:
@@ -149,6 +175,7 @@ def propose(
 
     The same idempotency key with the same content returns the first candidate; with other content it is a 409."""
     clean, redactions = proposal.redacted()
+    clean = replace(clean, authority=capped(clean.authority, ceiling(clean.origin, author.agent_id)))
     sha256 = content_sha256(clean)
     if idempotency_key is not None:
         earlier = by_idempotency_key(session, author, idempotency_key)
@@ -157,7 +184,7 @@ def propose(
                 raise IdempotencyConflict("this idempotency key was used for another candidate",
                                           code="idempotency_conflict")
             return Proposed(earlier, created=False)
-    _check_supersedes(session, author.tenant_id, clean)
+    check_supersedes(session, author.tenant_id, clean)
     found, exact = duplicates(session, author.tenant_id, clean, sha256)
     if exact:
         first = next(d for d in found if d.get("exact") and "knowledge_id" in d)

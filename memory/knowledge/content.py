@@ -43,6 +43,13 @@ class Authority(StrEnum):
 
 
 RECALLED_AUTHORITIES = (Authority.P0, Authority.P1, Authority.P2)
+RANK = {authority: n for n, authority in enumerate(Authority)}
+"""P0 0 (the strongest) to P3 3."""
+
+
+def capped(authority: Authority, ceiling: Authority) -> Authority:
+    """``authority``, or ``ceiling`` when ``authority`` claims more."""
+    return authority if RANK[authority] >= RANK[ceiling] else ceiling
 
 
 class ScopeType(StrEnum):
@@ -64,6 +71,18 @@ class AttemptOutcome(StrEnum):
     FAILED = "failed"
     TEMPORARY = "temporary"
     FIXED = "fixed"
+
+
+ORIGIN_CEILING = {Origin.API: Authority.P0, Origin.PROMOTION: Authority.P2, Origin.TASK: Authority.P2,
+                  Origin.SESSION_COMMIT: Authority.P3, Origin.REREVIEW: Authority.P3}
+"""The most a proposal of each origin may claim: a promoted case or a task's approved artifact is at most a
+confirmed case (P2); what a conversation concluded is a model's (P3); formal policy comes from its document."""
+
+
+def ceiling(origin: Origin, agent_id: str | None) -> Authority:
+    """What a proposal may claim at most: P3 from a key bound to an agent (a model's proposal, whatever it says;
+    a reviewer may raise it on approval), else its origin's ceiling."""
+    return Authority.P3 if agent_id is not None else ORIGIN_CEILING[origin]
 
 
 INCIDENT_TEXT_FIELDS = ("symptom", "root_cause", "diagnosis", "fix", "verification")

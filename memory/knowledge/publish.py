@@ -17,7 +17,9 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from memory.errors import InvalidInput
 from memory.knowledge.candidates import CandidateStatus, claim_text, same_scope
+from memory.knowledge.content import Authority
 from memory.knowledge.models import KnowledgeCandidate, KnowledgeItem
 from memory.models import AuditEntry
 from memory.text import lexemes
@@ -58,8 +60,13 @@ def lineage(session: Session, candidate: KnowledgeCandidate) -> KnowledgeItem | 
 
 def publish(
     session: Session, candidate: KnowledgeCandidate, reviewer_user_id: str, now: datetime, vector: Vector | None,
+    authority: Authority | None = None,
 ) -> KnowledgeItem:
-    """Publish ``candidate`` (locked by the caller, already checked) as the next version of its item."""
+    """Publish ``candidate`` (locked by the caller, already checked) as the next version of its item, with the
+    reviewer's ``authority`` (default: the candidate's). Knowledge rests on a source: without one it is refused."""
+    if not candidate.source_refs:
+        raise InvalidInput("knowledge without a source cannot be published: propose it again naming its source",
+                           code="knowledge_source_required")
     previous = lineage(session, candidate)
     knowledge_id = previous.knowledge_id if previous is not None else uuid.uuid4()
     version = 1
@@ -72,7 +79,8 @@ def publish(
     text = searchable_text(candidate.claim, candidate.structured, candidate.key)
     item = KnowledgeItem(
         tenant_id=candidate.tenant_id, knowledge_id=knowledge_id, version=version, status="ACTIVE",
-        key=candidate.key, claim=candidate.claim, structured=candidate.structured, authority=candidate.authority,
+        key=candidate.key, claim=candidate.claim, structured=candidate.structured,
+        authority=(authority or Authority(candidate.authority)).value,
         scope_type=candidate.scope_type, project_id=candidate.project_id, source_refs=list(candidate.source_refs),
         evidence=list(candidate.evidence), valid_from=candidate.valid_from, valid_to=candidate.valid_to,
         candidate_id=candidate.candidate_id, author_user_id=candidate.author_user_id,

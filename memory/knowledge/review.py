@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
@@ -25,13 +25,14 @@ from memory.knowledge.candidates import (
     OPEN_STATUSES,
     Author,
     CandidateStatus,
+    check_supersedes,
     conflicts,
     duplicates,
     get_candidate,
 )
-from memory.knowledge.content import Proposal, content_sha256
+from memory.knowledge.content import RANK, Authority, Origin, Proposal, capped, ceiling, content_sha256
 from memory.knowledge.models import KnowledgeCandidate, KnowledgeItem
-from memory.knowledge.publish import Vector, publish
+from memory.knowledge.publish import Vector, lineage, publish
 from memory.knowledge.redaction import redact_text
 from memory.models import AuditEntry
 from memory.tasks.reminders import Reminder, signed_message
@@ -66,6 +67,9 @@ class ReviewRequest:
     agent_id: str | None = None
     reason: str | None = None
     """Already redacted (:func:`clean_reason`): it is stored and travels through the workflow's history."""
+    authority: str | None = None
+    """An approval's classification of the claim, when the reviewer gives one (else the candidate's): how a
+    person raises what an agent or a conversation proposed as P3, or lowers what was overclaimed."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,9 @@ def check_request(request: ReviewRequest) -> None:
         raise refusal
     if request.decision not in DECISIONS:
         raise InvalidInput("decision must be approve, reject or request_changes", code="invalid_decision")
+    if request.authority is not None and (request.decision != "approve"
+                                          or request.authority not in {a.value for a in Authority}):
+        raise InvalidInput("authority (P0, P1, P2 or P3) is given with an approval only", code="invalid_authority")
     if request.decision != "approve" and not (request.reason or "").strip():
         raise InvalidInput(f"{request.decision} needs a reason, so the author knows what to change",
                            code="reason_required")
@@ -176,15 +183,17 @@ def decide(session: Session, tenant_id: str, candidate_id: uuid.UUID, request: R
     candidate.decision, candidate.decision_reason = request.decision, request.reason
     candidate.decided_by, candidate.decided_at = request.user_id, now
     _audit(session, candidate, request, "KNOWLEDGE_REVIEWED")
-    if request.decision == "approve" and candidate.target == "skill":
-        # A skill is a file a person pushes (``mnemo skills push``): approving a proposed change records the
-        # decision, and writes no skill and no knowledge.
+    if request.decision == "approve" and not publishes(candidate):
+        # A skill is a file a person pushes (``mnemo skills push``), and a re-review only tells reviewers that an
+        # item lost its only source: approving either records the decision, and writes no skill and no knowledge.
         candidate.status = CandidateStatus.APPROVED
         _bump(candidate, now)
         session.flush()
         return Decided(candidate)
     if request.decision == "approve":
-        return Decided(candidate, publish(session, candidate, request.user_id, now, vector))
+        authority = Authority(request.authority or candidate.authority)
+        check_no_downgrade(lineage(session, candidate), authority)
+        return Decided(candidate, publish(session, candidate, request.user_id, now, vector, authority))
     candidate.status = (CandidateStatus.REJECTED if request.decision == "reject"
                         else CandidateStatus.CHANGES_REQUESTED)
     _bump(candidate, now)
@@ -192,9 +201,26 @@ def decide(session: Session, tenant_id: str, candidate_id: uuid.UUID, request: R
     return Decided(candidate)
 
 
+def publishes(candidate: KnowledgeCandidate) -> bool:
+    """Does approving it publish knowledge? Not a skill change, nor a re-review notice (it holds no claim of its
+    own: a reviewer who still believes the item proposes it again with a source)."""
+    return candidate.target == "knowledge" and candidate.origin != Origin.REREVIEW.value
+
+
+def check_no_downgrade(previous: KnowledgeItem | None, authority: Authority) -> None:
+    """A weaker claim never replaces a stronger one unseen: a P3 version would take a P0 policy out of recall. The
+    reviewer approves with the authority the new version deserves, or rejects it."""
+    if previous is not None and RANK[authority] > RANK[Authority(previous.authority)]:
+        raise Conflict(f"approving would replace {previous.authority} knowledge (version {previous.version}) with a "
+                       f"{authority.value} version: approve with the authority it deserves, or reject it",
+                       code="knowledge_authority_downgrade",
+                       details={"replaces_authority": previous.authority, "version": previous.version})
+
+
 def _audit(session: Session, candidate: KnowledgeCandidate, request: ReviewRequest, action: str) -> None:
     session.add(AuditEntry(tenant_id=candidate.tenant_id, actor=request.user_id, action=action,
                            detail={"candidate_id": str(candidate.candidate_id), "decision": request.decision,
+                                   "authority": request.authority or candidate.authority,
                                    "content_sha256": candidate.content_sha256,
                                    "state_version": candidate.state_version}))
 
@@ -210,7 +236,11 @@ def revise(session: Session, author: Author, candidate_id: uuid.UUID, expected_v
     if expected_version != candidate.version:
         raise VersionConflict(f"the candidate is at version {candidate.version}, not {expected_version}",
                               details={"version": candidate.version})
+    # the same rules as when it opened: its origin's ceiling, the credential's, what it may supersede
     clean, redactions = proposal.redacted()
+    clean = replace(clean, origin=Origin(candidate.origin), origin_ref=candidate.origin_ref,
+                    authority=capped(clean.authority, ceiling(Origin(candidate.origin), author.agent_id)))
+    check_supersedes(session, author.tenant_id, clean)
     sha256 = content_sha256(clean)
     found, _ = duplicates(session, author.tenant_id, clean, sha256)
     candidate.key, candidate.claim = clean.key, clean.claim
@@ -219,6 +249,7 @@ def revise(session: Session, author: Author, candidate_id: uuid.UUID, expected_v
     candidate.project_id, candidate.source_refs = clean.project_id, list(clean.source_refs)
     candidate.evidence = [dict(e) for e in clean.evidence]
     candidate.valid_from, candidate.valid_to, candidate.supersedes = clean.valid_from, clean.valid_to, clean.supersedes
+    candidate.target, candidate.skill_name = clean.target, clean.skill_name
     candidate.content_sha256, candidate.redactions = sha256, [r.as_json() for r in redactions]
     candidate.duplicates = [d for d in found if d.get("candidate_id") != str(candidate.candidate_id)]
     candidate.conflicts = conflicts(session, author.tenant_id, clean)

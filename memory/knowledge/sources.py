@@ -1,13 +1,14 @@
 """The ways into review besides the API: a promoted memory, a session commit's CASE or PATTERN, a finished task.
 
 Each builds a :class:`~memory.knowledge.content.Proposal` through :func:`parse_proposal` (the same strict rules
-as the API) and caps its authority by where it came from, so the model-made loop cannot close (seed 003 §9):
+as the API) with its origin; :func:`memory.knowledge.candidates.propose` caps its authority by that origin and by
+the credential (:func:`memory.knowledge.content.ceiling`), so the model-made loop cannot close (seed 003 §9):
 
 - a session commit's proposal is P3, always: a model's summary or inference is a candidate, never a fact;
-- a promotion is at most P2 (a case that worked, confirmed by whoever promotes it), and P3 when an agent's
-  credential promotes a model's inference (an E4 memory) — no human vouched for it;
+- a promotion is at most P2 (a case that worked), and P3 from a key bound to an agent;
 - a finished task's proposal is at most P2: its draft was approved by a person before it was published.
-P0 and P1 (formal policy, owner-reviewed runbooks) come from documents through the API.
+P0 and P1 (formal policy, owner-reviewed runbooks) come from documents through the API; a reviewer may raise a
+proposal's authority when approving it — a person's decision, never the proposer's.
 """
 
 from __future__ import annotations
@@ -15,16 +16,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from memory.artifact_store import ArtifactStore, ArtifactUnavailable, read
-from memory.enums import Category, SourceLevel, Status
+from memory.enums import Category, Status
 from memory.errors import Conflict, InvalidInput, NotFound
-from memory.identity.auth import PrincipalContext
 from memory.knowledge.candidates import Author, propose
 from memory.knowledge.content import (
     KEY,
@@ -44,19 +43,14 @@ PROMOTABLE = frozenset({Category.CASE, Category.PATTERN, Category.TOOL_EXPERIENC
 """What an agent learned doing work. A person's profile, preferences, entities and events are about them: they are
 never proposed as the tenant's knowledge."""
 PROMOTION_FIELDS = frozenset({"target", "skill_name", "claim", "key", "authority", "scope", "validity"})
-_ORDER = list(Authority)
 
-
-def capped(authority: Authority, ceiling: Authority) -> Authority:
-    """``authority``, or ``ceiling`` when ``authority`` claims more (P0 is the most)."""
-    return authority if _ORDER.index(authority) >= _ORDER.index(ceiling) else ceiling
 
 
 def _refs(*refs: str) -> list[str]:
     return list(dict.fromkeys(r for r in refs if SOURCE_REF.fullmatch(r)))
 
 
-def promotion(memory: Memory, principal: PrincipalContext, body: Mapping[str, Any]) -> Proposal:
+def promotion(memory: Memory, body: Mapping[str, Any]) -> Proposal:
     """What ``POST /memories/{id}/promotions`` proposes for ``memory`` (the caller may see it: checked before)."""
     extra = sorted(set(body) - PROMOTION_FIELDS)
     if extra:
@@ -84,8 +78,7 @@ def promotion(memory: Memory, principal: PrincipalContext, body: Mapping[str, An
         "source_refs": _refs(f"memory:{memory.memory_id}", memory.source_id, *memory.evidence_refs),
         "evidence": [{"quote": memory.content[:MAX_FIELD_CHARS], "ref": f"memory:{memory.memory_id}"}],
     }, origin=Origin.PROMOTION, origin_ref=f"memory:{memory.memory_id}@{memory.version}")
-    unvouched = principal.agent_id is not None and memory.source_level == SourceLevel.E4.value
-    return _with_authority(proposal, Authority.P3 if unvouched else Authority.P2)
+    return proposal
 
 
 def from_session_commit(memory: Memory, session_id: str, commit_id: str) -> Proposal:
@@ -110,11 +103,7 @@ def from_task(task_id: str, artifact_sha256: str, body: Mapping[str, Any]) -> Pr
         {**body, "source_refs": [f"task:{task_id}", f"artifact:{artifact_sha256}",
                                  *(refs if isinstance(refs, list) else [])]},
         origin=Origin.TASK, origin_ref=f"task:{task_id}")
-    return _with_authority(proposal, Authority.P2)
-
-
-def _with_authority(proposal: Proposal, ceiling: Authority) -> Proposal:
-    return replace(proposal, authority=capped(proposal.authority, ceiling))
+    return proposal
 
 
 CASE_LIKE = frozenset({Category.CASE.value, Category.PATTERN.value})

@@ -66,7 +66,7 @@ def test_a_promotion_opens_a_reviewed_candidate_and_writes_nothing_until_approve
     waits = answer["waits"]
     assert waits["status"] == "PENDING_REVIEW" and waits["console"].startswith("/console/knowledge/")
     assert answer["proposed"]["source_refs"][0] == f"memory:{memory_id}"
-    assert answer["proposed"]["authority"] == "P2" and not answer["authority_capped"]
+    assert answer["proposed"]["authority"] == "P3" and answer["authority_capped"]  # an agent's key proposes P3
     assert "ops@example.com" not in answer["proposed"]["claim"]
     assert answer["candidate"]["redactions"] == [{"kind": "email", "path": "claim"},
                                                  {"kind": "email", "path": "evidence/0/quote"}]
@@ -77,9 +77,11 @@ def test_a_promotion_opens_a_reviewed_candidate_and_writes_nothing_until_approve
 
     shown = api.get(answer["waits"]["api"], headers=auth(team.reviewer)).json()
     decided = api.post(f"{answer['waits']['api']}/reviews", headers=auth(team.reviewer), json={
-        "decision": "approve", "content_sha256": shown["content_sha256"], "state_version": shown["state_version"]})
+        "decision": "approve", "content_sha256": shown["content_sha256"], "state_version": shown["state_version"],
+        "authority": "P2"})  # a person classifies it: a case that worked
     assert decided.status_code == 200, decided.text
-    assert decided.json()["knowledge"]["source_refs"][0] == f"memory:{memory_id}"
+    published = decided.json()["knowledge"]
+    assert published["source_refs"][0] == f"memory:{memory_id}" and published["authority"] == "P2"
 
 
 def test_an_agent_promoting_a_models_inference_proposes_it_as_p3(api: TestClient, team: Team) -> None:
