@@ -20,6 +20,7 @@ from typing import Any
 
 from memory.errors import InvalidInput
 from memory.knowledge.redaction import Redaction, redact
+from memory.skills.format import NAME as SKILL_NAME
 
 MAX_CLAIM_CHARS = 2_000
 """A claim is a distilled statement, never a whole ticket or transcript."""
@@ -28,6 +29,8 @@ MAX_SOURCES = 50
 MAX_EVIDENCE = 20
 MAX_ATTEMPTS = 20
 KEY = re.compile(r"^[a-z0-9][a-z0-9._:\-]{0,127}$")
+PROJECT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}$")
+
 SOURCE_REF = re.compile(r"^(memory|event|session|commit|task|artifact|record|knowledge|doc|ticket|url):\S{1,500}$")
 """``kind:id`` — what the claim rests on; deleting the source it names withdraws the candidate (issue 27 §3)."""
 
@@ -272,6 +275,9 @@ def parse_proposal(body: Mapping[str, Any], *, origin: Origin = Origin.API, orig
         if (scope_type is ScopeType.PROJECT) != (isinstance(project_id, str) and bool(project_id.strip())):
             problems.add("scope/project_id", "a PROJECT scope names its project_id; a TENANT scope none")
             project_id = None
+        elif project_id is not None and not PROJECT_ID.fullmatch(project_id):
+            problems.add("scope/project_id", "must be a project id: letters, digits and . _ : - (at most 128)")
+            project_id = None
     sources = check_sources(problems, body.get("source_refs"))
     evidence = check_evidence(problems, body.get("evidence", []))
     valid_from, valid_to = _validity(problems, body.get("validity"))
@@ -282,6 +288,8 @@ def parse_proposal(body: Mapping[str, Any], *, origin: Origin = Origin.API, orig
         problems.add("target", "must be knowledge or skill")
     elif (target == "skill") != isinstance(skill_name, str):
         problems.add("skill_name", "a skill change names its skill; knowledge names none")
+    elif isinstance(skill_name, str) and not SKILL_NAME.fullmatch(skill_name):
+        problems.add("skill_name", "must be a skill's name: lower-case letters, digits and - (at most 64)")
     problems.raise_if_any()
     assert claim is not None and isinstance(authority, str)
     return Proposal(claim=claim, authority=Authority(authority), scope_type=scope_type, project_id=project_id,

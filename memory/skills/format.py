@@ -68,7 +68,7 @@ def _refuse(code: str, message: str, file: str, field: str | None = None) -> Inv
 
 
 def check_name(name: str, file: str = SKILL_FILE) -> str:
-    if not NAME.match(name):
+    if not NAME.fullmatch(name):
         raise _refuse("invalid_skill_name", f"skill name {name!r} must be lowercase letters, digits and hyphens, "
                                             "starting with a letter or digit, at most 64 characters", file, "name")
     return name
@@ -169,7 +169,7 @@ def _check_files(files: Mapping[str, str]) -> None:
         raise _refuse("skill_too_large", f"a skill holds at most {MAX_FILES} files, not {len(files)}", ".")
     total = 0
     for path, text in files.items():
-        if not PATH.match(path) or ".." in path.split("/"):
+        if not PATH.fullmatch(path) or ".." in path.split("/"):
             raise _refuse("invalid_skill_path", f"{path!r} is not a relative path of letters, digits, '.', '_', '-' "
                                                 "(at most 4 levels, no '..', no leading '.')", path)
         size = len(text.encode("utf-8"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory.errors import InvalidInput
-from memory.skills.format import MAX_FILE_BYTES, MAX_FILES, parse_tree
+from memory.skills.format import MAX_FILE_BYTES, MAX_FILES, check_name, parse_tree
 from memory.skills.system import ROOT, system_skills
 
 GOOD = """---
@@ -100,3 +100,11 @@ def test_the_shipped_system_skills_parse_complete_and_are_read_from_their_files(
         assert tree.name == name and {"description", "role", "strategy", "prompt_template"} <= set(tree.fields)
         assert tree.files["SKILL.md"] == (ROOT / name / "SKILL.md").read_text(encoding="utf-8")
     assert "examples/entry.md" in shipped["incident-digest"].files
+
+
+@pytest.mark.parametrize("name", ["digest\n", "digest\n\n"])
+def test_a_name_with_a_trailing_newline_is_refused(name: str) -> None:
+    """``$`` also matches before a final newline: names and paths are matched whole."""
+    with pytest.raises(InvalidInput) as refused:
+        check_name(name)
+    assert refused.value.code == "invalid_skill_name"
