@@ -172,25 +172,24 @@ def _classify(digits: str, raw: str) -> Kind | None:
 
 
 def _number_spans(text: str, classify: Callable[[str, str], Kind | None]) -> list[tuple[int, int, Kind]]:
-    """Spans of ``text`` that are personal numbers: within each run of digit groups, the longest classified span
-    from each group on (so ``call 13800138000 2026`` finds the phone and leaves the year). Dates, times, versions
-    and digests are blanked out first (same length, so positions hold) and never join a run."""
+    """Spans of ``text`` that are personal numbers: within each run of digit groups, the classified spans that
+    cover the most digits (so ``call 13800138000 2026`` finds the phone and leaves the year, and no piece of a
+    value is left beside it where another cut would have taken it whole; on a tie the leading groups stay).
+    Dates, times, versions and digests are blanked out first (same length, so positions hold) and join no run."""
     searched = _NOT_A_NUMBER.sub(lambda m: "\x00" * len(m.group()), text)
     spans: list[tuple[int, int, Kind]] = []
     for run in _NUMBER_RUN.finditer(searched):
         groups = [(m.start() + run.start(), m.end() + run.start()) for m in _GROUP.finditer(run.group())]
-        i = 0
-        while i < len(groups):
+        best: list[tuple[int, list[tuple[int, int, Kind]]]] = [(0, [])] * (len(groups) + 1)
+        for i in range(len(groups) - 1, -1, -1):
+            best[i] = best[i + 1]  # group i stays
             for j in range(len(groups), i, -1):
-                start, end = groups[i][0], groups[j - 1][1]
-                raw = text[start:end]
-                kind = classify(re.sub(r"[^\dXx]", "", raw), raw)
-                if kind is not None:
-                    spans.append((start, end, kind))
-                    i = j
-                    break
-            else:
-                i += 1
+                raw = text[groups[i][0]:groups[j - 1][1]]
+                digits = re.sub(r"[^\dXx]", "", raw)
+                kind = classify(digits, raw)
+                if kind is not None and len(digits) + best[j][0] > best[i][0]:
+                    best[i] = (len(digits) + best[j][0], [(groups[i][0], groups[j - 1][1], kind), *best[j][1]])
+        spans += best[0][1]
     return spans
 
 

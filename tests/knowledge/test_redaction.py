@@ -116,6 +116,11 @@ def test_a_checksum_joins_groups_only_after_the_shapes_are_taken() -> None:
     assert redact_text("budget 1510 13800138000") == ("budget 1510 [REDACTED:phone]", [Kind.PHONE])
 
 
+def test_a_run_is_cut_where_the_cut_takes_most_and_leaves_no_piece() -> None:
+    """``1500 1300000`` is a mobile too; taking it would leave ``0000`` of the real one behind."""
+    assert redact_text("budget 1500 1300000 0000") == ("budget 1500 [REDACTED:phone]", [Kind.PHONE])
+
+
 def test_only_the_user_and_password_of_a_url_go() -> None:
     clean, _ = redact_text("dsn postgres://admin:s3cr3t@localhost:5432/db")
     assert clean == "dsn postgres://[REDACTED:api_key]@localhost:5432/db"
