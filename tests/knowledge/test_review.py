@@ -378,14 +378,21 @@ def test_a_revision_whose_signal_was_lost_is_caught_up_before_a_decision(
     assert decided.json()["candidate"]["status"] == "APPROVED"
 
 
-EVERY_FORMAT = {  # zh and en forms of each kind, as people write them
-    "email": ["li.lei@example.com.cn", "ops+pager@example.org"],
-    "phone": ["13912345678", "+86 139-1234-5679", "010-62345678", "+1 (415) 555-0199", "+44 20 7946 0958"],
-    "id_number": ["11010519491231002X", "078-05-1120", "E12345678"],
-    "card_number": ["6222 0212 3456 7890 128", "4111-1111-1111-1111"],
+EVERY_FORMAT = {  # zh and en forms of each kind, as people write them (those after the labelled ones need no label)
+    "email": ["li.lei@example.com.cn", "ops+pager@example.org", "张三@例子.中国", "wang.wu%40example.com"],
+    "phone": ["13912345678", "+86 139-1234-5679", "010-62345678", "+1 (415) 555-0199", "+44 20 7946 0958",
+              "139—1234—5670", "139/1234/5671", "139\u200b1234\u200b5672"],
+    "id_number": ["11010519491231002X", "078-05-1120", "E12345678", "219 09 9999"],
+    "card_number": ["6222 0212 3456 7890 128", "4111-1111-1111-1111", "5500 0000 0000 0001"],
     "api_key": ["sk-proj-a1B2c3D4e5F6g7H8i9J0k1L2", "AKIAIOSFODNN7EXAMPLE", "ghp_0123456789abcdefghijABCDEFGHIJ012345",
-                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLWhlcmU", "hunter2-Passw0rd"],
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLWhlcmU", "hunter2-Passw0rd",
+                "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"],
 }
+
+
+def _unlabelled(kind: str, labelled: int) -> str:
+    """The kind's formats after the first ``labelled`` (which a sentence names), one after another."""
+    return "、".join(EVERY_FORMAT[kind][labelled:])
 
 
 def _digits_or_text(value: str) -> list[str]:
@@ -400,10 +407,14 @@ def test_every_format_is_redacted_before_anything_stores_or_records_it(
     """Each kind in each place a candidate carries text (claim, evidence, an incident's fields and attempts), then a
     review: no value is left in any column of any of the tenant's tables, nor in the review workflow's history."""
     values = [v for kind in EVERY_FORMAT.values() for v in kind]
-    contact = "联系 {} 或 {}，电话 {}、{}、{}、{}、{}".format(*EVERY_FORMAT["email"], *EVERY_FORMAT["phone"])
-    ids = "身份证号码：{}，SSN {}，护照号 {}，卡号 {}，card {}".format(*EVERY_FORMAT["id_number"],
-                                                                 *EVERY_FORMAT["card_number"])
-    secrets = "key {} aws {} token {} jwt {} 数据库密码：{}".format(*EVERY_FORMAT["api_key"])
+    contact = "联系 {} 或 {}，电话 {}、{}、{}、{}、{}".format(*EVERY_FORMAT["email"][:2],
+                                                     *EVERY_FORMAT["phone"][:5]) + (
+        f"；又 {_unlabelled('email', 2)}、{_unlabelled('phone', 5)}")
+    ids = "身份证号码：{}，SSN {}，护照号 {}，卡号 {}，card {}".format(*EVERY_FORMAT["id_number"][:3],
+                                                                 *EVERY_FORMAT["card_number"][:2]) + (
+        f"；又 {_unlabelled('id_number', 3)}、{_unlabelled('card_number', 2)}")
+    secrets = "key {} aws {} token {} jwt {} 数据库密码：{}".format(*EVERY_FORMAT["api_key"][:5]) + (
+        f"；又 {_unlabelled('api_key', 5)}")
     incident = {"kind": "incident", "symptom": f"payments fail; {contact}", "root_cause": f"leaked creds: {secrets}",
                 "fix": "rotate every key", "verification": f"audit of {ids}",
                 "attempts": [{"action": f"called {EVERY_FORMAT['phone'][0]}", "outcome": "failed"},
