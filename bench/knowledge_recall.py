@@ -449,9 +449,9 @@ def measure_api(api: httpx.Client, corpus: Corpus, items: Sequence[Ask], warmup:
     return percentiles(ms)
 
 
-def wait_until_quiet(max_load: float, max_minutes: float) -> float:
-    """Wait while the 1-minute load average is above ``max_load`` (a test suite may be running); returns it."""
-    deadline = time.monotonic() + max_minutes * 60
+def wait_until_quiet(max_load: float, deadline: float) -> float:
+    """Wait while the 1-minute load average is above ``max_load`` (a test suite may be running), until
+    ``deadline`` (monotonic: one budget for the whole run); returns the load it stopped waiting at."""
     while (load := os.getloadavg()[0]) > max_load and time.monotonic() < deadline:
         say(f"  load average {load:.2f} > {max_load}: waiting")
         time.sleep(20)
@@ -529,14 +529,15 @@ def main() -> None:
     parser.add_argument("--bundle-queries", type=int, default=150, help="per K: bundle and API queries")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--max-load", type=float, default=2.5)
-    parser.add_argument("--max-wait-minutes", type=float, default=15.0)
+    parser.add_argument("--max-wait-minutes", type=float, default=15.0, help="for the whole run")
     args = parser.parse_args()
     if args.quick:
         args.sizes, args.queries, args.bundle_queries = "50,500", 60, 40
     sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
     run_started = time.monotonic()
     say(f"knowledge recall benchmark: K = {sizes}; {os.cpu_count()} cores")
-    load_before = wait_until_quiet(args.max_load, args.max_wait_minutes)
+    quiet_deadline = time.monotonic() + args.max_wait_minutes * 60
+    load_before = wait_until_quiet(args.max_load, quiet_deadline)
     with services("mnemo-bench-knowledge-") as svc:
         key = make_key(svc.sqlalchemy_url, TENANT, USER, ["memory_writer"])
         make_key(svc.sqlalchemy_url, OTHER, USER, ["memory_writer"])
@@ -556,7 +557,7 @@ def main() -> None:
             for size in sizes:
                 grow(engine, corpus, size)
                 items = asks(embedder, corpus, args.warmup + args.queries)  # keys drawn from every row so far
-                wait_until_quiet(args.max_load, args.max_wait_minutes)
+                wait_until_quiet(args.max_load, quiet_deadline)
                 say(f"  K = {corpus.count(TENANT):,}: measuring")
                 results[corpus.count(TENANT)] = measure_size(engine, api, corpus, items, args)
                 report_size(corpus.count(TENANT), results[corpus.count(TENANT)])
