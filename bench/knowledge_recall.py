@@ -68,9 +68,6 @@ OTHER = OTHER_TENANTS[0]
 PROJECTS = ("Apollo", "Hermes", "Orion", "Atlas")
 AUTHORITIES = ("P0", "P1", "P2", "P3")
 AUTHORITY_WEIGHTS = (0.15, 0.25, 0.35, 0.25)
-BASELINE_INDEX = "knowledge_items_one_active_key"
-REAL_PUBLISHED = 6
-"""Items per tenant through propose + publish; the last supersedes the first (same key and scope)."""
 
 
 # --------------------------------------------------------------------------- the rows
@@ -78,32 +75,27 @@ REAL_PUBLISHED = 6
 
 @dataclass(frozen=True)
 class Row:
-    """One generated version of an item: what the correctness check compares every bundle entry with."""
+    """One generated version of an item (its content as proposed): what every bundle entry is checked against."""
 
     knowledge_id: uuid.UUID
     version: int
     status: str
-    key: str | None
-    claim: str
     base: int
-    authority: str
-    scope_type: str
-    project_id: str | None
-    valid_from: datetime | None
-    valid_to: datetime | None
+    content: Proposal
 
     def applies(self, project_id: str | None, now: datetime) -> str | None:
         """Why this row may not be a fact of a bundle for ``project_id`` at ``now`` (None: it may)."""
+        c = self.content
         if self.status != "ACTIVE":
             return f"status {self.status}"
-        if self.authority not in {a.value for a in RECALLED_AUTHORITIES}:
-            return f"authority {self.authority}"
-        if self.scope_type == "PROJECT" and self.project_id != project_id:
-            return f"project {self.project_id} in a request for {project_id}"
-        if self.valid_from is not None and self.valid_from > now:
-            return f"valid from {self.valid_from.isoformat()}"
-        if self.valid_to is not None and self.valid_to <= now:
-            return f"expired at {self.valid_to.isoformat()}"
+        if c.authority not in RECALLED_AUTHORITIES:
+            return f"authority {c.authority.value}"
+        if c.scope_type is ScopeType.PROJECT and c.project_id != project_id:
+            return f"project {c.project_id} in a request for {project_id}"
+        if c.valid_from is not None and c.valid_from > now:
+            return f"valid from {c.valid_from.isoformat()}"
+        if c.valid_to is not None and c.valid_to <= now:
+            return f"expired at {c.valid_to.isoformat()}"
         return None
 
 
@@ -142,25 +134,22 @@ class Corpus:
         final = "ACTIVE" if r.random() < 0.88 else "WITHDRAWN"
         versions = ["SUPERSEDED", final] if r.random() < 1 / 7 else [final]
         kid = uuid.uuid5(uuid.NAMESPACE_URL, f"bench-knowledge/{tenant}/{j}")
-        return [Row(kid, n + 1, status, key, f"{self.texts[b]}（kb #{j} v{n + 1}）", b, authority,
-                    "PROJECT" if project else "TENANT", project, *window) for n, status in enumerate(versions)]
+        return [Row(kid, n + 1, status, b, Proposal(
+                    claim=f"{self.texts[b]}（kb #{j} v{n + 1}）", authority=Authority(authority),
+                    scope_type=ScopeType.PROJECT if project else ScopeType.TENANT, source_refs=(f"doc:bench/{kid}",),
+                    project_id=project, key=key, valid_from=window[0], valid_to=window[1]))
+                for n, status in enumerate(versions)]
 
     def record(self, tenant: str, row: Row) -> None:
         self.rows.setdefault(tenant, {})[(row.knowledge_id, row.version)] = row
-        if row.key is not None and row.key not in self.keys:
-            self.keys.append(row.key)
+        if row.content.key is not None and row.content.key not in self.keys:
+            self.keys.append(row.content.key)
 
 
 def derived(row: Row) -> tuple[str, str]:
     """``search_text`` and the token text ``publish`` derives from an item's claim and key."""
-    searchable = searchable_text(row.claim, None, row.key)
+    searchable = searchable_text(row.content.claim, None, row.content.key)
     return claim_text(searchable), " ".join(lexemes(searchable))
-
-
-def proposal(row: Row) -> Proposal:
-    return Proposal(claim=row.claim, authority=Authority(row.authority), scope_type=ScopeType(row.scope_type),
-                    source_refs=(f"doc:bench/{row.knowledge_id}",), project_id=row.project_id, key=row.key,
-                    valid_from=row.valid_from, valid_to=row.valid_to)
 
 
 CANDIDATE_SQL = (
@@ -185,13 +174,11 @@ def bulk_insert(engine: Engine, corpus: Corpus, tenant: str, rows: Sequence[Row]
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     candidates, items = [], []
     for row, vec in zip(rows, vecs, strict=True):
-        cid, sha, at = uuid.uuid4(), content_sha256(proposal(row)), corpus.started
-        refs = [f"doc:bench/{row.knowledge_id}"]
-        search_text, token_text = derived(row)
-        candidates.append((tenant, cid, row.key, row.claim, row.authority, row.scope_type, row.project_id, refs,
-                           row.valid_from, row.valid_to, sha, at, row.knowledge_id, row.version, at, at))
-        items.append((tenant, row.knowledge_id, row.version, row.status, row.key, row.claim, row.authority,
-                      row.scope_type, row.project_id, refs, row.valid_from, row.valid_to, cid, at,
+        c, cid, at = row.content, uuid.uuid4(), corpus.started
+        sha, refs, search_text, token_text = content_sha256(c), list(c.source_refs), *derived(row)
+        content = (c.key, c.claim, c.authority.value, c.scope_type.value, c.project_id, refs, c.valid_from, c.valid_to)
+        candidates.append((tenant, cid, *content, sha, at, row.knowledge_id, row.version, at, at))
+        items.append((tenant, row.knowledge_id, row.version, row.status, *content, cid, at,
                       row.version - 1 or None, sha, "withdrawn by the bench" if row.status == "WITHDRAWN" else None,
                       search_text, token_text, "[" + ",".join(f"{x:.7f}" for x in vec) + "]", MODEL_NAME))
         corpus.record(tenant, row)
@@ -206,15 +193,19 @@ def bulk_insert(engine: Engine, corpus: Corpus, tenant: str, rows: Sequence[Row]
         dbapi.close()
 
 
+REAL_PUBLISHED = 6
+"""Items per tenant through propose + publish; the last supersedes the first (same key and scope)."""
+
+
 def publish_real(engine: Engine, embedder: Embedder, corpus: Corpus, tenant: str) -> None:
     """:data:`REAL_PUBLISHED` items through propose + publish (embedded for real); the last supersedes the first."""
     made = [corpus.item(j, tenant)[-1] for j in range(REAL_PUBLISHED - 1)]
     made = [replace(r, status="ACTIVE", version=1) for r in made]
-    made.append(replace(made[0], claim=made[0].claim + "（修订）", version=2))
+    made.append(replace(made[0], content=replace(made[0].content, claim=made[0].content.claim + "（修订）"), version=2))
     for row in made:
         with tenant_session(engine, tenant) as s:
-            candidate = propose(s, Author(tenant, "alice"), proposal(row), corpus.started).candidate
-            text_ = searchable_text(row.claim, None, row.key)
+            candidate = propose(s, Author(tenant, "alice"), row.content, corpus.started).candidate
+            text_ = searchable_text(row.content.claim, None, row.content.key)
             item = publish(s, get_candidate(s, tenant, candidate.candidate_id, lock=True), "rita", corpus.started,
                            Vector(embedder.embed([text_])[0], MODEL_NAME))
             if item.supersedes_version is not None:
@@ -258,6 +249,9 @@ def grow(engine: Engine, corpus: Corpus, target: int) -> None:
 
 
 # --------------------------------------------------------------------------- plans
+
+
+BASELINE_INDEX = "knowledge_items_one_active_key"
 
 
 def bare_sql() -> str:
@@ -465,8 +459,8 @@ def measure_size(engine: Engine, api: httpx.Client, corpus: Corpus, items: list[
                  ) -> dict[str, Any]:
     """Plans, then the source alone, the bundle with and without it, the API; every bundle checked."""
     now = datetime.now(UTC)
-    bare_keys = [r.key for r in corpus.rows[TENANT].values()
-                 if r.key is not None and r.status == "ACTIVE" and r.scope_type == "TENANT"]
+    bare_keys = [r.content.key for r in corpus.rows[TENANT].values()
+                 if r.content.key is not None and r.status == "ACTIVE" and r.content.scope_type is ScopeType.TENANT]
     plan = baseline_plan(engine, bare_keys[0])
     baseline_ok = f"Index Scan using {BASELINE_INDEX}" in plan
     # The fourth ask names keys and a project: every statement the source may run.
@@ -477,7 +471,8 @@ def measure_size(engine: Engine, api: httpx.Client, corpus: Corpus, items: list[
     bundle = measure_bundle(engine, corpus, items[: args.bundle_queries], args.warmup, checked)
     http = measure_api(api, corpus, items[: args.bundle_queries], args.warmup, checked)
     active = sum(r.applies(None, now) is None for r in corpus.rows[TENANT].values())
-    barred = sum(not any(r.key == k and r.applies(a.project_id, now) is None for r in corpus.rows[TENANT].values())
+    rows = corpus.rows[TENANT].values()
+    barred = sum(not any(r.content.key == k and r.applies(a.project_id, now) is None for r in rows)
                  for a in items for k in a.keys)
     return {"barred_keys": barred, "baseline_plan": plan, "baseline_ok": baseline_ok, "source_plans": source_plans,
             "source": source, "bundle": bundle, "api": http, "checked": checked, "load": (load, os.getloadavg()[0]),
