@@ -288,8 +288,9 @@ def kind_of(sql: str) -> str:
 
 
 def explain_source(engine: Engine, q: Any) -> list[tuple[str, str, str]]:
-    """Every statement ``recall_knowledge`` runs for ``q``, EXPLAINed in the same transaction: (which, access,
-    plan). The first statement of a kind filters facts, the second lapsed items (the source's order)."""
+    """Every statement ``recall_knowledge`` runs for ``q``, EXPLAIN ANALYZEd in the same transaction: (which,
+    access and execution time, plan). The first statement of a kind filters facts, the second lapsed items (the
+    source's order); a successor's is one per warning, the first analysed."""
     seen: list[tuple[str, Any]] = []
 
     def capture(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
@@ -309,9 +310,13 @@ def explain_source(engine: Engine, q: Any) -> list[tuple[str, str, str]]:
             kinds[kind] = kinds.get(kind, 0) + 1
             which = kind if kind in ("knowledge_version", "successor", "other") else (
                 f"{'facts' if kinds[kind] == 1 else 'lapsed'}: {kind}")
-            plan = "\n".join(r[0] for r in s.connection().exec_driver_sql(
-                "EXPLAIN (COSTS OFF) " + statement, parameters).all())
-            out.append((which, access(plan), plan))
+            if kind == "successor" and kinds[kind] > 1:
+                out.append((which, "one more, as the first", ""))
+                continue
+            plan = "\n".join(re.sub(r"'\[[^']*\]'", "'[…]'", r[0]) for r in s.connection().exec_driver_sql(
+                "EXPLAIN (ANALYZE, COSTS OFF) " + statement, parameters).all())
+            ms = re.search(r"Execution Time: ([0-9.]+) ms", plan)
+            out.append((which, access(plan) + (f"; {float(ms[1]):.2f} ms" if ms else ""), plan))
     return out
 
 
