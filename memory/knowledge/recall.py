@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Text, and_, func, literal, or_, select
+from sqlalchemy import ColumnElement, Select, Text, and_, func, literal, or_, select, tuple_, union_all
 from sqlalchemy.orm import Session
 
 from memory.embedders.schema import of_dimensions, typed
@@ -84,7 +84,8 @@ class KnowledgeRecalled:
 
 @dataclass
 class _Match:
-    item: KnowledgeItem
+    item: Any
+    """A row of :data:`READ`: the item's columns ranking, the entry and a warning need."""
     sources: set[str] = field(default_factory=set)
     fulltext: float = 0.0
     trigram: float = 0.0
@@ -116,39 +117,69 @@ def _lapsed(tenant_id: str, project_id: str | None, now: datetime) -> ColumnElem
                     and_(KnowledgeItem.status == "ACTIVE", KnowledgeItem.valid_to <= now)))
 
 
-def _matches(session: Session, where: ColumnElement[bool], q: KnowledgeQuery) -> dict[tuple[uuid.UUID, int], _Match]:
-    """Each source, capped, inside ``where``; merged per (item, version)."""
-    found: dict[tuple[uuid.UUID, int], _Match] = {}
+def _branches(where: ColumnElement[bool], fact: ColumnElement[bool], q: KnowledgeQuery) -> list[Select[Any]]:
+    """One capped statement per source (key, full text, trigram, vector), each naming (item, version, source,
+    signal). Facts come first in each, so items that are no longer facts never crowd one out of the cap."""
+    ident = (KnowledgeItem.knowledge_id, KnowledgeItem.version)
+    branches: list[Select[Any]] = []
 
-    def add(statement: Select[Any], source: str, signal: str | None) -> None:
-        for row in session.execute(statement.limit(q.candidate_limit)).all():
-            item: KnowledgeItem = row[0]
-            match = found.setdefault((item.knowledge_id, item.version), _Match(item))
-            match.sources.add(source)
-            if signal is not None:
-                setattr(match, signal, max(getattr(match, signal), float(row[1])))
+    def branch(source: str, signal: ColumnElement[Any], *conditions: ColumnElement[bool]) -> None:
+        branches.append(select(*ident, literal(source).label("source"), signal.label("signal"))
+                        .where(where, *conditions)
+                        .order_by(fact.desc(), signal.desc(), KnowledgeItem.knowledge_id, KnowledgeItem.version)
+                        .limit(q.candidate_limit))
 
-    base = select(KnowledgeItem)
     if q.keys:
-        add(base.where(where, KnowledgeItem.key.in_(list(q.keys))).order_by(KnowledgeItem.knowledge_id), "key", None)
+        branch("key", literal(1.0), KnowledgeItem.key.in_(list(q.keys)))
     if q.terms:
-        rank = func.ts_rank(KnowledgeItem.tokens, func.to_tsquery("simple", tsquery_any(list(q.terms))), 32)
-        add(select(KnowledgeItem, rank).where(
-            where, KnowledgeItem.tokens.op("@@")(func.to_tsquery("simple", tsquery_any(list(q.terms)))))
-            .order_by(rank.desc(), KnowledgeItem.knowledge_id), "fulltext", "fulltext")
+        tsquery = func.to_tsquery("simple", tsquery_any(list(q.terms)))
+        branch("fulltext", func.ts_rank(KnowledgeItem.tokens, tsquery, 32), KnowledgeItem.tokens.op("@@")(tsquery))
         normalized = normalize(q.query)
         if len(normalized) <= TRIGRAM_MAX_QUERY_CHARS:
-            similarity = func.word_similarity(normalized, KnowledgeItem.search_text)
-            add(select(KnowledgeItem, similarity).where(where, literal(normalized).op("<%")(KnowledgeItem.search_text))
-                .order_by(similarity.desc(), KnowledgeItem.knowledge_id), "trigram", "trigram")
+            branch("trigram", func.word_similarity(normalized, KnowledgeItem.search_text),
+                   literal(normalized).op("<%")(KnowledgeItem.search_text))
     if q.query_vector is not None and q.model is not None:
         dimensions = dimensions_of(q.query_vector)
         query = typed(literal(q.query_vector, Text), dimensions)
-        cosine = 1 - typed(KnowledgeItem.embedding, dimensions).cosine_distance(query)
-        add(select(KnowledgeItem, cosine).where(
-            where, KnowledgeItem.embedding_model == q.model, of_dimensions(KnowledgeItem.embedding, dimensions))
-            .order_by(cosine.desc(), KnowledgeItem.knowledge_id), "vector", "semantic")
-    return found
+        branch("vector", 1 - typed(KnowledgeItem.embedding, dimensions).cosine_distance(query),
+               KnowledgeItem.embedding_model == q.model, of_dimensions(KnowledgeItem.embedding, dimensions))
+    return branches
+
+
+READ = (KnowledgeItem.tenant_id, KnowledgeItem.knowledge_id, KnowledgeItem.version, KnowledgeItem.status,
+        KnowledgeItem.key, KnowledgeItem.claim, KnowledgeItem.authority, KnowledgeItem.scope_type,
+        KnowledgeItem.project_id, KnowledgeItem.source_refs, KnowledgeItem.valid_from, KnowledgeItem.valid_to,
+        KnowledgeItem.search_text)
+"""What ranking, the entry and a warning read of an item: never its vector nor its tsvector (the heavy columns)."""
+
+
+def _matches(session: Session, tenant_id: str, q: KnowledgeQuery, now: datetime,
+             ) -> tuple[list[_Match], list[_Match]]:
+    """The facts and the lapsed items the sources find, in one round trip for the sources and one for the rows.
+
+    The hard filters are in the statements' ``where``: a fact passes :func:`recallable`, a lapsed item
+    :func:`_lapsed`; nothing else is read."""
+    fact = recallable(tenant_id, q.project_id, now)
+    branches = _branches(or_(fact, _lapsed(tenant_id, q.project_id, now)), fact, q)
+    if not branches:
+        return [], []
+    found: dict[tuple[uuid.UUID, int], dict[str, float]] = {}
+    for knowledge_id, version, source, signal in session.execute(union_all(*branches)).all():
+        found.setdefault((knowledge_id, version), {})[source] = float(signal)
+    if not found:
+        return [], []
+    rows = session.execute(
+        select(*READ, fact.label("fact")).where(
+            KnowledgeItem.tenant_id == tenant_id,
+            tuple_(KnowledgeItem.knowledge_id, KnowledgeItem.version).in_(sorted(found)))).all()
+    facts: list[_Match] = []
+    lapsed: list[_Match] = []
+    for row in rows:
+        signals = found[(row.knowledge_id, row.version)]
+        match = _Match(row, set(signals), fulltext=signals.get("fulltext", 0.0),
+                       trigram=signals.get("trigram", 0.0), semantic=signals.get("vector", 0.0))
+        (facts if row.fact else lapsed).append(match)
+    return facts, lapsed
 
 
 def breakdown(m: _Match, terms: Sequence[str]) -> dict[str, float]:
@@ -191,17 +222,31 @@ def _pack(matches: Sequence[_Match], q: KnowledgeQuery) -> tuple[tuple[Knowledge
     return tuple(entry(*ms) for ms in packed), truncated
 
 
-def lapsed_warning(session: Session, item: KnowledgeItem, now: datetime) -> str:
-    """What the agent must know of a matched item that is no longer a fact: what replaced it, or when it ended."""
-    name = f"knowledge {item.key or item.knowledge_id} v{item.version}"
-    if item.status == "SUPERSEDED":
-        successor = session.execute(select(KnowledgeItem.version, KnowledgeItem.status).where(
-            KnowledgeItem.tenant_id == item.tenant_id, KnowledgeItem.knowledge_id == item.knowledge_id,
-            KnowledgeItem.version > item.version).order_by(KnowledgeItem.version.desc()).limit(1)).one_or_none()
-        by = f"v{successor.version} ({successor.status.lower()})" if successor is not None else "a newer version"
-        return f"{name} ({item.knowledge_id}) is superseded by {by}: not a fact, do not rely on it"
-    assert item.valid_to is not None and item.valid_to <= now
-    return f"{name} ({item.knowledge_id}) expired at {item.valid_to.isoformat()}: not a fact, do not rely on it"
+def lapsed_warnings(session: Session, tenant_id: str, lapsed: Sequence[_Match], now: datetime) -> tuple[str, ...]:
+    """What the agent must know of each matched item that is no longer a fact: what replaced it, or when it ended
+    (the newest version of every superseded item, in one statement)."""
+    superseded = sorted({m.item.knowledge_id for m in lapsed if m.item.status == "SUPERSEDED"})
+    newest: dict[uuid.UUID, tuple[int, str]] = {}
+    if superseded:
+        for knowledge_id, version, status in session.execute(
+                select(KnowledgeItem.knowledge_id, KnowledgeItem.version, KnowledgeItem.status)
+                .where(KnowledgeItem.tenant_id == tenant_id, KnowledgeItem.knowledge_id.in_(superseded))).all():
+            if version > newest.get(knowledge_id, (0, ""))[0]:
+                newest[knowledge_id] = (version, status)
+    warnings: list[str] = []
+    for m in sorted(lapsed, key=lambda m: (str(m.item.knowledge_id), m.item.version)):
+        item = m.item
+        name = f"knowledge {item.key or item.knowledge_id} v{item.version}"
+        if item.status == "SUPERSEDED":
+            successor = newest.get(item.knowledge_id)
+            by = f"v{successor[0]} ({successor[1].lower()})" if successor and successor[0] > item.version \
+                else "a newer version"
+            warnings.append(f"{name} ({item.knowledge_id}) is superseded by {by}: not a fact, do not rely on it")
+        else:
+            assert item.valid_to is not None and item.valid_to <= now
+            warnings.append(f"{name} ({item.knowledge_id}) expired at {item.valid_to.isoformat()}: not a fact, do "
+                            "not rely on it")
+    return tuple(warnings)
 
 
 def knowledge_version(session: Session, tenant_id: str, project_id: str | None) -> int:
@@ -217,10 +262,8 @@ def knowledge_version(session: Session, tenant_id: str, project_id: str | None) 
 
 def recall_knowledge(session: Session, tenant_id: str, q: KnowledgeQuery, now: datetime) -> KnowledgeRecalled:
     """The bundle's knowledge section for ``q``, inside the caller's transaction (tenant RLS applies too)."""
-    facts = _matches(session, recallable(tenant_id, q.project_id, now), q)
-    entries, truncated = _pack(list(facts.values()), q)
-    lapsed = _matches(session, _lapsed(tenant_id, q.project_id, now), q)
-    warnings = tuple(lapsed_warning(session, m.item, now)
-                     for _, m in sorted(lapsed.items(), key=lambda kv: (str(kv[0][0]), kv[0][1]))
-                     if relevant(m, breakdown(m, q.terms), q))
-    return KnowledgeRecalled(entries, warnings, knowledge_version(session, tenant_id, q.project_id), truncated)
+    facts, lapsed = _matches(session, tenant_id, q, now)
+    entries, truncated = _pack(facts, q)
+    warned = [m for m in lapsed if relevant(m, breakdown(m, q.terms), q)]
+    return KnowledgeRecalled(entries, lapsed_warnings(session, tenant_id, warned, now),
+                             knowledge_version(session, tenant_id, q.project_id), truncated)
