@@ -115,7 +115,9 @@ class KnowledgeReviewWorkflow:
     async def _sync(self, sync: SyncInput) -> None:
         """Take the candidate's state from the database, between decisions (the row is the truth)."""
         async with self._lock:
-            self._state = await workflow.execute_activity_method(KnowledgeActivities.sync, sync, **PATIENT)
+            synced = await workflow.execute_activity_method(KnowledgeActivities.sync, sync, **PATIENT)
+            if synced.state_version >= self._state.state_version:  # a revision signalled meanwhile is newer
+                self._state = synced
 
     def _closed(self) -> bool:
         return self._state.status in review.CLOSED

@@ -221,9 +221,10 @@ def request_deletion(
     )
     session.execute(update(Memory).where(covered).values(status=Status.DELETED.value))
     derived = hide_orphans(session, job, linked_refs(session, scope, tenant, revision), revision)
-    # Knowledge resting only on what goes is withdrawn now: the next recall must not tell it as fact.
-    knowledge_withdrawn = withdraw_at_once(session, job, deleted_links(session, job))
     fingerprints = store_fingerprints(session, job, scope, derived, read_apart=alone)
+    # Knowledge resting only on what goes, or holding its words, is withdrawn now: the next recall must not tell it
+    # as fact, and no reviewer may approve it meanwhile (judged by the fingerprints just kept).
+    knowledge_withdrawn = withdraw_at_once(session, job, deleted_links(session, job))
     outbox.enqueue(session, tenant, job_id)
     # A subject deletion forgets the person: their keys must not write new data about them afterwards.
     # A person deleting themselves keeps the key they asked with, to follow the job to its proof.

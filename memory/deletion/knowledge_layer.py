@@ -31,10 +31,11 @@ from sqlalchemy.orm import Session
 from sqlalchemy.types import Text
 
 from memory.db import affected_rows
+from memory.deletion.fingerprints import Matcher
 from memory.deletion.record_layer import records_in
 from memory.deletion.residue import matchers
 from memory.deletion.scope import ScopeType, events_in, scope_of
-from memory.knowledge.candidates import CandidateStatus
+from memory.knowledge.candidates import OPEN_STATUSES, CandidateStatus
 from memory.knowledge.content import Origin
 from memory.knowledge.models import KnowledgeCandidate, KnowledgeItem
 from memory.models import AuditEntry, DeletionJob, MemoryEvent
@@ -124,14 +125,16 @@ def _strings(value: Any) -> list[str]:
 def _copies_of_deleted(session: Session, job: DeletionJob) -> Callable[[KnowledgeCandidate | KnowledgeItem], bool]:
     """Does a row that cites a deleted source still hold its words (in the claim, an incident's fields or the
     evidence)? Judged by the deletion's own fingerprints of what it deletes (kept at the barrier), so an author's
-    claim quoting a deleted memory goes even when the row names other sources too."""
-    matcher = matchers(session, job.tenant_id, [job.job_id]).get(job.job_id)
-    if matcher is None:
-        return lambda row: False
-    found = matcher  # narrowed for the closure
+    claim quoting a deleted memory goes even when the row names other sources too. The fingerprints are read on the
+    first row asked about: a deletion that touches no knowledge never loads them."""
+    loaded: list[Matcher | None] = []
 
     def holds(row: KnowledgeCandidate | KnowledgeItem) -> bool:
-        return any(found.copies(text) for text in _strings([row.claim, row.structured, row.evidence]) if text)
+        if not loaded:
+            loaded.append(matchers(session, job.tenant_id, [job.job_id]).get(job.job_id))
+        matcher = loaded[0]
+        return matcher is not None and any(
+            matcher.copies(text) for text in _strings([row.claim, row.structured, row.evidence]) if text)
 
     return holds
 
@@ -152,11 +155,22 @@ def withdraw_at_once(session: Session, job: DeletionJob, links: list[str]) -> in
         _citing(KnowledgeItem.source_refs, refs),
     ).with_for_update()).scalars())
     defined_by, gone = _items_defined_by(session, citing), set(refs)
-    items = [i for i in citing if _loses_all(list(i.source_refs), defined_by.get(i.candidate_id), gone)]
+    copies = _copies_of_deleted(session, job)
+    items = [i for i in citing if _loses_all(list(i.source_refs), defined_by.get(i.candidate_id), gone) or copies(i)]
     for item in items:
         _withdraw(session, job, item)
+    open_ones = session.execute(select(KnowledgeCandidate).where(
+        KnowledgeCandidate.tenant_id == job.tenant_id, KnowledgeCandidate.status.in_(OPEN_STATUSES),
+        _citing(KnowledgeCandidate.source_refs, refs),
+    ).with_for_update()).scalars().all()
+    closed = 0
+    for c in open_ones:  # withdrawn now, so nobody approves it before the purge scrubs it
+        if _loses_all(list(c.source_refs), defining_source(c.origin, c.origin_ref, list(c.source_refs)), gone) \
+                or copies(c):
+            c.status, c.state_version = CandidateStatus.WITHDRAWN, c.state_version + 1
+            closed += 1
     session.flush()
-    return len(items)
+    return len(items) + closed
 
 
 def _withdraw(session: Session, job: DeletionJob, item: KnowledgeItem) -> None:
@@ -208,7 +222,7 @@ def purge_knowledge(
     candidates = session.execute(select(KnowledgeCandidate).where(
         KnowledgeCandidate.tenant_id == job.tenant_id,
         or_(_citing(KnowledgeCandidate.source_refs, refs) if refs else false(), unapproved),
-    ).limit(batch).with_for_update(skip_locked=True)).scalars().all()
+    ).limit(batch).with_for_update()).scalars().all()
     withdrawn = 0
     copies = _copies_of_deleted(session, job)
     for c in candidates:
@@ -223,7 +237,7 @@ def purge_knowledge(
             c.state_version += 1
     items = session.execute(select(KnowledgeItem).where(
         KnowledgeItem.tenant_id == job.tenant_id, _citing(KnowledgeItem.source_refs, refs),
-    ).limit(batch).with_for_update(skip_locked=True)).scalars().all() if refs else []
+    ).limit(batch).with_for_update()).scalars().all() if refs else []
     scrubbed = 0
     defined_by = _items_defined_by(session, list(items))
     for item in items:

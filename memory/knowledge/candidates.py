@@ -137,7 +137,9 @@ def conflict_claims(session: Session, tenant_id: str, candidates: Iterable[Knowl
     return {f"{knowledge_id}@{version}": claim for knowledge_id, version, claim in rows}
 
 
-def check_supersedes(session: Session, tenant_id: str, p: Proposal) -> None:
+def check_supersedes(session: Session, tenant_id: str, p: Proposal | KnowledgeCandidate) -> None:
+    """What it supersedes is an active item of its scope, and no other active item holds its key: checked when it
+    is proposed, revised and approved (another item may have taken the key meanwhile)."""
     if p.supersedes is None:
         return
     found = session.execute(

@@ -173,7 +173,8 @@ def decide(session: Session, tenant_id: str, candidate_id: uuid.UUID, request: R
             item = session.get(KnowledgeItem, (tenant_id, candidate.knowledge_id, candidate.knowledge_version))
         return Decided(candidate, item)
     check_review(state_of(candidate), request)
-    if request.decision == "approve":
+    if request.decision == "approve" and publishes(candidate):
+        check_supersedes(session, tenant_id, candidate)  # another item may have taken its key since it opened
         current = conflicts(session, tenant_id, candidate)
         if current != candidate.conflicts:
             candidate.conflicts = current

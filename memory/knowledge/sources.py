@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from memory.artifact_store import ArtifactStore, ArtifactUnavailable, read
-from memory.enums import Category, Status
+from memory.enums import Category, SourceLevel, Status
 from memory.errors import Conflict, InvalidInput, NotFound
 from memory.knowledge.candidates import Author, propose
 from memory.knowledge.content import (
@@ -78,6 +79,8 @@ def promotion(memory: Memory, body: Mapping[str, Any]) -> Proposal:
         "source_refs": _refs(f"memory:{memory.memory_id}", memory.source_id, *memory.evidence_refs),
         "evidence": [{"quote": memory.content[:MAX_FIELD_CHARS], "ref": f"memory:{memory.memory_id}"}],
     }, origin=Origin.PROMOTION, origin_ref=f"memory:{memory.memory_id}@{memory.version}")
+    if memory.source_level == SourceLevel.E4.value:  # a model's inference, whoever promotes it
+        return replace(proposal, authority=Authority.P3)
     return proposal
 
 

@@ -77,6 +77,12 @@ _OPERATE = re.compile(
 )
 """An imperative to do a task's work, at the very start of the request: "generate the June report", "帮我生成
 六月的月报". A question about doing it ("how do I publish?", "怎么发布") stays an ANSWER."""
+_QUESTION = re.compile(
+    r"[?？]|(是什么|是谁|什么|为什么|为何|怎么|怎样|如何|多少|几点|几号|哪|吗|呢)"
+    r"|\b(what|who|why|when|where|which|how)\b"
+)
+"""A question, wherever its imperative-looking first word ("生成式AI是什么", "start date of my contract?",
+"run rate for Q2?"): it asks, it does not order."""
 
 
 def classify_intent(query: str, task_id: str | None) -> Intent:
@@ -87,7 +93,7 @@ def classify_intent(query: str, task_id: str | None) -> Intent:
     text = " ".join(normalize(query).split())
     if _CHITCHAT.match(text):
         return Intent.CHITCHAT
-    if _OPERATE.match(text):
+    if _OPERATE.match(text) and not _QUESTION.search(text):
         return Intent.OPERATE
     return Intent.ANSWER
 

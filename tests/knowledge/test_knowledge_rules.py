@@ -25,7 +25,8 @@ from memory.knowledge.candidates import Author, get_candidate, propose
 from memory.knowledge.content import parse_proposal
 from memory.knowledge.models import KnowledgeCandidate, KnowledgeItem
 from memory.knowledge.review import ReviewRequest
-from memory.models import DeletionJob
+from memory.knowledge.sources import promotion
+from memory.models import DeletionJob, Memory
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate
 from tests.knowledge.published import open_candidate, published
@@ -169,3 +170,48 @@ def test_superseding_one_item_under_anothers_key_is_refused(engine: Engine, make
         open_candidate(engine, tenant, {"key": "k.b", "supersedes": str(a.knowledge_id), "claim": "丙规则",
                                         "authority": "P1", "source_refs": ["doc:c#1"]}, NOW)
     assert refused.value.code == "knowledge_supersedes_conflict"
+
+
+def test_approving_when_another_item_took_the_key_meanwhile_is_refused(engine: Engine, make_key: MakeKey) -> None:
+    """Checked again at approval: a candidate that supersedes one item while, since it opened, another item took
+    its key would otherwise publish a second active version of the key (a database error, retried)."""
+    tenant = _tenant(make_key)
+    keyless = published(engine, tenant, {"claim": "月报在第五个工作日发出", "authority": "P1",
+                                         "source_refs": ["doc:a#1"]}, NOW)
+    waiting = open_candidate(engine, tenant, {"key": "report.send_day", "supersedes": str(keyless.knowledge_id),
+                                              "claim": "月报在第三个工作日发出", "authority": "P1",
+                                              "source_refs": ["doc:a#2"]}, NOW)
+    published(engine, tenant, {"key": "report.send_day", "claim": "月报在第四个工作日发出", "authority": "P1",
+                               "source_refs": ["doc:b#1"]}, NOW)
+    with pytest.raises(Conflict) as refused:
+        _approve(engine, tenant, waiting.candidate_id)
+    assert refused.value.code == "knowledge_supersedes_conflict"
+
+
+def test_the_barrier_withdraws_at_once_what_holds_a_deleted_sources_words(
+        client: TestClient, make_key: MakeKey, engine: Engine) -> None:
+    """Before any purge runs: an item quoting the deleted memory (with another source too) leaves recall, and an
+    open candidate quoting it can no longer be approved."""
+    tenant = _tenant(make_key)
+    memory_id = _private_memory(client, make_key, tenant)
+    refs = [f"memory:{memory_id}", "doc:handbook#2"]
+    item = published(engine, tenant, {"key": "contracts.where", "claim": f"规定：{PRIVATE}", "authority": "P1",
+                                      "source_refs": refs}, NOW)
+    pending = open_candidate(engine, tenant, {"claim": f"建议：{PRIVATE}", "authority": "P2", "source_refs": refs},
+                             NOW)
+    principal = PrincipalContext(tenant, "alice", None, frozenset({"memory_writer"}), "test")
+    with tenant_session(engine, tenant) as session:
+        request_deletion(session, principal, "d-now", ScopeRequest(ScopeType.MEMORY, memory_id=uuid.UUID(memory_id)),
+                         "sha")
+    with tenant_session(engine, tenant) as session:
+        assert session.get_one(KnowledgeItem, (tenant, item.knowledge_id, 1)).status == "WITHDRAWN"
+        assert session.get_one(KnowledgeCandidate, (tenant, pending.candidate_id)).status == "WITHDRAWN"
+
+
+def test_a_models_inference_is_promoted_as_p3_whoever_promotes_it() -> None:
+    inferred = Memory(memory_id=uuid.uuid4(), version=1, category="CASE", status="ACTIVE", content="重启网关可恢复",
+                      key=None, project_id=None, source_id="session:s-1", evidence_refs=[], source_level="E4")
+    assert promotion(inferred, {"authority": "P2"}).authority.value == "P3"
+    stated = Memory(memory_id=uuid.uuid4(), version=1, category="CASE", status="ACTIVE", content="重启网关可恢复",
+                    key=None, project_id=None, source_id="session:s-1", evidence_refs=[], source_level="E2")
+    assert promotion(stated, {"authority": "P2"}).authority.value == "P2"
