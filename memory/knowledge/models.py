@@ -14,7 +14,22 @@ from sqlalchemy.orm import Mapped, mapped_column
 from memory.models import Base
 
 
-class KnowledgeCandidate(Base):
+class KnowledgeContent:
+    """What a candidate proposes and an item publishes: the same columns in both tables (a mixin, one home)."""
+
+    key: Mapped[str | None] = mapped_column(Text)
+    claim: Mapped[str] = mapped_column(Text)
+    structured: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    authority: Mapped[str] = mapped_column(Text)
+    scope_type: Mapped[str] = mapped_column(Text)
+    project_id: Mapped[str | None] = mapped_column(Text)
+    source_refs: Mapped[list[str]] = mapped_column(ARRAY(Text))
+    evidence: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default="[]")
+    valid_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    valid_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class KnowledgeCandidate(KnowledgeContent, Base):
     """A proposal under review: redacted before it was stored; ``state_version`` orders every decision."""
 
     __tablename__ = "knowledge_candidates"
@@ -28,16 +43,6 @@ class KnowledgeCandidate(Base):
     status: Mapped[str] = mapped_column(Text)
     target: Mapped[str] = mapped_column(Text, server_default="knowledge")
     skill_name: Mapped[str | None] = mapped_column(Text)
-    key: Mapped[str | None] = mapped_column(Text)
-    claim: Mapped[str] = mapped_column(Text)
-    structured: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
-    authority: Mapped[str] = mapped_column(Text)
-    scope_type: Mapped[str] = mapped_column(Text)
-    project_id: Mapped[str | None] = mapped_column(Text)
-    source_refs: Mapped[list[str]] = mapped_column(ARRAY(Text))
-    evidence: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default="[]")
-    valid_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    valid_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     supersedes: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
     origin: Mapped[str] = mapped_column(Text)
     origin_ref: Mapped[str | None] = mapped_column(Text)
@@ -62,7 +67,7 @@ class KnowledgeCandidate(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
-class KnowledgeItem(Base):
+class KnowledgeItem(KnowledgeContent, Base):
     """One published version of a knowledge item, with the search columns written in its publishing transaction."""
 
     __tablename__ = "knowledge_items"
@@ -75,16 +80,6 @@ class KnowledgeItem(Base):
     knowledge_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
     version: Mapped[int] = mapped_column(Integer, primary_key=True)
     status: Mapped[str] = mapped_column(Text)
-    key: Mapped[str | None] = mapped_column(Text)
-    claim: Mapped[str] = mapped_column(Text)
-    structured: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
-    authority: Mapped[str] = mapped_column(Text)
-    scope_type: Mapped[str] = mapped_column(Text)
-    project_id: Mapped[str | None] = mapped_column(Text)
-    source_refs: Mapped[list[str]] = mapped_column(ARRAY(Text))
-    evidence: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default="[]")
-    valid_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    valid_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     candidate_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
     author_user_id: Mapped[str] = mapped_column(Text)
     reviewer_user_id: Mapped[str] = mapped_column(Text)
