@@ -140,10 +140,15 @@ async def create(temporal: ClientSource, engine: Engine, task_queue: str, policy
 # --- reads ---------------------------------------------------------------------------------------------
 
 
+def _readable(session: Session, principal: PrincipalContext, candidate_id: str) -> KnowledgeCandidate:
+    """A reviewer reads any of the tenant's candidates, anyone else their own (else the same 404)."""
+    return get_candidate(session, principal.tenant_id, candidate_id_of(candidate_id),
+                         author_user_id=None if is_reviewer(principal) else principal.user_id)
+
+
 def readable_candidate(engine: Engine, principal: PrincipalContext, candidate_id: str) -> KnowledgeCandidate:
     with tenant_session(engine, principal.tenant_id) as session:
-        return get_candidate(session, principal.tenant_id, candidate_id_of(candidate_id),
-                             author_user_id=None if is_reviewer(principal) else principal.user_id)
+        return _readable(session, principal, candidate_id)
 
 
 def candidate_out(session: Session, candidate: KnowledgeCandidate) -> CandidateOut:
@@ -159,9 +164,7 @@ def created_out(engine: Engine, candidate: KnowledgeCandidate) -> CandidateCreat
 
 def show_candidate(engine: Engine, principal: PrincipalContext, candidate_id: str) -> CandidateOut:
     with tenant_session(engine, principal.tenant_id) as session:
-        candidate = get_candidate(session, principal.tenant_id, candidate_id_of(candidate_id),
-                                  author_user_id=None if is_reviewer(principal) else principal.user_id)
-        return candidate_out(session, candidate)
+        return candidate_out(session, _readable(session, principal, candidate_id))
 
 
 def list_candidates(engine: Engine, principal: PrincipalContext, status: str | None) -> CandidateListOut:

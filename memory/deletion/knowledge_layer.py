@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, cast, false, func, or_, select, update
@@ -70,12 +71,6 @@ def _citing(column: Any, refs: list[str]) -> ColumnElement[bool]:
     """``column`` (a ``source_refs``) names one of ``refs`` at least."""
     overlaps: ColumnElement[bool] = column.op("&&")(cast(refs, ARRAY(Text)))
     return overlaps
-
-
-def _only_from(column: Any, refs: list[str]) -> ColumnElement[bool]:
-    """Every source ``column`` names is among ``refs``."""
-    contained: ColumnElement[bool] = column.op("<@")(cast(refs, ARRAY(Text)))
-    return contained
 
 
 def defining_source(origin: str, origin_ref: str | None, source_refs: list[str]) -> str | None:
@@ -139,6 +134,32 @@ def _copies_of_deleted(session: Session, job: DeletionJob) -> Callable[[Knowledg
     return holds
 
 
+@dataclass(frozen=True)
+class _Deleted:
+    """The sources a job deletes, and the one rule by which a row citing them goes (scrubbed, withdrawn) rather
+    than only losing the refs: the barrier and every purge batch judge by it."""
+
+    refs: list[str]
+    copies: Callable[[KnowledgeCandidate | KnowledgeItem], bool]
+
+    @property
+    def gone(self) -> set[str]:
+        return set(self.refs)
+
+    def candidate_goes(self, c: KnowledgeCandidate) -> bool:
+        defining = defining_source(c.origin, c.origin_ref, list(c.source_refs))
+        return _loses_all(list(c.source_refs), defining, self.gone) or self.copies(c)
+
+    def items_going(self, session: Session, items: Sequence[KnowledgeItem]) -> set[tuple[uuid.UUID, int]]:
+        defined_by = _items_defined_by(session, list(items))
+        return {(i.knowledge_id, i.version) for i in items
+                if _loses_all(list(i.source_refs), defined_by.get(i.candidate_id), self.gone) or self.copies(i)}
+
+
+def _deleted(session: Session, job: DeletionJob, links: list[str]) -> _Deleted:
+    return _Deleted(deleted_sources(session, job, links), _copies_of_deleted(session, job))
+
+
 def _kept_evidence(evidence: list[dict[str, Any]], gone: set[str]) -> list[dict[str, Any]]:
     """Evidence entries whose ref is not deleted (an entry quotes its source: the quote goes with it)."""
     return [e for e in evidence if e.get("ref") not in gone]
@@ -147,26 +168,24 @@ def _kept_evidence(evidence: list[dict[str, Any]], gone: set[str]) -> list[dict[
 def withdraw_at_once(session: Session, job: DeletionJob, links: list[str]) -> int:
     """The barrier's part: every ACTIVE version whose sources are all deleted is WITHDRAWN now, with its
     re-review opened; its texts go in the purge. Returns how many."""
-    refs = deleted_sources(session, job, links)
-    if not refs:
+    deleted = _deleted(session, job, links)
+    if not deleted.refs:
         return 0
     citing = list(session.execute(select(KnowledgeItem).where(
         KnowledgeItem.tenant_id == job.tenant_id, KnowledgeItem.status == "ACTIVE",
-        _citing(KnowledgeItem.source_refs, refs),
+        _citing(KnowledgeItem.source_refs, deleted.refs),
     ).with_for_update()).scalars())
-    defined_by, gone = _items_defined_by(session, citing), set(refs)
-    copies = _copies_of_deleted(session, job)
-    items = [i for i in citing if _loses_all(list(i.source_refs), defined_by.get(i.candidate_id), gone) or copies(i)]
+    going = deleted.items_going(session, citing)
+    items = [i for i in citing if (i.knowledge_id, i.version) in going]
     for item in items:
         _withdraw(session, job, item)
     open_ones = session.execute(select(KnowledgeCandidate).where(
         KnowledgeCandidate.tenant_id == job.tenant_id, KnowledgeCandidate.status.in_(OPEN_STATUSES),
-        _citing(KnowledgeCandidate.source_refs, refs),
+        _citing(KnowledgeCandidate.source_refs, deleted.refs),
     ).with_for_update()).scalars().all()
     closed = 0
     for c in open_ones:  # withdrawn now, so nobody approves it before the purge scrubs it
-        if _loses_all(list(c.source_refs), defining_source(c.origin, c.origin_ref, list(c.source_refs)), gone) \
-                or copies(c):
+        if deleted.candidate_goes(c):
             c.status, c.state_version = CandidateStatus.WITHDRAWN, c.state_version + 1
             closed += 1
     session.flush()
@@ -214,8 +233,8 @@ def purge_knowledge(
     """One batch (removed, done, evidence): rows citing a deleted source lose it (scrubbed when none is left); for a
     subject, their unapproved candidates go, then their name leaves the rest. Idempotent: a row done no longer
     matches. A tuple, as memory.deletion.layers wraps it (that module lists this one among its purgers)."""
-    refs = deleted_sources(session, job, links)
-    gone = set(refs)
+    deleted = _deleted(session, job, links)
+    refs, gone = deleted.refs, deleted.gone
     subject = job.subject_user_id if job.scope_type == ScopeType.SUBJECT.value else None
     unapproved = and_(KnowledgeCandidate.author_user_id == subject, KnowledgeCandidate.claim != "",
                       KnowledgeCandidate.status != CandidateStatus.APPROVED) if subject else false()
@@ -224,12 +243,10 @@ def purge_knowledge(
         or_(_citing(KnowledgeCandidate.source_refs, refs) if refs else false(), unapproved),
     ).limit(batch).with_for_update()).scalars().all()
     withdrawn = 0
-    copies = _copies_of_deleted(session, job)
     for c in candidates:
         kept = [r for r in c.source_refs if r not in gone]
-        if _loses_all(list(c.source_refs), defining_source(c.origin, c.origin_ref, list(c.source_refs)), gone) \
-                or (subject is not None and c.author_user_id == subject and c.status != CandidateStatus.APPROVED) \
-                or copies(c):
+        if deleted.candidate_goes(c) \
+                or (subject is not None and c.author_user_id == subject and c.status != CandidateStatus.APPROVED):
             _scrub_candidate(c)
             withdrawn += 1
         else:
@@ -239,11 +256,11 @@ def purge_knowledge(
         KnowledgeItem.tenant_id == job.tenant_id, _citing(KnowledgeItem.source_refs, refs),
     ).limit(batch).with_for_update()).scalars().all() if refs else []
     scrubbed = 0
-    defined_by = _items_defined_by(session, list(items))
+    going = deleted.items_going(session, items)
     for item in items:
-        kept = [r for r in item.source_refs if r not in gone]
-        if not _loses_all(list(item.source_refs), defined_by.get(item.candidate_id), gone) and not copies(item):
-            item.source_refs, item.evidence = kept, _kept_evidence(item.evidence, gone)
+        if (item.knowledge_id, item.version) not in going:
+            item.source_refs = [r for r in item.source_refs if r not in gone]
+            item.evidence = _kept_evidence(item.evidence, gone)
             continue
         if item.status == "ACTIVE":  # written after the barrier's check: withdrawn and re-reviewed here
             _withdraw(session, job, item)

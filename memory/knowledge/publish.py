@@ -63,11 +63,19 @@ def publish(
     authority: Authority | None = None,
 ) -> KnowledgeItem:
     """Publish ``candidate`` (locked by the caller, already checked) as the next version of its item, with the
-    reviewer's ``authority`` (default: the candidate's). Knowledge rests on a source: without one it is refused."""
+    reviewer's ``authority`` (default: the candidate's)."""
+    return publish_over(session, candidate, lineage(session, candidate), reviewer_user_id, now, vector, authority)
+
+
+def publish_over(
+    session: Session, candidate: KnowledgeCandidate, previous: KnowledgeItem | None, reviewer_user_id: str,
+    now: datetime, vector: Vector | None, authority: Authority | None = None,
+) -> KnowledgeItem:
+    """:func:`publish` with its :func:`lineage` already read (and locked) by a caller that judged it first.
+    Knowledge rests on a source: without one it is refused."""
     if not candidate.source_refs:
         raise InvalidInput("knowledge without a source cannot be published: propose it again naming its source",
                            code="knowledge_source_required")
-    previous = lineage(session, candidate)
     knowledge_id = previous.knowledge_id if previous is not None else uuid.uuid4()
     version = 1
     if previous is not None:

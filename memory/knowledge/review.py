@@ -32,7 +32,7 @@ from memory.knowledge.candidates import (
 )
 from memory.knowledge.content import RANK, Authority, Origin, Proposal, capped, ceiling, content_sha256
 from memory.knowledge.models import KnowledgeCandidate, KnowledgeItem
-from memory.knowledge.publish import Vector, lineage, publish
+from memory.knowledge.publish import Vector, lineage, publish_over
 from memory.knowledge.redaction import redact_text
 from memory.models import AuditEntry
 from memory.tasks.reminders import Reminder, signed_message
@@ -193,8 +193,9 @@ def decide(session: Session, tenant_id: str, candidate_id: uuid.UUID, request: R
         return Decided(candidate)
     if request.decision == "approve":
         authority = Authority(request.authority or candidate.authority)
-        check_no_downgrade(lineage(session, candidate), authority)
-        return Decided(candidate, publish(session, candidate, request.user_id, now, vector, authority))
+        previous = lineage(session, candidate)
+        check_no_downgrade(previous, authority)
+        return Decided(candidate, publish_over(session, candidate, previous, request.user_id, now, vector, authority))
     candidate.status = (CandidateStatus.REJECTED if request.decision == "reject"
                         else CandidateStatus.CHANGES_REQUESTED)
     _bump(candidate, now)

@@ -5,7 +5,8 @@ as the API) with its origin; :func:`memory.knowledge.candidates.propose` caps it
 the credential (:func:`memory.knowledge.content.ceiling`), so the model-made loop cannot close (seed 003 §9):
 
 - a session commit's proposal is P3, always: a model's summary or inference is a candidate, never a fact;
-- a promotion is at most P2 (a case that worked), and P3 from a key bound to an agent;
+- a promotion is at most P2 (a case that worked), and P3 from a key bound to an agent or of a model's
+  inference (an E4 memory), whoever promotes it;
 - a finished task's proposal is at most P2: its draft was approved by a person before it was published.
 P0 and P1 (formal policy, owner-reviewed runbooks) come from documents through the API; a reviewer may raise a
 proposal's authority when approving it — a person's decision, never the proposer's.
@@ -46,9 +47,13 @@ never proposed as the tenant's knowledge."""
 PROMOTION_FIELDS = frozenset({"target", "skill_name", "claim", "key", "authority", "scope", "validity"})
 
 
-
 def _refs(*refs: str) -> list[str]:
     return list(dict.fromkeys(r for r in refs if SOURCE_REF.fullmatch(r)))
+
+
+def _scope_of(memory: Memory) -> dict[str, str]:
+    """Where knowledge drawn from ``memory`` applies by default: its project, else the whole tenant."""
+    return {"type": "PROJECT", "project_id": memory.project_id} if memory.project_id else {"type": "TENANT"}
 
 
 def promotion(memory: Memory, body: Mapping[str, Any]) -> Proposal:
@@ -70,11 +75,10 @@ def promotion(memory: Memory, body: Mapping[str, Any]) -> Proposal:
         raise InvalidInput("a promoted memory is at most P2 (a confirmed case); formal policy (P0) and reviewed "
                            "runbooks (P1) are proposed from their documents with POST /knowledge-candidates",
                            code="promotion_authority_too_high", details={"authority": asked})
-    scope = body.get("scope") or ({"type": "PROJECT", "project_id": memory.project_id} if memory.project_id
-                                  else {"type": "TENANT"})
     proposal = parse_proposal({
         "claim": body.get("claim", memory.content), "key": body.get("key", memory.key), "authority": asked,
-        "scope": scope, "validity": body.get("validity"), "target": body.get("target", "knowledge"),
+        "scope": body.get("scope") or _scope_of(memory), "validity": body.get("validity"),
+        "target": body.get("target", "knowledge"),
         **({"skill_name": body["skill_name"]} if "skill_name" in body else {}),
         "source_refs": _refs(f"memory:{memory.memory_id}", memory.source_id, *memory.evidence_refs),
         "evidence": [{"quote": memory.content[:MAX_FIELD_CHARS], "ref": f"memory:{memory.memory_id}"}],
@@ -90,7 +94,7 @@ def from_session_commit(memory: Memory, session_id: str, commit_id: str) -> Prop
     return parse_proposal({
         "claim": claim, "key": memory.key if memory.key and KEY.fullmatch(memory.key) else None,
         "authority": Authority.P3.value,
-        "scope": {"type": "PROJECT", "project_id": memory.project_id} if memory.project_id else {"type": "TENANT"},
+        "scope": _scope_of(memory),
         "source_refs": _refs(f"memory:{memory.memory_id}", f"session:{session_id}", f"commit:{commit_id}",
                              *memory.evidence_refs),
     }, origin=Origin.SESSION_COMMIT, origin_ref=f"commit:{commit_id}")
@@ -102,11 +106,10 @@ def from_task(task_id: str, artifact_sha256: str, body: Mapping[str, Any]) -> Pr
     if not isinstance(body, Mapping):
         raise InvalidInput("the final artifact's knowledge must be an object", code="knowledge_candidate_invalid")
     refs = body.get("source_refs", [])
-    proposal = parse_proposal(
+    return parse_proposal(
         {**body, "source_refs": [f"task:{task_id}", f"artifact:{artifact_sha256}",
                                  *(refs if isinstance(refs, list) else [])]},
         origin=Origin.TASK, origin_ref=f"task:{task_id}")
-    return proposal
 
 
 CASE_LIKE = frozenset({Category.CASE.value, Category.PATTERN.value})
