@@ -127,6 +127,7 @@ def build_worker(
         configured = Settings()
         review_wait = (configured.knowledge_review_deadline_seconds, configured.knowledge_review_reminder_seconds)
     embedding = EmbeddingActivities(engine, embedder)
+    sessions = SessionActivities(engine, extractor or RulesExtractor(), extractor_slots, commit_policy)
     tasks = TaskActivities(
         engine, artifacts, destinations=destinations or default_destinations(engine, artifacts, publish_fault),
         faults=task_faults, webhook_allowed=webhook_allowed, llm=llm,
@@ -143,12 +144,12 @@ def build_worker(
             deletion.finish,
             deletion.scan_histories,
             retention.open_jobs,
-            *TenantActivities(engine).all(),
+            *TenantActivities(engine, lambda: embedding.embedder.name, sessions.policy).all(),
             *tasks.all(),
             *ScheduleActivities(engine).all(),
             *embedding.all(),
             *KnowledgeActivities(engine, lambda: embedding.embedder, webhook_allowed, review_wait).all(),
-            *SessionActivities(engine, extractor or RulesExtractor(), extractor_slots, commit_policy).all(),
+            *sessions.all(),
         ],
         activity_executor=executor,
         max_concurrent_activities=slots,

@@ -7,17 +7,18 @@ so the same backlog query re-embeds the corpus: that is the re-embedding job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from workflows.sweeps import SHARED_TENANTS, each_tenant
+from workflows.sweeps import SHARED_TENANTS, SweepPaging, continue_if_stopped, each_tenant
 
 with workflow.unsafe.imports_passed_through():
     from activities.embedding import EmbedBatchInput, EmbeddingActivities
+    from activities.tenants import SweepKind
 
 SCHEDULE_ID = "mnemo-embedding-sweep"
 SWEEP_EVERY = timedelta(seconds=10)
@@ -41,6 +42,7 @@ class EmbedBacklogResult:
 @dataclass(frozen=True)
 class EmbeddingSweepInput:
     batch_size: int = 64
+    paging: SweepPaging = field(default_factory=SweepPaging)
 
 
 def embedding_workflow_id(tenant_id: str) -> str:
@@ -90,4 +92,7 @@ class EmbeddingSweepWorkflow:
                 )
                 return 0
 
-        return (await each_tenant(drain, before_shared=not workflow.patched(SHARED_TENANTS))).total
+        swept = await each_tenant(drain, SweepKind.EMBEDDING, request.paging,
+                                  before_shared=not workflow.patched(SHARED_TENANTS))
+        continue_if_stopped(swept, request)
+        return swept.total

@@ -12,7 +12,7 @@ The history holds ids, hashes, versions, roles, decisions and redacted reasons: 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,7 +20,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows.sweeps import each_tenant, start_once
+from workflows.sweeps import SweepPaging, continue_if_stopped, each_tenant, start_once
 
 with workflow.unsafe.imports_passed_through():
     from activities.knowledge import (
@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         SyncInput,
         UnreviewedInput,
     )
+    from activities.tenants import SweepKind
     from memory.errors import MnemoError
     from memory.knowledge import review
     from memory.knowledge.candidates import CandidateStatus
@@ -193,6 +194,7 @@ class KnowledgeReviewWorkflow:
 @dataclass(frozen=True)
 class KnowledgeReviewSweepInput:
     limit_per_tenant: int = 100
+    paging: SweepPaging = field(default_factory=SweepPaging)
 
 
 SWEEP_SCHEDULE_ID = "mnemo-knowledge-review-sweep"
@@ -218,4 +220,6 @@ class KnowledgeReviewSweepWorkflow:
                                             workflow_id=workflow_id(tenant, item.state.candidate_id), tenant_id=tenant)
             return started
 
-        return (await each_tenant(start_due)).total
+        swept = await each_tenant(start_due, SweepKind.KNOWLEDGE_REVIEW, request.paging)
+        continue_if_stopped(swept, request)
+        return swept.total

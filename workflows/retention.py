@@ -6,15 +6,16 @@ like a user's request, so retention gets the same guarantees and the same eviden
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from temporalio import workflow
 
-from workflows.sweeps import each_tenant, start_once
+from workflows.sweeps import SweepPaging, continue_if_stopped, each_tenant, start_once
 
 with workflow.unsafe.imports_passed_through():
     from activities.retention import RetentionActivities, SweepRequest
+    from activities.tenants import SweepKind
     from workflows.deletion import DeletionInput, DeletionWorkflow
 
 SCHEDULE_ID = "mnemo-retention-sweep"
@@ -23,6 +24,7 @@ SCHEDULE_ID = "mnemo-retention-sweep"
 @dataclass(frozen=True)
 class SweepInput:
     limit_per_tenant: int = 500
+    paging: SweepPaging = field(default_factory=SweepPaging)
 
 
 @dataclass(frozen=True)
@@ -49,5 +51,6 @@ class RetentionSweepWorkflow:
                                                tenant_id=job.tenant_id)
             return opened
 
-        swept = await each_tenant(open_jobs)
+        swept = await each_tenant(open_jobs, SweepKind.EVERY, request.paging)
+        continue_if_stopped(swept, request)
         return SweepResult(tenants=swept.tenants, jobs_opened=swept.total)

@@ -8,17 +8,18 @@ backoff (an LLM endpoint that is down or answers 429); when it keeps failing, th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows.sweeps import each_tenant, start_once
+from workflows.sweeps import SweepPaging, continue_if_stopped, each_tenant, start_once
 
 with workflow.unsafe.imports_passed_through():
     from activities.sessions import SessionActivities, SessionSweepRequest
+    from activities.tenants import SweepKind
     from memory.sessions.commit_steps import CommitFailure
     from memory.sessions.commits import CommitRef
 
@@ -63,6 +64,7 @@ class SessionCommitWorkflow:
 @dataclass(frozen=True)
 class SessionSweepInput:
     limit_per_tenant: int = 100
+    paging: SweepPaging = field(default_factory=SweepPaging)
 
 
 @workflow.defn(name="SessionCommitSweep")
@@ -83,4 +85,6 @@ class SessionCommitSweepWorkflow:
                                             tenant_id=item.ref.tenant_id)
             return started
 
-        return (await each_tenant(start_due)).total
+        swept = await each_tenant(start_due, SweepKind.SESSION_COMMIT, request.paging)
+        continue_if_stopped(swept, request)
+        return swept.total

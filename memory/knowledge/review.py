@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
 
 from memory.enums import Role
@@ -312,11 +312,19 @@ def mark_started(session: Session, tenant_id: str, candidate_id: uuid.UUID, now:
     return candidate
 
 
+def _unreviewed(tenant_id: str | ColumnElement[str], now: datetime) -> tuple[ColumnElement[bool], ...]:
+    return (KnowledgeCandidate.tenant_id == tenant_id, KnowledgeCandidate.review_started_at.is_(None),
+            KnowledgeCandidate.status.in_(OPEN_STATUSES), KnowledgeCandidate.created_at <= now - REVIEW_START_GRACE)
+
+
 def unreviewed(session: Session, tenant_id: str, now: datetime, limit: int) -> list[KnowledgeCandidate]:
     """Open candidates no review workflow has run for yet (opened by a pipeline, or while Temporal was down)."""
     return list(session.execute(
-        select(KnowledgeCandidate).where(
-            KnowledgeCandidate.tenant_id == tenant_id, KnowledgeCandidate.review_started_at.is_(None),
-            KnowledgeCandidate.status.in_(OPEN_STATUSES), KnowledgeCandidate.created_at <= now - REVIEW_START_GRACE,
-        ).order_by(KnowledgeCandidate.created_at).limit(limit)
+        select(KnowledgeCandidate).where(*_unreviewed(tenant_id, now))
+        .order_by(KnowledgeCandidate.created_at).limit(limit)
     ).scalars())
+
+
+def has_unreviewed(tenant_id: ColumnElement[str], now: datetime) -> ColumnElement[bool]:
+    """``tenant_id`` (a column, for a listing over tenants) has a candidate :func:`unreviewed` would return."""
+    return select(KnowledgeCandidate.candidate_id).where(*_unreviewed(tenant_id, now)).exists()

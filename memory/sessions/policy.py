@@ -69,15 +69,24 @@ def commit_if_due(session: Session, chat: ChatSession, policy: CommitPolicy) -> 
     return accept_commit(session, _writer(chat), chat.session_id, auto_commit_id(chat), trigger=trigger)
 
 
-def _tried(tenant_id: str) -> ColumnElement[bool]:
+def _tried() -> ColumnElement[bool]:
     """This stage's policy commit exists already (it failed and gave the stage back): a new message makes a
-    new stage and a new try; until then the session is not swept again, nor does it take others' turns."""
+    new stage and a new try; until then the session is not swept again, nor does it take others' turns.
+    Correlated to the session row alone: nested in a listing over tenants, a condition on the tenant column
+    would pull the tenants table into this subquery."""
     return exists().where(
-        SessionCommit.tenant_id == tenant_id, SessionCommit.user_id == ChatSession.user_id,
+        SessionCommit.tenant_id == ChatSession.tenant_id, SessionCommit.user_id == ChatSession.user_id,
         SessionCommit.session_id == ChatSession.session_id,
         SessionCommit.commit_id == func.concat(AUTO_PREFIX, ChatSession.committed_through + 1, "-",
                                                ChatSession.next_sequence - 1),
     )
+
+
+def _idle(tenant_id: str | ColumnElement[str], policy: CommitPolicy, now: datetime) -> tuple[ColumnElement[bool], ...]:
+    """A session of ``tenant_id`` with uncommitted messages and no new message for ``policy.idle_seconds``."""
+    return (ChatSession.tenant_id == tenant_id, ChatSession.purged_at.is_(None),
+            ChatSession.next_sequence - 1 > ChatSession.committed_through,
+            ChatSession.last_message_at < now - timedelta(seconds=policy.idle_seconds), ~_tried())
 
 
 def commit_idle(
@@ -88,10 +97,7 @@ def commit_idle(
         return []
     idle = session.execute(
         select(ChatSession)
-        .where(ChatSession.tenant_id == tenant_id, ChatSession.purged_at.is_(None),
-               ChatSession.next_sequence - 1 > ChatSession.committed_through,
-               ChatSession.last_message_at < now - timedelta(seconds=policy.idle_seconds),
-               ~_tried(tenant_id))
+        .where(*_idle(tenant_id, policy, now))
         .order_by(ChatSession.last_message_at)
         .limit(limit)
     ).scalars().all()
@@ -104,6 +110,13 @@ STALLED_AFTER = timedelta(minutes=1)
 down when it was accepted): the sweep starts it, under its own id, so a running one is left alone."""
 
 
+def _to_start(tenant_id: str | ColumnElement[str], now: datetime) -> tuple[ColumnElement[bool], ...]:
+    """An accepted commit of ``tenant_id`` whose workflow the sweep starts: an idle one it just accepted, or
+    one no workflow has moved for :data:`STALLED_AFTER`."""
+    return (SessionCommit.tenant_id == tenant_id, SessionCommit.status == CommitStatus.ACCEPTED.value,
+            or_(SessionCommit.trigger == "policy:idle", SessionCommit.updated_at < now - STALLED_AFTER))
+
+
 def sweep_tenant(
     session: Session, tenant_id: str, policy: CommitPolicy, now: datetime, limit: int
 ) -> list[SessionCommit]:
@@ -111,9 +124,12 @@ def sweep_tenant(
     just accepted, and any accepted commit no workflow has moved for :data:`STALLED_AFTER`)."""
     commit_idle(session, tenant_id, policy, now, limit)
     session.flush()
-    return list(session.execute(
-        select(SessionCommit).where(
-            SessionCommit.tenant_id == tenant_id, SessionCommit.status == CommitStatus.ACCEPTED.value,
-            or_(SessionCommit.trigger == "policy:idle", SessionCommit.updated_at < now - STALLED_AFTER),
-        ).limit(limit)
-    ).scalars().all())
+    return list(session.execute(select(SessionCommit).where(*_to_start(tenant_id, now)).limit(limit)).scalars().all())
+
+
+def sweep_due(tenant_id: ColumnElement[str], policy: CommitPolicy, now: datetime) -> ColumnElement[bool]:
+    """``tenant_id`` (a column, for a listing over tenants) has work for :func:`sweep_tenant`: the same rules."""
+    to_start = select(SessionCommit.commit_id).where(*_to_start(tenant_id, now)).exists()
+    if not policy.idle_seconds:
+        return to_start
+    return or_(select(ChatSession.session_id).where(*_idle(tenant_id, policy, now)).exists(), to_start)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import ColumnElement, and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from memory.db import affected_rows
@@ -49,17 +49,12 @@ def _current_head() -> Any:
     )
 
 
-def pending_batch(session: Session, tenant_id: str, model: str, limit: int) -> list[PendingVector]:
-    """Current heads without a vector from ``model``: new writes first (by id), then vectors of other models.
-
-    A head whose text crashed ``model`` (:func:`mark_unembeddable`) is not pending.
-
-    Each part is read through its own index (``memory_search_unembedded``; migration 0007's
-    ``memory_search_embedding_model``, as the two ranges below and above ``model``), so an empty
-    backlog costs three index probes instead of a pass over the tenant's rows.
-    """
+def _backlog_parts(model: str) -> tuple[tuple[tuple[ColumnElement[bool], ...], tuple[Any, ...]], ...]:
+    """The backlog of ``model`` in three parts, each (condition, order) matching its index: no vector (not
+    crashed on ``model``; ``memory_search_unembedded``), and a vector of a model sorting below, then above it
+    (migration 0007's ``memory_search_embedding_model``, as two ranges)."""
     stored = MemorySearch.embedding.is_not(None)
-    parts = (  # (condition, order): each matches its index
+    return (
         (
             (MemorySearch.embedding.is_(None), MemorySearch.embedding_model.is_distinct_from(unembeddable(model))),
             (MemorySearch.memory_id,),
@@ -67,8 +62,18 @@ def pending_batch(session: Session, tenant_id: str, model: str, limit: int) -> l
         ((stored, MemorySearch.embedding_model < model), (MemorySearch.embedding_model, MemorySearch.memory_id)),
         ((stored, MemorySearch.embedding_model > model), (MemorySearch.embedding_model, MemorySearch.memory_id)),
     )
+
+
+def pending_batch(session: Session, tenant_id: str, model: str, limit: int) -> list[PendingVector]:
+    """Current heads without a vector from ``model``: new writes first (by id), then vectors of other models.
+
+    A head whose text crashed ``model`` (:func:`mark_unembeddable`) is not pending.
+
+    Each part is read through its own index (:func:`_backlog_parts`), so an empty backlog costs three index
+    probes instead of a pass over the tenant's rows.
+    """
     found: list[Memory] = []
-    for condition, order in parts:
+    for condition, order in _backlog_parts(model):
         if len(found) >= limit:
             break
         found += session.execute(
@@ -79,6 +84,16 @@ def pending_batch(session: Session, tenant_id: str, model: str, limit: int) -> l
             .limit(limit - len(found))
         ).scalars()
     return [PendingVector(m.memory_id, m.version, m.revision, embedding_text(m)) for m in found]
+
+
+def has_backlog(tenant_id: ColumnElement[str], model: str) -> ColumnElement[bool]:
+    """``tenant_id`` (a column, for a listing over tenants) has a head :func:`pending_batch` would return: the
+    same parts, each an index probe (``EXISTS``), so the embedding sweep visits only tenants with work."""
+    return or_(*(
+        select(Memory.memory_id).join(MemorySearch, _current_head())
+        .where(MemorySearch.tenant_id == tenant_id, *condition).exists()
+        for condition, _ in _backlog_parts(model)
+    ))
 
 
 def _write_if_current(session: Session, tenant_id: str, item: PendingVector, values: dict[str, Any]) -> bool:
