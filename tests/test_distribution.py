@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import Connection, create_engine, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 
 from api.devstack.postgres import PostgresInfo
+from memory.db import tenant_session
 from memory.distribution import (
     COLOCATION_ANCHOR,
     COORDINATOR_TABLES,
@@ -150,3 +151,21 @@ def test_the_citus_plan_distributes_every_table_once_parents_first(owner: Connec
 def test_migrate_distributes_nothing_without_citus(postgres: PostgresInfo, owner: Connection) -> None:
     assert distribute(postgres.url()) == []
     assert ("api_keys", "principals") in foreign_keys(owner)
+
+
+@pytest.mark.parametrize("tenant", ["t-1", "it's", "a:b %s %(x)s \\ end", "中文"])
+def test_the_tenant_is_set_by_a_command_a_cluster_passes_on(engine: Engine, tenant: str) -> None:
+    """``SET LOCAL`` (Citus passes it on to the workers; a ``set_config()`` call it would not), with any tenant id
+    quoted: row-level security reads exactly the tenant given."""
+    sent: list[str] = []
+
+    def capture(*args: object) -> None:
+        sent.append(str(args[2]))
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        with tenant_session(engine, tenant) as session:
+            assert session.execute(text("SELECT current_setting('mnemo.tenant_id')")).scalar_one() == tenant
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    assert sent[0].startswith('SET LOCAL "mnemo"."tenant_id" = ')
