@@ -201,6 +201,30 @@ def step_count(conninfo: str, task_ids: list[str]) -> int:
     return int(row[0]) if row else 0
 
 
+STORAGE = """
+SELECT (SELECT sum(pg_column_size(m.*)) FROM memories m WHERE m.tenant_id = %(t)s),
+       (SELECT sum(pg_column_size(s.*)) FROM memory_search s WHERE s.tenant_id = %(t)s),
+       (SELECT sum(pg_column_size(p.*)) FROM memory_lexemes p WHERE p.tenant_id = %(t)s),
+       (SELECT count(*) FROM memory_lexemes p WHERE p.tenant_id = %(t)s),
+       (SELECT pg_relation_size('memory_search_embedding_384')::float
+               / count(*) FILTER (WHERE vector_dims(embedding) = 384) FROM memory_search),
+       (SELECT (pg_total_relation_size('memories') + pg_total_relation_size('memory_search')
+                + pg_total_relation_size('memory_lexemes'))::float / count(*) FROM memory_search)
+"""
+
+
+def storage(conninfo: str, memories: int) -> dict[str, float]:
+    """Bytes per memory: the rows of its three tables (heap, as stored: compressed or TOASTed values count as
+    such), its entry of the 384-dimension HNSW index, and the three tables with every index and TOAST over every
+    memory of the database (each index's first pages weigh on so few rows: an upper bound)."""
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute(STORAGE, {"t": TENANT}).fetchone()
+    assert row is not None
+    heap = [float(value or 0) / memories for value in row[:4]]
+    return {"memories_row": heap[0], "memory_search_row": heap[1], "postings": heap[2], "posting_count": heap[3],
+            "hnsw_entry": float(row[4] or 0), "all_with_indexes": float(row[5] or 0)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writes", type=int, default=200)
@@ -242,6 +266,9 @@ def main() -> None:
                 started = time.perf_counter()
                 ids = writes(client, texts)
                 wait_for_vectors(svc.conninfo, TENANT, len(ids), started, timeout=900)
+            results["storage_bytes_per_memory"] = storage(svc.conninfo, len(ids))
+            say("  ✓ bytes per memory: " + ", ".join(
+                f"{k} {v:.0f}" for k, v in results["storage_bytes_per_memory"].items()))
             say(f"capacity: {args.recalls} recalls")
             with meter.phase("recall", lambda: args.recalls, results):
                 recalls(client, (questions(36) * (args.recalls // 36 + 1))[:args.recalls])
@@ -279,6 +306,7 @@ def report(r: dict[str, Any]) -> None:
         say(f"  {label:<16}{n!s:>5}{cpu['api']:8.1f}{cpu['postgres']:8.1f}{cpu['worker']:8.1f}{cpu['temporal']:9.1f}"
             f"{sum(cpu.values()):8.1f}{io['blks_hit']:9.0f}{io['blks_read']:9.1f}{io['wal_bytes'] / 1024:9.1f}"
             f"{io['disk_write_bytes'] / 1024:9.1f}")
+    say("  bytes per memory: " + ", ".join(f"{k} {v:.0f}" for k, v in r["storage_bytes_per_memory"].items()))
 
 
 if __name__ == "__main__":
