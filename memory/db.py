@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import CursorResult, Engine, Result, create_engine, event, text
+from sqlalchemy import CursorResult, Engine, Result, create_engine, event
 from sqlalchemy.orm import Session
 
 APP_ROLE = "mnemo_app"
@@ -85,7 +85,21 @@ def tenant_session(engine: Engine, tenant_id: str) -> Iterator[Session]:
 
 def enter_tenant(session: Session, tenant_id: str) -> None:
     """Act in ``tenant_id``'s context for the rest of the session's transaction (RLS reads the setting)."""
-    session.execute(text("SELECT set_config('mnemo.tenant_id', :tenant, true)"), {"tenant": tenant_id})
+    set_local(session, "mnemo.tenant_id", tenant_id)
+
+
+def set_local(session: Session, name: str, value: str) -> None:
+    """``SET LOCAL name = value``: a setting for the rest of the transaction, as ``set_config(..., true)`` would, but
+    a command: on a Citus cluster (``citus.propagate_set_commands = local``, memory/distribution.py) the coordinator
+    passes it on to the workers holding the shards a statement reads, where row-level security reads it; a
+    function call it would not. Both are quoted by psycopg for this connection and sent with no parameters (a SET
+    takes none)."""
+    from psycopg import sql
+
+    connection = session.connection()
+    statement = sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(*name.split(".")), sql.Literal(value))
+    connection.exec_driver_sql(statement.as_string(connection.connection.driver_connection),
+                               execution_options={"no_parameters": True})
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from itertools import product
 
 from sqlalchemy import Engine, text
 
-from memory.db import global_session
+from memory.db import global_session, set_local
 from memory.deletion.jobs import JobStatus
 from memory.enums import SourceLevel, Status
 from memory.sessions.extraction.base import REJECTION_KINDS, RejectionKind
@@ -119,7 +119,7 @@ def read_figures(engine: Engine) -> dict[str, list[tuple[tuple[str, ...], float]
     out: dict[str, list[tuple[tuple[str, ...], float]]] = {}
     with global_session(engine) as session:
         session.execute(text("SET TRANSACTION READ ONLY"))
-        session.execute(text("SELECT set_config(:name, 'on', true)"), {"name": SCRAPE_SETTING})
+        set_local(session, SCRAPE_SETTING, "on")
         session.execute(text(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}"))
         for figure in FIGURES:
             rows = session.execute(text(figure.sql))

@@ -83,8 +83,12 @@ def command_words(service: Service) -> list[str]:
 
 
 def mnemo_services(compose: Compose) -> dict[str, Service]:
-    """Services built from the Dockerfile, whose entrypoint is ``mnemo``."""
-    return {name: svc for name, svc in compose["services"].items() if "build" in svc}
+    """Services built from the repository's Dockerfile, whose entrypoint is ``mnemo``."""
+    return {name: svc for name, svc in compose["services"].items() if (svc.get("build") or {}).get("context") == "."}
+
+
+def replicas(service: Service) -> int:
+    return int((service.get("deploy") or {}).get("replicas", 1))
 
 
 def services_running(compose: Compose, command: str) -> list[str]:
@@ -216,19 +220,44 @@ def image_problems(compose: Compose) -> list[str]:
 
 
 def api_port_problems(compose: Compose) -> list[str]:
-    """The API binds all interfaces and publishes the container port it listens on."""
+    """The API binds all interfaces; the load balancer (nginx) proxies to the port each API service listens on and
+    publishes the port it listens on itself."""
     names = services_running(compose, "api")
-    if not names:
-        return ["no service runs `mnemo api`"]
-    problems = []
+    found = service_with_image(compose, "nginx")
+    if not names or found is None:
+        return ["no service runs `mnemo api`, or no nginx load balancer"]
+    lb_name, lb = found
+    config = (ROOT / bind_mounts(lb).get("/etc/nginx/conf.d/default.conf", "missing")).read_text(encoding="utf-8")
+    upstream = set(re.findall(r"^\s*server\s+([\w.-]+:\d+)", config, re.MULTILINE))
+    listens = {int(port) for port in re.findall(r"^\s*listen\s+(\d+);", config, re.MULTILINE)}
+    problems = [f"{lb_name}: listens on {port} but does not publish it"
+                for port in sorted(listens - published_container_ports(lb))]
     for name in names:
         env = environment(compose["services"][name])
         port = int(env.get("MNEMO_API_PORT") or Settings.model_fields["api_port"].default)
         host = env.get("MNEMO_API_HOST") or Settings.model_fields["api_host"].default
         if host not in ("0.0.0.0", "::"):
             problems.append(f"{name}: MNEMO_API_HOST={host} is unreachable from outside the container")
-        if port not in published_container_ports(compose["services"][name]):
-            problems.append(f"{name}: listens on {port} (MNEMO_API_PORT) but does not publish it")
+        if f"{name}:{port}" not in upstream:
+            problems.append(f"{name}: listens on {port} (MNEMO_API_PORT) but {lb_name} does not proxy to it "
+                            f"(it proxies to {sorted(upstream)})")
+        if depends_on(lb).get(name) != "service_healthy":
+            problems.append(f"{lb_name}: does not wait for {name} to be healthy")
+    return problems
+
+
+def replica_problems(compose: Compose) -> list[str]:
+    """Two replicas (or more) of the API and of the worker, each free to run twice: no fixed container name, no
+    host port of its own (one host port cannot serve two containers)."""
+    problems = []
+    for name in services_running(compose, "api") + services_running(compose, "worker"):
+        svc = compose["services"][name]
+        if replicas(svc) < 2:
+            problems.append(f"{name}: runs {replicas(svc)} replica(s), not two")
+        if "container_name" in svc:
+            problems.append(f"{name}: a container_name allows one replica only")
+        if svc.get("ports"):
+            problems.append(f"{name}: publishes host ports, which its second replica cannot bind")
     return problems
 
 
@@ -318,8 +347,15 @@ def scrape_problems(compose: Compose) -> list[str]:
     if config_path is None:
         return [f"{name}: mounts no scrape config at /etc/prometheus/prometheus.yml"]
     config = yaml.safe_load((ROOT / config_path).read_text(encoding="utf-8"))
-    targets = {t for job in config["scrape_configs"] for group in job["static_configs"] for t in group["targets"]}
-    problems: list[str] = []
+    static = {t for job in config["scrape_configs"] for group in job.get("static_configs", [])
+              for t in group["targets"]}
+    discovered = {f"{n}:{group['port']}" for job in config["scrape_configs"]
+                  for group in job.get("dns_sd_configs", []) for n in group["names"]}
+    targets = static | discovered
+    problems: list[str] = [f"{config_path}: scrapes {target} as one static target, one of its service's "
+                           f"{replicas(compose['services'][target.split(':')[0]])} replicas at random"
+                           for target in sorted(static) if target.split(":")[0] in compose["services"]
+                           and replicas(compose["services"][target.split(":")[0]]) > 1]
     expected: set[str] = set()
     for api_name in services_running(compose, "api"):
         api_port = environment(compose["services"][api_name]).get("MNEMO_API_PORT") or Settings().api_port
@@ -400,6 +436,48 @@ def artifact_store_problems(compose: Compose) -> list[str]:
     return problems
 
 
+CITUS = "citus"
+
+
+def citus_problems(compose: Compose) -> list[str]:
+    """The ``citus`` profile: a coordinator and two workers built on the official Citus image (pinned), whose
+    set-up job registers exactly those workers before ``mnemo migrate`` runs (and only when the profile runs);
+    the coordinator passes the tenant setting to the workers; mnemo's database host can be switched to it; and
+    no other service belongs to the profile or to any other (the default stack is unchanged)."""
+    services = compose["services"]
+    ours = {name: svc for name, svc in services.items() if CITUS in (svc.get("profiles") or [])}
+    problems = [f"{name}: in profiles {svc['profiles']}" for name, svc in services.items()
+                if svc.get("profiles") and svc["profiles"] != [CITUS]]
+    nodes = {name: svc for name, svc in ours.items() if "build" in svc}
+    for name, svc in nodes.items():
+        dockerfile = ROOT / svc["build"]["context"] / svc["build"].get("dockerfile", "Dockerfile")
+        base = re.findall(r"^FROM\s+(\S+)", dockerfile.read_text(encoding="utf-8"), re.MULTILINE)
+        if not base or not re.fullmatch(r"citusdata/citus:\d+\.\d+\.\d+", base[0]):
+            problems.append(f"{name}: {dockerfile.relative_to(ROOT)} is not FROM a pinned citusdata/citus image")
+    setup = [name for name, svc in ours.items() if "CITUS_WORKERS" in environment(svc)]
+    if len(setup) != 1:
+        return [*problems, f"expected one citus set-up job, found {setup}"]
+    env = environment(services[setup[0]])
+    coordinator, workers = env.get("CITUS_COORDINATOR") or "", (env.get("CITUS_WORKERS") or "").split()
+    if sorted([coordinator, *workers]) != sorted(nodes) or len(workers) != 2:
+        problems.append(f"{setup[0]}: registers {coordinator} and {workers}, the profile's nodes are {sorted(nodes)}")
+    waits = depends_on(services[setup[0]])
+    problems += [f"{setup[0]}: does not wait for {node} to be healthy" for node in sorted(nodes)
+                 if waits.get(node) != "service_healthy"]
+    command = " ".join(command_words(services.get(coordinator, {})))
+    if "citus.propagate_set_commands=local" not in command:
+        problems.append(f"{coordinator}: does not pass SET LOCAL (the tenant setting) on to the workers")
+    for name in services_running(compose, "migrate"):
+        deps = services[name].get("depends_on") or {}
+        spec = (deps.get(setup[0]) if isinstance(deps, dict) else None) or {}
+        if spec.get("condition") != "service_completed_successfully" or spec.get("required") is not False:
+            problems.append(f"{name}: does not wait for {setup[0]} (completed, required: false)")
+    for name in services_running(compose, "migrate") + services_running(compose, "api"):
+        if "@${MNEMO_DATABASE_HOST:-postgres}:" not in (environment(services[name]).get("MNEMO_DATABASE_URL") or ""):
+            problems.append(f"{name}: MNEMO_DATABASE_URL cannot be pointed at {coordinator}")
+    return problems
+
+
 CHECKS: dict[str, Callable[[Compose], list[str]]] = {
     check.__name__: check
     for check in (
@@ -414,6 +492,8 @@ CHECKS: dict[str, Callable[[Compose], list[str]]] = {
         scrape_problems,
         grafana_problems,
         artifact_store_problems,
+        replica_problems,
+        citus_problems,
     )
 }
 
@@ -478,7 +558,9 @@ BROKEN = [
     ("dependency_problems", _set(("services", "temporal-schema", "restart"), "always"), "restarts forever"),
     ("image_problems", _set(("services", "temporal", "image"), "temporalio/auto-setup:1.29.0"), "auto-setup"),
     ("image_problems", _set(("services", "temporal-ui", "image"), "temporalio/ui:latest"), "not pinned"),
-    ("api_port_problems", _set(("services", "mnemo-api", "ports"), ["8001:8001"]), "does not publish it"),
+    ("api_port_problems", _set(("services", "mnemo-lb", "ports"), ["8001:8001"]), "does not publish it"),
+    ("api_port_problems", _set_env("mnemo-api", "MNEMO_API_PORT", "8001"), "does not proxy to it"),
+    ("api_port_problems", _set(("services", "mnemo-lb", "depends_on"), ["mnemo-api"]), "to be healthy"),
     ("api_port_problems", _set_env("mnemo-api", "MNEMO_API_HOST", "127.0.0.1"), "unreachable"),
     ("search_attribute_problems", _set_env("temporal-setup", "SEARCH_ATTRIBUTES", "MnemoTenant=Keyword"), "registers"),
     ("search_attribute_problems", _set_env("temporal-setup", "SEARCH_ATTRIBUTES", ALL_AS_TEXT), "as 'Text'"),
@@ -486,6 +568,17 @@ BROKEN = [
     ("startup_order_problems", _set(("services", "mnemo-api", "depends_on"), ["temporal"]), "does not wait for"),
     ("mount_problems", _set(("services", "temporal-setup", "volumes"), ["./deploy/no.sh:/no.sh"]), "does not exist"),
     ("scrape_problems", _set(("services", "mnemo-worker", "command"), ["worker"]), "no --metrics-port"),
+    ("replica_problems", _set(("services", "mnemo-worker", "deploy"), {"replicas": 1}), "not two"),
+    ("replica_problems", _set(("services", "mnemo-api", "deploy"), {}), "not two"),
+    ("replica_problems", _set(("services", "mnemo-api", "ports"), ["8000:8000"]), "second replica cannot bind"),
+    ("replica_problems", _set(("services", "mnemo-worker", "container_name"), "worker"), "one replica only"),
+    ("citus_problems", _set_env("citus-setup", "CITUS_WORKERS", "citus-worker-1"), "registers"),
+    ("citus_problems", _set(("services", "citus-coordinator", "command"), ["postgres"]), "SET LOCAL"),
+    ("citus_problems", _set(("services", "mnemo-migrate", "depends_on"), ["postgres"]), "does not wait for"),
+    ("citus_problems", _set(("services", "citus-setup", "depends_on"), ["citus-coordinator"]), "to be healthy"),
+    ("citus_problems", _set(("services", "temporal", "profiles"), ["other"]), "temporal: in profiles"),
+    ("citus_problems", _set_env("mnemo-api", "MNEMO_DATABASE_URL", "postgresql+psycopg://mnemo:pw@postgres:5432/mnemo"),
+     "cannot be pointed at"),
     ("scrape_problems", _set(("services", "mnemo-worker", "command"), ["worker", "--metrics-port", "9200"]),
      "the stack exposes"),
     ("scrape_problems", _set_env("mnemo-worker", "MNEMO_WORKER_METRICS_HOST", "127.0.0.1"), "binds loopback"),

@@ -20,9 +20,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import delete, func, select, text, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from memory.db import set_local
 from memory.models import DeletionOutbox
 
 DRAIN_SETTING = "mnemo.outbox_drain"
@@ -62,7 +63,7 @@ def pending(session: Session, limit: int) -> list[Pending]:
     ``session`` is a transaction with no tenant context (:func:`memory.db.global_session`); reading
     across tenants is allowed for this transaction only, and only for this table's ids.
     """
-    session.execute(text("SELECT set_config(:name, 'on', true)"), {"name": DRAIN_SETTING})
+    set_local(session, DRAIN_SETTING, "on")
     rows = session.execute(
         select(DeletionOutbox.tenant_id, DeletionOutbox.job_id)
         .order_by(DeletionOutbox.last_attempt_at.asc().nulls_first(), DeletionOutbox.enqueued_at)

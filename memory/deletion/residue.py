@@ -135,12 +135,13 @@ def _columns(session: Session, indexed: bool) -> dict[str, list[str]]:
 
 
 _LINEAGE_OWNERS = {
-    "memory_id": "(SELECT m.owner_id FROM memories m WHERE m.tenant_id = t.tenant_id AND m.memory_id = t.memory_id "
+    "memory_id": "(SELECT m.owner_id FROM memories m WHERE m.tenant_id = :tenant AND m.memory_id = t.memory_id "
                  "LIMIT 1)",
-    "session_id": "(SELECT s.user_id FROM sessions s WHERE s.tenant_id = t.tenant_id AND s.session_id = t.session_id)",
+    "session_id": "(SELECT s.user_id FROM sessions s WHERE s.tenant_id = :tenant AND s.session_id = t.session_id)",
 }
 """A row with no owner column of its own (a search row, a posting, a summary) belongs to whoever owns what it
-was derived from: its memory, or its session."""
+was derived from: its memory, or its session. The tenant is the statement's value (``t`` is read under the same
+one), not ``t.tenant_id``: a correlated key is not one a cluster distributed by tenant can route by."""
 
 
 def _owner_columns(session: Session, table: str) -> list[str]:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from sqlalchemy import ColumnElement, Engine, select, text
 from sqlalchemy.orm import Session
 
-from memory.db import global_session
+from memory.db import global_session, set_local
 from memory.models import Tenant
 
 LISTING_SETTING = "mnemo.sweep_listing"
@@ -31,7 +31,7 @@ def listing_session(engine: Engine) -> Iterator[Session]:
     """A read-only transaction that may read every tenant's rows of the tables a sweep's rule reads."""
     with global_session(engine) as session:
         session.execute(text("SET TRANSACTION READ ONLY"))
-        session.execute(text("SELECT set_config(:name, 'on', true)"), {"name": LISTING_SETTING})
+        set_local(session, LISTING_SETTING, "on")
         yield session
 
 

@@ -136,6 +136,13 @@ at-least-``limit`` per term, it bounds the rows examined at 32 x ``limit`` per a
 (two to four, :func:`memory.store.audience.audiences_of`) whatever the query."""
 
 
+def _tenants_rows(view: Any, principal: PrincipalContext) -> ColumnElement[bool]:
+    """The caller's tenant, as a value in the statement: the view's own filter (the transaction's setting) is
+    not one the planner, or a cluster distributed by tenant (memory/distribution.py), can route a subquery by."""
+    condition: ColumnElement[bool] = view.c.tenant_id == principal.tenant_id
+    return condition
+
+
 def _on_head(view: Any) -> ColumnElement[bool]:
     """``view``'s row joined to the memory version it projects."""
     return and_(Memory.tenant_id == view.c.tenant_id, Memory.memory_id == view.c.memory_id,
@@ -259,7 +266,7 @@ def _trigram_statement(principal: PrincipalContext, filters: QueryFilters, limit
     else:  # from the index, the first matches that pass the hard filters
         hits = (
             select(view.c.tenant_id, view.c.memory_id, view.c.version, score)
-            .where(query.op("<%")(view.c.search_text)).offset(0).subquery("hits")
+            .where(_tenants_rows(view, principal), query.op("<%")(view.c.search_text)).offset(0).subquery("hits")
         )
         examined = (
             select(hits.c.memory_id, hits.c.version, Memory.revision, hits.c.score)
@@ -359,6 +366,7 @@ def _sees_few_statement(principal: PrincipalContext) -> Select:  # type: ignore[
                .limit(few).subquery("visible"))
     seen = select(func.count().label("rows")).select_from(visible).subquery("seen")
     indexed = (select(literal(1).label("one")).select_from(scoped_search)
+               .where(_tenants_rows(scoped_search, principal))
                .limit(seen.c.rows * sparse + 1).subquery("indexed"))
     indexed_rows = select(func.count()).select_from(indexed).scalar_subquery()
     return select(and_(seen.c.rows < few, indexed_rows > seen.c.rows * sparse))
@@ -382,7 +390,8 @@ def _nearest_statement(principal: PrincipalContext, filters: QueryFilters, limit
         typed(bindparam("query_vector", type_=Text), dimensions))
     if exact:
         distance = distance + literal(0.0)  # not an ordering the HNSW index offers: every distance is computed
-    current = and_(view.c.embedding.is_not(None), view.c.embedding_model == bindparam("model", type_=Text),
+    current = and_(_tenants_rows(view, principal), view.c.embedding.is_not(None),
+                   view.c.embedding_model == bindparam("model", type_=Text),
                    of_dimensions(view.c.embedding, dimensions))
     columns = (view.c.tenant_id, view.c.memory_id, view.c.version, view.c.embedding_revision,
                distance.label("distance"))
