@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Select, Text, delete, func, literal, select
+from sqlalchemy import UUID, Select, Text, column, delete, func, select, values
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -26,21 +26,26 @@ def lexical_columns(memory: Memory) -> dict[str, Any]:
 
 def write_projection(session: Session, memory: Memory) -> None:
     """Upsert the lexical projection of ``memory``; the embedding is cleared until re-computed."""
-    values: dict[str, Any] = {
-        "version": memory.version,
-        **lexical_columns(memory),
-        "embedding": None,
-        "embedding_model": None,
-        "embedding_revision": None,
-        "source_revision": memory.revision,
-    }
-    session.execute(
-        insert(MemorySearch)
-        .values(tenant_id=memory.tenant_id, memory_id=memory.memory_id, **values)
-        .on_conflict_do_update(index_elements=["tenant_id", "memory_id"], set_=values)
-    )
-    _write_postings(session, memory.tenant_id, memory.memory_id,
-                    audience(memory.space, memory.owner_id, memory.session_id))
+    write_projections(session, [memory])
+
+
+def write_projections(session: Session, memories: Sequence[Memory]) -> None:
+    """Upsert the lexical projection of each memory (one statement for all), then their postings; the embeddings
+    are cleared until re-computed."""
+    if not memories:
+        return
+    rows = [{"tenant_id": memory.tenant_id, "memory_id": memory.memory_id, "version": memory.version,
+             **lexical_columns(memory), "embedding": None, "embedding_model": None, "embedding_revision": None,
+             "source_revision": memory.revision} for memory in memories]
+    statement = insert(MemorySearch).values(rows)
+    replaced = ("version", "search_text", "tokens", "embedding", "embedding_model", "embedding_revision",
+                "source_revision")
+    session.execute(statement.on_conflict_do_update(
+        index_elements=["tenant_id", "memory_id"], set_={name: statement.excluded[name] for name in replaced}))
+    tenant_ids = {memory.tenant_id for memory in memories}
+    assert len(tenant_ids) == 1, "a projection is written in one tenant's transaction"
+    _write_postings(session, tenant_ids.pop(), {
+        memory.memory_id: audience(memory.space, memory.owner_id, memory.session_id) for memory in memories})
 
 
 def has_vector(session: Session, memory: Memory) -> bool:
@@ -56,28 +61,31 @@ def has_vector(session: Session, memory: Memory) -> bool:
     return found is not None
 
 
-def _write_postings(session: Session, tenant_id: str, memory_id: uuid.UUID, audience_key: str) -> None:
-    """Replace the memory's rows in ``memory_lexemes`` with the lexemes of its projection row's ``tokens``.
+def _write_postings(session: Session, tenant_id: str, audiences: dict[uuid.UUID, str]) -> None:
+    """Replace the memories' rows in ``memory_lexemes`` with the lexemes of their projection rows' ``tokens``.
 
     Derived in SQL from the stored ``tokens``, as migration 0009 backfills them, so the postings
-    hold exactly what the ``tsvector`` holds; ``audience_key`` is :func:`memory.store.audience.audience` of the memory.
+    hold exactly what the ``tsvector`` holds; ``audiences`` maps each memory to
+    :func:`memory.store.audience.audience` of it.
     """
-    session.execute(
-        delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id == memory_id)
-    )
+    ids = list(audiences)
+    session.execute(delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id.in_(ids)))
     search = MemorySearch.__table__
+    wanted = values(column("memory_id", UUID(as_uuid=True)), column("audience", Text), name="wanted").data(
+        list(audiences.items()))
     session.execute(
         insert(MemoryLexeme).from_select(
             ["tenant_id", "audience", "lexeme", "revision", "memory_id", "version"],
             select(
                 search.c.tenant_id,
-                literal(audience_key, Text),
+                wanted.c.audience,
                 func.unnest(func.tsvector_to_array(search.c.tokens)),
                 search.c.source_revision,
                 search.c.memory_id,
                 search.c.version,
             )
-            .where(search.c.tenant_id == tenant_id, search.c.memory_id == memory_id),
+            .join(wanted, wanted.c.memory_id == search.c.memory_id)
+            .where(search.c.tenant_id == tenant_id),
         )
     )
 
@@ -96,8 +104,7 @@ def rebuild_batch(session: Session, tenant_id: str, after: uuid.UUID | None, bat
     if after is not None:
         statement = statement.where(Memory.memory_id > after)
     rebuilt = list(session.execute(statement).scalars())
-    for memory in rebuilt:
-        write_projection(session, memory)
+    write_projections(session, rebuilt)
     return [memory.memory_id for memory in rebuilt]
 
 
