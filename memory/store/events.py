@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, text
+from psycopg.types.json import Jsonb
+from sqlalchemy import ARRAY, Text, any_, bindparam, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -142,10 +143,25 @@ def _events_by_key(session: Session, principal: PrincipalContext, keys: set[str]
         select(MemoryEvent).where(
             MemoryEvent.tenant_id == principal.tenant_id,
             MemoryEvent.user_id == principal.user_id,
-            MemoryEvent.idempotency_key.in_(keys),
+            MemoryEvent.idempotency_key == any_(bindparam("keys", list(keys), type_=ARRAY(Text))),
         )
     ).scalars()
     return {event.idempotency_key: event for event in found}
+
+
+INSERT_EVENTS = text("""
+    INSERT INTO memory_events (tenant_id, event_id, idempotency_key, request_sha256, kind, user_id, agent_id,
+                               session_id, payload, occurred_at, revision)
+    SELECT :tenant_id, e.event_id, e.idempotency_key, e.request_sha256, e.kind, :user_id, :agent_id, e.session_id,
+           e.payload, e.occurred_at, nextval('mnemo_revision_seq')
+    FROM unnest(CAST(:event_id AS uuid[]), CAST(:idempotency_key AS text[]), CAST(:request_sha256 AS text[]),
+                CAST(:kind AS text[]), CAST(:session_id AS text[]), CAST(:payload AS jsonb[]),
+                CAST(:occurred_at AS timestamptz[]))
+         AS e(event_id, idempotency_key, request_sha256, kind, session_id, payload, occurred_at)
+    ON CONFLICT (tenant_id, user_id, idempotency_key) DO NOTHING
+    RETURNING event_id, stored_at, revision
+""")
+"""A batch's events in one statement whose text never changes with the batch's size (a list per column)."""
 
 
 def _insert_events(session: Session, principal: PrincipalContext, items: list[tuple[NewEvent, str]]
@@ -154,17 +170,24 @@ def _insert_events(session: Session, principal: PrincipalContext, items: list[tu
     it). Returns the events inserted, by key."""
     if not items:
         return {}
-    revisions = next_revisions(session, len(items))
-    rows = [
-        {"tenant_id": principal.tenant_id, "event_id": uuid.uuid4(), "idempotency_key": new.idempotency_key,
-         "request_sha256": digest, "kind": new.kind.value, "user_id": principal.user_id,
-         "agent_id": principal.agent_id, "session_id": new.session_id, "sequence_no": None, "payload": new.payload,
-         "occurred_at": new.occurred_at, "revision": revision}
-        for (new, digest), revision in zip(items, revisions, strict=True)
-    ]
-    done = session.scalars(
-        insert(MemoryEvent).values(rows)
-        .on_conflict_do_nothing(index_elements=["tenant_id", "user_id", "idempotency_key"])
-        .returning(MemoryEvent)
-    )
-    return {event.idempotency_key: event for event in done}
+    events = {
+        new.idempotency_key: MemoryEvent.of_statement(
+            tenant_id=principal.tenant_id, event_id=uuid.uuid4(), idempotency_key=new.idempotency_key,
+            request_sha256=digest, kind=new.kind.value, user_id=principal.user_id, agent_id=principal.agent_id,
+            session_id=new.session_id, sequence_no=None, payload=new.payload, occurred_at=new.occurred_at)
+        for new, digest in items
+    }
+    rows = list(events.values())
+    done = session.execute(INSERT_EVENTS, {
+        "tenant_id": principal.tenant_id, "user_id": principal.user_id, "agent_id": principal.agent_id,
+        **{name: [getattr(event, name) for event in rows]
+           for name in ("event_id", "idempotency_key", "request_sha256", "kind", "session_id", "occurred_at")},
+        "payload": [Jsonb(event.payload) for event in rows],
+    })
+    by_id = {event.event_id: event for event in rows}
+    inserted: dict[str, MemoryEvent] = {}
+    for event_id, stored_at, revision in done:
+        event = by_id[event_id]
+        event.stored_at, event.revision = stored_at, revision
+        inserted[event.idempotency_key] = event
+    return inserted

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import ColumnElement, and_, select, text, update
+from psycopg.types.json import Jsonb
+from sqlalchemy import ARRAY, UUID, ColumnElement, Text, and_, any_, bindparam, select, text, update
 from sqlalchemy.orm import Session
 
 from memory.enums import USER_CATEGORIES, Category, Role, SourceLevel, Space, Status
@@ -219,6 +220,8 @@ def create_memories(
             WriteResult(made[result], replayed=result != index) for index, result in enumerate(results)]
 
 
+UUID_TYPE = UUID(as_uuid=True)
+
 EVENT_REF = "event:"
 """How a memory names the event it comes from (``source.source_id``), as deletions follow it back."""
 
@@ -238,8 +241,10 @@ def _known_events(session: Session, principal: PrincipalContext, news: Sequence[
     cited = {event_id for event_id in map(_cited_event, news) if event_id is not None}
     if not cited:
         return set()
+    ids = bindparam("ids", list(cited), type_=ARRAY(UUID_TYPE))
     return set(session.execute(select(MemoryEvent.event_id).where(
-        MemoryEvent.tenant_id == principal.tenant_id, MemoryEvent.event_id.in_(cited), MemoryEvent.purged_at.is_(None),
+        MemoryEvent.tenant_id == principal.tenant_id, MemoryEvent.event_id == any_(ids),
+        MemoryEvent.purged_at.is_(None),
     )).scalars())
 
 
@@ -263,7 +268,7 @@ def _memories_by_key(session: Session, principal: PrincipalContext, keys: set[st
     found = session.execute(
         select(Memory).where(
             Memory.tenant_id == principal.tenant_id, Memory.created_by == principal.user_id,
-            Memory.idempotency_key.in_(keys),
+            Memory.idempotency_key == any_(bindparam("keys", list(keys), type_=ARRAY(Text))),
         )
     ).scalars()
     return {memory.idempotency_key: memory for memory in found if memory.idempotency_key is not None}
@@ -273,7 +278,8 @@ def _heads(session: Session, principal: PrincipalContext, memory_ids: set[uuid.U
     """The current versions of these memories the principal may read (:func:`head_of` of each, in one query)."""
     if not memory_ids:
         return {}
-    found = session.execute(select(Memory).where(readable_heads(principal), Memory.memory_id.in_(memory_ids)))
+    ids = bindparam("ids", list(memory_ids), type_=ARRAY(UUID_TYPE))
+    found = session.execute(select(Memory).where(readable_heads(principal), Memory.memory_id == any_(ids)))
     return {memory.memory_id: memory for memory in found.scalars()}
 
 
@@ -299,7 +305,7 @@ def _version_one(principal: PrincipalContext, new: NewMemory, request_sha256: st
     if new.quote_start is not None and not 0 < new.quote_start < len(new.content):
         raise InvalidInput("a quoted message begins inside the content", code="quote_outside_content")
     level = new.source_level
-    return Memory(
+    return Memory.of_statement(
         tenant_id=principal.tenant_id,
         memory_id=uuid.uuid4(),
         version=1,
@@ -342,10 +348,38 @@ def _insert_memories(session: Session, principal: PrincipalContext, memories: li
         guard_write(session, principal.tenant_id, owner_id, held_epoch)
     for memory, revision in zip(memories, next_revisions(session, len(memories)), strict=True):
         memory.revision = revision
-    session.add_all(memories)
-    session.flush()
+    session.execute(INSERT_MEMORIES, {
+        "tenant_id": principal.tenant_id, "created_by": principal.user_id,
+        **{name: [getattr(memory, name) for memory in memories] for name in MEMORY_COLUMNS},
+        "evidence_refs": [Jsonb(memory.evidence_refs) for memory in memories],
+        "allowed_purposes": [Jsonb(memory.allowed_purposes) for memory in memories],
+    })
     write_projections(session, memories)
     return memories
+
+
+MEMORY_COLUMNS = {
+    "memory_id": "uuid", "status": "text", "category": "text", "space": "text", "owner_id": "text", "key": "text",
+    "project_id": "text", "session_id": "text", "abstract": "text", "overview": "text", "content": "text",
+    "quote_start": "integer", "source_id": "text", "source_type": "text", "captured_at": "timestamptz",
+    "source_level": "text", "confidence": "double precision", "observed_at": "timestamptz",
+    "effective_from": "timestamptz", "effective_to": "timestamptz", "expires_at": "timestamptz",
+    "idempotency_key": "text", "request_sha256": "text", "revision": "bigint", "evidence_refs": "jsonb",
+    "allowed_purposes": "jsonb",
+}
+"""The columns of a version 1 that differ by memory, with their types (the lists' elements are cast to them)."""
+
+INSERT_MEMORIES = text(
+    f"INSERT INTO memories (tenant_id, version, created_by, last_confirmed_at, supersedes_version, "
+    f"{', '.join(MEMORY_COLUMNS)}) "
+    f"SELECT :tenant_id, 1, :created_by, NULL, NULL, "
+    f"{', '.join(f'm.{name}' for name in MEMORY_COLUMNS if name != 'allowed_purposes')}, "
+    f"ARRAY(SELECT jsonb_array_elements_text(m.allowed_purposes)) "
+    f"FROM unnest({', '.join(f'CAST(:{name} AS {kind}[])' for name, kind in MEMORY_COLUMNS.items())}) "
+    f"AS m({', '.join(MEMORY_COLUMNS)})"
+)
+"""Version 1 of a batch's memories in one statement whose text never changes with the batch's size (a list per
+column, unnested); ``allowed_purposes`` (a ``text[]`` per row) travels as JSON, as arrays of arrays cannot."""
 
 
 def readable_heads(principal: PrincipalContext) -> ColumnElement[bool]:

@@ -6,8 +6,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import UUID, Select, Text, column, delete, func, select, values
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import Select, delete, select, text
 from sqlalchemy.orm import Session
 
 from memory.db import affected_rows
@@ -18,10 +17,38 @@ from memory.store.memory_text import lexical_text
 from memory.text import lexemes, normalize
 
 
-def lexical_columns(memory: Memory) -> dict[str, Any]:
-    """The projection's lexical columns for ``memory`` (:func:`memory.store.memory_text.lexical_text`)."""
+def lexical_values(memory: Memory) -> tuple[str, str]:
+    """The projection's lexical parts for ``memory`` (:func:`memory.store.memory_text.lexical_text`): the
+    normalized search text, and the lexemes the ``tokens`` tsvector is made of (``to_tsvector('simple', …)``)."""
     searchable = lexical_text(memory)
-    return {"search_text": normalize(searchable), "tokens": func.to_tsvector("simple", " ".join(lexemes(searchable)))}
+    return normalize(searchable), " ".join(lexemes(searchable))
+
+
+UPSERT_SEARCH = text("""
+    INSERT INTO memory_search (tenant_id, memory_id, version, search_text, tokens, embedding, embedding_model,
+                               embedding_revision, source_revision)
+    SELECT :tenant_id, p.memory_id, p.version, p.search_text, to_tsvector('simple', p.lexemes), NULL, NULL, NULL,
+           p.source_revision
+    FROM unnest(CAST(:memory_id AS uuid[]), CAST(:version AS integer[]), CAST(:search_text AS text[]),
+                CAST(:lexemes AS text[]), CAST(:source_revision AS bigint[]))
+         AS p(memory_id, version, search_text, lexemes, source_revision)
+    ON CONFLICT (tenant_id, memory_id) DO UPDATE SET
+        version = EXCLUDED.version, search_text = EXCLUDED.search_text, tokens = EXCLUDED.tokens, embedding = NULL,
+        embedding_model = NULL, embedding_revision = NULL, source_revision = EXCLUDED.source_revision
+""")
+"""One statement for a whole batch: its text never changes with the batch's size (one plan, no per-row SQL)."""
+
+DELETE_POSTINGS = text(
+    "DELETE FROM memory_lexemes WHERE tenant_id = :tenant_id AND memory_id = ANY(CAST(:memory_id AS uuid[]))")
+
+INSERT_POSTINGS = text("""
+    INSERT INTO memory_lexemes (tenant_id, audience, lexeme, revision, memory_id, version)
+    SELECT s.tenant_id, w.audience, unnest(tsvector_to_array(s.tokens)), s.source_revision, s.memory_id, s.version
+    FROM memory_search s
+    JOIN unnest(CAST(:memory_id AS uuid[]), CAST(:audience AS text[])) AS w(memory_id, audience)
+      ON w.memory_id = s.memory_id
+    WHERE s.tenant_id = :tenant_id
+""")
 
 
 def write_projection(session: Session, memory: Memory) -> None:
@@ -30,21 +57,20 @@ def write_projection(session: Session, memory: Memory) -> None:
 
 
 def write_projections(session: Session, memories: Sequence[Memory]) -> None:
-    """Upsert the lexical projection of each memory (one statement for all), then their postings; the embeddings
-    are cleared until re-computed."""
+    """Upsert the lexical projection of each memory, then replace their postings: three statements however many
+    memories (of one tenant); the embeddings are cleared until re-computed."""
     if not memories:
         return
-    rows = [{"tenant_id": memory.tenant_id, "memory_id": memory.memory_id, "version": memory.version,
-             **lexical_columns(memory), "embedding": None, "embedding_model": None, "embedding_revision": None,
-             "source_revision": memory.revision} for memory in memories]
-    statement = insert(MemorySearch).values(rows)
-    replaced = ("version", "search_text", "tokens", "embedding", "embedding_model", "embedding_revision",
-                "source_revision")
-    session.execute(statement.on_conflict_do_update(
-        index_elements=["tenant_id", "memory_id"], set_={name: statement.excluded[name] for name in replaced}))
     tenant_ids = {memory.tenant_id for memory in memories}
     assert len(tenant_ids) == 1, "a projection is written in one tenant's transaction"
-    _write_postings(session, tenant_ids.pop(), {
+    tenant_id = tenant_ids.pop()
+    parts = [lexical_values(memory) for memory in memories]
+    ids = [memory.memory_id for memory in memories]
+    session.execute(UPSERT_SEARCH, {
+        "tenant_id": tenant_id, "memory_id": ids, "version": [memory.version for memory in memories],
+        "search_text": [search_text for search_text, _ in parts], "lexemes": [words for _, words in parts],
+        "source_revision": [memory.revision for memory in memories]})
+    _write_postings(session, tenant_id, {
         memory.memory_id: audience(memory.space, memory.owner_id, memory.session_id) for memory in memories})
 
 
@@ -69,25 +95,8 @@ def _write_postings(session: Session, tenant_id: str, audiences: dict[uuid.UUID,
     :func:`memory.store.audience.audience` of it.
     """
     ids = list(audiences)
-    session.execute(delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id.in_(ids)))
-    search = MemorySearch.__table__
-    wanted = values(column("memory_id", UUID(as_uuid=True)), column("audience", Text), name="wanted").data(
-        list(audiences.items()))
-    session.execute(
-        insert(MemoryLexeme).from_select(
-            ["tenant_id", "audience", "lexeme", "revision", "memory_id", "version"],
-            select(
-                search.c.tenant_id,
-                wanted.c.audience,
-                func.unnest(func.tsvector_to_array(search.c.tokens)),
-                search.c.source_revision,
-                search.c.memory_id,
-                search.c.version,
-            )
-            .join(wanted, wanted.c.memory_id == search.c.memory_id)
-            .where(search.c.tenant_id == tenant_id),
-        )
-    )
+    session.execute(DELETE_POSTINGS, {"tenant_id": tenant_id, "memory_id": ids})
+    session.execute(INSERT_POSTINGS, {"tenant_id": tenant_id, "memory_id": ids, "audience": list(audiences.values())})
 
 
 def rebuild_batch(session: Session, tenant_id: str, after: uuid.UUID | None, batch_size: int) -> list[uuid.UUID]:
