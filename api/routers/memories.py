@@ -74,7 +74,7 @@ def submit_candidate(body: CandidateIn, principal: CurrentPrincipal, engine: Eng
     new, digest = _item(body)
     with tenant_session(engine, principal.tenant_id) as session:
         result = memories.create_memory(session, principal, new, digest)
-        written = _written(session, result.memory, result.replayed)
+        written = _written(session, result.memory, result.replayed, fresh=not result.replayed)
     if result.replayed:
         response.status_code = status.HTTP_200_OK
     return written

@@ -186,10 +186,10 @@ def create_memories(
     """Create each memory of ``items`` as :func:`create_memory` would alone, in order, in the caller's transaction:
     one look-up of the idempotency keys, one INSERT of the rows, one of their projection. An item the rules refuse
     is that item's error and writes nothing; an item with the key of an earlier valid one is its replay."""
-    keys = {item[0].idempotency_key for item in items if not isinstance(item, MnemoError)} - {None}
-    stored = _memories_by_key(session, principal, {key for key in keys if key is not None})
+    news = [item[0] for item in items if not isinstance(item, MnemoError)]
+    stored = _memories_by_key(session, principal, {new.idempotency_key for new in news if new.idempotency_key})
     heads = _heads(session, principal, {memory.memory_id for memory in stored.values()})
-    known = _known_events(session, principal, [item[0] for item in items if not isinstance(item, MnemoError)])
+    known = _known_events(session, principal, news)
     results: list[WriteResult | MnemoError | int] = []  # an int: the index of the earlier item this one replays
     planned: list[tuple[int, Memory]] = []
     first: dict[str, tuple[int, str | None]] = {}
@@ -254,7 +254,7 @@ def _cites_a_known_event(new: NewMemory, known: set[uuid.UUID]) -> None:
     cited = _cited_event(new)
     if cited is not None and cited not in known:
         raise InvalidInput(
-            f"source.source_id {new.source.source_id!r} names no event of yours: record the event first "
+            f"source.source_id {new.source.source_id!r} names no event of your tenant: record the event first "
             "(POST /memory-events) and cite the event_id it returns",
             code="unknown_source_event", details={"source_id": new.source.source_id},
         )
