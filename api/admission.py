@@ -22,8 +22,8 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
@@ -88,6 +88,8 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/sessions/{session_id}/messages"): "write",
     ("POST", "/memory-events"): "write",
     ("POST", "/memory-candidates"): "write",
+    ("POST", "/memory-events:batch"): "write",  # N items hold the slots of N writes: batch_slots
+    ("POST", "/memory-candidates:batch"): "write",
     ("PUT", "/records/{resource}/{record_id}"): "write",
     ("POST", "/report-data/sample"): "write",
     ("POST", "/sessions/{session_id}/commit"): "workflow",
@@ -255,6 +257,22 @@ def starts(state: object, name: str, tenant_id: str) -> Starts:
     admission: Admission | None = getattr(state, "admission", None)
     budget = admission.budgets.get(name) if admission is not None else None
     return Starts(budget, tenant_id, COST_CLASSES[name].what)
+
+
+@contextmanager
+def batch_slots(state: object, name: str, tenant_id: str, count: int) -> Iterator[None]:
+    """A request of class ``name`` doing the work of ``count`` of its requests (a batch of ``count`` items)
+    holds the slots that many requests in flight would (all of them at most): the middleware took one, this
+    takes the rest or raises :class:`TenantBusy`. Without it a tenant ran its class's concurrency in batches of
+    500, each admitted as one write."""
+    admission: Admission | None = getattr(state, "admission", None)
+    limiter = admission.limiters[name] if admission is not None else None
+    more = min(count, limiter.limit) - 1 if limiter is not None else 0
+    if limiter is None or more <= 0:
+        yield
+        return
+    with limiter.slot(tenant_id, more):
+        yield
 
 
 def _pattern(path: str) -> re.Pattern[str]:

@@ -38,6 +38,7 @@ _CODES = {
     "timestamp_out_of_range": "timestamp_out_of_range",
     "null_not_allowed": "null_not_allowed",
     "identity_from_credentials": "identity_from_credentials",
+    "batch_too_large": "batch_too_large",
 }
 
 
@@ -45,7 +46,7 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, **extra}}
 
 
-def _field_problem(error: dict[str, Any]) -> dict[str, Any]:
+def field_problem(error: dict[str, Any]) -> dict[str, Any]:
     location = ".".join(str(part) for part in error["loc"] if part != "body") or "body"
     code = _CODES.get(error["type"], "invalid_value")
     if code == "invalid_timestamp":
@@ -64,7 +65,7 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
     refusal = await refusal_of_key(request) or request.scope.get(REFUSED)
     if refusal is not None:
         return await _mnemo_error(request, refusal)
-    problems = [_field_problem(error) for error in exc.errors()]
+    problems = [field_problem(error) for error in exc.errors()]
     first = problems[0] if problems else {"code": "invalid_input", "message": "the request is invalid"}
     return JSONResponse(
         status_code=422, content=error_body(first["code"], first["message"], fields=problems)

@@ -18,7 +18,13 @@ Three phases, each in its own tenant, in the same run and on the same texts
    Schedule paused, so the write path (row + lexical projection in one
    transaction) is measured alone.
 
-Usage: ``.venv/bin/python -m bench.ingest [--n 500]``. It starts the embedded
+With ``--batch B`` it measures batch ingest instead, in two phases of its own (the embedding Schedule paused,
+as in phase 3): **bare batched INSERTs** (B events and B memories per transaction, one multi-row statement each,
+no projection) against **the batch routes** (``POST /memory-events:batch`` then ``POST
+/memory-candidates:batch`` citing the events, B items per request, lexical projection and postings included),
+and prints ``bare_rows_per_s``, ``batch_rows_per_s`` and their ``ratio`` (a row: one event or one memory).
+
+Usage: ``.venv/bin/python -m bench.ingest [--n 500]``, ``... --batch 500 --n 20000 --json OUT``. It starts the embedded
 stack by itself (temp dir, removed after), or uses the MNEMO_* services when
 ``MNEMO_DATABASE_URL`` is set (``MNEMO_API_URL``, ``MNEMO_TEMPORAL_ADDRESS``; it
 writes tenants ``ingest-*`` there).
@@ -112,6 +118,121 @@ def bare_ingest(conninfo: str, tenant: str, texts: list[str]) -> dict[str, Any]:
     return {"seconds": seconds, "events_per_s": len(texts) / seconds}
 
 
+BARE_EVENT = ("INSERT INTO memory_events (tenant_id, event_id, idempotency_key, request_sha256, kind, user_id, "
+              "session_id, payload, occurred_at, revision) SELECT %s, e.id, e.k, e.sha, 'MESSAGE', %s, 's-1', e.p, "
+              "e.at, nextval('mnemo_revision_seq') FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::jsonb[], "
+              "%s::timestamptz[]) AS e(id, k, sha, p, at)")
+BARE_MEMORY = ("INSERT INTO memories (tenant_id, memory_id, version, status, category, space, owner_id, abstract, "
+               "content, source_id, source_type, captured_at, evidence_refs, source_level, confidence, "
+               "allowed_purposes, created_by, revision) SELECT %s, m.id, 1, 'ACTIVE', m.cat, 'USER', %s, m.abs, "
+               "m.txt, m.src, 'MESSAGE', m.at, '[]', 'E2', 0.9, '{}', %s, nextval('mnemo_revision_seq') "
+               "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[]) "
+               "AS m(id, cat, abs, txt, src, at)")
+
+
+def _chunks(n: int, size: int) -> list[range]:
+    return [range(start, min(start + size, n)) for start in range(0, n, size)]
+
+
+def bare_batched(conninfo: str, tenant: str, texts: list[str], batch: int) -> dict[str, Any]:
+    """The same rows as the batch routes write, with one multi-row INSERT of events and one of memories per
+    transaction of ``batch`` (no projection, no API): the fastest plain SQL for them."""
+    with psycopg.connect(conninfo) as conn:
+        started = time.perf_counter()
+        for chunk in _chunks(len(texts), batch):
+            bodies = [event_body(i, texts[i]) for i in chunk]
+            events = [uuid.uuid4() for _ in chunk]
+            at = [CAPTURED + timedelta(seconds=i) for i in chunk]
+            with conn.transaction():
+                conn.execute(BARE_EVENT, (
+                    tenant, USER, events, [b["idempotency_key"] for b in bodies],
+                    [hashlib.sha256(json.dumps(b, sort_keys=True).encode()).hexdigest() for b in bodies],
+                    [json.dumps(b["payload"]) for b in bodies], at))
+                conn.execute(BARE_MEMORY, (
+                    tenant, USER, USER, [uuid.uuid4() for _ in chunk], [CATEGORIES[i % len(CATEGORIES)] for i in chunk],
+                    [abstract_for(texts[i], None) for i in chunk], [texts[i] for i in chunk],
+                    [f"event:{e}" for e in events], at))
+        seconds = time.perf_counter() - started
+    return {"seconds": seconds, "rows": 2 * len(texts), "rows_per_s": 2 * len(texts) / seconds}
+
+
+def api_batched(api_url: str, key: str, texts: list[str], batch: int) -> dict[str, Any]:
+    """The batch routes over HTTP: per ``batch`` texts, their events in one request, then the memories citing
+    them in another (every item must be committed)."""
+    event_ms: list[float] = []
+    memory_ms: list[float] = []
+    with httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {key}"}, timeout=300) as client:
+        started = time.perf_counter()
+        last = time.monotonic()
+        for chunk in _chunks(len(texts), batch):
+            t0 = time.perf_counter()
+            said = client.post("/memory-events:batch", json={"items": [event_body(i, texts[i]) for i in chunk]})
+            t1 = time.perf_counter()
+            said.raise_for_status()
+            assert said.json()["committed"] == len(chunk), said.text[:500]
+            ids = [r["event_id"] for r in said.json()["results"]]
+            items = [candidate_body(i, texts[i], f"event:{event_id}") for i, event_id in zip(chunk, ids, strict=True)]
+            written = client.post("/memory-candidates:batch", json={"items": items})
+            t2 = time.perf_counter()
+            written.raise_for_status()
+            assert written.json()["committed"] == len(chunk), written.text[:500]
+            event_ms.append((t1 - t0) * 1000)
+            memory_ms.append((t2 - t1) * 1000)
+            if time.monotonic() - last > 10:
+                last = time.monotonic()
+                rate = chunk.stop / (time.perf_counter() - started)
+                say(f"    batches: {chunk.stop}/{len(texts)} events ({rate:.0f}/s)")
+        seconds = time.perf_counter() - started
+    return {"seconds": seconds, "rows": 2 * len(texts), "rows_per_s": 2 * len(texts) / seconds,
+            "events_request_ms": percentiles(event_ms), "memories_request_ms": percentiles(memory_ms)}
+
+
+def batch_main(args: argparse.Namespace) -> dict[str, Any]:
+    """``--batch``: bare batched INSERTs against the batch routes, same rows, same batch size, same run."""
+    texts = base_texts(args.n, seed=23)
+    results: dict[str, Any] = {"n": args.n, "batch": args.batch}
+    with services("mnemo-bench-ingest-") as svc:
+        key = make_key(svc.sqlalchemy_url, "ingest-batch", USER, ["memory_writer"])
+        make_key(svc.sqlalchemy_url, "ingest-bare-batch", USER, ["memory_writer"])  # the tenant row
+        say(f"ingest benchmark, batches: {args.n} events + {args.n} memories, {args.batch} per transaction")
+        asyncio.run(_schedule(svc.temporal_address, svc.temporal_namespace, "pause"))
+        try:
+            say("  phase 1/2: bare batched INSERTs (memory_events + memories, no projection)")
+            results["bare"] = bare_batched(svc.conninfo, "ingest-bare-batch", texts, args.batch)
+            say(f"  ✓ {results['bare']['rows_per_s']:.0f} rows/s")
+            say("  phase 2/2: POST /memory-events:batch + POST /memory-candidates:batch (lexical projection)")
+            results["api"] = api_batched(svc.api_url, key, texts, args.batch)
+            say(f"  ✓ {results['api']['rows_per_s']:.0f} rows/s")
+        finally:
+            asyncio.run(_schedule(svc.temporal_address, svc.temporal_namespace, "unpause"))
+        results["stored"] = {tenant: stored_rows(svc.conninfo, tenant) for tenant in ("ingest-bare-batch",
+                                                                                      "ingest-batch")}
+    expected = {"ingest-bare-batch": (args.n, args.n, 0), "ingest-batch": (args.n, args.n, args.n)}
+    for tenant, (events, memories, projected) in expected.items():
+        got = results["stored"][tenant]
+        if (got["memory_events"], got["memories"], got["memory_search"]) != (events, memories, projected) or \
+                (got["memory_lexemes"] > 0) != (projected > 0):
+            raise SystemExit(f"{tenant} holds {got}, not the rows its phase claims: no ratio printed")
+    bare, api = results["bare"]["rows_per_s"], results["api"]["rows_per_s"]
+    results.update(bare_rows_per_s=bare, batch_rows_per_s=api, ratio=api / bare)
+    say("")
+    say(f"mnemo batch ingest: {args.n} events + {args.n} memories, {args.batch} per transaction / request; "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
+    say(f"  bare batched INSERTs (same rows, no projection)   bare_rows_per_s  {bare:8.0f}")
+    say(f"  batch routes over HTTP (lexical projection)       batch_rows_per_s {api:8.0f}   ratio {api / bare:.2f}× "
+        f"(events request p50 {results['api']['events_request_ms']['p50']:.0f} ms, "
+        f"memories request p50 {results['api']['memories_request_ms']['p50']:.0f} ms)")
+    return results
+
+
+def stored_rows(conninfo: str, tenant: str) -> dict[str, int]:
+    """What a phase left in its tenant: the baseline must hold the same events and memories and no projection."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        return {table: int(conn.execute(f"SELECT count(*) FROM {table} WHERE tenant_id = %s",  # type: ignore[index]
+                                        (tenant,)).fetchone()[0])
+                for table in ("memory_events", "memories", "memory_search", "memory_lexemes")}
+
+
 def wait_for_vectors(conninfo: str, tenant: str, n: int, started: float, timeout: float) -> float:
     """Seconds from ``started`` (perf_counter) until all ``n`` current vectors of ``tenant`` are stored."""
     last = time.monotonic()
@@ -150,7 +271,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=500, help="memory events per phase")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--batch", type=int, help="measure the batch routes, this many items per request")
     args = parser.parse_args()
+    if args.batch:
+        measured = batch_main(args)
+        if args.json:
+            args.json.write_text(json.dumps(measured, indent=2))
+        return
     texts = base_texts(args.n, seed=23)
     results: dict[str, Any] = {"n": args.n}
     with services("mnemo-bench-ingest-") as svc:

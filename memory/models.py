@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Self, cast
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
@@ -34,7 +34,14 @@ REVISION_SEQUENCE = "mnemo_revision_seq"
 
 
 class Base(DeclarativeBase):
-    pass
+    @classmethod
+    def of_statement(cls, **values: Any) -> Self:
+        """The object of a row a batch's own INSERT statement writes (it is never added to a session), built
+        without the ORM's attribute events: ~20x cheaper than ``cls(**values)``, whose events took 80-200 ms
+        of a 500-memory batch on 2 busy cores."""
+        made = cast(Self, cls.__mapper__.class_manager.new_instance())
+        made.__dict__.update(values)
+        return made
 
 
 ID_SECRET_DEFAULT = "replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '')"

@@ -15,6 +15,8 @@ from api.devstack.processes import free_port
 
 A_JSON_FILE = str(Path(__file__).resolve().parents[1] / "memory" / "resources" / "builtin" / "task.json")
 """Any JSON document will do: ``task definition put`` reads its file before it calls the API."""
+IMPORT_FILE = str(Path(__file__).resolve().parents[1] / "examples" / "import.jsonl")
+"""The README's example file: ``import`` reads it, then calls the API with its first batch."""
 SKILL_DIR = str(Path(__file__).resolve().parents[1] / "memory" / "skills" / "system" / "monthly-report")
 """A skill directory: ``skills push`` reads it before it calls the API."""
 
@@ -55,6 +57,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("knowledge", "show", "c-1"),
     ("knowledge", "review", "c-1", "--decision", "approve", "--sha", "abc", "--version", "3"),
     ("knowledge", "propose", A_JSON_FILE),
+    ("import", IMPORT_FILE),
 ]
 """Each command with the arguments it requires: the words a person types before the connection options."""
 
@@ -96,7 +99,8 @@ def test_the_table_names_every_api_client_command() -> None:
     root: Any = typer.main.get_command(app)
     listed = {_name(words) for words in COMMANDS}
     groups = ("task", "session", "policy", "skills", "knowledge")
-    assert listed == {leaf for group in groups for leaf in _leaves(root.commands[group], (group,))}
+    commands = {("import",)}  # the API-client commands outside a group
+    assert listed == {leaf for group in groups for leaf in _leaves(root.commands[group], (group,))} | commands
 
 
 @pytest.mark.parametrize("words", COMMANDS, ids=lambda words: " ".join(_name(words)))

@@ -187,5 +187,6 @@ def test_a_temporal_that_goes_down_after_connecting_is_a_typed_503(
 
 def test_openapi_documents_the_endpoints(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
-    for path in ("/memory-events", "/memory-candidates", "/memory-query", "/memories/{memory_id}", "/readyz"):
+    for path in ("/memory-events", "/memory-candidates", "/memory-events:batch", "/memory-candidates:batch",
+                 "/memory-query", "/memories/{memory_id}", "/readyz"):
         assert path in paths

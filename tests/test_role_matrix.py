@@ -76,3 +76,21 @@ def test_role_matrix(client: TestClient, make_key: MakeKey, space: str, action: 
         if memory_id:  # refused means nothing changed
             after = client.get(f"/memories/{memory_id}", headers=auth(admin)).json()
             assert after["version"] == 1 and after["status"] == ("CANDIDATE" if action == "confirm" else "ACTIVE")
+
+
+def test_a_batch_item_is_refused_as_the_single_create_is(client: TestClient, make_key: MakeKey) -> None:
+    """``POST /memory-candidates:batch``: each item meets the create rule of its space; a refused one is that
+    item's 403-style error, the others of the batch are written."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    for role in ROLES:
+        caller = make_key(tenant=tenant, user="alice", roles=(role,) if role else (), agent="bot")
+        spaces = sorted(ALLOWED)
+        answer = client.post("/memory-candidates:batch", json={"items": [_body(space) for space in spaces]},
+                             headers=auth(caller))
+        assert answer.status_code == 200, answer.text
+        for space, item in zip(spaces, answer.json()["results"], strict=True):
+            if role in ALLOWED[space]["create"]:
+                assert item["outcome"] == "committed", (role, space, item)
+            else:
+                assert item["outcome"] == "error", (role, space, item)
+                assert item["error"]["code"] == "forbidden" and item["error"]["details"]["space"] == space

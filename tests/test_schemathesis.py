@@ -70,6 +70,9 @@ CROSS_FIELD_RULES: dict[str, set[str]] = {
     "POST /tasks/{task_id}/attempts/{attempt_id}/complete": {"invalid_base64", "duplicate_artifact_name"},
     # A NUL inside a free-form payload: the schema cannot say "no NUL at any depth" of an open object.
     "POST /memory-events": {"invalid_character", TIMESTAMP_EDGE},
+    # A batch's items are open objects (each checked on its own, its problems the item's error): a NUL in one.
+    "POST /memory-events:batch": {"invalid_character"},
+    "POST /memory-candidates:batch": {"invalid_character"},
     # A thread named without its run; an agent id in a path (a plain string there, see _negatable) of another
     # shape; a policy's fields checked against the type's declaration (which the path names).
     "GET /resources": {"thread_without_run"},

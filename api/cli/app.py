@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from api.cli import artifacts, backup, services
+from api.cli import artifacts, backup, importer, services
 from api.cli.admin import admin_app
 from api.cli.keys import keys_app
 from api.cli.knowledge import knowledge_app
@@ -21,6 +21,7 @@ app = typer.Typer(help="mnemo: governed memory and durable tasks for AI agents."
 for command in (services.dev, services.migrate, services.worker, services.api, backup.backup, backup.restore):
     app.command()(command)
 app.command(name="import-artifacts")(artifacts.import_artifacts)
+app.command(name="import")(importer.import_command)
 for group, name in (
     (keys_app, "keys"), (admin_app, "admin"), (task_app, "task"), (session_app, "session"), (mcp_app, "mcp"),
     (policy_app, "policy"), (skills_app, "skills"), (knowledge_app, "knowledge"),

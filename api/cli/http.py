@@ -24,28 +24,37 @@ class Connection:
     api_url: str
     key: str
 
-    def call(self, method: str, path: str, *, missing_ok: bool = False, **kwargs: Any) -> Any:
-        """The API's JSON answer; a 404 is None when ``missing_ok``; any other error ends the command."""
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The API's response, whatever its status; an API out of reach ends the command."""
         try:
-            response = httpx.request(
+            return httpx.request(
                 method, self.api_url + path, headers={"Authorization": f"Bearer {self.key}"}, timeout=60, **kwargs
             )
         except httpx.HTTPError as exc:
             fail(f"cannot reach the API at {self.api_url} ({exc}): start the stack with `{mnemo_hint('dev')}`, "
                  "or pass --api-url with the address of a running API")
+
+    def call(self, method: str, path: str, *, missing_ok: bool = False, **kwargs: Any) -> Any:
+        """The API's JSON answer; a 404 is None when ``missing_ok``; any other error ends the command."""
+        response = self.request(method, path, **kwargs)
         if response.status_code == 404 and missing_ok:
             return None
         if response.status_code >= 400:
-            try:
-                error = response.json()["error"]
-                message, code = error["message"], error["code"]
-                problems = [problem["message"] for problem in (error.get("details") or {}).get("problems", [])]
-            except (ValueError, KeyError, TypeError):
-                fail(f"HTTP {response.status_code}: {response.text[:300]}")
-            # Every problem of a refused body, one a line: the fix is then one pass, not one run per problem.
-            fail(f"{message} ({code}, HTTP {response.status_code})"
-                 + "".join(f"\n  {line}" for line in problems if len(problems) > 1))
+            fail(refusal(response))
         return response.json() if response.content else None  # a 204 (a DELETE) has no body
+
+
+def refusal(response: httpx.Response) -> str:
+    """What a refused request says: ``message (code, HTTP status)``, and every problem of a refused body."""
+    try:
+        error = response.json()["error"]
+        message, code = error["message"], error["code"]
+        problems = [problem["message"] for problem in (error.get("details") or {}).get("problems", [])]
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {response.status_code}: {response.text[:300]}"
+    # Every problem of a refused body, one a line: the fix is then one pass, not one run per problem.
+    return (f"{message} ({code}, HTTP {response.status_code})"
+            + "".join(f"\n  {line}" for line in problems if len(problems) > 1))
 
 
 def api_url_of(data_dir: Path) -> str:

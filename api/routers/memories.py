@@ -5,10 +5,12 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query, Response, status
+from fastapi import APIRouter, Body, Query, Request, Response, status
 from sqlalchemy.orm import Session
 
+from api.admission import batch_slots
 from api.deps import CurrentPrincipal, EngineDep, SettingsDep, TemporalSource
+from api.schemas.batches import BatchIn, batch_model, item_model
 from api.schemas.common import INT32_MAX, replay_of
 from api.schemas.knowledge import PROMOTION_SCHEMA, PromotionOut
 from api.schemas.memories import (
@@ -20,40 +22,32 @@ from api.schemas.memories import (
 )
 from api.services import knowledge, promotions
 from api.services import memories as service
-from api.services.memories import source_of, validity_of
+from api.services.batches import batch_answer, parse_items
+from api.services.memories import new_memory_of
 from memory.db import tenant_session
-from memory.errors import InvalidInput
+from memory.errors import MnemoError
 from memory.identity.ids import parse_id
 from memory.models import Memory
 from memory.store import memories
 from memory.store.events import request_digest
-from memory.store.message_text import message_content, quote_start
 from memory.store.projection import has_vector
 from workflows.embedding import SWEEP_EVERY as EMBEDDING_SWEEP_EVERY
 
 router = APIRouter(tags=["memories"])
+
+WriteItemOut = item_model(WriteOut)
+WriteBatchOut = batch_model(WriteItemOut)
 
 
 def _memory_id(raw: str) -> uuid.UUID:
     return parse_id(raw, "memory")
 
 
-def _content(body: CandidateIn) -> tuple[str, int | None]:
-    """The memory's text and where a quoted message begins in it: ``content`` as given (quoting nothing),
-    or written from ``message`` (exactly one of them)."""
-    if body.content is not None and body.message is None:
-        return body.content, None
-    if body.message is not None and body.content is None:
-        said = body.message.said()
-        return message_content(said), quote_start(said)
-    raise InvalidInput("give the memory's content or the message it comes from, exactly one of them",
-                       code="content_or_message")
-
-
-def _written(session: Session, memory: Memory, replayed: bool) -> WriteOut:
+def _written(session: Session, memory: Memory, replayed: bool, *, fresh: bool = False) -> WriteOut:
     """What is searchable now: the lexical projection is written in the write's own transaction; the vector
-    comes from the embedding sweep (a replay or a confirmation may find it already there)."""
-    vector = has_vector(session, memory)
+    comes from the embedding sweep (a replay or a confirmation may find it already there; a ``fresh`` write,
+    whose projection was just written with no vector, cannot)."""
+    vector = not fresh and has_vector(session, memory)
     return WriteOut(
         memory_id=memory.memory_id,
         version=memory.version,
@@ -66,6 +60,10 @@ def _written(session: Session, memory: Memory, replayed: bool) -> WriteOut:
     )
 
 
+def _item(body: CandidateIn) -> tuple[memories.NewMemory, str]:
+    return new_memory_of(body), request_digest(body.model_dump(mode="json"))
+
+
 @router.post(
     "/memory-candidates",
     status_code=status.HTTP_201_CREATED,
@@ -73,31 +71,28 @@ def _written(session: Session, memory: Memory, replayed: bool) -> WriteOut:
 )
 def submit_candidate(body: CandidateIn, principal: CurrentPrincipal, engine: EngineDep, response: Response) -> WriteOut:
     """Submit a memory. It is ACTIVE at once for a memory writer with E1-E3 evidence, else a CANDIDATE."""
-    content, quoted_from = _content(body)
-    new = memories.NewMemory(
-        category=body.category,
-        space=body.space,
-        content=content,
-        quote_start=quoted_from,
-        source=source_of(body.source),
-        source_level=body.source_level,
-        abstract=body.abstract,
-        overview=body.overview,
-        key=body.key,
-        project_id=body.project_id,
-        session_id=body.session_id,
-        confidence=body.confidence,
-        validity=validity_of(body.validity) or memories.Validity(),
-        allowed_purposes=tuple(body.allowed_purposes),
-        idempotency_key=body.idempotency_key,
-    )
-    digest = request_digest(body.model_dump(mode="json"))
+    new, digest = _item(body)
     with tenant_session(engine, principal.tenant_id) as session:
         result = memories.create_memory(session, principal, new, digest)
-        written = _written(session, result.memory, result.replayed)
+        written = _written(session, result.memory, result.replayed, fresh=not result.replayed)
     if result.replayed:
         response.status_code = status.HTTP_200_OK
     return written
+
+
+@router.post("/memory-candidates:batch", response_model=WriteBatchOut, response_model_exclude_unset=True)
+def submit_candidates(body: BatchIn, principal: CurrentPrincipal, engine: EngineDep, request: Request
+                      ) -> dict[str, Any]:
+    """Submit up to 500 memories in one transaction, each as ``POST /memory-candidates`` would: per item, in
+    order, ``committed``, ``replayed`` (the first result) or ``error`` (that item alone; nothing of it is
+    stored). The lexical projection is written with them; the vectors follow from the embedding sweep."""
+    items = parse_items(body.items, CandidateIn, _item)
+    with batch_slots(request.app.state, "write", principal.tenant_id, len(items)), \
+            tenant_session(engine, principal.tenant_id) as session:
+        results = memories.create_memories(session, principal, items)
+        answers = [r if isinstance(r, MnemoError) else
+                   (_written(session, r.memory, r.replayed, fresh=not r.replayed), r.replayed) for r in results]
+    return batch_answer(WriteItemOut, answers)
 
 
 @router.post("/memory-candidates/{memory_id}/confirm")

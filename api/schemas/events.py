@@ -9,6 +9,7 @@ from pydantic import AwareDatetime, BaseModel
 
 from api.schemas.common import Lax, ShortText, StrictRequest, Timestamp
 from memory.enums import EventKind
+from memory.store.events import EventRecorded, NewEvent
 
 
 class EventIn(StrictRequest):
@@ -17,6 +18,10 @@ class EventIn(StrictRequest):
     payload: dict[str, Any]
     occurred_at: Timestamp
     session_id: ShortText | None = None
+
+    def new(self) -> NewEvent:
+        return NewEvent(idempotency_key=self.idempotency_key, kind=self.kind, payload=self.payload,
+                        occurred_at=self.occurred_at, session_id=self.session_id)
 
 
 class EventOut(BaseModel):
@@ -29,3 +34,10 @@ class EventOut(BaseModel):
     revision: int
     stage: Literal["committed"] = "committed"
     replayed: bool
+
+    @classmethod
+    def of(cls, recorded: EventRecorded) -> EventOut:
+        event = recorded.event
+        return cls(event_id=event.event_id, idempotency_key=event.idempotency_key, kind=event.kind,
+                   session_id=event.session_id, occurred_at=event.occurred_at, stored_at=event.stored_at,
+                   revision=event.revision, replayed=recorded.replayed)

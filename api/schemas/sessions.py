@@ -11,9 +11,9 @@ from pydantic_core import PydanticCustomError
 from api.schemas.common import Lax, ShortText, StrictRequest, Timestamp
 from memory.sessions.messages import MessageRole
 from memory.sessions.policy import AUTO_PREFIX
-from memory.sessions.store import MAX_MESSAGES_PER_BATCH
 from memory.skills.executions import MAX_NOTE_CHARS, MAX_VERSION_CHARS, Outcome, SkillExecution
 from memory.skills.format import NAME
+from memory.store.batches import MAX_BATCH_ITEMS
 
 SessionId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")]
 """Ids a client chooses (sessions, commits): letters, digits and ``. _ : -``; they appear in URLs."""
@@ -82,7 +82,7 @@ class MessageIn(StrictRequest):
 
 
 class MessagesIn(StrictRequest):
-    messages: Annotated[list[MessageIn], Field(min_length=1, max_length=MAX_MESSAGES_PER_BATCH)]
+    messages: Annotated[list[MessageIn], Field(min_length=1, max_length=MAX_BATCH_ITEMS)]
 
 
 class StoredEventOut(BaseModel):

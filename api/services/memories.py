@@ -6,10 +6,12 @@ import uuid
 
 from sqlalchemy import Engine
 
-from api.schemas.memories import CorrectionIn, MemoryDetailOut, MemoryOut, SourceIn, ValidityIn
+from api.schemas.memories import CandidateIn, CorrectionIn, MemoryDetailOut, MemoryOut, SourceIn, ValidityIn
 from memory.db import tenant_session
+from memory.errors import InvalidInput
 from memory.identity.auth import PrincipalContext
 from memory.store import memories
+from memory.store.message_text import message_content, quote_start
 
 
 def source_of(source: SourceIn) -> memories.Source:
@@ -22,6 +24,40 @@ def validity_of(validity: ValidityIn | None) -> memories.Validity | None:
     if validity is None:
         return None
     return memories.Validity(validity.observed_at, validity.effective_from, validity.effective_to, validity.expires_at)
+
+
+def _content(body: CandidateIn) -> tuple[str, int | None]:
+    """The memory's text and where a quoted message begins in it: ``content`` as given (quoting nothing),
+    or written from ``message`` (exactly one of them)."""
+    if body.content is not None and body.message is None:
+        return body.content, None
+    if body.message is not None and body.content is None:
+        said = body.message.said()
+        return message_content(said), quote_start(said)
+    raise InvalidInput("give the memory's content or the message it comes from, exactly one of them",
+                       code="content_or_message")
+
+
+def new_memory_of(body: CandidateIn) -> memories.NewMemory:
+    """The domain's new memory of a ``POST /memory-candidates`` body (one item of a batch alike)."""
+    content, quoted_from = _content(body)
+    return memories.NewMemory(
+        category=body.category,
+        space=body.space,
+        content=content,
+        quote_start=quoted_from,
+        source=source_of(body.source),
+        source_level=body.source_level,
+        abstract=body.abstract,
+        overview=body.overview,
+        key=body.key,
+        project_id=body.project_id,
+        session_id=body.session_id,
+        confidence=body.confidence,
+        validity=validity_of(body.validity) or memories.Validity(),
+        allowed_purposes=tuple(body.allowed_purposes),
+        idempotency_key=body.idempotency_key,
+    )
 
 
 def read_memory(engine: Engine, principal: PrincipalContext, memory_id: uuid.UUID, version: int | None = None

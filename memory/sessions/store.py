@@ -26,10 +26,10 @@ from memory.sessions.messages import MessageRole, StageMessage, ToolCall
 from memory.sessions.models import ChatSession, SessionLink
 from memory.sessions.window import ProfileEntry
 from memory.skills.executions import SkillExecution, verified
+from memory.store.batches import MAX_BATCH_ITEMS
 from memory.store.events import insert_once, next_revision
 from memory.store.visibility import not_tombstoned, visible_to
 
-MAX_MESSAGES_PER_BATCH = 500
 WINDOW_LOOKBACK = 2_000
 """The window and the state read the session's newest messages only: older turns reach the model through the
 summary, and a request stays bounded however long the session grew."""
@@ -233,14 +233,14 @@ def append_messages(
     session: Session, principal: PrincipalContext, session_id: str, messages: Sequence[NewMessage],
     digests: Sequence[str],
 ) -> list[StoredMessage]:
-    """Store up to :data:`MAX_MESSAGES_PER_BATCH` messages, in order, in the caller's transaction.
+    """Store up to :data:`MAX_BATCH_ITEMS` messages, in order, in the caller's transaction.
 
     A message whose idempotency key was stored before with the same body is a replay (its first result);
     another body, or the key used elsewhere, is a 409 for the whole batch. A ``tool`` message must answer a
     call made by an earlier message of the session (or of this batch): else a 422, and nothing is stored.
     """
-    if not 1 <= len(messages) <= MAX_MESSAGES_PER_BATCH:
-        raise InvalidInput(f"send 1 to {MAX_MESSAGES_PER_BATCH} messages per request", code="batch_size")
+    if not 1 <= len(messages) <= MAX_BATCH_ITEMS:
+        raise InvalidInput(f"send 1 to {MAX_BATCH_ITEMS} messages per request", code="batch_size")
     chat = get_session(session, principal, session_id, lock=True)
     guard_write(session, principal.tenant_id, principal.user_id, None)
     calls_in_batch: set[str] = set()

@@ -7,20 +7,22 @@ next version, and the search projection follows in the same transaction.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import ColumnElement, and_, select, text, update
+from psycopg.types.json import Jsonb
+from sqlalchemy import ARRAY, UUID, ColumnElement, Text, and_, any_, bindparam, select, text, update
 from sqlalchemy.orm import Session
 
 from memory.enums import USER_CATEGORIES, Category, Role, SourceLevel, Space, Status
 from memory.epochs import guard_write
-from memory.errors import Conflict, IdempotencyConflict, InvalidInput, NotFound, VersionConflict
+from memory.errors import Conflict, IdempotencyConflict, InvalidInput, MnemoError, NotFound, VersionConflict
 from memory.identity.auth import PrincipalContext
-from memory.models import AuditEntry, Memory
-from memory.store.events import next_revision
+from memory.models import AuditEntry, Memory, MemoryEvent
+from memory.store.events import next_revision, next_revisions
 from memory.store.permissions import MemoryAction, require
-from memory.store.projection import write_projection
+from memory.store.projection import write_projection, write_projections
 from memory.store.visibility import not_tombstoned, visible_to
 
 ABSTRACT_CHARS = 200
@@ -168,33 +170,149 @@ def create_memory(
     ``held_epoch`` is the owner's deletion epoch a long-running writer captured when it
     started; if a deletion happened since, the write is refused (:class:`StaleEpoch`).
     """
-    if new.idempotency_key is not None:
-        existing = session.execute(
-            select(Memory).where(  # keys are the caller's own (0023): another user's equal key is another key
-                Memory.tenant_id == principal.tenant_id, Memory.created_by == principal.user_id,
-                Memory.idempotency_key == new.idempotency_key,
-            )
-        ).scalar_one_or_none()
-        if existing is not None:
-            if existing.request_sha256 != request_sha256:
-                raise IdempotencyConflict(
-                    f"idempotency key {new.idempotency_key!r} was already used with a different request body"
-                )
-            return WriteResult(head_of(session, principal, existing.memory_id), replayed=True)
+    (result,) = create_memories(session, principal, [(new, request_sha256)], held_epoch=held_epoch)
+    if isinstance(result, MnemoError):
+        raise result
+    return result
+
+
+MemoryItem = tuple[NewMemory, str | None] | MnemoError
+"""A memory to create with its request digest, or the error that already refused it (a body that did not parse)."""
+
+
+def create_memories(
+    session: Session, principal: PrincipalContext, items: Sequence[MemoryItem], *, held_epoch: int | None = None,
+) -> list[WriteResult | MnemoError]:
+    """Create each memory of ``items`` as :func:`create_memory` would alone, in order, in the caller's transaction:
+    one look-up of the idempotency keys, one INSERT of the rows, one of their projection. An item the rules refuse
+    is that item's error and writes nothing; an item with the key of an earlier valid one is its replay."""
+    news = [item[0] for item in items if not isinstance(item, MnemoError)]
+    stored = _memories_by_key(session, principal, {new.idempotency_key for new in news if new.idempotency_key})
+    heads = _heads(session, principal, {memory.memory_id for memory in stored.values()})
+    known = _known_events(session, principal, news)
+    results: list[WriteResult | MnemoError | int] = []  # an int: the index of the earlier item this one replays
+    planned: list[tuple[int, Memory]] = []
+    first: dict[str, tuple[int, str | None]] = {}
+    for index, item in enumerate(items):
+        if isinstance(item, MnemoError):
+            results.append(item)
+            continue
+        new, digest = item
+        key = new.idempotency_key
+        if key is not None and key in stored:
+            results.append(_replay(stored[key], heads, digest))
+        elif key is not None and key in first:
+            earlier, earlier_digest = first[key]
+            results.append(earlier if earlier_digest == digest else _key_conflict(key))
+        else:
+            try:
+                _cites_a_known_event(new, known)
+                planned.append((index, _version_one(principal, new, digest)))
+            except MnemoError as refused:
+                results.append(refused)
+                continue
+            results.append(index)
+            if key is not None:
+                first[key] = (index, digest)
+    written = _insert_memories(session, principal, [memory for _, memory in planned], held_epoch)
+    made = dict(zip([index for index, _ in planned], written, strict=True))
+    return [result if not isinstance(result, int) else
+            WriteResult(made[result], replayed=result != index) for index, result in enumerate(results)]
+
+
+UUID_TYPE = UUID(as_uuid=True)
+
+EVENT_REF = "event:"
+"""How a memory names the event it comes from (``source.source_id``), as deletions follow it back."""
+
+
+def _cited_event(new: NewMemory) -> uuid.UUID | None:
+    """The event ``new`` names as its source (``event:<id>``); a malformed id names none that exists."""
+    if not new.source.source_id.startswith(EVENT_REF):
+        return None
+    try:
+        return uuid.UUID(new.source.source_id.removeprefix(EVENT_REF))
+    except ValueError:
+        return uuid.UUID(int=0)
+
+
+def _known_events(session: Session, principal: PrincipalContext, news: Sequence[NewMemory]) -> set[uuid.UUID]:
+    """Of the events these memories cite, those the caller's tenant holds and has not purged (one query)."""
+    cited = {event_id for event_id in map(_cited_event, news) if event_id is not None}
+    if not cited:
+        return set()
+    ids = bindparam("ids", list(cited), type_=ARRAY(UUID_TYPE))
+    return set(session.execute(select(MemoryEvent.event_id).where(
+        MemoryEvent.tenant_id == principal.tenant_id, MemoryEvent.event_id == any_(ids),
+        MemoryEvent.purged_at.is_(None),
+    )).scalars())
+
+
+def _cites_a_known_event(new: NewMemory, known: set[uuid.UUID]) -> None:
+    """A memory citing an event as its source needs that event: else deleting it could not follow the link,
+    and another tenant's id would be stored as if it were one of ours."""
+    cited = _cited_event(new)
+    if cited is not None and cited not in known:
+        raise InvalidInput(
+            f"source.source_id {new.source.source_id!r} names no event of your tenant: record the event first "
+            "(POST /memory-events) and cite the event_id it returns",
+            code="unknown_source_event", details={"source_id": new.source.source_id},
+        )
+
+
+def _memories_by_key(session: Session, principal: PrincipalContext, keys: set[str]) -> dict[str, Memory]:
+    """The memories the caller created with these idempotency keys (keys are the caller's own, 0023: another
+    user's equal key is another key)."""
+    if not keys:
+        return {}
+    found = session.execute(
+        select(Memory).where(
+            Memory.tenant_id == principal.tenant_id, Memory.created_by == principal.user_id,
+            Memory.idempotency_key == any_(bindparam("keys", list(keys), type_=ARRAY(Text))),
+        )
+    ).scalars()
+    return {memory.idempotency_key: memory for memory in found if memory.idempotency_key is not None}
+
+
+def _heads(session: Session, principal: PrincipalContext, memory_ids: set[uuid.UUID]) -> dict[uuid.UUID, Memory]:
+    """The current versions of these memories the principal may read (:func:`head_of` of each, in one query)."""
+    if not memory_ids:
+        return {}
+    ids = bindparam("ids", list(memory_ids), type_=ARRAY(UUID_TYPE))
+    found = session.execute(select(Memory).where(readable_heads(principal), Memory.memory_id == any_(ids)))
+    return {memory.memory_id: memory for memory in found.scalars()}
+
+
+def _key_conflict(key: str) -> IdempotencyConflict:
+    return IdempotencyConflict(f"idempotency key {key!r} was already used with a different request body")
+
+
+def _replay(existing: Memory, heads: dict[uuid.UUID, Memory], digest: str | None) -> WriteResult | MnemoError:
+    """A key stored before: the same body replays the memory's current version, another is a conflict."""
+    if existing.request_sha256 != digest:
+        assert existing.idempotency_key is not None
+        return _key_conflict(existing.idempotency_key)
+    head = heads.get(existing.memory_id)
+    if head is None:
+        return NotFound(f"memory {existing.memory_id} does not exist")
+    return WriteResult(head, replayed=True)
+
+
+def _version_one(principal: PrincipalContext, new: NewMemory, request_sha256: str | None) -> Memory:
+    """Version 1 of ``new`` as the rules allow it (its content's length, its quote, its owner by space and
+    credential); its revision is drawn when it is inserted. Raises the rule's :class:`MnemoError`."""
     _stored_content(new.content)
     if new.quote_start is not None and not 0 < new.quote_start < len(new.content):
         raise InvalidInput("a quoted message begins inside the content", code="quote_outside_content")
     level = new.source_level
-    owner_id = _owner_for(principal, new)
-    guard_write(session, principal.tenant_id, owner_id, held_epoch)
-    memory = Memory(
+    return Memory.of_statement(
         tenant_id=principal.tenant_id,
         memory_id=uuid.uuid4(),
         version=1,
         status=initial_status(principal, level).value,
         category=new.category.value,
         space=new.space.value,
-        owner_id=owner_id,
+        owner_id=_owner_for(principal, new),
         key=new.key,
         project_id=new.project_id,
         session_id=new.session_id,
@@ -218,12 +336,50 @@ def create_memory(
         created_by=principal.user_id,
         idempotency_key=new.idempotency_key,
         request_sha256=request_sha256,
-        revision=next_revision(session),
     )
-    session.add(memory)
-    session.flush()
-    write_projection(session, memory)
-    return WriteResult(memory)
+
+
+def _insert_memories(session: Session, principal: PrincipalContext, memories: list[Memory],
+                     held_epoch: int | None) -> list[Memory]:
+    """Insert the rows and their projection once each owner's deletion epoch is checked (and share-locked)."""
+    if not memories:
+        return []
+    for owner_id in sorted({memory.owner_id for memory in memories}):
+        guard_write(session, principal.tenant_id, owner_id, held_epoch)
+    for memory, revision in zip(memories, next_revisions(session, len(memories)), strict=True):
+        memory.revision = revision
+    session.execute(INSERT_MEMORIES, {
+        "tenant_id": principal.tenant_id, "created_by": principal.user_id,
+        **{name: [getattr(memory, name) for memory in memories] for name in MEMORY_COLUMNS},
+        "evidence_refs": [Jsonb(memory.evidence_refs) for memory in memories],
+        "allowed_purposes": [Jsonb(memory.allowed_purposes) for memory in memories],
+    })
+    write_projections(session, memories)
+    return memories
+
+
+MEMORY_COLUMNS = {
+    "memory_id": "uuid", "status": "text", "category": "text", "space": "text", "owner_id": "text", "key": "text",
+    "project_id": "text", "session_id": "text", "abstract": "text", "overview": "text", "content": "text",
+    "quote_start": "integer", "source_id": "text", "source_type": "text", "captured_at": "timestamptz",
+    "source_level": "text", "confidence": "double precision", "observed_at": "timestamptz",
+    "effective_from": "timestamptz", "effective_to": "timestamptz", "expires_at": "timestamptz",
+    "idempotency_key": "text", "request_sha256": "text", "revision": "bigint", "evidence_refs": "jsonb",
+    "allowed_purposes": "jsonb",
+}
+"""The columns of a version 1 that differ by memory, with their types (the lists' elements are cast to them)."""
+
+INSERT_MEMORIES = text(
+    f"INSERT INTO memories (tenant_id, version, created_by, last_confirmed_at, supersedes_version, "
+    f"{', '.join(MEMORY_COLUMNS)}) "
+    f"SELECT :tenant_id, 1, :created_by, NULL, NULL, "
+    f"{', '.join(f'm.{name}' for name in MEMORY_COLUMNS if name != 'allowed_purposes')}, "
+    f"ARRAY(SELECT jsonb_array_elements_text(m.allowed_purposes)) "
+    f"FROM unnest({', '.join(f'CAST(:{name} AS {kind}[])' for name, kind in MEMORY_COLUMNS.items())}) "
+    f"AS m({', '.join(MEMORY_COLUMNS)})"
+)
+"""Version 1 of a batch's memories in one statement whose text never changes with the batch's size (a list per
+column, unnested); ``allowed_purposes`` (a ``text[]`` per row) travels as JSON, as arrays of arrays cannot."""
 
 
 def readable_heads(principal: PrincipalContext) -> ColumnElement[bool]:
@@ -429,6 +585,7 @@ __all__ = [
     "WriteResult",
     "confirm_candidate",
     "correct_memory",
+    "create_memories",
     "create_memory",
     "expire_memory",
     "head_of",

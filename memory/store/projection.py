@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Select, Text, delete, func, literal, select
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import Select, delete, select, text
 from sqlalchemy.orm import Session
 
 from memory.db import affected_rows
@@ -18,29 +17,61 @@ from memory.store.memory_text import lexical_text
 from memory.text import lexemes, normalize
 
 
-def lexical_columns(memory: Memory) -> dict[str, Any]:
-    """The projection's lexical columns for ``memory`` (:func:`memory.store.memory_text.lexical_text`)."""
+def lexical_values(memory: Memory) -> tuple[str, str]:
+    """The projection's lexical parts for ``memory`` (:func:`memory.store.memory_text.lexical_text`): the
+    normalized search text, and the lexemes the ``tokens`` tsvector is made of (``to_tsvector('simple', …)``)."""
     searchable = lexical_text(memory)
-    return {"search_text": normalize(searchable), "tokens": func.to_tsvector("simple", " ".join(lexemes(searchable)))}
+    return normalize(searchable), " ".join(lexemes(searchable))
+
+
+UPSERT_SEARCH = text("""
+    INSERT INTO memory_search (tenant_id, memory_id, version, search_text, tokens, embedding, embedding_model,
+                               embedding_revision, source_revision)
+    SELECT :tenant_id, p.memory_id, p.version, p.search_text, to_tsvector('simple', p.lexemes), NULL, NULL, NULL,
+           p.source_revision
+    FROM unnest(CAST(:memory_id AS uuid[]), CAST(:version AS integer[]), CAST(:search_text AS text[]),
+                CAST(:lexemes AS text[]), CAST(:source_revision AS bigint[]))
+         AS p(memory_id, version, search_text, lexemes, source_revision)
+    ON CONFLICT (tenant_id, memory_id) DO UPDATE SET
+        version = EXCLUDED.version, search_text = EXCLUDED.search_text, tokens = EXCLUDED.tokens, embedding = NULL,
+        embedding_model = NULL, embedding_revision = NULL, source_revision = EXCLUDED.source_revision
+""")
+"""One statement for a whole batch: its text never changes with the batch's size (one plan, no per-row SQL)."""
+
+DELETE_POSTINGS = text(
+    "DELETE FROM memory_lexemes WHERE tenant_id = :tenant_id AND memory_id = ANY(CAST(:memory_id AS uuid[]))")
+
+INSERT_POSTINGS = text("""
+    INSERT INTO memory_lexemes (tenant_id, audience, lexeme, revision, memory_id, version)
+    SELECT s.tenant_id, w.audience, unnest(tsvector_to_array(s.tokens)), s.source_revision, s.memory_id, s.version
+    FROM memory_search s
+    JOIN unnest(CAST(:memory_id AS uuid[]), CAST(:audience AS text[])) AS w(memory_id, audience)
+      ON w.memory_id = s.memory_id
+    WHERE s.tenant_id = :tenant_id
+""")
 
 
 def write_projection(session: Session, memory: Memory) -> None:
     """Upsert the lexical projection of ``memory``; the embedding is cleared until re-computed."""
-    values: dict[str, Any] = {
-        "version": memory.version,
-        **lexical_columns(memory),
-        "embedding": None,
-        "embedding_model": None,
-        "embedding_revision": None,
-        "source_revision": memory.revision,
-    }
-    session.execute(
-        insert(MemorySearch)
-        .values(tenant_id=memory.tenant_id, memory_id=memory.memory_id, **values)
-        .on_conflict_do_update(index_elements=["tenant_id", "memory_id"], set_=values)
-    )
-    _write_postings(session, memory.tenant_id, memory.memory_id,
-                    audience(memory.space, memory.owner_id, memory.session_id))
+    write_projections(session, [memory])
+
+
+def write_projections(session: Session, memories: Sequence[Memory]) -> None:
+    """Upsert the lexical projection of each memory, then replace their postings: three statements however many
+    memories (of one tenant); the embeddings are cleared until re-computed."""
+    if not memories:
+        return
+    tenant_ids = {memory.tenant_id for memory in memories}
+    assert len(tenant_ids) == 1, "a projection is written in one tenant's transaction"
+    tenant_id = tenant_ids.pop()
+    parts = [lexical_values(memory) for memory in memories]
+    ids = [memory.memory_id for memory in memories]
+    session.execute(UPSERT_SEARCH, {
+        "tenant_id": tenant_id, "memory_id": ids, "version": [memory.version for memory in memories],
+        "search_text": [search_text for search_text, _ in parts], "lexemes": [words for _, words in parts],
+        "source_revision": [memory.revision for memory in memories]})
+    _write_postings(session, tenant_id, {
+        memory.memory_id: audience(memory.space, memory.owner_id, memory.session_id) for memory in memories})
 
 
 def has_vector(session: Session, memory: Memory) -> bool:
@@ -56,30 +87,16 @@ def has_vector(session: Session, memory: Memory) -> bool:
     return found is not None
 
 
-def _write_postings(session: Session, tenant_id: str, memory_id: uuid.UUID, audience_key: str) -> None:
-    """Replace the memory's rows in ``memory_lexemes`` with the lexemes of its projection row's ``tokens``.
+def _write_postings(session: Session, tenant_id: str, audiences: dict[uuid.UUID, str]) -> None:
+    """Replace the memories' rows in ``memory_lexemes`` with the lexemes of their projection rows' ``tokens``.
 
     Derived in SQL from the stored ``tokens``, as migration 0009 backfills them, so the postings
-    hold exactly what the ``tsvector`` holds; ``audience_key`` is :func:`memory.store.audience.audience` of the memory.
+    hold exactly what the ``tsvector`` holds; ``audiences`` maps each memory to
+    :func:`memory.store.audience.audience` of it.
     """
-    session.execute(
-        delete(MemoryLexeme).where(MemoryLexeme.tenant_id == tenant_id, MemoryLexeme.memory_id == memory_id)
-    )
-    search = MemorySearch.__table__
-    session.execute(
-        insert(MemoryLexeme).from_select(
-            ["tenant_id", "audience", "lexeme", "revision", "memory_id", "version"],
-            select(
-                search.c.tenant_id,
-                literal(audience_key, Text),
-                func.unnest(func.tsvector_to_array(search.c.tokens)),
-                search.c.source_revision,
-                search.c.memory_id,
-                search.c.version,
-            )
-            .where(search.c.tenant_id == tenant_id, search.c.memory_id == memory_id),
-        )
-    )
+    ids = list(audiences)
+    session.execute(DELETE_POSTINGS, {"tenant_id": tenant_id, "memory_id": ids})
+    session.execute(INSERT_POSTINGS, {"tenant_id": tenant_id, "memory_id": ids, "audience": list(audiences.values())})
 
 
 def rebuild_batch(session: Session, tenant_id: str, after: uuid.UUID | None, batch_size: int) -> list[uuid.UUID]:
@@ -96,8 +113,7 @@ def rebuild_batch(session: Session, tenant_id: str, after: uuid.UUID | None, bat
     if after is not None:
         statement = statement.where(Memory.memory_id > after)
     rebuilt = list(session.execute(statement).scalars())
-    for memory in rebuilt:
-        write_projection(session, memory)
+    write_projections(session, rebuilt)
     return [memory.memory_id for memory in rebuilt]
 
 
