@@ -227,11 +227,14 @@ def ingest(client: httpx.Client, sample_id: str, conversation: dict[str, Any], p
             progress.tick()
 
 
-def query(client: httpx.Client, question: str, mode: str, limit: int) -> tuple[list[str], bool]:
-    """The dia_ids of the bundle's memories in rank order, and whether the budget truncated the bundle."""
+def query(client: httpx.Client, question: str, mode: str, limit: int,
+          candidates: int | None = None) -> tuple[list[str], bool]:
+    """The dia_ids of the bundle's memories in rank order, and whether the budget truncated the bundle.
+    ``candidates``: per source (default :data:`CANDIDATES_PER_K` × ``limit``, at most the API's 200)."""
     bundle = post(client, "/memory-query", {
         "query": question, "intent": "ANSWER", "retrieval": mode, "limit": limit,
-        "candidate_limit": min(CANDIDATES_PER_K * limit, 200), "token_budget": 100_000, "min_relevance": 0.0,
+        "candidate_limit": candidates or min(CANDIDATES_PER_K * limit, 200), "token_budget": 100_000,
+        "min_relevance": 0.0,
     })
     return dia_ids(bundle), bool(bundle["truncated_by_budget"])
 

@@ -24,7 +24,7 @@ What it does (issue 28, item 7):
 The peers are not mnemo dependencies: install them into a separate venv (``pip install -e '.[peers]'``,
 docs/benchmarks.md); without them this refuses before starting anything.
 
-Usage: ``python -m bench.peers --data PATH [--conversations N] [--k 5,10,25,50] [--json OUT]``
+Usage: ``python -m bench.peers --data PATH [--conversations N] [--k 5,10,25,50] [--candidates 200] [--json OUT]``
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ PEER_PACKAGES = {"mem0": "mem0ai", "langgraph.store.postgres": "langgraph-checkp
                  "langchain": "langchain"}
 """Module → the package that brings it (the ``peers`` extra of pyproject.toml)."""
 CANDIDATES = 200
-"""mnemo's candidates per source, as bench.locomo_recall asks (4 × k for k = 50, the API's maximum)."""
+"""mnemo's candidates per source by default, as bench.locomo_recall asks (4 × k for k = 50, the API's maximum)."""
 
 
 def missing_peers() -> list[str]:
@@ -124,7 +124,7 @@ class GivenVector:
         return done
 
 
-def mnemo_in_process(engine: Engine, keys: dict[str, str], model: str,
+def mnemo_in_process(engine: Engine, keys: dict[str, str], model: str, candidates: int,
                      stage_ms: dict[str, list[float]]) -> Callable[[Conversation, str, list[float]], list[str]]:
     """mnemo's recall pipeline called as the API calls it (key check, recall, audit, the bundle's JSON body),
     minus HTTP and the embedding; each call's stages are added to ``stage_ms`` (where the time goes)."""
@@ -139,7 +139,7 @@ def mnemo_in_process(engine: Engine, keys: dict[str, str], model: str,
 
     observe_stages(observe)
 
-    options = RecallOptions(limit=MAX_LIMIT, candidate_limit=CANDIDATES, token_budget=100_000, min_relevance=0.0,
+    options = RecallOptions(limit=MAX_LIMIT, candidate_limit=candidates, token_budget=100_000, min_relevance=0.0,
                             intent=Intent.ANSWER)
     given = GivenVector(model)
 
@@ -250,6 +250,8 @@ def main() -> None:
     parser.add_argument("--data", required=True, type=Path, help="a LoCoMo-format JSON file (a list of samples)")
     parser.add_argument("--conversations", type=int, help="only the first N conversations (default: all)")
     parser.add_argument("--k", default="5,10,25,50", help=f"comma-separated cut-offs (at most {MAX_LIMIT})")
+    parser.add_argument("--candidates", type=int, default=CANDIDATES,
+                        help=f"mnemo's candidate_limit per source (default {CANDIDATES}; at least the largest k)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
     missing = missing_peers()
@@ -260,6 +262,8 @@ def main() -> None:
     ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
     if not ks or ks[0] < 1 or ks[-1] > MAX_LIMIT:
         raise SystemExit(f"--k values must be between 1 and {MAX_LIMIT}")
+    if not ks[-1] <= args.candidates <= CANDIDATES:
+        raise SystemExit(f"--candidates must be between the largest k ({ks[-1]}) and {CANDIDATES}")
     samples = json.loads(args.data.read_text())
     samples = ([samples] if isinstance(samples, dict) else samples)[: args.conversations]
     run = uuid.uuid4().hex[:8]
@@ -278,13 +282,14 @@ def main() -> None:
     from memory.embedders.engine import Embedder
 
     with services("mnemo-peers-") as svc:
-        found, embed_ms, loads = measure(svc, conversations, asked, n_turns, ks, LookupEmbeddings, peers, Embedder,
-                                         make_engine)
+        found, embed_ms, loads = measure(svc, conversations, asked, n_turns, ks, args.candidates, LookupEmbeddings,
+                                         peers, Embedder, make_engine)
 
     best_peer = min((f["with_embedding_ms"]["p95"], name) for name, f in found.items()
                     if name.startswith(("Mem0", "LangGraph")) and f["embeds_query"])
     mnemo_p95 = found["mnemo (HTTP)"]["with_embedding_ms"]["p95"]
-    lines = [f"side by side on LoCoMo: {len(asked)} questions, {n_turns} turns, {os.cpu_count()} cores; "
+    lines = [f"side by side on LoCoMo: {len(asked)} questions, {n_turns} turns, {os.cpu_count()} cores, mnemo "
+             f"candidate_limit {args.candidates}; "
              f"load average per phase {loads}", *report(found, ks, embed_ms),
              f"  mnemo HTTP p95 / best peer p95 with the query embedding ({best_peer[1]}): "
              f"{mnemo_p95:.1f} / {best_peer[0]:.1f} ms = {mnemo_p95 / best_peer[0]:.2f}x (target <= 1.0x)",
@@ -298,13 +303,14 @@ def main() -> None:
                                                      "p95": percentile(embed_ms, 0.95)},
             "ratio_p95_vs_best_peer": mnemo_p95 / best_peer[0], "best_peer": best_peer[1],
             "run": {"conversations": len(conversations), "turns": n_turns, "questions": len(asked),
+                    "mnemo_candidates_per_source": args.candidates,
                     "cores": os.cpu_count(), "load_average": loads},
         }, indent=2) + "\n")
         say(f"wrote {args.json}")
 
 
 def measure(svc: Services, conversations: list[Conversation], asked: list[tuple[Conversation, dict[str, Any]]],
-            n_turns: int, ks: list[int], lookup: Any, make_peers: Any, embedder_class: Any,
+            n_turns: int, ks: list[int], candidates: int, lookup: Any, make_peers: Any, embedder_class: Any,
             make_engine: Any) -> tuple[dict[str, dict[str, Any]], list[float], dict[str, float]]:
     """Every phase against the running services: ingest, vectors, peers' ingest, interleaved search."""
     loads: dict[str, float] = {}
@@ -333,9 +339,10 @@ def measure(svc: Services, conversations: list[Conversation], asked: list[tuple[
     peers_db = create_database(svc.conninfo, f"peers_{uuid.uuid4().hex[:8]}")
     engine = make_engine(svc.sqlalchemy_url, pool_size=2)
     stage_ms: dict[str, list[float]] = defaultdict(list)
-    systems = [System("mnemo (HTTP)", lambda c, q, v: query(clients[c.tenant], q, "hybrid", ks[-1])[0],
+    systems = [System("mnemo (HTTP)", lambda c, q, v: query(clients[c.tenant], q, "hybrid", ks[-1], candidates)[0],
                       embeds_query=True),
-               System("mnemo (in-process, vector given)", mnemo_in_process(engine, keys, embedder.name, stage_ms),
+               System("mnemo (in-process, vector given)", mnemo_in_process(engine, keys, embedder.name, candidates,
+                                                                           stage_ms),
                       scored=False)]
     systems[0].ingest_turns_per_s = mnemo_turns_per_s
     started_peers = make_peers(peers_db, embeddings)
