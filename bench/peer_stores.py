@@ -33,11 +33,12 @@ class LookupEmbeddings(Embeddings):  # type: ignore[misc]
         self.live: Embedder | None = None
 
     def _one(self, text: str) -> list[float]:
+        """Looked up by the text without surrounding whitespace: Mem0 strips a query before embedding it."""
         if not self.searching:
-            return self.documents[text]
+            return self.documents[text.strip()]
         if self.live is not None:
             return self.live.embed_query(text)
-        return self.queries[text]
+        return self.queries[text.strip()]
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return [self._one(text) for text in texts]
