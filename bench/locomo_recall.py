@@ -49,7 +49,7 @@ from typing import Any
 
 import httpx
 
-from bench.harness import make_key, say, services
+from bench.harness import Services, make_key, say, services
 
 DRAGON = {5: 0.567, 10: 0.662, 25: 0.767, 50: 0.827}
 """The paper's Table 3: DRAGON retriever, dialog turns as the retrieval unit."""
@@ -143,6 +143,25 @@ def vector_progress(database_url: str, tenants: list[str]) -> tuple[int, int]:
     return done, total
 
 
+def wait_for_vectors(svc: Services, tenants: list[str]) -> float:
+    """Seconds until every memory of ``tenants`` has its vector from the worker's real EmbeddingSweep workflow."""
+    say("vectors: waiting for the worker's EmbeddingSweep workflow to embed every memory")
+    t0, last = time.monotonic(), 0.0
+    while True:
+        done, total = vector_progress(svc.sqlalchemy_url, tenants)
+        if done >= total:
+            break
+        if svc.stack is not None:
+            svc.stack.check_children()
+        if time.monotonic() - last >= 15:
+            last = time.monotonic()
+            say(f"  vectors: {done}/{total} ({done / max(last - t0, 1e-9):.1f}/s since ingest ended)")
+        time.sleep(2)
+    waited = time.monotonic() - t0
+    say(f"  vectors: {done}/{total} in {waited:.0f}s")
+    return waited
+
+
 # ------------------------------------------------------------------ phases ---
 
 
@@ -208,17 +227,25 @@ def ingest(client: httpx.Client, sample_id: str, conversation: dict[str, Any], p
             progress.tick()
 
 
-def query(client: httpx.Client, question: str, mode: str, limit: int) -> tuple[list[str], bool]:
-    """The dia_ids of the bundle's memories in rank order, and whether the budget truncated the bundle."""
+def query(client: httpx.Client, question: str, mode: str, limit: int,
+          candidates: int | None = None) -> tuple[list[str], bool]:
+    """The dia_ids of the bundle's memories in rank order, and whether the budget truncated the bundle.
+    ``candidates``: per source (default :data:`CANDIDATES_PER_K` × ``limit``, at most the API's 200)."""
     bundle = post(client, "/memory-query", {
         "query": question, "intent": "ANSWER", "retrieval": mode, "limit": limit,
-        "candidate_limit": min(CANDIDATES_PER_K * limit, 200), "token_budget": 100_000, "min_relevance": 0.0,
+        "candidate_limit": candidates or min(CANDIDATES_PER_K * limit, 200), "token_budget": 100_000,
+        "min_relevance": 0.0,
     })
+    return dia_ids(bundle), bool(bundle["truncated_by_budget"])
+
+
+def dia_ids(bundle: dict[str, Any]) -> list[str]:
+    """The dia_ids of a bundle's memories in rank order (published knowledge is its own section: none here)."""
     ids = []
-    for item in bundle["items"]:  # memories (published knowledge is its own section: none here)
+    for item in bundle["items"]:
         refs = item["source_refs"][1:]  # [source_id, *evidence_refs]
         ids.append(refs[0] if refs else item["source_refs"][0])
-    return ids, bool(bundle["truncated_by_budget"])
+    return ids
 
 
 # ----------------------------------------------------------------- scoring ---
@@ -297,21 +324,8 @@ def main() -> None:
         ])
         ingest_s = time.monotonic() - t0
 
-        say("vectors: waiting for the worker's EmbeddingSweep workflow to embed every memory")
-        t0, last = time.monotonic(), 0.0
-        while True:
-            done, total = vector_progress(svc.sqlalchemy_url, list(tenants.values()))
-            if done >= total:
-                break
-            if svc.stack is not None:
-                svc.stack.check_children()
-            if time.monotonic() - last >= 15:
-                last = time.monotonic()
-                elapsed = last - t0
-                say(f"  vectors: {done}/{total} ({done / max(elapsed, 1e-9):.1f}/s since ingest ended)")
-            time.sleep(2)
-        embed_s = time.monotonic() - t0
-        say(f"  vectors: {done}/{total} in {embed_s:.0f}s after ingest ({ingest_s:.0f}s)")
+        embed_s = wait_for_vectors(svc, list(tenants.values()))
+        say(f"  (ingest took {ingest_s:.0f}s)")
 
         limit = ks[-1]
         say(f"recall: POST /memory-query per question x {len(MODES)} modes, limit {limit}")
