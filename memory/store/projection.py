@@ -25,9 +25,11 @@ def lexical_columns(memory: Memory) -> dict[str, Any]:
 
 
 def write_projection(session: Session, memory: Memory) -> None:
-    """Upsert the lexical projection of ``memory``; the embedding is cleared until re-computed."""
+    """Upsert the lexical projection of ``memory`` and its audience; the embedding is cleared until re-computed."""
+    audience_key = audience(memory.space, memory.owner_id, memory.session_id)
     values: dict[str, Any] = {
         "version": memory.version,
+        "audience": audience_key,
         **lexical_columns(memory),
         "embedding": None,
         "embedding_model": None,
@@ -39,8 +41,7 @@ def write_projection(session: Session, memory: Memory) -> None:
         .values(tenant_id=memory.tenant_id, memory_id=memory.memory_id, **values)
         .on_conflict_do_update(index_elements=["tenant_id", "memory_id"], set_=values)
     )
-    _write_postings(session, memory.tenant_id, memory.memory_id,
-                    audience(memory.space, memory.owner_id, memory.session_id))
+    _write_postings(session, memory.tenant_id, memory.memory_id, audience_key)
 
 
 def has_vector(session: Session, memory: Memory) -> bool:
