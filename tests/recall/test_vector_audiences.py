@@ -11,16 +11,16 @@ joins another audience's row to its memory.
 from __future__ import annotations
 
 import importlib
-import json
 import random
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, event, select, text
+from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
 from api.settings import Settings
@@ -31,7 +31,7 @@ from memory.models import Memory, MemorySearch
 from memory.recall import candidates as cand
 from memory.store.visibility import NOW, QueryFilters, hard_filters
 from tests.conftest import MakeKey
-from tests.recall.conftest import embed_tenant, write
+from tests.recall.conftest import embed_tenant, explained, plan_total, write
 
 QUERY = "Where did we put the lighthouse keeper's logbook?"
 WRITERS = {  # who may write in which space (TENANT and SYSTEM need an admin; AGENT an agent credential)
@@ -125,26 +125,9 @@ def test_the_write_path_and_migration_0032_give_every_space_the_same_audience(
 @pytest.fixture
 def memories_joined(engine: Engine) -> Iterator[list[int]]:
     """Per vector walk run meanwhile: how many walked rows were joined to their memory (EXPLAIN ANALYZE, re-run)."""
-    joined: list[int] = []
-
-    def explain(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        if "max_walk" in statement and not statement.startswith("EXPLAIN"):
-            with cursor.connection.cursor() as explaining:
-                explaining.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, parameters)
-                plan = explaining.fetchone()[0]
-            joined.append(_loops(plan if isinstance(plan, list) else json.loads(plan), "memories"))
-
-    event.listen(engine, "before_cursor_execute", explain)
-    yield joined
-    event.remove(engine, "before_cursor_execute", explain)
-
-
-def _loops(node: Any, relation: str) -> int:
-    if isinstance(node, list):
-        return sum(_loops(child, relation) for child in node)
-    plan = node.get("Plan", node)
-    own = plan["Actual Loops"] if plan.get("Relation Name") == relation else 0
-    return own + sum(_loops(child, relation) for child in plan.get("Plans", []))
+    loops = partial(plan_total, relation="memories", of=lambda plan: plan["Actual Loops"])
+    with explained(engine, "max_walk", loops) as joined:
+        yield joined
 
 
 def test_the_walk_never_joins_another_audiences_row(
