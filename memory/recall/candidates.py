@@ -383,7 +383,8 @@ def _nearest_statement(principal: PrincipalContext, filters: QueryFilters, limit
     """The ``limit`` nearest visible rows: by walking the HNSW index, or (``exact``) by computing every distance.
 
     The index walk is a subquery ordered by distance alone (at most :data:`MAX_WALK` rows, which also
-    tells the planner that only the first rows are wanted), joined row by row to its memory under
+    tells the planner that only the first rows are wanted) that refuses another audience's row on the
+    row itself (:mod:`memory.store.audience`, migration 0032), joined row by row to its memory under
     the hard filters, with ``limit`` on the join: rows stream from the index until ``limit`` of
     them pass. When the walk ends first, the caller gets the exact scan (see
     :func:`vector_candidates`), never fewer neighbours; it starts from the caller's visible
