@@ -23,10 +23,11 @@ What it does, per corpus size N (``--sizes``, default 10k, 100k, 1M memories in 
    by construction) and the HNSW, GIN and posting indexes are dropped before the load and
    rebuilt after it, with their exact definitions from the migrations, under a
    raised ``maintenance_work_mem``.
-   The benchmark tenant's rows: 90 % the querying user's ACTIVE USER memories, 5 %
-   other users of the same tenant, 3 % CANDIDATE, 2 % expired (the hard filters
-   must remove the last three groups). Two other tenants hold 5 % of N each, with
-   the same texts and the same user id (their rows are in the same HNSW index).
+   The benchmark tenant's rows (:data:`PER_MILLE`, :func:`role_of`): 90 % the main user's ACTIVE USER
+   memories, 5 % u1's, 0.5 % u2's, 3 % the main user's CANDIDATE and 1.5 % expired ones (the hard
+   filters must remove the last two groups), each user's spread over every base text.
+   Two other tenants hold 5 % of N each, with the same texts and the same user id (their rows are in
+   the same HNSW index).
 3. **Measure.** ``--queries`` realistic questions (Chinese, English, mixed), after
    ``--warmup`` unmeasured ones, interleaved one by one:
    - ``POST /memory-query`` over HTTP with a real API key (intent ANSWER, default
@@ -37,8 +38,9 @@ What it does, per corpus size N (``--sizes``, default 10k, 100k, 1M memories in 
      and predicate (:func:`bare_sql`). Before measuring, the run checks that this plan walks the index and
      refuses to print a ratio otherwise (:func:`check_bare_plan`).
    Which of the two goes first alternates from query to query: the second finds the index
-   pages the first read already in PostgreSQL's buffers. Then ``--other-user-queries`` API
-   requests as each of two callers who see little of the tenant (:data:`OTHER_USERS`).
+   pages the first read already in PostgreSQL's buffers. Then the same again as each other caller of
+   :data:`SHARES` (5 %, 0.5 % and none of the tenant's memories), each interleaved with the main user's
+   bare top-k: per caller share, ``p50_ms``, ``p95_ms``, ``bare_p95_ms`` and ``ratio`` (target ≤ 2).
 4. **Profile** a sample of queries in-process, stage by stage (embedding, each
    candidate source, re-read, scoring + rest, audit + usage write), to show what dominates.
 
@@ -54,6 +56,7 @@ the embedded stack — it writes benchmark tenants into that database.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -82,9 +85,29 @@ from memory.text import lexemes, normalize
 
 TENANT = "bench"
 USER = "u0"
-OTHER_USERS = {"u1": "another user, ~{n:,} of the tenant's memories", "newcomer": "a new user, no memories yet"}
-"""Callers who see little of the big tenant: u1 is one of the nine users who share its 5 %; the newcomer owns nothing
-(format: the description, ``n`` = u1's memories)."""
+SHARES = {"90%": USER, "5%": "u1", "0.5%": "u2", "0%": "newcomer"}
+"""Callers by the share of the benchmark tenant's memories they see: the main user, two other users, a new user."""
+PER_MILLE = ((50, "u1", "ACTIVE", False), (5, "u2", "ACTIVE", False), (30, USER, "CANDIDATE", False),
+             (15, USER, "ACTIVE", True))
+"""Of every 1,000 rows of the benchmark tenant: 50 are u1's (5 %), 5 u2's (0.5 %), 30 the main user's CANDIDATE
+and 15 the main user's expired ones (the hard filters must drop the last two groups); the other 900 (90 %) are the
+main user's ACTIVE memories."""
+
+
+def role_of(i: int, base_texts: int) -> tuple[str, str, bool]:
+    """Row ``i``'s owner, status and whether it has expired (:data:`PER_MILLE`).
+
+    Row ``i`` repeats base text ``i mod base_texts``; the rows' per-mille slot turns by 919 (prime to 1,000) at
+    each pass over the base texts, so every user's rows spread over every base text's near-copies instead of
+    owning whole clusters of them (before, ``i mod 100`` chose the owner, and the other users held copies of
+    one base text in 20 only: a walk for them crossed whole clusters of the main user's rows).
+    """
+    slot = (i + 919 * (i // base_texts)) % 1000
+    for count, owner, status, expired in PER_MILLE:
+        if slot < count:
+            return owner, status, expired
+        slot -= count
+    return USER, "ACTIVE", False
 OTHER_TENANTS = ("bench-other-1", "bench-other-2")
 HEAVY_INDEXES = ("memory_search_embedding_384", "memory_search_tokens", "memory_search_trgm",
                  "memory_search_embedding_model",
@@ -93,7 +116,22 @@ CONSTRAINT_INDEXES = {"memory_lexemes_pkey": "memory_lexemes"}
 """Heavy indexes that back a constraint: dropped and re-added as the constraint (its definition from the migration)."""
 TOP_K = 20
 
-def embed_all(embedder: Embedder, texts: Sequence[str], label: str, batch: int = 64) -> np.ndarray:
+def embed_all(embedder: Embedder, texts: Sequence[str], label: str, batch: int = 64,
+              cache: Path | None = None) -> np.ndarray:
+    """The texts' real vectors; with ``cache``, kept in a ``.npy`` between runs, keyed by the texts and the model."""
+    if cache is not None:
+        digest = hashlib.sha256("\0".join([embedder.name, *texts]).encode()).hexdigest()[:16]
+        cache = cache.with_name(f"{cache.stem}-{digest}.npy")
+        if cache.exists():
+            say(f"    {label}: {len(texts)} vectors from {cache}")
+            return np.asarray(np.load(cache), dtype=np.float32)
+    vectors = _embed(embedder, texts, label, batch)
+    if cache is not None:
+        np.save(cache, vectors)
+    return vectors
+
+
+def _embed(embedder: Embedder, texts: Sequence[str], label: str, batch: int) -> np.ndarray:
     started = time.monotonic()
     out: list[list[float]] = []
     last = started
@@ -125,6 +163,8 @@ class Loader:
     loaded: dict[str, int] = field(default_factory=dict)  # rows per tenant so far
     index_defs: dict[str, str] = field(default_factory=dict)
     cosines: list[float] = field(default_factory=list)
+    audiences: bool = True
+    """Write each projection row's audience as the write path does; False: leave it for migration 0033 to fill."""
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -149,15 +189,11 @@ class Loader:
             b = i % len(self.texts)
             revision = revision0 + offset
             content = f"{self.texts[b]}（#{revision}）"
-            kind = i % 100
             status, owner, expires = "ACTIVE", USER, None
             if tenant == TENANT:
-                if kind < 5:
-                    owner = f"u{1 + i % 9}"  # another user of the same tenant
-                elif kind < 8:
-                    status = "CANDIDATE"
-                elif kind < 10:
-                    expires = now - timedelta(days=1 + i % 30)  # expired: the hard filters must drop it
+                owner, status, expired = role_of(i, len(self.texts))
+                if expired:  # the hard filters must drop it
+                    expires = now - timedelta(days=1 + i % 30)
             yield (tenant, uuid.uuid4(), b, content, status, owner, expires, revision)
 
     def count_existing(self) -> None:
@@ -224,13 +260,13 @@ class Loader:
                     last_say = time.monotonic()
                     rate = done / (last_say - started)
                     say(f"    {tenant}: {have + done:,}/{target:,} rows copied ({rate:,.0f} rows/s)")
-            conn.execute(
+            conn.execute(  # the audience as memory.store.audience derives it: every row is a USER memory
                 "INSERT INTO memory_search (tenant_id, memory_id, version, search_text, tokens, embedding, "
-                "embedding_model, source_revision, embedding_revision) "
-                "SELECT %s, memory_id, 1, search_text, to_tsvector('simple', token_text), embedding, %s, "
-                "revision, revision "
-                f"FROM {SEARCH_STAGE}",
-                (tenant, MODEL_NAME),
+                "embedding_model, source_revision, embedding_revision, audience) "
+                "SELECT %s, st.memory_id, 1, st.search_text, to_tsvector('simple', st.token_text), st.embedding, %s, "
+                "st.revision, st.revision, CASE WHEN %s THEN 'USER:' || m.owner_id END "
+                f"FROM {SEARCH_STAGE} st JOIN memories m ON m.tenant_id = %s AND m.memory_id = st.memory_id",
+                (tenant, MODEL_NAME, self.audiences, tenant),
             )
             conn.execute(  # the lexeme postings, as write_projection derives them from the row's tokens
                 "INSERT INTO memory_lexemes (tenant_id, audience, lexeme, revision, memory_id, version) "
@@ -382,6 +418,54 @@ def measure(api: httpx.Client, conn: psycopg.Connection[Any], embedder: Embedder
     }
 
 
+def migrate_online(sqlalchemy_url: str, conninfo: str, api: httpx.Client, qs: list[str]) -> dict[str, Any]:
+    """Migration 0033's fill of every projection row's audience, timed, while the main user's recall keeps asking.
+
+    The rows were loaded as a database before 0033 holds them (no audience). A thread sends ``POST
+    /memory-query`` one after another meanwhile: its latencies and errors say whether recall kept answering.
+    Then ``VACUUM (ANALYZE)``, timed too: the fill rewrote every row, and left as many dead ones.
+    """
+    from importlib import import_module
+
+    from sqlalchemy import create_engine
+
+    migration = import_module("migrations.versions.0033_search_audience")
+    stop = threading.Event()
+    during: list[float] = []
+    errors: list[str] = []
+
+    def ask() -> None:
+        n = 0
+        while not stop.is_set():
+            try:
+                during.append(call_api(api, qs[n % len(qs)])[0])
+            except httpx.HTTPError as error:
+                errors.append(repr(error))
+            n += 1
+
+    asking = threading.Thread(target=ask, daemon=True)
+    asking.start()
+    engine = create_engine(sqlalchemy_url, isolation_level="AUTOCOMMIT")
+    started = time.monotonic()
+    try:
+        with engine.connect() as connection:
+            filled = migration.fill_audiences(connection)
+    finally:
+        seconds = time.monotonic() - started
+        stop.set()
+        asking.join()
+        engine.dispose()
+    started = time.monotonic()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE) memory_search")
+    vacuum = time.monotonic() - started
+    say(f"  ✓ migration 0033 filled {filled:,} audiences in {seconds:.1f}s (batches of {migration.BATCH:,}), "
+        f"vacuum {vacuum:.1f}s; meanwhile {len(during)} recalls answered "
+        f"(p50 {statistics.median(during) if during else float('nan'):.1f} ms), {len(errors)} failed")
+    return {"rows_filled": filled, "seconds": seconds, "vacuum_seconds": vacuum, "batch": migration.BATCH,
+            "recall_during": percentiles(during) if during else None, "recall_errors": errors}
+
+
 def call_api(api: httpx.Client, q: str) -> tuple[float, dict[str, Any]]:
     """One ``POST /memory-query`` (intent ANSWER, default limits): client-side ms and the bundle."""
     started = time.perf_counter()
@@ -391,16 +475,64 @@ def call_api(api: httpx.Client, q: str) -> tuple[float, dict[str, Any]]:
     return elapsed, response.json()
 
 
-def measure_other_user(api: httpx.Client, qs: list[str], warmup: int) -> dict[str, Any]:
-    """The API alone, as one of :data:`OTHER_USERS`: a caller who sees little of a big tenant.
+def share_figures(figures: dict[str, Any], user: str) -> dict[str, Any]:
+    """One caller's figures as the issue names them: its API p50 / p95, the main user's bare p95 measured
+    interleaved with it, and the ratio of the two p95s (target ≤ 2)."""
+    a, b = figures["api"], figures["bare"]
+    return {"user": user, "p50_ms": a["p50"], "p95_ms": a["p95"], "bare_p95_ms": b["p95"],
+            "ratio": a["p95"] / b["p95"], "queries": a["n"]}
 
-    Full text walks only the postings it may see (migration 0009; before, such a user's walk read the
-    tenant's other postings of each word one by one: in-process at 1M, 0.5 s p50 and 6.8 s for one
-    query for u1, 1.7 s p50 for a user with none). The vector source answers a caller who sees
-    fewer than ``FEW_VISIBLE`` memories with the exact scan at once (the walk read 20,000 rows first:
-    ~0.6 s); u1 sees more than that and still walks."""
-    ms = [call_api(api, q)[0] for q in qs][warmup:]
-    return {"api": percentiles(ms), "queries": len(ms)}
+
+def walks(sqlalchemy_url: str, embedder: Embedder, qs: list[str]) -> dict[str, dict[str, float]]:
+    """Per caller share, mean in-process ms of the vector walk with and without the audience on the row, same run.
+
+    "own audiences" is the walk as recall runs it (migration 0033: another audience's row refused on the
+    projection row); "every audience" passes every audience of the tenant, so each walked row is joined to
+    its memory for the hard filters to refuse it, as before 0033. Both give the same rows unless the
+    second stops at :data:`~memory.recall.candidates.MAX_WALK` rows first (counted); the order alternates
+    query by query. "source" is the vector source as recall calls it (exact scan or walk).
+    """
+    from memory.db import make_engine, tenant_session
+    from memory.identity.auth import PrincipalContext
+    from memory.recall import candidates as cand
+    from memory.store.audience import audiences_of
+    from memory.store.visibility import QueryFilters
+
+    engine = make_engine(sqlalchemy_url, pool_size=1)
+    every = ["", *(f"USER:{user}" for user in SHARES.values())]
+    out: dict[str, dict[str, float]] = {}
+    try:
+        vectors = [cand.vector_text(embedder.embed_one(q)) for q in qs]
+        for share, user in SHARES.items():
+            principal = PrincipalContext(tenant_id=TENANT, user_id=user, agent_id=None,
+                                         roles=frozenset({"memory_writer"}), key_id="bench")
+            statement = cand._nearest_statement(principal, QueryFilters(), TOP_K, False,
+                                                cand.dimensions_of(vectors[0]))
+            ms: dict[str, list[float]] = {"own audiences": [], "every audience": [], "source": []}
+            disagreed = 0
+            for n, vector in enumerate(vectors):
+                now = datetime.now(UTC)
+                base = {"now": now, "query_vector": vector, "model": MODEL_NAME, "max_walk": cand.MAX_WALK}
+                order = [("own audiences", audiences_of(principal, None)), ("every audience", every)]
+                found = []
+                for name, audiences in order if n % 2 == 0 else order[::-1]:
+                    with tenant_session(engine, TENANT) as session, cand.index_first(session, TOP_K):
+                        started = time.perf_counter()
+                        rows = session.execute(statement, {**base, "audiences": audiences}).all()
+                        ms[name].append((time.perf_counter() - started) * 1000)
+                        found.append(sorted(str(r.memory_id) for r in rows))
+                disagreed += found[0] != found[1]
+                with tenant_session(engine, TENANT) as session:
+                    started = time.perf_counter()
+                    cand.vector_candidates(session, principal, QueryFilters(), vector, MODEL_NAME, now, TOP_K)
+                    ms["source"].append((time.perf_counter() - started) * 1000)
+            out[share] = {name: statistics.fmean(values) for name, values in ms.items()}
+            out[share]["walks that disagreed"] = disagreed
+            say(f"    vector walk as {user} ({share}), mean ms: "
+                + ", ".join(f"{k} {v:.1f}" for k, v in out[share].items()))
+    finally:
+        engine.dispose()
+    return out
 
 
 def profile(sqlalchemy_url: str, embedder: Embedder, qs: list[str]) -> dict[str, float]:
@@ -478,12 +610,14 @@ def main() -> None:
                         help="per size: stop measuring after this long (once --min-queries are measured)")
     parser.add_argument("--min-queries", type=int, default=50)
     parser.add_argument("--profile-queries", type=int, default=30)
-    parser.add_argument("--other-user-queries", type=int, default=60,
-                        help=f"API-only requests as each of {', '.join(OTHER_USERS)}: "
-                             "callers who see little of the tenant")
     parser.add_argument("--maintenance-work-mem", default="4GB")
     parser.add_argument("--budget-minutes", type=float, default=30.0,
                         help="skip a size whose projected load + index build would end the run after this")
+    parser.add_argument("--vectors-cache", type=Path,
+                        help="keep the base texts' real vectors in this .npy (suffixed by a digest) between runs")
+    parser.add_argument("--migrate-audiences", action="store_true",
+                        help="load the rows without their audience, then time migration 0033's online fill of "
+                             "them while recall answers")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -494,19 +628,20 @@ def main() -> None:
         say(f"recall latency benchmark: sizes {sizes}, {args.base_texts} real base texts, "
             f"{args.queries} measured queries")
         key = make_key(svc.sqlalchemy_url, TENANT, USER, ["memory_writer"])
-        other_keys = {user: make_key(svc.sqlalchemy_url, TENANT, user, ["memory_writer"]) for user in OTHER_USERS}
+        other_keys = {user: make_key(svc.sqlalchemy_url, TENANT, user, ["memory_writer"])
+                      for user in SHARES.values() if user != USER}
         for tenant in OTHER_TENANTS:
             make_key(svc.sqlalchemy_url, tenant, USER, ["memory_writer"])
         say("  loading the embedding model")
         embedder = Embedder()
         texts = base_texts(args.base_texts)
         step = time.monotonic()
-        vectors = embed_all(embedder, texts, "base texts")
+        vectors = embed_all(embedder, texts, "base texts", cache=args.vectors_cache)
         embed_seconds = time.monotonic() - step
         say(f"  ✓ {len(texts)} base texts embedded for real in {embed_seconds:.1f}s "
             f"({len(texts) / embed_seconds:.1f} texts/s)")
         results["base_texts"] = {"n": len(texts), "seconds": embed_seconds}
-        loader = Loader(svc.conninfo, texts, vectors, args.noise)
+        loader = Loader(svc.conninfo, texts, vectors, args.noise, audiences=not args.migrate_audiences)
         loader.count_existing()
         api = httpx.Client(base_url=svc.api_url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
         other_apis = {user: httpx.Client(base_url=svc.api_url, headers={"Authorization": f"Bearer {k}"}, timeout=60)
@@ -557,6 +692,10 @@ def main() -> None:
                     f"(maintenance_work_mem {args.maintenance_work_mem})")
                 build = loader.build_indexes(args.maintenance_work_mem)
                 index_rows_per_second = total_rows / sum(build.values())
+                if args.migrate_audiences:
+                    say("  migration 0033 online: filling every row's audience while recall answers")
+                    results.setdefault("migration_0033", {})[str(size)] = migrate_online(
+                        svc.sqlalchemy_url, svc.conninfo, api, qs)
             say(f"  measuring: {args.warmup} warm-up + {args.queries} measured queries (API and bare, interleaved)")
             with psycopg.connect(svc.conninfo, autocommit=True) as conn:
                 from pgvector.psycopg import register_vector
@@ -565,13 +704,20 @@ def main() -> None:
                 check_bare_plan(conn, np.asarray(embedder.embed_one(qs[0]), dtype=np.float32))
                 figures = measure(api, conn, embedder, qs, args.warmup, args.max_measure_seconds,
                                   args.min_queries)
-            say(f"  measuring: {args.other_user_queries} queries as each of {', '.join(OTHER_USERS)}")
-            figures["other_users"] = {user: measure_other_user(client, qs[: args.warmup + args.other_user_queries],
-                                                               args.warmup)
-                                      for user, client in other_apis.items()}
+                figures["shares"] = {"90%": share_figures(figures, USER)}
+                for share, user in SHARES.items():
+                    if user == USER:
+                        continue
+                    say(f"  measuring as {user} ({share} of the tenant): {args.warmup} warm-up + "
+                        f"{args.queries} measured queries, interleaved with the main user's bare top-k")
+                    figures["shares"][share] = share_figures(
+                        measure(other_apis[user], conn, embedder, qs, args.warmup, args.max_measure_seconds,
+                                args.min_queries), user)
             figures["plan"] = explain_vector(svc.conninfo, embedder, qs[0])
             say(f"  profiling {args.profile_queries} queries stage by stage")
             figures["profile_ms"] = profile(svc.sqlalchemy_url, embedder, qs[: args.profile_queries])
+            say(f"  the vector walk per caller share, in-process, {args.profile_queries} queries")
+            figures["walk_ms"] = walks(svc.sqlalchemy_url, embedder, qs[: args.profile_queries])
             figures.update(load_seconds=load_seconds, index_seconds=build, rows_in_index=total_rows)
             results["sizes"][str(size)] = figures
             previous = (size, figures)
@@ -593,10 +739,9 @@ def report_size(size: int, f: dict[str, Any]) -> None:
     say(f"    bare embed + top-k   p50 {b['p50']:7.1f}  p95 {b['p95']:7.1f}  p99 {b['p99']:7.1f} ms "
         f"(embed p50 {f['bare_embed']['p50']:.1f}, SQL p50 {f['bare_sql']['p50']:.1f})")
     say(f"    ratio p95 {a['p95'] / b['p95']:.2f}×, p50 {a['p50'] / b['p50']:.2f}×")
-    for user, figures in f["other_users"].items():
-        o = figures["api"]
-        who = OTHER_USERS[user].format(n=size * 5 // 100 // 9)
-        say(f"    POST /memory-query as {user} ({who}): p50 {o['p50']:.1f}  p95 {o['p95']:.1f}  p99 {o['p99']:.1f} ms")
+    for share, o in f["shares"].items():
+        say(f"    as {o['user']} ({share} of the tenant): p50 {o['p50_ms']:.1f}  p95 {o['p95_ms']:.1f} ms, "
+            f"bare p95 {o['bare_p95_ms']:.1f} ms, ratio {o['ratio']:.2f}×")
     say("    profile (mean ms): " + ", ".join(f"{k} {v:.1f}" for k, v in f["profile_ms"].items()))
     say("    bare top-k plan:\n" + f["plan"])
 
@@ -615,6 +760,12 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> None:
         ok = a["p95"] <= 25 and a["p95"] <= 2 * b["p95"]
         say(f"{int(size):>10,} {f['rows_in_index']:>14,} {a['p50']:8.1f} {a['p95']:8.1f} {a['p99']:8.1f} "
             f"{b['p50']:9.1f} {b['p95']:8.1f} {b['p99']:8.1f} {a['p95'] / b['p95']:8.2f}×  {'met' if ok else 'MISSED'}")
+    say(f"{'memories':>10} {'caller share':>12} {'p50_ms':>8} {'p95_ms':>8} {'bare_p95_ms':>11} {'ratio':>7}  "
+        "target ratio ≤ 2")
+    for size, f in results["sizes"].items():
+        for share, o in f["shares"].items():
+            say(f"{int(size):>10,} {share:>12} {o['p50_ms']:8.1f} {o['p95_ms']:8.1f} {o['bare_p95_ms']:11.1f} "
+                f"{o['ratio']:6.2f}×  {'met' if o['ratio'] <= 2 else 'MISSED'}")
     for size, reason in results["not_measured"].items():
         say(f"{int(size):>10,}  not measured: {reason}")
     say(f"total run time {results['total_minutes']:.1f} min")

@@ -172,6 +172,9 @@ class MemorySearch(Base):
     source_revision: Mapped[int] = mapped_column(BigInteger)
     embedding_revision: Mapped[int | None] = mapped_column(BigInteger)
     """The memory revision the vector was computed from; recall uses it only while it is current."""
+    audience: Mapped[str | None] = mapped_column(Text)
+    """:func:`memory.store.audience.audience` of the memory (migration 0033): the vector walk refuses other
+    audiences' rows on the row itself. NULL only for a row not yet filled by the migration: anyone's."""
 
 
 class MemoryLexeme(Base):

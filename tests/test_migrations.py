@@ -1,5 +1,6 @@
 """The ORM models and the Alembic migrations describe the same tables and columns."""
 
+import importlib
 import time
 import uuid
 from functools import partial
@@ -117,6 +118,41 @@ def test_0009_goes_down_to_0008s_postings_and_back_up(postgres: PostgresInfo) ->
     assert columns == ["tenant_id", "lexeme", "revision", "memory_id", "version"]
     assert down == ["landscap", "paint", "she", "was"]
     assert up == [(lexeme, "USER:alice") for lexeme in down]
+
+
+def test_0033_fills_the_audience_of_rows_projected_before_it_in_batches_and_drops_it_going_down(
+    postgres: PostgresInfo,
+) -> None:
+    """Rows projected before 0033 get their memory's audience from the online fill (batches of two here, so
+    it crosses a batch boundary); down drops the column and the scoped view's copy of it."""
+    migration = importlib.import_module("migrations.versions.0033_search_audience")
+
+    def audiences(engine: Engine) -> list[str | None]:
+        with tenant_session(engine, "acme") as session:
+            return list(session.execute(text("SELECT audience FROM memory_search_scoped ORDER BY audience")).scalars())
+
+    with scratch_database(postgres, "mnemo_mig") as url:
+        engine = make_engine(url, pool_size=1)
+        for n in range(5):
+            alices_memory(engine, f"She was painting landscapes, number {n}")
+        command.downgrade(alembic_config(url), "0032")
+        with tenant_session(engine, "acme") as session:
+            columns = session.execute(text("SELECT column_name FROM information_schema.columns"
+                                           " WHERE table_name = 'memory_search'")).scalars().all()
+        upgrade(url, "0033")  # the column back, filled by the migration with its own batch size
+        assert audiences(engine) == ["USER:alice"] * 5
+        with tenant_session(engine, "acme") as session:
+            session.execute(text("UPDATE memory_search SET audience = NULL"))
+        owner = create_engine(url, isolation_level="AUTOCOMMIT")
+        try:
+            with owner.connect() as connection:
+                filled = migration.fill_audiences(connection, batch=2)
+                left = connection.execute(text("SELECT current_setting('mnemo.tenant_id', true)")).scalar_one()
+        finally:
+            owner.dispose()
+        assert (filled, audiences(engine), left) == (5, ["USER:alice"] * 5, "")
+        engine.dispose()
+    assert "audience" not in columns
 
 
 def test_0020_puts_the_observed_day_into_the_lexical_projection_and_takes_it_out_going_down(

@@ -31,14 +31,16 @@ from sqlalchemy import (
     any_,
     bindparam,
     cast,
+    column,
     func,
     literal,
     or_,
     select,
+    table,
     text,
     true,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, REGCLASS
 from sqlalchemy.orm import Session
 
 from memory.embedders.schema import of_dimensions, typed
@@ -50,6 +52,9 @@ from memory.store.visibility import NOW, QueryFilters, hard_filters, visible_to
 from memory.text import normalize, search_terms, tsquery_any
 
 __all__ = ["search_terms"]  # re-exported: the sources' own query terms
+
+pg_class = table("pg_class", column("oid"), column("reltuples"))
+"""The catalog's row estimate per relation (-1 until first analysed: never above a count)."""
 
 @dataclass
 class Candidate:
@@ -335,24 +340,29 @@ def _nearest(
     session: Session, principal: PrincipalContext, filters: QueryFilters, query_vector: str, model: str,
     now: datetime, limit: int, *, exact: bool,
 ) -> list[Any]:
-    parameters = {"now": now, "query_vector": query_vector, "model": model, "max_walk": MAX_WALK}
+    parameters = {"now": now, "query_vector": query_vector, "model": model, "max_walk": MAX_WALK,
+                  "audiences": audiences_of(principal, filters.session_id)}
     statement = _nearest_statement(principal, filters, limit, exact, dimensions_of(query_vector))
     return list(session.execute(statement, parameters).all())
 
 
-FEW_VISIBLE = 1_000
-"""Below this many visible memories the exact scan is cheap: 1,000 distances to compute and sort, ~10-30 ms
-at worst, cold (:func:`sees_few`)."""
+FEW_VISIBLE = 2_000
+"""Below this many visible memories the exact scan is cheap: 2,000 distances to compute and sort, a few ms
+warm (:func:`sees_few`). Above 1,000, so that a whole 1,000-memory tenant beside large ones is one."""
 SPARSE = 20
-"""More than this many of the tenant's indexed rows for each row the caller sees: a walk finds one of theirs
-every 20 rows or more rarely, and may read up to ``hnsw.max_scan_tuples`` rows to fill its cap."""
+"""More than this many indexed rows for each row the caller sees: a walk finds one of theirs every 20 rows or
+more rarely, and may read up to ``hnsw.max_scan_tuples`` rows to fill its cap."""
 
 
 def sees_few(session: Session, principal: PrincipalContext) -> bool:
-    """Whether the caller sees fewer than :data:`FEW_VISIBLE` memories, and under 1 in :data:`SPARSE` of the tenant's.
+    """Whether the caller sees fewer than :data:`FEW_VISIBLE` memories, and under 1 in :data:`SPARSE` of the rows
+    the walk would read: the tenant's, or the whole index's (every tenant shares it).
 
-    Both counts stop at their threshold (index-only: the visibility index, the projection's key),
+    The counts stop at their threshold (index-only: the visibility index, the projection's key),
     and the second runs only when the first is small: ~1 ms in-process for a caller who sees many.
+    The whole table is the planner's estimate (``pg_class.reltuples``): a small tenant beside a
+    large one walked ``hnsw.max_scan_tuples`` rows of the others before its exact scan answered.
+    It chooses how the caller's own rows are searched, never which rows are.
     """
     parameters = {"few_visible": FEW_VISIBLE, "sparse": SPARSE}
     return bool(session.execute(_sees_few_statement(principal), parameters).scalar_one())
@@ -369,7 +379,10 @@ def _sees_few_statement(principal: PrincipalContext) -> Select:  # type: ignore[
                .where(_tenants_rows(scoped_search, principal))
                .limit(seen.c.rows * sparse + 1).subquery("indexed"))
     indexed_rows = select(func.count()).select_from(indexed).scalar_subquery()
-    return select(and_(seen.c.rows < few, indexed_rows > seen.c.rows * sparse))
+    table_rows = select(pg_class.c.reltuples).where(
+        pg_class.c.oid == cast(literal(MemorySearch.__tablename__), REGCLASS)).scalar_subquery()
+    return select(and_(seen.c.rows < few, or_(indexed_rows > seen.c.rows * sparse,
+                                              table_rows > seen.c.rows * sparse)))
 
 
 @lru_cache(maxsize=256)
@@ -378,7 +391,8 @@ def _nearest_statement(principal: PrincipalContext, filters: QueryFilters, limit
     """The ``limit`` nearest visible rows: by walking the HNSW index, or (``exact``) by computing every distance.
 
     The index walk is a subquery ordered by distance alone (at most :data:`MAX_WALK` rows, which also
-    tells the planner that only the first rows are wanted), joined row by row to its memory under
+    tells the planner that only the first rows are wanted) that refuses another audience's row on the
+    row itself (:mod:`memory.store.audience`, migration 0033), joined row by row to its memory under
     the hard filters, with ``limit`` on the join: rows stream from the index until ``limit`` of
     them pass. When the walk ends first, the caller gets the exact scan (see
     :func:`vector_candidates`), never fewer neighbours; it starts from the caller's visible
@@ -398,7 +412,10 @@ def _nearest_statement(principal: PrincipalContext, filters: QueryFilters, limit
     if exact:
         walk = select(*columns).where(current).subquery("nearest")
     else:
-        walk = (select(*columns).where(current).order_by(distance)
+        # Another audience's row is refused on the row the walk reads, before any join (migration 0033; a row
+        # the migration has not filled yet is anyone's: the hard filters decide).
+        audience = or_(view.c.audience.is_(None), view.c.audience == any_(bindparam("audiences", type_=ARRAY(Text))))
+        walk = (select(*columns).where(current, audience).order_by(distance)
                 .limit(bindparam("max_walk", type_=Integer)).subquery("nearest"))  # MAX_WALK
     order = (walk.c.distance, walk.c.memory_id) if exact else (walk.c.distance,)
     return (

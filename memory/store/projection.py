@@ -25,16 +25,17 @@ def lexical_values(memory: Memory) -> tuple[str, str]:
 
 
 UPSERT_SEARCH = text("""
-    INSERT INTO memory_search (tenant_id, memory_id, version, search_text, tokens, embedding, embedding_model,
-                               embedding_revision, source_revision)
-    SELECT :tenant_id, p.memory_id, p.version, p.search_text, to_tsvector('simple', p.lexemes), NULL, NULL, NULL,
-           p.source_revision
-    FROM unnest(CAST(:memory_id AS uuid[]), CAST(:version AS integer[]), CAST(:search_text AS text[]),
-                CAST(:lexemes AS text[]), CAST(:source_revision AS bigint[]))
-         AS p(memory_id, version, search_text, lexemes, source_revision)
+    INSERT INTO memory_search (tenant_id, memory_id, version, audience, search_text, tokens, embedding,
+                               embedding_model, embedding_revision, source_revision)
+    SELECT :tenant_id, p.memory_id, p.version, p.audience, p.search_text, to_tsvector('simple', p.lexemes), NULL,
+           NULL, NULL, p.source_revision
+    FROM unnest(CAST(:memory_id AS uuid[]), CAST(:version AS integer[]), CAST(:audience AS text[]),
+                CAST(:search_text AS text[]), CAST(:lexemes AS text[]), CAST(:source_revision AS bigint[]))
+         AS p(memory_id, version, audience, search_text, lexemes, source_revision)
     ON CONFLICT (tenant_id, memory_id) DO UPDATE SET
-        version = EXCLUDED.version, search_text = EXCLUDED.search_text, tokens = EXCLUDED.tokens, embedding = NULL,
-        embedding_model = NULL, embedding_revision = NULL, source_revision = EXCLUDED.source_revision
+        version = EXCLUDED.version, audience = EXCLUDED.audience, search_text = EXCLUDED.search_text,
+        tokens = EXCLUDED.tokens, embedding = NULL, embedding_model = NULL, embedding_revision = NULL,
+        source_revision = EXCLUDED.source_revision
 """)
 """One statement for a whole batch: its text never changes with the batch's size (one plan, no per-row SQL)."""
 
@@ -52,13 +53,14 @@ INSERT_POSTINGS = text("""
 
 
 def write_projection(session: Session, memory: Memory) -> None:
-    """Upsert the lexical projection of ``memory``; the embedding is cleared until re-computed."""
+    """Upsert the lexical projection of ``memory`` and its audience; the embedding is cleared until re-computed."""
     write_projections(session, [memory])
 
 
 def write_projections(session: Session, memories: Sequence[Memory]) -> None:
-    """Upsert the lexical projection of each memory, then replace their postings: three statements however many
-    memories (of one tenant); the embeddings are cleared until re-computed."""
+    """Upsert the lexical projection of each memory and its audience (:func:`memory.store.audience.audience`, on the
+    row so the vector walk refuses other audiences' rows before any join), then replace their postings: three
+    statements however many memories (of one tenant); the embeddings are cleared until re-computed."""
     if not memories:
         return
     tenant_ids = {memory.tenant_id for memory in memories}
@@ -66,12 +68,12 @@ def write_projections(session: Session, memories: Sequence[Memory]) -> None:
     tenant_id = tenant_ids.pop()
     parts = [lexical_values(memory) for memory in memories]
     ids = [memory.memory_id for memory in memories]
+    audiences = {memory.memory_id: audience(memory.space, memory.owner_id, memory.session_id) for memory in memories}
     session.execute(UPSERT_SEARCH, {
         "tenant_id": tenant_id, "memory_id": ids, "version": [memory.version for memory in memories],
         "search_text": [search_text for search_text, _ in parts], "lexemes": [words for _, words in parts],
-        "source_revision": [memory.revision for memory in memories]})
-    _write_postings(session, tenant_id, {
-        memory.memory_id: audience(memory.space, memory.owner_id, memory.session_id) for memory in memories})
+        "source_revision": [memory.revision for memory in memories], "audience": [audiences[i] for i in ids]})
+    _write_postings(session, tenant_id, audiences)
 
 
 def has_vector(session: Session, memory: Memory) -> bool:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 
 from api.settings import Settings
 from api.temporal import connect
@@ -59,3 +61,31 @@ def recall(client: TestClient, key: str, **body: Any) -> dict[str, Any]:
 
 def ids(bundle: dict[str, Any]) -> list[str]:
     return [item["memory_id"] for item in bundle["items"]]
+
+
+@contextmanager
+def explained(engine: Engine, marker: str, measure: Callable[[Any], int]) -> Iterator[list[int]]:
+    """``measure`` of the real plan (EXPLAIN ANALYZE, FORMAT JSON, re-run) of each statement holding ``marker``."""
+    found: list[int] = []
+
+    def explain(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if marker in statement and not statement.startswith("EXPLAIN"):
+            with cursor.connection.cursor() as explaining:
+                explaining.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, parameters)
+                plan = explaining.fetchone()[0]
+            found.append(measure(plan if isinstance(plan, list) else json.loads(plan)))
+
+    event.listen(engine, "before_cursor_execute", explain)
+    try:
+        yield found
+    finally:
+        event.remove(engine, "before_cursor_execute", explain)
+
+
+def plan_total(node: Any, relation: str, of: Callable[[dict[str, Any]], float]) -> int:
+    """The sum of ``of`` over the plan nodes that read ``relation``."""
+    if isinstance(node, list):
+        return sum(plan_total(child, relation, of) for child in node)
+    plan = node.get("Plan", node)
+    own = round(of(plan)) if plan.get("Relation Name") == relation else 0
+    return own + sum(plan_total(child, relation, of) for child in plan.get("Plans", []))

@@ -9,15 +9,15 @@ postings are not even read.
 from __future__ import annotations
 
 import importlib
-import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, event, select, text
+from sqlalchemy import Engine, select, text
 
 from memory.db import global_session, tenant_session
 from memory.identity.auth import PrincipalContext, authenticate
@@ -26,7 +26,7 @@ from memory.recall import candidates as cand
 from memory.store.visibility import NOW, QueryFilters, hard_filters
 from memory.text import search_terms
 from tests.conftest import MakeKey
-from tests.recall.conftest import write
+from tests.recall.conftest import explained, plan_total, write
 
 WORD = "zephyr"
 
@@ -109,26 +109,9 @@ def test_the_write_path_and_migration_0009_give_every_space_the_same_audience(
 @pytest.fixture
 def postings_read(engine: Engine) -> Iterator[list[int]]:
     """Rows each full-text statement read from ``memory_lexemes``, from its real plan (EXPLAIN ANALYZE, re-run)."""
-    read: list[int] = []
-
-    def explain(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        if "memory_lexemes" in statement and not statement.startswith("EXPLAIN"):
-            with cursor.connection.cursor() as explaining:
-                explaining.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, parameters)
-                plan = explaining.fetchone()[0]
-            read.append(_rows_from(plan if isinstance(plan, list) else json.loads(plan), "memory_lexemes"))
-
-    event.listen(engine, "before_cursor_execute", explain)
-    yield read
-    event.remove(engine, "before_cursor_execute", explain)
-
-
-def _rows_from(node: Any, relation: str) -> int:
-    if isinstance(node, list):
-        return sum(_rows_from(child, relation) for child in node)
-    plan = node.get("Plan", node)
-    own = round(plan["Actual Rows"] * plan["Actual Loops"]) if plan.get("Relation Name") == relation else 0
-    return own + sum(_rows_from(child, relation) for child in plan.get("Plans", []))
+    rows = partial(plan_total, relation="memory_lexemes", of=lambda plan: plan["Actual Rows"] * plan["Actual Loops"])
+    with explained(engine, "memory_lexemes", rows) as read:
+        yield read
 
 
 def test_a_users_walk_never_reads_another_users_postings(

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, event, func, select, text
+from sqlalchemy import Engine, create_engine, event, func, select, text
 from sqlalchemy.orm import Session
 
+from api.devstack.postgres import PostgresInfo
 from api.settings import Settings
 from memory.db import global_session, make_engine, tenant_session
 from memory.embedders.engine import MODEL_NAME, default_embedder
@@ -129,6 +130,7 @@ def test_a_caller_who_sees_few_of_the_tenants_rows_gets_the_exact_scan_without_w
     engine: Engine, corpus: dict[str, object], monkeypatch: pytest.MonkeyPatch, vector_statements: list[str]
 ) -> None:
     tenant = str(corpus["tenant"])
+    monkeypatch.setattr(cand, "SPARSE", 10**6)  # no table here is that large: the caller's own count decides
     with tenant_session(engine, tenant) as session:
         # Alice sees 8 of the tenant's 14 rows: a walk finds hers at once. Carol, new, sees none of them.
         assert not cand.sees_few(session, _principal(tenant, "alice"))
@@ -137,6 +139,25 @@ def test_a_caller_who_sees_few_of_the_tenants_rows_gets_the_exact_scan_without_w
     found = _vector(engine, corpus, limit=5)
     assert vector_statements == ["exact"]
     assert [str(c.memory_id) for c in found] == _exact(engine, corpus, 5)
+
+
+def test_a_caller_who_sees_much_of_a_small_tenant_beside_larger_ones_gets_the_exact_scan(
+    postgres: PostgresInfo, engine: Engine, corpus: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk reads every tenant's rows of the shared index: a small tenant in a large table is sparse in it."""
+    owner = create_engine(postgres.url(), isolation_level="AUTOCOMMIT")
+    try:
+        with owner.connect() as connection:  # the table's row estimate, as autovacuum would leave it
+            connection.execute(text("ANALYZE memory_search"))
+    finally:
+        owner.dispose()
+    tenant = str(corpus["tenant"])
+    monkeypatch.setattr(cand, "SPARSE", 2)
+    with tenant_session(engine, tenant) as session:
+        # 8 of the tenant's 14 rows are Alice's: within the tenant, not under 1 in 2. The table holds the stranger's
+        # six and every other test's rows besides: more than 16.
+        assert session.execute(select(func.count()).select_from(scoped_search)).scalar_one() == 14
+        assert cand.sees_few(session, _principal(tenant, "alice"))
 
 
 def test_a_new_users_recall_runs_the_exact_scan_once_and_never_walks(
