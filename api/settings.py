@@ -125,7 +125,7 @@ class Settings(ModelSettings):
     cpu_pool_workers: int = Field(
         default=2, ge=0, le=64,
         description="Processes per API or worker process for one request's heavy CPU work (large session windows, "
-        "deletion fingerprints and residue scans), at a lower CPU priority; 0 runs that work in place",
+        "deletion fingerprints and residue scans, report charts), at a lower CPU priority; 0 runs that work in place",
     )
     cpu_pool_niceness: int = Field(
         default=10, ge=0, le=19, description="How much lower the CPU priority of those processes is (nice)"

@@ -250,3 +250,11 @@ def test_a_postgres_artifact_store_travels_to_the_pool_as_its_engine_is_made(
         assert pool.run(_store_in_pool, store) == ("records/abc", "200ms")
     finally:
         quick.dispose()
+
+
+def test_a_caller_waiting_on_the_pool_is_beaten_for_meanwhile(pool: offload.CpuPool) -> None:
+    """A step waiting for its charts must keep heartbeating: ``beat`` runs every BEAT_SECONDS until the answer."""
+    beats: list[float] = []
+    assert pool.run(_slow, 2.5, beat=lambda: beats.append(0.0)) == 2.5
+    assert len(beats) >= 2
+    assert pool.run(_slow, 0.0, beat=lambda: beats.append(1.0)) == 0.0 and 1.0 not in beats
