@@ -175,7 +175,9 @@ class Settings(ModelSettings):
         default=24.0, gt=0, description="How often the retention Schedule sweeps for expired records"
     )
     dev_restart_limit: int = Field(
-        default=5, ge=1, le=1_000, description="`mnemo dev` stops the stack when one child crashes this often..."
+        default=5, ge=1, le=1_000,
+        description="`mnemo dev` stops the stack (`mnemo worker --processes N` every process) when one child "
+        "crashes this often...",
     )
     dev_restart_window_seconds: float = Field(
         default=60.0, gt=0, description="...within this many seconds (each crash is restarted after a backoff)"

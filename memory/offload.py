@@ -42,6 +42,9 @@ T = TypeVar("T")
 BEAT_SECONDS = 1.0
 """How often a caller's ``beat`` is called while it waits for the pool (well inside any heartbeat timeout)."""
 
+ORPHAN_CHECK_SECONDS = 1.0
+"""How often a pool process checks that its parent still lives."""
+
 IDLE_CLASS = getattr(os, "SCHED_IDLE", None)
 """The kernel's idle scheduling class, where the platform has one (Linux)."""
 
@@ -55,7 +58,7 @@ class PoolPriorityRefused(RuntimeError):
     """The pool's processes could not be put in the idle scheduling class (a sandbox refusing the call)."""
 
 
-def _lower_priority(niceness: int, idle: bool) -> None:
+def _lower_priority(niceness: int, idle: bool, parent: int) -> None:
     """In each pool process: yield the CPU to the serving processes. Neither a raise of niceness nor the move
     into the idle class needs a privilege; a refusal is reported by :func:`_ready`, not raised here (an
     initializer's exception would only break the pool, without its reason)."""
@@ -63,6 +66,16 @@ def _lower_priority(niceness: int, idle: bool) -> None:
     if idle and IDLE_CLASS is not None:
         with contextlib.suppress(OSError):  # _ready() reports the class: the pool's start fails with the reason
             os.sched_setscheduler(0, IDLE_CLASS, os.sched_param(0))
+    threading.Thread(target=_exit_with_parent, args=(parent,), name="mnemo-orphan-watch", daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A pool process outlives a parent killed outright (SIGKILL, out of memory): nothing would end it, and every
+    killed worker would leave its pool behind. It ends itself once ``parent`` (the pool's owner, named by the owner,
+    so that one which died while this process was starting counts too) is no longer its parent."""
+    while os.getppid() == parent:
+        time.sleep(ORPHAN_CHECK_SECONDS)
+    os._exit(0)
 
 
 def _ready() -> tuple[int, int | None]:
@@ -83,7 +96,7 @@ class CpuPool:
 
     def _new(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_lower_priority, initargs=(self.niceness, self.idle))
+                                   initializer=_lower_priority, initargs=(self.niceness, self.idle, os.getpid()))
 
     def warm(self) -> set[int]:
         """Start every process now (a spawn imports the project: ~1 s), not on the first heavy request; a process
