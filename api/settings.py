@@ -125,7 +125,7 @@ class Settings(ModelSettings):
     cpu_pool_workers: int = Field(
         default=2, ge=0, le=64,
         description="Processes per API or worker process for one request's heavy CPU work (large session windows, "
-        "deletion fingerprints and residue scans), at a lower CPU priority; 0 runs that work in place",
+        "deletion fingerprints and residue scans, report charts), at a lower CPU priority; 0 runs that work in place",
     )
     cpu_pool_niceness: int = Field(
         default=10, ge=0, le=19, description="How much lower the CPU priority of those processes is (nice)"
@@ -175,7 +175,9 @@ class Settings(ModelSettings):
         default=24.0, gt=0, description="How often the retention Schedule sweeps for expired records"
     )
     dev_restart_limit: int = Field(
-        default=5, ge=1, le=1_000, description="`mnemo dev` stops the stack when one child crashes this often..."
+        default=5, ge=1, le=1_000,
+        description="`mnemo dev` stops the stack (`mnemo worker --processes N` every process) when one child "
+        "crashes this often...",
     )
     dev_restart_window_seconds: float = Field(
         default=60.0, gt=0, description="...within this many seconds (each crash is restarted after a backoff)"

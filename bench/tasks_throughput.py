@@ -1,24 +1,24 @@
-"""Report-task throughput and per-step orchestration overhead, on the real stack.
+"""Report-task throughput against the machine's CPU bound, and per-step orchestration overhead, on the real stack.
 
-Starts its own embedded PostgreSQL and Temporal dev server, seeds a small sales
-dataset, then measures in one run:
+Starts its own embedded PostgreSQL and Temporal dev server, seeds a small sales dataset, runs the worker as
+``mnemo worker --processes N`` (default: one per core; its CPU pool renders the charts), then measures in one run:
 
-1. baseline: a bare activity round trip (a workflow calling a no-op activity in sequence);
-2. one report task alone: each step's engine cycle (checkpoint to checkpoint) minus the
-   step function's own compute time (run directly, in-process, on the same inputs) —
-   the per-step orchestration overhead, set against the baseline round trip;
-3. N concurrent report tasks (default 200), each approved as soon as it waits: how many
-   succeed, how many step attempts were retried (a heartbeat timeout, say), each task's
-   duration (start to SUCCEEDED, p50/p95), each step's engine cycle under load (p50/p95),
-   tasks/second.
+1. baseline: a bare activity round trip (a workflow calling a no-op activity in sequence, worker in this process);
+2. the CPU bound: ``--alone`` tasks one after another, each alone on the stack, and the CPU seconds every process
+   of the stack spent meanwhile (this process — it plays the API: starts, approves — the worker processes and their
+   pools, PostgreSQL, Temporal: utime + stime of each, children reaped meanwhile included, from /proc), less what
+   the same processes spend idle over as long (measured just before); bound = cores ÷ CPU seconds per task;
+3. one task alone, step by step: each step's engine cycle (checkpoint to checkpoint) minus the step function's own
+   compute time (run directly, in-process, on the same inputs) — the per-step orchestration overhead, set against
+   the baseline round trip;
+4. N concurrent report tasks (default 200), each approved as soon as it waits: how many succeed, duplicate
+   publications, heartbeat timeouts (from the workflow histories: attempts whose last failure, or whose final
+   outcome, was a heartbeat timeout), step attempts retried, task durations, each step's cycle under load,
+   tasks/second, and the CPU the stack used meanwhile (cores busy; CPU seconds per task under load).
 
-``--compare`` runs phase 3 twice in the same run on the same stack, first with the worker as it
-was before issue 12 (the SDK's default of 100 activity slots in front of the executor's few
-threads: an activity accepted beyond the threads waits in the executor's queue, unable to
-heartbeat), then as ``build_worker`` builds it now (slots = threads). Both use the same
-executor, step heartbeat timeout (``--heartbeat``, the workflow's default 30 s) and data.
+``ratio = tasks_per_s / cpu_bound_tasks_per_s``; ``--json OUT`` writes every figure.
 
-Run: ``.venv/bin/python -m bench.tasks_throughput [--tasks 200] [--lines 2400] [--compare]``
+Run: ``.venv/bin/python -m bench.tasks_throughput [--tasks 200] [--processes N] [--json OUT]``
 """
 
 from __future__ import annotations
@@ -26,11 +26,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import os
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,16 +45,17 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 from temporalio import activity, workflow
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TaskQueueType, TimeoutType
+from temporalio.api.failure.v1 import Failure
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.stores import default_destinations
 from api.devstack.postgres import EmbeddedPostgres
-from api.devstack.processes import free_port
+from api.devstack.processes import children, free_port, proc_stats
 from api.devstack.temporal import TemporalDevServer
-from api.worker import build_worker
 from bench.harness import make_key, percentile, say, seed_sales_data
 from memory.artifact_store import read
 from memory.artifact_store.postgres import PostgresArtifactStore
@@ -106,6 +112,7 @@ async def bare_round_trip(client: Client, queue: str, rounds: int = 50) -> float
 @dataclass
 class Stack:
     engine: Engine
+    url: str
     address: str
     data_dir: Path
     tenant: str
@@ -125,11 +132,100 @@ def stack(workdir: Path, lines: int) -> Any:
         make_key(info.url(), tenant, "alice", ["memory_writer"])
         make_key(info.url(), tenant, "bob", ["approver"])
         seed_sales_data(info.url(), tenant, lines)
-        yield Stack(engine, temporal.address, workdir / "data", tenant)
+        yield Stack(engine, info.url(), temporal.address, workdir / "data", tenant)
         engine.dispose()
     finally:
         temporal.stop()
         postgres.stop()
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_process(root: int) -> dict[int, float]:
+    """CPU seconds so far of ``root`` and each process below it: its utime + stime, plus cutime + cstime (its
+    children already reaped). Zombies count (their time is not yet their parent's)."""
+    table = {int(entry.name): fields for entry, fields in proc_stats(zombies=True)}
+    below: dict[int, list[int]] = {}
+    for pid, fields in table.items():
+        below.setdefault(int(fields[1]), []).append(pid)
+    found, todo = {}, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in table:
+            found[pid] = sum(int(v) for v in table[pid][11:15]) / TICK
+        todo.extend(below.get(pid, []))
+    return found
+
+
+def stack_cpu() -> dict[str, float]:
+    """CPU seconds so far of the whole stack, by part: this process (the bench: it starts and approves, as the API
+    would), and the trees of its children — PostgreSQL, Temporal, the worker processes with their CPU pools."""
+    me = os.getpid()
+    parts = {"bench": sum(int(v) for v in next(f for e, f in proc_stats() if int(e.name) == me)[11:15]) / TICK}
+    for child in children(me):
+        name = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        part = "postgres" if "postgres" in name else "temporal" if "temporal" in name else "worker" \
+            if "api.cli" in name else "other"
+        parts[part] = parts.get(part, 0.0) + sum(cpu_by_process(child).values())
+    return parts
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {part: after.get(part, 0.0) - before.get(part, 0.0) for part in after}
+
+
+@contextmanager
+def worker_processes(s: Stack, queue: str, processes: int, threads: int | None, log: Path) -> Iterator[None]:
+    """``mnemo worker --processes N`` on ``queue`` against the stack, as deployed (CPU pools included; the
+    caller's MNEMO_CPU_POOL_IDLE passes through); SIGTERM after."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MNEMO_")}
+    env.update(MNEMO_DATABASE_URL=s.url, MNEMO_TEMPORAL_ADDRESS=s.address, MNEMO_TEMPORAL_NAMESPACE="mnemo",
+               MNEMO_TASK_QUEUE=queue, MNEMO_DATA_DIR=str(s.data_dir), MNEMO_LOG_LEVEL="warning",
+               MNEMO_CPU_POOL_IDLE=os.environ.get("MNEMO_CPU_POOL_IDLE", "true"))
+    if threads is not None:
+        env["MNEMO_WORKER_ACTIVITY_SLOTS"] = str(threads)
+    with log.open("ab") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "api.cli", "worker", "--processes", str(processes)],
+                                env=env, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(90)
+
+
+async def pollers(client: Client, queue: str) -> set[int]:
+    """The pids of the worker processes polling ``queue`` for activities (the SDK's identity is ``pid@host``)."""
+    described = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+        namespace=client.namespace, task_queue=TaskQueue(name=queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+    ))
+    return {int(poller.identity.split("@", 1)[0]) for poller in described.pollers}
+
+
+def _heartbeat_timeout(failure: Failure) -> bool:
+    while True:
+        if failure.timeout_failure_info.timeout_type == TimeoutType.TIMEOUT_TYPE_HEARTBEAT:
+            return True
+        if not failure.HasField("cause"):
+            return False
+        failure = failure.cause
+
+
+async def heartbeat_timeouts(client: Client, tenant: str, ids: list[str]) -> int:
+    """Heartbeat timeouts in the tasks' workflow histories: activities started again after one (the started event
+    of a retried activity carries its last failure) and activities that ended on one."""
+    count = 0
+    for task_id in ids:
+        history = await client.get_workflow_handle(workflow_id(tenant, task_id)).fetch_history()
+        for event in history.events:
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                started = event.activity_task_started_event_attributes
+                count += started.attempt > 1 and _heartbeat_timeout(started.last_failure)
+            elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+                count += _heartbeat_timeout(event.activity_task_timed_out_event_attributes.failure)
+    return count
 
 
 async def _approve_when_waiting(s: Stack, client: Client, pending: set[str]) -> None:
@@ -281,82 +377,124 @@ def _print_load(f: dict[str, Any], title: str) -> None:
     say(f"wall time {f['elapsed']:.1f} s → {f['succeeded'] / f['elapsed']:.2f} tasks/s; load average {f['load']:.2f}")
 
 
-async def measure(s: Stack, tasks: int, compare: bool, threads: int, heartbeat: float) -> None:
+async def _alone(s: Stack, client: Client, queue: str, count: int, idle_seconds: float) -> dict[str, Any]:
+    """The stack's CPU per task alone: ``count`` tasks one after another, less the idle rate measured just before."""
+    idle_before, began = stack_cpu(), time.perf_counter()
+    await asyncio.sleep(idle_seconds)
+    idle = cpu_delta(idle_before, stack_cpu())
+    idle_rate = sum(idle.values()) / (time.perf_counter() - began)
+    before, began = stack_cpu(), time.perf_counter()
+    ids = []
+    for n in range(count):
+        _, [single] = await _run_tasks(s, client, queue, 1, f"alone-{n}")
+        if single.status != "SUCCEEDED":
+            raise RuntimeError(f"a task alone did not succeed: {single!r}")
+        ids.append(single.task_id)
+    elapsed = time.perf_counter() - began
+    used = cpu_delta(before, stack_cpu())
+    raw = sum(used.values()) / count
+    return {"ids": ids, "seconds_per_task": elapsed / count, "idle_cores": idle_rate,
+            "cpu_s_per_task_raw": raw, "cpu_s_per_task": raw - idle_rate * elapsed / count,
+            "by_part": {part: value / count for part, value in used.items()}}
+
+
+async def measure(s: Stack, tasks: int, processes: int, threads: int | None, heartbeat: float, alone: int,
+                  log: Path) -> dict[str, Any]:
     client = await Client.connect(s.address, namespace="mnemo")
     queue = f"bench-{uuid.uuid4().hex[:6]}"
-    phases: list[tuple[str, int | None]] = [("before", 100)] if compare else []
-    phases.append(("now", None))
-    # Activity threads beyond a few only contend for the GIL on a small machine (2 cores here).
-    with ThreadPoolExecutor(max_workers=threads) as executor:
-        baseline_worker = round_trip_worker(client, queue + "-noop", executor)
-        loads = []
-        async with baseline_worker:
+    with ThreadPoolExecutor(max_workers=4) as executor:
+        async with round_trip_worker(client, queue + "-noop", executor):
             round_trip = await bare_round_trip(client, queue + "-noop")
-            say(f"baseline measured ({round_trip * 1000:.1f} ms)")
-            for index, (label, slots) in enumerate(phases):
-                phase_queue = f"{queue}-{label}"
-                # "before": the SDK's default slots (100) in front of the executor's threads, as build_worker was.
-                worker = build_worker(
-                    client, s.engine, phase_queue, executor, artifacts=PostgresArtifactStore(s.engine),
-                    destinations=default_destinations(s.engine, PostgresArtifactStore(s.engine)), activity_slots=slots,
-                )
-                async with worker:
-                    if index == len(phases) - 1:
-                        await _run_tasks(s, client, phase_queue, 1, "warm-up")  # imports, pools and caches
-                        alone, [single] = await _run_tasks(s, client, phase_queue, 1, "alone")
-                        cycles = _step_cycles(s, single.task_id)
-                        direct = _direct_compute(s, single.task_id)
-                        say(f"single task measured ({alone:.2f} s)")
-                    elif index == 0:
-                        await _run_tasks(s, client, phase_queue, 1, f"warm-up-{label}")
-                    say(f"starting {tasks} tasks ({label}: {slots or threads} activity slots, {threads} threads)")
-                    elapsed, results = await _run_tasks(s, client, phase_queue, tasks, f"load-{label}", heartbeat)
-                    loads.append((label, slots, _load_figures(s, f"load-{label}", tasks, elapsed, results)))
-
+    say(f"baseline measured ({round_trip * 1000:.1f} ms)")
+    cores = os.cpu_count() or 1
+    with worker_processes(s, queue, processes, threads, log):
+        deadline = time.monotonic() + 180
+        while len(await pollers(client, queue)) < processes:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{processes} worker processes did not poll {queue} within 180 s; see {log}")
+            await asyncio.sleep(0.5)
+        await _run_tasks(s, client, queue, 4 * processes, "warm-up")  # imports, pools, caches in every process
+        single = await _alone(s, client, queue, alone, idle_seconds=5.0)
+        cycles = _step_cycles(s, single["ids"][-1])
+        direct = _direct_compute(s, single["ids"][-1])
+        bound = cores / single["cpu_s_per_task"]
+        say(f"alone: {single['cpu_s_per_task']:.3f} CPU s per task → CPU bound {bound:.2f} tasks/s on {cores} cores")
+        say(f"starting {tasks} tasks ({processes} worker processes)")
+        before = stack_cpu()
+        elapsed, results = await _run_tasks(s, client, queue, tasks, "load", heartbeat)
+        used = cpu_delta(before, stack_cpu())
+        figures = _load_figures(s, "load", tasks, elapsed, results)
+    ids = [task_id_for(s.tenant, "alice", f"load-{n}") for n in range(tasks)]
+    timeouts = await heartbeat_timeouts(client, s.tenant, ids)
     with tenant_session(s.engine, s.tenant) as session:
         published, duplicates = session.execute(
             text(
                 "SELECT count(*), count(*) - count(DISTINCT task_id) FROM task_operations WHERE status = 'SUCCEEDED'"
             )
         ).one()
+    rate = figures["succeeded"] / elapsed
+    report = {
+        "tasks": tasks, "processes": processes, "cores": cores,
+        "succeeded": figures["succeeded"], "failed": tasks - figures["succeeded"],
+        "duplicate_publications": duplicates, "publications": published, "heartbeat_timeouts": timeouts,
+        "retried_attempts": figures["retried"], "tasks_per_s": rate, "cpu_bound_tasks_per_s": bound,
+        "ratio": rate / bound, "round_trip_ms": round_trip * 1000,
+        "alone": {k: v for k, v in single.items() if k != "ids"},
+        "load": {"elapsed_s": elapsed, "cores_busy": sum(used.values()) / elapsed,
+                 "cpu_s_per_task": sum(used.values()) / max(1, figures["succeeded"]),
+                 "by_part": {part: value / max(1, figures["succeeded"]) for part, value in used.items()},
+                 "load_average": figures["load"]},
+        "steps": {step: {"cycle_ms": cycles[step] * 1000, "compute_ms": direct[step] * 1000}
+                  for step in COMPUTE_STEPS},
+    }
+    _print(report, figures)
+    return report
+
+
+def _print(r: dict[str, Any], figures: dict[str, Any]) -> None:
     say("\n== baseline (same run) ==")
-    say(f"bare activity round trip (no-op activity, sequential): {round_trip * 1000:.1f} ms")
-    say("\n== one report task alone ==")
-    say(f"end to end incl. approval + publish: {alone:.2f} s")
+    say(f"bare activity round trip (no-op activity, sequential): {r['round_trip_ms']:.1f} ms")
+    a = r["alone"]
+    say("\n== one report task alone (the CPU bound) ==")
+    say(f"{a['seconds_per_task']:.2f} s per task end to end; stack CPU {a['cpu_s_per_task_raw']:.3f} s per task, "
+        f"less idle {a['idle_cores']:.3f} cores → {a['cpu_s_per_task']:.3f} s")
+    say("CPU s per task by part: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(a["by_part"].items())))
+    say(f"CPU bound: {r['cores']} cores ÷ {a['cpu_s_per_task']:.3f} s = {r['cpu_bound_tasks_per_s']:.2f} tasks/s")
     say(f"{'step':<18} {'engine cycle':>12} {'step compute':>12} {'overhead':>10} {'÷ round trip':>12}")
-    overheads = []
-    for step in COMPUTE_STEPS:
-        overhead = cycles[step] - direct[step]
-        overheads.append(overhead)
-        say(f"{step:<18} {cycles[step] * 1000:>10.1f}ms {direct[step] * 1000:>10.1f}ms "
-            f"{overhead * 1000:>8.1f}ms {overhead / round_trip:>11.1f}×")
-    mean = statistics.mean(overheads)
-    say(f"mean per-step orchestration overhead: {mean * 1000:.1f} ms = "
-        f"{mean / round_trip:.1f}× a bare activity round trip")
-    for label, slots, figures in loads:
-        title = (f"{label}, {slots or threads} activity slots on {threads} threads, "
-                 f"step heartbeat timeout {heartbeat:g} s")
-        _print_load(figures, title)
-    if len(loads) == 2:
-        (_, _, b), (_, _, n) = loads
-        say(
-            f"\nnow / before: task p95 {percentile(n['durations'], 0.95) / percentile(b['durations'], 0.95):.2f}×, "
-            f"throughput {(n['succeeded'] / n['elapsed']) / (b['succeeded'] / b['elapsed']):.2f}×"
-        )
-    say(f"publications recorded {published}, duplicates {duplicates} (all phases, warm-ups included)")
+    for step, t in r["steps"].items():
+        overhead = t["cycle_ms"] - t["compute_ms"]
+        say(f"{step:<18} {t['cycle_ms']:>10.1f}ms {t['compute_ms']:>10.1f}ms {overhead:>8.1f}ms "
+            f"{overhead / r['round_trip_ms']:>11.1f}×")
+    _print_load(figures, f"{r['processes']} worker processes")
+    load = r["load"]
+    say(f"stack CPU under load: {load['cores_busy']:.2f} cores busy, {load['cpu_s_per_task']:.3f} CPU s per task ("
+        + ", ".join(f"{k} {v:.3f}" for k, v in sorted(load["by_part"].items())) + ")")
+    say(f"heartbeat timeouts (workflow histories) {r['heartbeat_timeouts']}; publications {r['publications']}, "
+        f"duplicates {r['duplicate_publications']} (warm-ups and tasks alone included)")
+    say(f"\nsucceeded {r['succeeded']}, failed {r['failed']}: {r['tasks_per_s']:.3f} tasks/s against the CPU bound "
+        f"{r['cpu_bound_tasks_per_s']:.3f} → ratio {r['ratio']:.2f}")
+    share, efficiency = load["cores_busy"] / r["cores"], r["alone"]["cpu_s_per_task"] / load["cpu_s_per_task"]
+    say(f"ratio = share of the cores the stack got under load ({share:.2f}) × CPU per task alone ÷ under load "
+        f"({efficiency:.2f})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--lines", type=int, default=2_400, help="sales lines in the benchmark's dataset")
-    parser.add_argument("--compare", action="store_true", help="first a load phase with the old unbounded slots")
-    parser.add_argument("--threads", type=int, default=4, help="activity threads of the worker")
+    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1, help="mnemo worker --processes N")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="activity slots per worker process (default: MNEMO_WORKER_ACTIVITY_SLOTS's)")
     parser.add_argument("--heartbeat", type=float, default=30.0, help="step heartbeat timeout, seconds")
+    parser.add_argument("--alone", type=int, default=5, help="tasks run one at a time for the CPU bound")
+    parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mnemo-bench-") as tmp, stack(Path(tmp), args.lines) as s:
         say(f"stack ready: Temporal {s.address}, {args.lines} sales lines, {args.tasks} tasks")
-        asyncio.run(measure(s, args.tasks, args.compare, args.threads, args.heartbeat))
+        report = asyncio.run(measure(s, args.tasks, args.processes, args.threads, args.heartbeat, args.alone,
+                                     Path(tmp) / "worker.log"))
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

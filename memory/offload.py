@@ -1,11 +1,11 @@
 """Heavy CPU work of one request, off the interpreter that serves everyone, at a lower CPU priority.
 
 Issue 23, finding 7 (fair admission). A 100,000-token window (0.2 s of CPU), a deletion's barrier fingerprints
-(0.3-0.6 s) and its residue scan (1.4 s for a subject with 2,000 messages) ran in the API's or the worker's own
-interpreter. Every other tenant's request in that process then waited for the interpreter lock in 5 ms turns,
-and on a small machine the kernel could not prefer a short request to the bulk work. Here such work runs in
-a small pool of processes at a lower CPU priority: the serving interpreter stays free, and the kernel runs any
-tenant's short request first.
+(0.3-0.6 s), its residue scan (1.4 s for a subject with 2,000 messages) and (issue 28) a report's charts
+(0.3 s) ran in the API's or the worker's own interpreter. Every other tenant's request in that process then
+waited for the interpreter lock in 5 ms turns, and on a small machine the kernel could not prefer a short request
+to the bulk work. Here such work runs in a small pool of processes at a lower CPU priority: the serving interpreter
+stays free, and the kernel runs any tenant's short request first.
 
 The priority is the kernel's idle scheduling class (``SCHED_IDLE``) on Linux, besides the raised niceness. A raised
 niceness alone was not enough (run 10 of the fair-admission benchmark): the kernel's EEVDF scheduler lets a
@@ -26,6 +26,7 @@ import contextlib
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -37,6 +38,12 @@ from memory.db import engine_recipe, shared_engine, tenant_session
 
 T = TypeVar("T")
 
+
+BEAT_SECONDS = 1.0
+"""How often a caller's ``beat`` is called while it waits for the pool (well inside any heartbeat timeout)."""
+
+ORPHAN_CHECK_SECONDS = 1.0
+"""How often a pool process checks that its parent still lives."""
 
 IDLE_CLASS = getattr(os, "SCHED_IDLE", None)
 """The kernel's idle scheduling class, where the platform has one (Linux)."""
@@ -51,7 +58,7 @@ class PoolPriorityRefused(RuntimeError):
     """The pool's processes could not be put in the idle scheduling class (a sandbox refusing the call)."""
 
 
-def _lower_priority(niceness: int, idle: bool) -> None:
+def _lower_priority(niceness: int, idle: bool, parent: int) -> None:
     """In each pool process: yield the CPU to the serving processes. Neither a raise of niceness nor the move
     into the idle class needs a privilege; a refusal is reported by :func:`_ready`, not raised here (an
     initializer's exception would only break the pool, without its reason)."""
@@ -59,6 +66,16 @@ def _lower_priority(niceness: int, idle: bool) -> None:
     if idle and IDLE_CLASS is not None:
         with contextlib.suppress(OSError):  # _ready() reports the class: the pool's start fails with the reason
             os.sched_setscheduler(0, IDLE_CLASS, os.sched_param(0))
+    threading.Thread(target=_exit_with_parent, args=(parent,), name="mnemo-orphan-watch", daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A pool process outlives a parent killed outright (SIGKILL, out of memory): nothing would end it, and every
+    killed worker would leave its pool behind. It ends itself once ``parent`` (the pool's owner, named by the owner,
+    so that one which died while this process was starting counts too) is no longer its parent."""
+    while os.getppid() == parent:
+        time.sleep(ORPHAN_CHECK_SECONDS)
+    os._exit(0)
 
 
 def _ready() -> tuple[int, int | None]:
@@ -79,7 +96,7 @@ class CpuPool:
 
     def _new(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_lower_priority, initargs=(self.niceness, self.idle))
+                                   initializer=_lower_priority, initargs=(self.niceness, self.idle, os.getpid()))
 
     def warm(self) -> set[int]:
         """Start every process now (a spawn imports the project: ~1 s), not on the first heavy request; a process
@@ -93,27 +110,36 @@ class CpuPool:
             )
         return {pid for pid, _ in ready}
 
-    def run(self, fn: Callable[..., T], /, *args: object, patience: float | None = None) -> T:
+    def run(self, fn: Callable[..., T], /, *args: object, patience: float | None = None,
+            beat: Callable[[], None] | None = None) -> T:
         """``fn(*args)`` in a pool process; its exception is raised here. A pool whose process died (killed,
         out of memory) is replaced once: the work is retried in a fresh one. No answer within ``patience``
-        seconds: :class:`PoolBusy` (the work still runs there; its answer is dropped)."""
+        seconds: :class:`PoolBusy` (the work still runs there; its answer is dropped). ``beat`` is called every
+        :data:`BEAT_SECONDS` meanwhile: an activity waiting here must still heartbeat."""
         executor = self._executor
         try:
-            return self._wait(executor.submit(fn, *args), patience)
+            return self._wait(executor.submit(fn, *args), patience, beat)
         except BrokenProcessPool:
             with self._lock:
                 if self._executor is executor:
                     self._executor = self._new()
                 executor = self._executor
-            return self._wait(executor.submit(fn, *args), patience)
+            return self._wait(executor.submit(fn, *args), patience, beat)
 
     @staticmethod
-    def _wait(future: Future[T], patience: float | None) -> T:
-        try:
-            return future.result(timeout=patience)
-        except TimeoutError as exc:
-            future.cancel()  # still queued: it never starts
-            raise PoolBusy(f"the CPU pool gave no answer within {patience} s") from exc
+    def _wait(future: Future[T], patience: float | None, beat: Callable[[], None] | None) -> T:
+        deadline = None if patience is None else time.monotonic() + patience
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            last = beat is None or (left is not None and left <= BEAT_SECONDS)  # no beat due before the patience ends
+            try:
+                return future.result(timeout=left if last else BEAT_SECONDS)
+            except TimeoutError as exc:
+                if last:  # the caller's patience is spent
+                    future.cancel()  # still queued: it never starts
+                    raise PoolBusy(f"the CPU pool gave no answer within {patience} s") from exc
+            assert beat is not None
+            beat()
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
@@ -174,11 +200,12 @@ def pooled() -> bool:
     return _pool is not None
 
 
-def run(fn: Callable[..., T], /, *args: object, inline: bool = False, patience: float | None = None) -> T:
+def run(fn: Callable[..., T], /, *args: object, inline: bool = False, patience: float | None = None,
+        beat: Callable[[], None] | None = None) -> T:
     """``fn(*args)`` in this process's pool when it has one, else (or when ``inline``: small work, which would
-    wait behind large work in the pool) in place."""
+    wait behind large work in the pool) in place; ``beat``: see :meth:`CpuPool.run`."""
     pool = _pool
-    return fn(*args) if pool is None or inline else pool.run(fn, *args, patience=patience)
+    return fn(*args) if pool is None or inline else pool.run(fn, *args, patience=patience, beat=beat)
 
 
 __all__ = ["CpuPool", "PoolBusy", "PoolPriorityRefused", "in_tenant", "pooled", "run", "start", "stop"]

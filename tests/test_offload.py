@@ -4,10 +4,14 @@ place, and a pool whose process died is replaced."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +20,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from api.devstack.processes import pid_alive
 from api.settings import Settings
 from memory import offload
 from memory.artifact_store.postgres import PostgresArtifactStore
@@ -250,3 +255,31 @@ def test_a_postgres_artifact_store_travels_to_the_pool_as_its_engine_is_made(
         assert pool.run(_store_in_pool, store) == ("records/abc", "200ms")
     finally:
         quick.dispose()
+
+
+def test_a_caller_waiting_on_the_pool_is_beaten_for_meanwhile(pool: offload.CpuPool) -> None:
+    """A step waiting for its charts must keep heartbeating: ``beat`` runs every BEAT_SECONDS until the answer."""
+    beats: list[float] = []
+    assert pool.run(_slow, 2.5, beat=lambda: beats.append(0.0)) == 2.5
+    assert len(beats) >= 2
+    assert pool.run(_slow, 0.0, beat=lambda: beats.append(1.0)) == 0.0 and 1.0 not in beats
+
+
+def test_a_pool_whose_parent_is_killed_outright_ends_itself() -> None:
+    """A worker killed with SIGKILL (a drill, the out-of-memory killer) left its pool processes running, orphaned,
+    one pair per kill; now each notices its new parent and exits."""
+    script = ("import sys, time; from memory.offload import CpuPool; "
+              "print(*CpuPool(2, 0).warm(), flush=True); time.sleep(120)")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    try:
+        assert parent.stdout is not None
+        pool_pids = [int(pid) for pid in parent.stdout.readline().split()]
+        assert pool_pids and all(pid_alive(pid) for pid in pool_pids)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 10 * offload.ORPHAN_CHECK_SECONDS
+    while any(pid_alive(pid) for pid in pool_pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(pid_alive(pid) for pid in pool_pids)

@@ -74,6 +74,11 @@ def worker(
         int | None, typer.Option(help="Serve /metrics (mnemo's and the Temporal SDK's) on this port.")
     ] = None,
     tasks: TaskModules = None,
+    processes: Annotated[
+        int,
+        typer.Option(min=1, max=64, help="Worker processes on the same task queues (one uses about one core), "
+                     "restarted when they crash; with --metrics-port, process i serves /metrics on that port + i."),
+    ] = 1,
 ) -> None:
     """Run the Temporal worker against MNEMO_DATABASE_URL and MNEMO_TEMPORAL_ADDRESS."""
     from api.observability.logging import configure_logging
@@ -81,6 +86,13 @@ def worker(
     from api.worker import run_worker
 
     settings = _with_tasks(Settings(), tasks)
+    if processes > 1:
+        from api.devstack.supervisor import RestartPolicy
+        from api.worker_processes import run_worker_processes
+
+        settings.require_database_url()
+        policy = RestartPolicy(limit=settings.dev_restart_limit, window=settings.dev_restart_window_seconds)
+        raise typer.Exit(run_worker_processes(processes, tasks, metrics_port, policy))
     if metrics_port is not None:
         settings = settings.model_copy(update={"worker_metrics_port": metrics_port})
     settings.require_database_url()

@@ -15,8 +15,9 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
+from typing import IO
 
 _PR_SET_PDEATHSIG = 1
 
@@ -34,25 +35,33 @@ def _die_with_parent() -> None:
 def spawn(
     args: Sequence[str],
     *,
-    log_path: Path,
+    log_path: Path | None,
     env: dict[str, str] | None = None,
     user: str | None = None,
     cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start an owned child whose stdout and stderr go to ``log_path``."""
+    """Start an owned child whose stdout and stderr go to ``log_path`` (None: to this process's own)."""
+    if log_path is None:
+        return _owned(args, None, env, user, cwd)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(
-            list(args),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            user=user,
-            cwd=cwd,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
+        return _owned(args, log, env, user, cwd)
+
+
+def _owned(
+    args: Sequence[str], log: IO[bytes] | None, env: dict[str, str] | None, user: str | None, cwd: Path | None
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        list(args),
+        stdout=log,
+        stderr=subprocess.STDOUT if log is not None else None,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        user=user,
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
 
 
 def stop(proc: subprocess.Popen[bytes], *, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
@@ -71,23 +80,39 @@ def stop(proc: subprocess.Popen[bytes], *, sig: int = signal.SIGTERM, timeout: f
         proc.wait(timeout=5)
 
 
-def mapping(name: str) -> list[int]:
-    """Pids of the running processes (zombies hold no memory and are left out) that have ``name`` mapped, as
-    /proc/<pid>/maps shows it; processes we may not inspect are not ours and are left out too."""
-    pids = []
+def proc_stats(zombies: bool = False) -> Iterator[tuple[Path, list[str]]]:
+    """Each running process's /proc entry and the fields of its stat after the name (state, parent, ..., utime,
+    stime, cutime, cstime at 11-14); zombies (they hold no memory) only when asked for, and processes that exit
+    meanwhile are left out."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
-            if stat[stat.rindex(")") + 2] in "ZX":
-                continue
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if zombies or fields[0] not in "ZX":
+            yield entry, fields
+
+
+def mapping(name: str) -> list[int]:
+    """Pids of the running processes that have ``name`` mapped, as /proc/<pid>/maps shows it; processes we may not
+    inspect are not ours and are left out."""
+    pids = []
+    for entry, _ in proc_stats():
+        try:
             with open(entry / "maps") as maps:
                 if any(line.rstrip().endswith(name) or f"{name} " in line for line in maps):
                     pids.append(int(entry.name))
-        except (OSError, ValueError):  # exited meanwhile, or not ours to read
+        except OSError:  # exited meanwhile, or not ours to read
             continue
     return pids
+
+
+def children(pid: int) -> list[int]:
+    """Pids of the running processes whose parent is ``pid``."""
+    return [int(entry.name) for entry, fields in proc_stats() if int(fields[1]) == pid]
 
 
 def kill_all(find: Callable[[], list[int]], what: str, *, timeout: float = 10.0) -> None:

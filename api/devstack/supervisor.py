@@ -1,4 +1,5 @@
-"""Restarting ``mnemo dev``'s children when they crash, and giving up on one that keeps crashing.
+"""Restarting ``mnemo dev``'s children (and ``mnemo worker --processes N``'s) when they crash, and giving up on
+one that keeps crashing.
 
 A crashed child (worker, API, Temporal dev server, PostgreSQL) is started again after an
 exponential backoff and the crash is reported in one line. A child that crashes ``limit`` times
@@ -46,7 +47,8 @@ class Child:
     restart: Callable[[], None]
     """Start it again and return once it runs (raises :class:`StackError` if it cannot)."""
     pid: Callable[[], int | None]
-    log_path: Path
+    log_path: Path | None
+    """Where it logs (None: to the supervisor's own output, where its last line is not read back)."""
     crashes: deque[float] = field(default_factory=deque)
     restart_at: float | None = None
     last_reason: str = ""
@@ -63,8 +65,13 @@ class Supervisor:
         say: Callable[[str], None],
         on_restarted: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
+        command: str = "mnemo dev",
+        whole: str = "the stack",
     ) -> None:
+        """``command`` begins each line said; ``whole`` is what a child that keeps crashing stops."""
         self.children = children
+        self.command = command
+        self.whole = whole
         self.policy = policy
         self.say = say
         self.on_restarted = on_restarted
@@ -87,7 +94,7 @@ class Supervisor:
 
     @staticmethod
     def _reason(child: Child, what: str) -> str:
-        line = last_line(child.log_path)
+        line = last_line(child.log_path) if child.log_path is not None else None
         return f"{what}; last log line: {line}" if line else what
 
     def _crashed(self, child: Child, reason: str) -> None:
@@ -98,15 +105,16 @@ class Supervisor:
         child.last_reason = reason
         count = len(child.crashes)
         if count >= self.policy.limit:
+            see = f"; see {child.log_path}" if child.log_path is not None else ""
             raise StackError(
-                f"the {child.name} crashed {count} times within {self.policy.window:.0f}s, stopping the stack "
-                f"(last: {reason}); see {child.log_path}"
+                f"the {child.name} crashed {count} times within {self.policy.window:.0f}s, stopping {self.whole} "
+                f"(last: {reason}){see}"
             )
         delay = self.policy.delay(count)
         child.restart_at = now + delay
         self.say(
-            f"mnemo dev: the {child.name} crashed ({reason}); restarting it in {delay:.1f}s "
-            f"(crash {count} within {self.policy.window:.0f}s; the stack stops at {self.policy.limit})"
+            f"{self.command}: the {child.name} crashed ({reason}); restarting it in {delay:.1f}s "
+            f"(crash {count} within {self.policy.window:.0f}s; {self.whole} stops at {self.policy.limit})"
         )
 
     def _restart(self, child: Child) -> None:
@@ -117,5 +125,5 @@ class Supervisor:
         except StackError as exc:
             self._crashed(child, f"restart failed: {exc}")
             return
-        self.say(f"mnemo dev: the {child.name} is running again (pid {child.pid()}, {self.clock() - began:.1f}s)")
+        self.say(f"{self.command}: the {child.name} is running again (pid {child.pid()}, {self.clock() - began:.1f}s)")
         self.on_restarted()

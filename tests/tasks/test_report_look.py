@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import io
 import json
+import time
 import warnings
 from typing import Any
 
 from PIL import Image
 
+from memory import offload
 from memory.artifact_store import sha256_hex
 from memory.reports.monthly.charts import chart_figures, font_family, generate_charts, png
 from memory.reports.monthly.draft import generate_draft, request_approval
@@ -88,3 +90,32 @@ def test_chinese_labels_are_drawn_in_a_cjk_font_not_as_missing_glyphs() -> None:
         warnings.simplefilter("error")  # matplotlib warns "Glyph ... missing from font(s)" for each box it draws
         for figure in chart_figures(METRICS).values():
             png(figure)
+
+
+def _render_cpu(store: dict[str, bytes], inputs: dict[str, dict[str, Any]]) -> tuple[float, float, StepOutcome]:
+    """The generate_charts step run here: the CPU seconds of this thread and of this whole process, and its outcome."""
+    thread, process = time.thread_time(), time.process_time()
+    outcome = generate_charts(_context(store, inputs))
+    return time.thread_time() - thread, time.process_time() - process, outcome
+
+
+def test_charts_render_in_the_cpu_pool_not_on_the_step_thread_with_the_same_bytes() -> None:
+    """Issue 28: matplotlib on the activity's thread held the worker's interpreter lock ~0.3 s per task (its event
+    loop and heartbeats waited). With the process's pool started (as `mnemo worker` starts it) the step's thread and
+    process spend almost no CPU on it; without one (the control) the same step burns it in place."""
+    store: dict[str, bytes] = {}
+    metrics_bytes = json.dumps(METRICS).encode()
+    store[sha256_hex(metrics_bytes)] = metrics_bytes
+    inputs: dict[str, dict[str, Any]] = {"calculate_metrics": {"metrics_sha256": sha256_hex(metrics_bytes)}}
+    assert not offload.pooled()  # nothing in this module starts one: the control runs in place
+    thread_in_place, _, in_place = _render_cpu(store, inputs)
+    assert thread_in_place > 0.1
+    offload.start(1, 0)
+    try:
+        _render_cpu(store, inputs)  # the pool process's first render imports matplotlib and loads fonts
+        thread_pooled, process_pooled, pooled = _render_cpu(store, inputs)
+    finally:
+        offload.stop()
+    assert thread_pooled < 0.03 and process_pooled < 0.05, (thread_pooled, process_pooled, thread_in_place)
+    assert pooled.output == in_place.output
+    assert [a.content for a in pooled.artifacts] == [a.content for a in in_place.artifacts]
