@@ -10,6 +10,7 @@ import time
 import warnings
 from typing import Any
 
+import pytest
 from PIL import Image
 
 from memory import offload
@@ -99,7 +100,9 @@ def _render_cpu(store: dict[str, bytes], inputs: dict[str, dict[str, Any]]) -> t
     return time.thread_time() - thread, time.process_time() - process, outcome
 
 
-def test_charts_render_in_the_cpu_pool_not_on_the_step_thread_with_the_same_bytes() -> None:
+def test_charts_render_in_the_cpu_pool_not_on_the_step_thread_with_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Issue 28: matplotlib on the activity's thread held the worker's interpreter lock ~0.3 s per task (its event
     loop and heartbeats waited). With the process's pool started (as `mnemo worker` starts it) the step's thread and
     process spend almost no CPU on it; without one (the control) the same step burns it in place."""
@@ -107,8 +110,10 @@ def test_charts_render_in_the_cpu_pool_not_on_the_step_thread_with_the_same_byte
     metrics_bytes = json.dumps(METRICS).encode()
     store[sha256_hex(metrics_bytes)] = metrics_bytes
     inputs: dict[str, dict[str, Any]] = {"calculate_metrics": {"metrics_sha256": sha256_hex(metrics_bytes)}}
-    assert not offload.pooled()  # nothing in this module starts one: the control runs in place
+    monkeypatch.setattr(offload, "_pool", None)  # the control, in place: the session's app may have a pool running
+    assert not offload.pooled()
     thread_in_place, _, in_place = _render_cpu(store, inputs)
+    monkeypatch.undo()
     assert thread_in_place > 0.1
     offload.start(1, 0)
     try:
