@@ -27,7 +27,6 @@ writes tenants ``ingest-*`` there).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import json
 import os
@@ -41,8 +40,7 @@ import httpx
 import psycopg
 
 from bench.corpus import CATEGORIES, base_texts, candidate
-from bench.harness import make_key, percentiles, say, services
-from memory.embedders.engine import MODEL_NAME
+from bench.harness import embedding_schedule, make_key, percentiles, say, services, wait_for_vectors
 from memory.store.memories import abstract_for
 
 USER = "u0"
@@ -112,40 +110,6 @@ def bare_ingest(conninfo: str, tenant: str, texts: list[str]) -> dict[str, Any]:
     return {"seconds": seconds, "events_per_s": len(texts) / seconds}
 
 
-def wait_for_vectors(conninfo: str, tenant: str, n: int, started: float, timeout: float) -> float:
-    """Seconds from ``started`` (perf_counter) until all ``n`` current vectors of ``tenant`` are stored."""
-    last = time.monotonic()
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        while True:
-            done = conn.execute(
-                "SELECT count(*) FROM memory_search s JOIN memories m USING (tenant_id, memory_id, version) "
-                "WHERE s.tenant_id = %s AND s.embedding IS NOT NULL AND s.embedding_model = %s "
-                "AND s.embedding_revision = m.revision",
-                (tenant, MODEL_NAME),
-            ).fetchone()[0]  # type: ignore[index]
-            if done >= n:
-                return time.perf_counter() - started
-            if time.perf_counter() - started > timeout:
-                raise SystemExit(f"only {done}/{n} vectors after {timeout:.0f}s")
-            if time.monotonic() - last > 10:
-                last = time.monotonic()
-                say(f"    vectors: {done}/{n} stored, {time.perf_counter() - started:.0f}s since the first request")
-            time.sleep(0.2)
-
-
-async def _schedule(address: str, namespace: str, action: str) -> None:
-    from temporalio.client import Client
-
-    from workflows.embedding import SCHEDULE_ID
-
-    client = await Client.connect(address, namespace=namespace)
-    handle = client.get_schedule_handle(SCHEDULE_ID)
-    if action == "pause":
-        await handle.pause(note="bench/ingest.py: lexical-only phase")
-    else:
-        await handle.unpause(note="bench/ingest.py: done")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=500, help="memory events per phase")
@@ -172,12 +136,12 @@ def main() -> None:
             f"({args.n / total:.1f} events/s end to end)")
 
         say("  phase 3/3: API, lexical projection only (embedding Schedule paused)")
-        asyncio.run(_schedule(svc.temporal_address, svc.temporal_namespace, "pause"))
+        embedding_schedule(svc, "pause", "bench/ingest.py: lexical-only phase")
         try:
             time.sleep(1.0)  # a sweep already running has nothing left to embed (phase 2 drained it)
             results["api_lex"] = api_ingest(svc.api_url, keys["ingest-lex"], texts, "API lexical")
         finally:
-            asyncio.run(_schedule(svc.temporal_address, svc.temporal_namespace, "unpause"))
+            embedding_schedule(svc, "unpause", "bench/ingest.py: done")
         say(f"  ✓ {results['api_lex']['events_per_s']:.1f} events/s")
     report(results)
     if args.json:
