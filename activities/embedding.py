@@ -1,13 +1,17 @@
-"""Embedding activities: fill missing or stale vectors, one tenant batch at a time.
+"""Embedding activities: fill missing or stale vectors, a few tenant batches at a time.
 
-The model runs outside any transaction (it is the slow part); the read and the
-guarded write are each one short tenant-scoped transaction, so a retry simply
-recomputes what is still pending.
+The model runs outside any transaction (it is the slow part); the read and each
+batch's guarded write are short tenant-scoped transactions, so a retry simply
+recomputes what is still pending. While the engines embed one batch, the previous
+batch is written (issue 28, item 2): the engines wait for the database only at an
+activity's start and end, once every ``batches`` batches, not at every batch.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +23,17 @@ from memory.embedders import TextEmbedder, configured_embedder
 from memory.embedders.engine import EngineCrashed
 from memory.store.vectors import PendingVector, mark_unembeddable, pending_batch, store_vectors
 
+BUDGET_SECONDS = 30.0
+"""An activity starts no new batch after this long; what is left is the next activity's (a slow machine's
+eight batches stay far within the activity's timeout)."""
+
 
 @dataclass(frozen=True)
 class EmbedBatchInput:
     tenant_id: str
     batch_size: int = 64
+    batches: int = 8
+    """Batches of ``batch_size`` read at once and embedded one after the other, each written while the next embeds."""
 
 
 @dataclass(frozen=True)
@@ -48,16 +58,30 @@ class EmbeddingActivities:
 
     @activity.defn(name="embed_batch")
     def embed_batch(self, request: EmbedBatchInput) -> EmbedBatchResult:
-        """Embed up to ``batch_size`` heads lacking a current-model vector; refuse stale ones on write."""
+        """Embed up to ``batches`` × ``batch_size`` heads lacking a current-model vector; refuse stale ones on write."""
         model = self.embedder.name
         with shielded_session(self.engine, request.tenant_id) as session:
-            pending = pending_batch(session, request.tenant_id, model, request.batch_size)
-        if not pending:
-            return EmbedBatchResult(0, 0, 0, model)
-        embedded = self._embed_isolating(request.tenant_id, pending)
-        with shielded_session(self.engine, request.tenant_id) as session:
-            written, refused = store_vectors(session, request.tenant_id, model, embedded)
-        return EmbedBatchResult(len(pending), written, refused + len(pending) - len(embedded), model)
+            pending = pending_batch(session, request.tenant_id, model, request.batch_size * max(request.batches, 1))
+        written = refused = 0
+        started = time.monotonic()
+        with ThreadPoolExecutor(1, thread_name_prefix="mnemo-vector-write") as writer:
+            writing: Future[tuple[int, int]] | None = None
+            for at in range(0, len(pending), request.batch_size):
+                if at and time.monotonic() - started > BUDGET_SECONDS:
+                    break
+                batch = pending[at : at + request.batch_size]
+                embedded = self._embed_isolating(request.tenant_id, batch)
+                refused += len(batch) - len(embedded)
+                if writing is not None:
+                    written, refused = _add(writing.result(), written, refused)
+                writing = writer.submit(self._store, request.tenant_id, model, embedded)
+            if writing is not None:
+                written, refused = _add(writing.result(), written, refused)
+        return EmbedBatchResult(len(pending), written, refused, model)
+
+    def _store(self, tenant_id: str, model: str, embedded: list[tuple[PendingVector, list[float]]]) -> tuple[int, int]:
+        with shielded_session(self.engine, tenant_id) as session:
+            return store_vectors(session, tenant_id, model, embedded)
 
     def _embed_isolating(self, tenant_id: str, pending: list[PendingVector]) -> list[tuple[PendingVector, list[float]]]:
         """The batch's vectors; if the engine crashes on it, text by text, marking each text that crashes it.
@@ -85,3 +109,7 @@ class EmbeddingActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.embed_batch]
+
+
+def _add(counts: tuple[int, int], written: int, refused: int) -> tuple[int, int]:
+    return written + counts[0], refused + counts[1]

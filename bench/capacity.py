@@ -41,8 +41,7 @@ import httpx
 import psycopg
 
 from bench.corpus import base_texts, candidate, questions
-from bench.harness import make_key, say, seed_sales_data, services
-from bench.ingest import wait_for_vectors
+from bench.harness import make_key, say, seed_sales_data, services, wait_for_vectors
 
 TENANT = "capacity"
 TICK = os.sysconf("SC_CLK_TCK")

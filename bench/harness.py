@@ -6,15 +6,17 @@ One home, so that two benchmarks compare like with like: the same rank rule for 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import statistics
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from api.devstack.stack import DevStack
@@ -133,3 +135,47 @@ def seed_sales_data(sqlalchemy_url: str, tenant: str, lines: int) -> None:
             seed_sales(session, tenant, total=lines)
     finally:
         engine.dispose()
+
+
+def wait_for_vectors(conninfo: str, tenant: str, n: int, started: float, timeout: float) -> float:
+    """Seconds from ``started`` (perf_counter) until all ``n`` current vectors of ``tenant`` are stored."""
+    import psycopg
+
+    from memory.embedders.engine import MODEL_NAME
+
+    last = time.monotonic()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        while True:
+            done = conn.execute(
+                "SELECT count(*) FROM memory_search s JOIN memories m USING (tenant_id, memory_id, version) "
+                "WHERE s.tenant_id = %s AND s.embedding IS NOT NULL AND s.embedding_model = %s "
+                "AND s.embedding_revision = m.revision",
+                (tenant, MODEL_NAME),
+            ).fetchone()[0]  # type: ignore[index]
+            if done >= n:
+                return time.perf_counter() - started
+            if time.perf_counter() - started > timeout:
+                raise SystemExit(f"only {done}/{n} vectors after {timeout:.0f}s")
+            if time.monotonic() - last > 10:
+                last = time.monotonic()
+                say(f"    vectors: {done}/{n} stored, {time.perf_counter() - started:.0f}s since the start")
+            time.sleep(0.2)
+
+
+def embedding_schedule(svc: Services, action: Literal["pause", "unpause", "trigger"], note: str = "") -> None:
+    """Pause, unpause or fire now the worker's embedding Schedule (the backlog sweep) of ``svc``."""
+    from temporalio.client import Client
+
+    from workflows.embedding import SCHEDULE_ID
+
+    async def act() -> None:
+        client = await Client.connect(svc.temporal_address, namespace=svc.temporal_namespace)
+        handle = client.get_schedule_handle(SCHEDULE_ID)
+        if action == "pause":
+            await handle.pause(note=note)
+        elif action == "unpause":
+            await handle.unpause(note=note)
+        else:
+            await handle.trigger()
+
+    asyncio.run(act())

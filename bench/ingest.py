@@ -33,7 +33,6 @@ writes tenants ``ingest-*`` there).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import json
 import os
@@ -47,8 +46,7 @@ import httpx
 import psycopg
 
 from bench.corpus import CATEGORIES, base_texts, candidate
-from bench.harness import make_key, percentiles, say, services
-from memory.embedders.engine import MODEL_NAME
+from bench.harness import embedding_schedule, make_key, percentiles, say, services, wait_for_vectors
 from memory.store.memories import abstract_for
 
 USER = "u0"
@@ -195,7 +193,7 @@ def batch_main(args: argparse.Namespace) -> dict[str, Any]:
         key = make_key(svc.sqlalchemy_url, "ingest-batch", USER, ["memory_writer"])
         make_key(svc.sqlalchemy_url, "ingest-bare-batch", USER, ["memory_writer"])  # the tenant row
         say(f"ingest benchmark, batches: {args.n} events + {args.n} memories, {args.batch} per transaction")
-        asyncio.run(_schedule(svc.temporal_address, svc.temporal_namespace, "pause"))
+        embedding_schedule(svc, "pause", "bench/ingest.py: batch phases")
         try:
             say("  phase 1/2: bare batched INSERTs (memory_events + memories, no projection)")
             results["bare"] = bare_batched(svc.conninfo, "ingest-bare-batch", texts, args.batch)
@@ -204,7 +202,7 @@ def batch_main(args: argparse.Namespace) -> dict[str, Any]:
             results["api"] = api_batched(svc.api_url, key, texts, args.batch)
             say(f"  ✓ {results['api']['rows_per_s']:.0f} rows/s")
         finally:
-            asyncio.run(_schedule(svc.temporal_address, svc.temporal_namespace, "unpause"))
+            embedding_schedule(svc, "unpause", "bench/ingest.py: done")
         results["stored"] = {tenant: stored_rows(svc.conninfo, tenant) for tenant in ("ingest-bare-batch",
                                                                                       "ingest-batch")}
     expected = {"ingest-bare-batch": (args.n, args.n, 0), "ingest-batch": (args.n, args.n, args.n)}
@@ -231,40 +229,6 @@ def stored_rows(conninfo: str, tenant: str) -> dict[str, int]:
         return {table: int(conn.execute(f"SELECT count(*) FROM {table} WHERE tenant_id = %s",  # type: ignore[index]
                                         (tenant,)).fetchone()[0])
                 for table in ("memory_events", "memories", "memory_search", "memory_lexemes")}
-
-
-def wait_for_vectors(conninfo: str, tenant: str, n: int, started: float, timeout: float) -> float:
-    """Seconds from ``started`` (perf_counter) until all ``n`` current vectors of ``tenant`` are stored."""
-    last = time.monotonic()
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        while True:
-            done = conn.execute(
-                "SELECT count(*) FROM memory_search s JOIN memories m USING (tenant_id, memory_id, version) "
-                "WHERE s.tenant_id = %s AND s.embedding IS NOT NULL AND s.embedding_model = %s "
-                "AND s.embedding_revision = m.revision",
-                (tenant, MODEL_NAME),
-            ).fetchone()[0]  # type: ignore[index]
-            if done >= n:
-                return time.perf_counter() - started
-            if time.perf_counter() - started > timeout:
-                raise SystemExit(f"only {done}/{n} vectors after {timeout:.0f}s")
-            if time.monotonic() - last > 10:
-                last = time.monotonic()
-                say(f"    vectors: {done}/{n} stored, {time.perf_counter() - started:.0f}s since the first request")
-            time.sleep(0.2)
-
-
-async def _schedule(address: str, namespace: str, action: str) -> None:
-    from temporalio.client import Client
-
-    from workflows.embedding import SCHEDULE_ID
-
-    client = await Client.connect(address, namespace=namespace)
-    handle = client.get_schedule_handle(SCHEDULE_ID)
-    if action == "pause":
-        await handle.pause(note="bench/ingest.py: lexical-only phase")
-    else:
-        await handle.unpause(note="bench/ingest.py: done")
 
 
 def main() -> None:
@@ -299,12 +263,12 @@ def main() -> None:
             f"({args.n / total:.1f} events/s end to end)")
 
         say("  phase 3/3: API, lexical projection only (embedding Schedule paused)")
-        asyncio.run(_schedule(svc.temporal_address, svc.temporal_namespace, "pause"))
+        embedding_schedule(svc, "pause", "bench/ingest.py: lexical-only phase")
         try:
             time.sleep(1.0)  # a sweep already running has nothing left to embed (phase 2 drained it)
             results["api_lex"] = api_ingest(svc.api_url, keys["ingest-lex"], texts, "API lexical")
         finally:
-            asyncio.run(_schedule(svc.temporal_address, svc.temporal_namespace, "unpause"))
+            embedding_schedule(svc, "unpause", "bench/ingest.py: done")
         say(f"  ✓ {results['api_lex']['events_per_s']:.1f} events/s")
     report(results)
     if args.json:

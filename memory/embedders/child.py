@@ -15,7 +15,9 @@ from __future__ import annotations
 import sys
 from typing import BinaryIO
 
+from memory.embedders import wire
 from memory.embedders.wire import ERROR, HEADER, OK, QUERY, READY, U32, read_exactly
+from memory.priority import lower_priority
 
 
 def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
@@ -46,4 +48,6 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
 
 
 if __name__ == "__main__":
+    if wire.BACKGROUND_FLAG in sys.argv[1:]:
+        lower_priority(wire.BACKGROUND_NICENESS, idle=True)
     serve(sys.stdin.buffer, sys.stdout.buffer)

@@ -74,11 +74,11 @@ def engine_text(text: str) -> str:
 
 
 class _Child:
-    """One running engine process and its pipes."""
+    """One running engine process and its pipes; ``background``: yielding the CPU (:mod:`memory.priority`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, background: bool) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "memory.embedders.child"],
+            [sys.executable, "-m", "memory.embedders.child", *([wire.BACKGROUND_FLAG] if background else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -133,22 +133,27 @@ class Embedder:
     """Process-wide handle on the model, which runs in a supervised child; thread-safe by serialisation.
 
     ``prepare`` turns a text into what the engine reads (:func:`engine_text`); only a test that
-    must make the engine crash for real passes anything else.
+    must make the engine crash for real passes anything else. ``background``: the child yields the CPU to
+    every serving process (the worker's backlog, :mod:`memory.embedders.backlog`); ``batch_threads``: the
+    engine's threads for a batch (default: one per core).
     """
 
-    def __init__(self, prepare: Callable[[str], str] = engine_text) -> None:
+    def __init__(self, prepare: Callable[[str], str] = engine_text, *, background: bool = False,
+                 batch_threads: int | None = None) -> None:
         self.name = MODEL_NAME
         self._prepare = prepare
+        self._background = background
         self._lock = threading.Lock()
         self._child: _Child | None = None
         self._crashes_in_a_row = 0
         self._not_before = 0.0
         self._starts = 0
-        # The engine's OpenMP threads, per call. One text is split across threads matmul by matmul
+        # The engine's OpenMP threads, per call. Its work is split across threads matmul by matmul
         # (a barrier per matmul), which collapses when the cores are busy: on 2 shared cores a short
-        # query took ~370 ms p50 with 2 threads, ~20-30 ms with 1. A batch is split text by text, so it
-        # uses every core. The vectors are identical either way (each output row is computed by one thread).
-        self._batch_threads = os.cpu_count() or 1
+        # query took ~370 ms p50 with 2 threads, ~20-30 ms with 1; a batch suffers the same way (hence
+        # the backlog's one-thread engines). The vectors are identical either way (each output row is
+        # computed by one thread).
+        self._batch_threads = batch_threads or os.cpu_count() or 1
         with self._lock:
             child = self._running()
         if child.dim != EMBEDDING_DIMENSIONS:
@@ -177,7 +182,7 @@ class Embedder:
                     f"{wait:.1f} s; retry then, or ask with retrieval=lexical",
                     details={"retry_after_seconds": round(wait, 1)},
                 )
-            self._child = _Child()
+            self._child = _Child(self._background)
             self._starts += 1
         return self._child
 

@@ -4,7 +4,8 @@ the child's module (``python -m`` of a module its package already imported runs 
 
 The protocol (native byte order, both ends are the same machine):
 
-- the child starts, loads the model and writes ``b"R"`` + the dimension (``uint32``);
+- the child starts (yielding the CPU when given ``--background``), loads the model and writes ``b"R"`` +
+  the dimension (``uint32``);
 - a request is ``kind`` (``b"q"`` query, ``b"p"`` passage) + ``threads`` (``uint32``) + ``count``
   (``uint32``), then per text its UTF-8 length (``uint32``) and bytes;
 - the answer is ``b"O"`` + ``count × dim`` ``float32``, or ``b"E"`` + length (``uint32``) + a message.
@@ -14,6 +15,11 @@ from __future__ import annotations
 
 import struct
 from typing import BinaryIO
+
+BACKGROUND_FLAG = "--background"
+"""The child's argument that makes it yield the CPU to the serving processes (the worker's backlog engines)."""
+BACKGROUND_NICENESS = 10
+"""The niceness of a background child, beside the kernel's idle class (:mod:`memory.priority`): as the CPU pool's."""
 
 READY, OK, ERROR = b"R", b"O", b"E"
 QUERY, PASSAGE = b"q", b"p"
