@@ -3,14 +3,20 @@ transaction, a bad item is its own error and leaves nothing behind, idempotency 
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from typing import Any
 
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
-from memory.db import tenant_session
+from api.routers.memories import _item
+from api.schemas.memories import CandidateIn
+from memory.db import global_session, tenant_session
+from memory.identity.auth import authenticate
 from memory.store.batches import MAX_BATCH_ITEMS
+from memory.store.memories import create_memory
 from tests.conftest import MakeKey, auth
 from tests.factories import candidate, event
 
@@ -136,3 +142,38 @@ def test_a_batch_holds_the_write_slots_of_as_many_writes(client: TestClient, mak
         fits = client.post("/memory-events:batch", json={"items": [event(f"w-{n}") for n in range(writes.limit - 1)]},
                            headers=auth(key))
         assert fits.status_code == 200 and fits.json()["committed"] == writes.limit - 1
+
+
+def test_a_batch_racing_an_uncommitted_write_of_the_same_key_replays_it(
+    client: TestClient, make_key: MakeKey, engine: Engine,
+) -> None:
+    """A retry sent while the first request is still committing (a client timeout, an import re-run, another API
+    replica) looks its keys up before that commit, then meets the row at the unique index: it waits, and its item
+    is a replay of the first request's memory (a different body, a conflict), never a 500 losing the batch."""
+    key = make_key()
+    first_body = candidate("The racing memory", idempotency_key="race")
+    other_body = candidate("Another memory of the same batch", idempotency_key="race-other")
+    with global_session(engine) as session:
+        principal = authenticate(session, key)
+    first, digest = _item(CandidateIn.model_validate(first_body))
+    with tenant_session(engine, principal.tenant_id) as holding:
+        racer = create_memory(holding, principal, first, digest).memory.memory_id  # not committed yet
+        answers: list[Any] = []
+        retry = threading.Thread(target=lambda: answers.append(client.post(
+            "/memory-candidates:batch", json={"items": [other_body, first_body,
+                                                        {**first_body, "content": "changed"}]}, headers=auth(key))))
+        retry.start()
+        deadline = time.monotonic() + 30
+        with engine.connect() as watcher:  # the batch waits on the unique index behind this transaction
+            while not watcher.execute(text("SELECT count(*) FROM pg_locks WHERE NOT granted")).scalar_one():
+                assert time.monotonic() < deadline, "the batch never reached the unique index"
+                time.sleep(0.05)
+    retry.join(30)
+    [answer] = answers
+    assert answer.status_code == 200, answer.text
+    results = answer.json()["results"]
+    assert [r["outcome"] for r in results] == ["committed", "replayed", "error"]
+    assert results[1]["memory_id"] == str(racer) and results[2]["error"]["code"] == "idempotency_conflict"
+    assert _rows(engine, principal.tenant_id)["memories"] == 2
+    with tenant_session(engine, principal.tenant_id) as session:  # the replayed item wrote no projection twice
+        assert session.execute(text("SELECT count(*) FROM memory_search")).scalar_one() == 2

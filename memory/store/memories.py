@@ -214,10 +214,33 @@ def create_memories(
             results.append(index)
             if key is not None:
                 first[key] = (index, digest)
-    written = _insert_memories(session, principal, [memory for _, memory in planned], held_epoch)
-    made = dict(zip([index for index, _ in planned], written, strict=True))
+    inserted = _insert_memories(session, principal, [memory for _, memory in planned], held_epoch)
+    made = _made(session, principal, planned, inserted)
     return [result if not isinstance(result, int) else
-            WriteResult(made[result], replayed=result != index) for index, result in enumerate(results)]
+            made[result] if result == index else _again(made[result]) for index, result in enumerate(results)]
+
+
+def _made(session: Session, principal: PrincipalContext, planned: list[tuple[int, Memory]],
+          inserted: set[uuid.UUID]) -> dict[int, WriteResult | MnemoError]:
+    """Each planned item's result: its new memory, or, where a concurrent request committed the same key after
+    this one looked it up (a retry, an import re-run, another API replica), a replay of that request's memory."""
+    raced = {memory.idempotency_key for _, memory in planned
+             if memory.memory_id not in inserted and memory.idempotency_key is not None}
+    winners = _memories_by_key(session, principal, raced)
+    heads = _heads(session, principal, {memory.memory_id for memory in winners.values()})
+    made: dict[int, WriteResult | MnemoError] = {}
+    for index, memory in planned:
+        if memory.memory_id in inserted:
+            made[index] = WriteResult(memory)
+        else:
+            assert memory.idempotency_key is not None  # only a key can conflict
+            made[index] = _replay(winners[memory.idempotency_key], heads, memory.request_sha256)
+    return made
+
+
+def _again(first: WriteResult | MnemoError) -> WriteResult | MnemoError:
+    """An item repeating an earlier item's key in the same batch: that item's memory, replayed (or its error)."""
+    return WriteResult(first.memory, replayed=True) if isinstance(first, WriteResult) else first
 
 
 UUID_TYPE = UUID(as_uuid=True)
@@ -340,22 +363,23 @@ def _version_one(principal: PrincipalContext, new: NewMemory, request_sha256: st
 
 
 def _insert_memories(session: Session, principal: PrincipalContext, memories: list[Memory],
-                     held_epoch: int | None) -> list[Memory]:
-    """Insert the rows and their projection once each owner's deletion epoch is checked (and share-locked)."""
+                     held_epoch: int | None) -> set[uuid.UUID]:
+    """Insert the rows and their projection once each owner's deletion epoch is checked (and share-locked); the
+    ids inserted. A row whose idempotency key a concurrent request committed meanwhile is not inserted."""
     if not memories:
-        return []
+        return set()
     for owner_id in sorted({memory.owner_id for memory in memories}):
         guard_write(session, principal.tenant_id, owner_id, held_epoch)
     for memory, revision in zip(memories, next_revisions(session, len(memories)), strict=True):
         memory.revision = revision
-    session.execute(INSERT_MEMORIES, {
+    inserted = set(session.execute(INSERT_MEMORIES, {
         "tenant_id": principal.tenant_id, "created_by": principal.user_id,
         **{name: [getattr(memory, name) for memory in memories] for name in MEMORY_COLUMNS},
         "evidence_refs": [Jsonb(memory.evidence_refs) for memory in memories],
         "allowed_purposes": [Jsonb(memory.allowed_purposes) for memory in memories],
-    })
-    write_projections(session, memories)
-    return memories
+    }).scalars())
+    write_projections(session, [memory for memory in memories if memory.memory_id in inserted])
+    return inserted
 
 
 MEMORY_COLUMNS = {
@@ -376,7 +400,9 @@ INSERT_MEMORIES = text(
     f"{', '.join(f'm.{name}' for name in MEMORY_COLUMNS if name != 'allowed_purposes')}, "
     f"ARRAY(SELECT jsonb_array_elements_text(m.allowed_purposes)) "
     f"FROM unnest({', '.join(f'CAST(:{name} AS {kind}[])' for name, kind in MEMORY_COLUMNS.items())}) "
-    f"AS m({', '.join(MEMORY_COLUMNS)})"
+    f"AS m({', '.join(MEMORY_COLUMNS)}) "
+    f"ON CONFLICT (tenant_id, created_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING "
+    f"RETURNING memory_id"
 )
 """Version 1 of a batch's memories in one statement whose text never changes with the batch's size (a list per
 column, unnested); ``allowed_purposes`` (a ``text[]`` per row) travels as JSON, as arrays of arrays cannot."""
