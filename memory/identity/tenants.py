@@ -13,7 +13,7 @@ from memory.db import global_session, set_local
 from memory.models import Tenant
 
 LISTING_SETTING = "mnemo.sweep_listing"
-"""Opens migration 0034's ``sweep_listing`` SELECT policy on the tables a sweep's rule reads, in a read-only
+"""Opens migration 0032's ``sweep_listing`` SELECT policy on the tables a sweep's rule reads, in a read-only
 transaction (as ``mnemo.metrics_scrape`` does for the metrics): one statement lists the tenants with work,
 instead of one transaction per tenant to find out."""
 
