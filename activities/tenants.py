@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 from temporalio import activity
 
 from memory.db import global_session
-from memory.identity.tenants import Due, listing_session, tenant_ids, tenant_page
+from memory.identity.tenants import Due, listing_session, tenant_page
 from memory.knowledge.review import has_unreviewed
 from memory.sessions.policy import CommitPolicy, sweep_due
 from memory.store.vectors import has_backlog
@@ -46,7 +46,7 @@ class TenantActivities:
         """Every tenant's id. Registered under the name the retention sweep gave it first: the histories of
         running sweeps name it so (an activity's name is part of a workflow's history)."""
         with global_session(self.engine) as session:
-            return tenant_ids(session)
+            return tenant_page(session, None, None)
 
     @activity.defn(name="embedding_tenants")
     def embedding_tenants(self) -> list[str]:

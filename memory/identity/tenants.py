@@ -21,11 +21,6 @@ Due = Callable[[ColumnElement[str]], ColumnElement[bool]]
 """A sweep's rule as a condition on a tenant id column: the tenant has something for the sweep to do."""
 
 
-def tenant_ids(session: Session) -> list[str]:
-    """Every tenant's id, sorted (a sweep visits them in the same order each time)."""
-    return list(session.execute(select(Tenant.tenant_id).order_by(Tenant.tenant_id)).scalars())
-
-
 @contextmanager
 def listing_session(engine: Engine) -> Iterator[Session]:
     """A read-only transaction that may read every tenant's rows of the tables a sweep's rule reads."""
@@ -35,8 +30,9 @@ def listing_session(engine: Engine) -> Iterator[Session]:
         yield session
 
 
-def tenant_page(session: Session, after: str | None, limit: int, due: Due | None = None) -> list[str]:
-    """Up to ``limit`` tenant ids after ``after`` (sorted), only those ``due`` holds for when it is given."""
+def tenant_page(session: Session, after: str | None, limit: int | None, due: Due | None = None) -> list[str]:
+    """Up to ``limit`` (None: every) tenant ids after ``after``, sorted (a sweep visits them in the same order each
+    time), only those ``due`` holds for when it is given."""
     query = select(Tenant.tenant_id).order_by(Tenant.tenant_id).limit(limit)
     if after is not None:
         query = query.where(Tenant.tenant_id > after)
