@@ -74,7 +74,7 @@ from bench.locomo_recall import (
     score,
     sessions,
     table,
-    vector_progress,
+    wait_for_vectors,
 )
 
 TERMINAL = frozenset({"completed", "completed_with_rejections", "failed_requires_action", "cancelled_by_deletion"})
@@ -292,21 +292,6 @@ def score_hits(results: list[dict[str, Any]], ks: list[int]) -> dict[str, Any]:
     }
 
 
-def wait_for_vectors(database_url: str, tenants: list[str], check: Callable[[], None]) -> float:
-    """Seconds until every ACTIVE memory of ``tenants`` has its vector (the worker's EmbeddingSweep)."""
-    t0 = last = time.monotonic()
-    while True:
-        done, total = vector_progress(database_url, tenants)
-        if done >= total:
-            say(f"  vectors: {done}/{total}")
-            return time.monotonic() - t0
-        check()
-        if time.monotonic() - last >= 15:
-            last = time.monotonic()
-            say(f"  vectors: {done}/{total}")
-        time.sleep(2)
-
-
 # -------------------------------------------------------------- reporting ---
 
 
@@ -400,8 +385,7 @@ def main() -> None:
         run_parallel([partial(ingest, raw_clients[sid], sid, by_id[sid]["conversation"], raw_progress) for sid in ids])
         raw_s = time.monotonic() - t0
 
-        say("vectors: waiting for the worker's EmbeddingSweep to embed the derived and the raw memories")
-        embed_s = wait_for_vectors(svc.sqlalchemy_url, [*derived_tenants.values(), *raw_tenants.values()], check)
+        embed_s = wait_for_vectors(svc, [*derived_tenants.values(), *raw_tenants.values()])
 
         dia_of_event = {sid: {e: d for side in SIDES for e, d in side_runs[(sid, side)].dia_of_event.items()}
                         for sid in ids}
