@@ -130,11 +130,6 @@ class Settings(ModelSettings):
     cpu_pool_niceness: int = Field(
         default=10, ge=0, le=19, description="How much lower the CPU priority of those processes is (nice)"
     )
-    cpu_pool_idle: bool = Field(
-        default=True,
-        description="Run those processes in the kernel's idle scheduling class (SCHED_IDLE, Linux), so any other "
-        "request preempts them at once; false: the niceness alone",
-    )
     query_embedding_engines: int = Field(
         default=2, ge=1, le=16,
         description="Engine child processes for query embeddings per API process; one tenant uses one at a time",

@@ -24,6 +24,7 @@ from api.main import create_app
 from api.settings import Settings
 from api.temporal import connect
 from api.worker import build_worker
+from memory.deletion.rounds import ScanBudget
 
 
 def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
@@ -34,6 +35,9 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
         MNEMO_TEMPORAL_ADDRESS=settings.temporal_address,
         MNEMO_TEMPORAL_NAMESPACE=settings.temporal_namespace,
         MNEMO_TASK_QUEUE=settings.task_queue,
+        MNEMO_CPU_POOL_IDLE=str(settings.cpu_pool_idle).lower(),
+        MNEMO_RESIDUE_SCAN_SHARE=str(settings.residue_scan_share),
+        MNEMO_RESIDUE_SCAN_BURST_SECONDS=str(settings.residue_scan_burst_seconds),
         **extra,
     )
     return env
@@ -45,7 +49,9 @@ class ThreadWorker:
     def __init__(self, settings: Settings, engine: Engine, task_queue: str, *, default_threads: int | None = None,
                  **options: Any) -> None:
         """``default_threads``: the size of the event loop's default executor (``asyncio.to_thread``), to show that
-        no activity waits on it while holding one of its threads; ``options`` go to ``build_worker``."""
+        no activity waits on it while holding one of its threads; ``options`` go to ``build_worker`` (the
+        residue scan budget, unless given, is the settings', as ``mnemo worker``'s is)."""
+        options.setdefault("scan_budget", ScanBudget(settings.residue_scan_share, settings.residue_scan_burst_seconds))
         self.settings, self.engine, self.task_queue, self.options = settings, engine, task_queue, options
         self._default_threads = default_threads
         self._ready = threading.Event()

@@ -44,6 +44,6 @@ def configured_embedder() -> TextEmbedder:
     settings = ModelSettings()
     if settings.embeddings_base_url is None:
         model_of(settings)  # a half-configured endpoint is refused before anything starts
-        return BacklogEmbedder()
+        return BacklogEmbedder(idle=settings.cpu_pool_idle)
     return make_embedder(settings)
 

@@ -39,12 +39,13 @@ def shares(texts: Sequence[str], parts: int) -> list[Sequence[str]]:
 
 
 class BacklogEmbedder:
-    """``engines`` (default: one per core) background engines, one thread each; a batch is shared between them."""
+    """``engines`` (default: one per core) background engines, one thread each; a batch is shared between them.
+    ``idle``: the engines in the kernel's idle class, not only niced (``MNEMO_CPU_POOL_IDLE``)."""
 
-    def __init__(self, engines: int | None = None) -> None:
+    def __init__(self, engines: int | None = None, *, idle: bool = True) -> None:
         count = engines or os.cpu_count() or 1
         self.name = MODEL_NAME
-        self.engines = [Embedder(background=True, batch_threads=1) for _ in range(count)]
+        self.engines = [Embedder(background=True, idle=idle, batch_threads=1) for _ in range(count)]
         self.dimensions = self.engines[0].dimensions
         self._threads = ThreadPoolExecutor(count, thread_name_prefix="mnemo-backlog-engine")
 

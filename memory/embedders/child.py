@@ -49,5 +49,5 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
 
 if __name__ == "__main__":
     if wire.BACKGROUND_FLAG in sys.argv[1:]:
-        lower_priority(wire.BACKGROUND_NICENESS, idle=True)
+        lower_priority(wire.BACKGROUND_NICENESS, idle=wire.IDLE_FLAG in sys.argv[1:])
     serve(sys.stdin.buffer, sys.stdout.buffer)

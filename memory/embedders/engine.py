@@ -74,11 +74,13 @@ def engine_text(text: str) -> str:
 
 
 class _Child:
-    """One running engine process and its pipes; ``background``: yielding the CPU (:mod:`memory.priority`)."""
+    """One running engine process and its pipes; ``background``: yielding the CPU (:mod:`memory.priority`), in the
+    idle class too when ``idle``."""
 
-    def __init__(self, background: bool) -> None:
+    def __init__(self, background: bool, idle: bool) -> None:
+        flags = [wire.BACKGROUND_FLAG, *([wire.IDLE_FLAG] if idle else [])] if background else []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "memory.embedders.child", *([wire.BACKGROUND_FLAG] if background else [])],
+            [sys.executable, "-m", "memory.embedders.child", *flags],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -134,15 +136,15 @@ class Embedder:
 
     ``prepare`` turns a text into what the engine reads (:func:`engine_text`); only a test that
     must make the engine crash for real passes anything else. ``background``: the child yields the CPU to
-    every serving process (the worker's backlog, :mod:`memory.embedders.backlog`); ``batch_threads``: the
-    engine's threads for a batch (default: one per core).
+    every serving process (the worker's backlog, :mod:`memory.embedders.backlog`), in the kernel's idle class unless
+    ``idle`` is false; ``batch_threads``: the engine's threads for a batch (default: one per core).
     """
 
-    def __init__(self, prepare: Callable[[str], str] = engine_text, *, background: bool = False,
+    def __init__(self, prepare: Callable[[str], str] = engine_text, *, background: bool = False, idle: bool = True,
                  batch_threads: int | None = None) -> None:
         self.name = MODEL_NAME
         self._prepare = prepare
-        self._background = background
+        self._background, self._idle = background, idle
         self._lock = threading.Lock()
         self._child: _Child | None = None
         self._crashes_in_a_row = 0
@@ -182,7 +184,7 @@ class Embedder:
                     f"{wait:.1f} s; retry then, or ask with retrieval=lexical",
                     details={"retry_after_seconds": round(wait, 1)},
                 )
-            self._child = _Child(self._background)
+            self._child = _Child(self._background, self._idle)
             self._starts += 1
         return self._child
 

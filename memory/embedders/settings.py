@@ -32,6 +32,12 @@ class ModelSettings(BaseSettings):
     embeddings_dimensions: int | None = Field(
         default=None, ge=1, le=16_000, description="Dimensions of that model's vectors (a vector of another is refused)"
     )
+    cpu_pool_idle: bool = Field(
+        default=True,
+        description="Run background CPU work (the CPU pool's processes, the worker's backlog embedding engines) in the "
+        "kernel's idle scheduling class (SCHED_IDLE, Linux), so any other request preempts it at once; false: a "
+        "raised niceness alone, so it still gets a share of a machine that is always busy",
+    )
     embeddings_batch_size: int = Field(default=32, ge=1, le=2_048, description="Texts per embeddings request")
     embeddings_timeout_seconds: float = Field(default=30.0, gt=0, le=600, description="One embeddings request's limit")
     embeddings_api_key: SecretStr | None = Field(default=None, description="Bearer key of the embeddings endpoint")

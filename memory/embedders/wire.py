@@ -18,6 +18,8 @@ from typing import BinaryIO
 
 BACKGROUND_FLAG = "--background"
 """The child's argument that makes it yield the CPU to the serving processes (the worker's backlog engines)."""
+IDLE_FLAG = "--idle"
+"""With :data:`BACKGROUND_FLAG`: in the kernel's idle class too, not the niceness alone (``MNEMO_CPU_POOL_IDLE``)."""
 BACKGROUND_NICENESS = 10
 """The niceness of a background child, beside the kernel's idle class (:mod:`memory.priority`): as the CPU pool's."""
 

@@ -13,11 +13,13 @@ import os
 import uuid
 from collections.abc import Sequence
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 
 from activities.embedding import EmbedBatchInput, EmbeddingActivities
 from memory.db import tenant_session
+from memory.embedders import configured_embedder
 from memory.embedders.backlog import BacklogEmbedder, shares
 from memory.embedders.engine import MODEL_NAME, default_embedder
 from memory.models import MemorySearch
@@ -51,6 +53,22 @@ def test_the_backlog_engines_yield_the_cpu_and_embed_as_one_engine_does() -> Non
         assert query_engine.pid is not None and scheduling_class(query_engine.pid) != IDLE_CLASS
     finally:
         backlog.close()
+
+
+def test_with_the_idle_class_turned_off_the_worker_engines_are_niced_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MNEMO_CPU_POOL_IDLE=false reaches the worker's engines as it reaches the CPU pool: niced, in the normal class
+    (on an always-busy machine the idle class starved deletion's probe embeddings)."""
+    monkeypatch.setenv("MNEMO_CPU_POOL_IDLE", "false")
+    embedder = configured_embedder.__wrapped__()  # a new one, read from the environment now, not the cached one
+    try:
+        assert isinstance(embedder, BacklogEmbedder)
+        assert len(embedder.embed_query("一个探针 a probe")) == embedder.dimensions
+        pid = embedder.engines[0].pid
+        assert pid is not None
+        assert scheduling_class(pid) == os.SCHED_OTHER
+        assert os.getpriority(os.PRIO_PROCESS, pid) >= os.getpriority(os.PRIO_PROCESS, 0) + 10
+    finally:
+        embedder.close()
 
 
 class Counting:
